@@ -1,0 +1,356 @@
+//! The chunked transfer coding (RFC 9112 §7.1): a sans-I/O decoder with bounded chunk
+//! extensions and trailers, and the few bytes an encoder needs.
+
+use crate::{Error, Limits};
+
+/// The terminating chunk and an empty trailer section.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+/// What follows the data of every chunk.
+pub const CHUNK_END: &[u8] = b"\r\n";
+
+/// Writes the size line of a chunk of `len` bytes (`len` must be non-zero; zero is
+/// [`LAST_CHUNK`]) into `out` and returns the number of bytes written (at most 18).
+pub fn encode_size_line(len: usize, out: &mut [u8; 18]) -> usize {
+    debug_assert!(len > 0);
+    let digits = (usize::BITS - len.leading_zeros()).div_ceil(4) as usize;
+    for i in 0..digits {
+        let nibble = (len >> (4 * (digits - 1 - i))) & 0xf;
+        out[i] = b"0123456789abcdef"[nibble];
+    }
+    out[digits] = b'\r';
+    out[digits + 1] = b'\n';
+    digits + 2
+}
+
+/// Appends `data` as one chunk to `out` (nothing for empty data).
+pub fn encode_chunk(data: &[u8], out: &mut Vec<u8>) {
+    if data.is_empty() {
+        return;
+    }
+    let mut line = [0u8; 18];
+    let n = encode_size_line(data.len(), &mut line);
+    out.extend_from_slice(&line[..n]);
+    out.extend_from_slice(data);
+    out.extend_from_slice(CHUNK_END);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Hex digits of the size.
+    Size {
+        digits: u8,
+    },
+    /// Whitespace (BWS) after the size, before `;` or CR.
+    SizeWs,
+    /// A chunk extension, up to CR.
+    Ext,
+    /// CR seen after the size line, LF expected.
+    SizeLf,
+    /// Chunk data with this many bytes left.
+    Data(u64),
+    /// CR expected after data.
+    DataCr,
+    /// LF expected after data.
+    DataLf,
+    /// Start of a trailer line (or the final CRLF).
+    TrailerStart,
+    /// Inside a trailer field line.
+    Trailer,
+    /// CR of a trailer line seen, LF expected.
+    TrailerLf,
+    /// CR of the final empty line seen, LF expected.
+    EndLf,
+    Done,
+}
+
+/// What one call to [`ChunkedDecoder::decode`] produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Bytes of input consumed.
+    pub consumed: usize,
+    /// Range of the input (within the consumed part) that is body data, possibly empty.
+    pub data: (usize, usize),
+    /// True once the last chunk and trailer section have been consumed.
+    pub done: bool,
+}
+
+/// Incremental decoder. Call [`ChunkedDecoder::decode`] with unconsumed input until it reports
+/// `done`; each call returns at most one contiguous run of data and never copies.
+#[derive(Debug, Clone)]
+pub struct ChunkedDecoder {
+    state: State,
+    size: u64,
+    line_len: usize,
+    trailer_len: usize,
+    max_chunk_line: usize,
+    max_trailer_bytes: usize,
+}
+
+impl ChunkedDecoder {
+    /// A decoder bounded by `limits` (chunk line and trailer sizes).
+    pub fn new(limits: &Limits) -> ChunkedDecoder {
+        ChunkedDecoder {
+            state: State::Size { digits: 0 },
+            size: 0,
+            line_len: 0,
+            trailer_len: 0,
+            max_chunk_line: limits.max_chunk_line,
+            max_trailer_bytes: limits.max_trailer_bytes,
+        }
+    }
+
+    /// True once the whole body has been decoded.
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Decode from `input`. Stops after the first run of data so the caller can take it.
+    pub fn decode(&mut self, input: &[u8]) -> Result<Step, Error> {
+        let mut i = 0;
+        while i < input.len() {
+            let b = input[i];
+            match self.state {
+                State::Size { digits } => {
+                    self.count_line()?;
+                    if let Some(d) = hex(b) {
+                        if digits >= 16 {
+                            return Err(Error::BadChunk("chunk size too large"));
+                        }
+                        self.size = (self.size << 4) | u64::from(d);
+                        self.state = State::Size { digits: digits + 1 };
+                    } else if digits == 0 {
+                        return Err(Error::BadChunk("chunk size missing"));
+                    } else {
+                        self.state = State::SizeWs;
+                        continue;
+                    }
+                }
+                State::SizeWs => {
+                    self.count_line()?;
+                    match b {
+                        b' ' | b'\t' => {}
+                        b';' => self.state = State::Ext,
+                        b'\r' => self.state = State::SizeLf,
+                        _ => return Err(Error::BadChunk("invalid character after chunk size")),
+                    }
+                }
+                State::Ext => {
+                    self.count_line()?;
+                    match b {
+                        b'\r' => self.state = State::SizeLf,
+                        b'\t' | 0x20..=0x7e | 0x80..=0xff => {}
+                        _ => return Err(Error::BadChunk("invalid character in chunk extension")),
+                    }
+                }
+                State::SizeLf => {
+                    if b != b'\n' {
+                        return Err(Error::BadChunk("chunk size line not ended by CRLF"));
+                    }
+                    self.line_len = 0;
+                    self.state = if self.size == 0 {
+                        State::TrailerStart
+                    } else {
+                        State::Data(self.size)
+                    };
+                    self.size = 0;
+                }
+                State::Data(left) => {
+                    let take = (input.len() - i).min(usize::try_from(left).unwrap_or(usize::MAX));
+                    let left = left - take as u64;
+                    self.state = if left == 0 {
+                        State::DataCr
+                    } else {
+                        State::Data(left)
+                    };
+                    return Ok(Step {
+                        consumed: i + take,
+                        data: (i, i + take),
+                        done: false,
+                    });
+                }
+                State::DataCr => {
+                    if b != b'\r' {
+                        return Err(Error::BadChunk("chunk data not followed by CRLF"));
+                    }
+                    self.state = State::DataLf;
+                }
+                State::DataLf => {
+                    if b != b'\n' {
+                        return Err(Error::BadChunk("chunk data not followed by CRLF"));
+                    }
+                    self.state = State::Size { digits: 0 };
+                }
+                State::TrailerStart => {
+                    self.count_trailer()?;
+                    match b {
+                        b'\r' => self.state = State::EndLf,
+                        b' ' | b'\t' => {
+                            return Err(Error::BadChunk("obsolete line folding in trailer"))
+                        }
+                        _ if is_tchar(b) => self.state = State::Trailer,
+                        _ => return Err(Error::BadChunk("invalid trailer field")),
+                    }
+                }
+                State::Trailer => {
+                    self.count_trailer()?;
+                    match b {
+                        b'\r' => self.state = State::TrailerLf,
+                        b'\t' | 0x20..=0x7e | 0x80..=0xff => {}
+                        _ => return Err(Error::BadChunk("invalid character in trailer")),
+                    }
+                }
+                State::TrailerLf => {
+                    self.count_trailer()?;
+                    if b != b'\n' {
+                        return Err(Error::BadChunk("trailer line not ended by CRLF"));
+                    }
+                    self.state = State::TrailerStart;
+                }
+                State::EndLf => {
+                    if b != b'\n' {
+                        return Err(Error::BadChunk("chunked body not ended by CRLF"));
+                    }
+                    self.state = State::Done;
+                    return Ok(Step {
+                        consumed: i + 1,
+                        data: (i + 1, i + 1),
+                        done: true,
+                    });
+                }
+                State::Done => break,
+            }
+            i += 1;
+        }
+        Ok(Step {
+            consumed: i,
+            data: (i, i),
+            done: self.state == State::Done,
+        })
+    }
+
+    fn count_line(&mut self) -> Result<(), Error> {
+        self.line_len += 1;
+        if self.line_len > self.max_chunk_line {
+            return Err(Error::BadChunk("chunk size line too long"));
+        }
+        Ok(())
+    }
+
+    fn count_trailer(&mut self) -> Result<(), Error> {
+        self.trailer_len += 1;
+        if self.trailer_len > self.max_trailer_bytes {
+            return Err(Error::BadChunk("trailer section too large"));
+        }
+        Ok(())
+    }
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(input: &[u8]) -> Result<(Vec<u8>, usize), Error> {
+        let mut d = ChunkedDecoder::new(&Limits::default());
+        let mut out = Vec::new();
+        let mut pos = 0;
+        loop {
+            let step = d.decode(&input[pos..])?;
+            out.extend_from_slice(&input[pos + step.data.0..pos + step.data.1]);
+            pos += step.consumed;
+            if step.done {
+                return Ok((out, pos));
+            }
+            if step.consumed == 0 {
+                return Err(Error::BadChunk("incomplete"));
+            }
+        }
+    }
+
+    #[test]
+    fn decodes_chunks_extensions_and_trailers() {
+        let body = b"4\r\nWiki\r\n5;name=val\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-Trailer: 1\r\n\r\nNEXT";
+        let (out, used) = decode_all(body).unwrap();
+        assert_eq!(out, b"Wikipedia in\r\n\r\nchunks.");
+        assert_eq!(&body[used..], b"NEXT");
+    }
+
+    #[test]
+    fn byte_at_a_time_matches_whole() {
+        let body = b"a\r\n0123456789\r\n1 ; x=\"y\"\r\nZ\r\n0\r\n\r\n";
+        let mut d = ChunkedDecoder::new(&Limits::default());
+        let mut out = Vec::new();
+        for (i, b) in body.iter().enumerate() {
+            let one = [*b];
+            let step = d.decode(&one).unwrap();
+            assert_eq!(step.consumed, 1, "byte {i}");
+            out.extend_from_slice(&one[step.data.0..step.data.1]);
+        }
+        assert!(d.is_done());
+        assert_eq!(out, b"0123456789Z");
+    }
+
+    #[test]
+    fn refuses_bad_chunks() {
+        for bad in [
+            &b"\r\n"[..],
+            b"x\r\n",
+            b"4\nWiki\r\n0\r\n\r\n",
+            b"4\r\nWikiXX0\r\n\r\n",
+            b"11111111111111111\r\n",
+            b"4 x\r\n",
+            b"0\r\n Folded: x\r\n\r\n",
+            b"0\r\nBad\x01: x\r\n\r\n",
+            b"4;\x00\r\n",
+        ] {
+            assert!(
+                decode_all(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn bounds_extensions_and_trailers() {
+        let mut long_ext = b"1;".to_vec();
+        long_ext.extend(std::iter::repeat(b'a').take(2000));
+        long_ext.extend_from_slice(b"\r\nx\r\n0\r\n\r\n");
+        assert_eq!(
+            decode_all(&long_ext),
+            Err(Error::BadChunk("chunk size line too long"))
+        );
+        let mut long_trailer = b"0\r\n".to_vec();
+        for i in 0..1000 {
+            long_trailer.extend_from_slice(format!("X-T{i}: value\r\n").as_bytes());
+        }
+        long_trailer.extend_from_slice(b"\r\n");
+        assert_eq!(
+            decode_all(&long_trailer),
+            Err(Error::BadChunk("trailer section too large"))
+        );
+    }
+
+    #[test]
+    fn encodes() {
+        let mut out = Vec::new();
+        encode_chunk(b"hello world, this is sixteen+", &mut out);
+        encode_chunk(b"", &mut out);
+        out.extend_from_slice(LAST_CHUNK);
+        assert_eq!(out, b"1d\r\nhello world, this is sixteen+\r\n0\r\n\r\n");
+        let (decoded, _) = decode_all(&out).unwrap();
+        assert_eq!(decoded, b"hello world, this is sixteen+");
+    }
+}

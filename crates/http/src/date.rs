@@ -1,0 +1,69 @@
+//! The `Date` field value (IMF-fixdate, RFC 9110 §5.6.7), formatted at most once a second per
+//! thread: every response carries it, and formatting a date costs far more than a lookup.
+
+use std::cell::Cell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Length of an IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub const DATE_LEN: usize = 29;
+
+thread_local! {
+    static CACHE: Cell<(u64, [u8; DATE_LEN])> = const { Cell::new((u64::MAX, [0; DATE_LEN])) };
+}
+
+/// The current time as an IMF-fixdate, reformatted when the second changes.
+pub fn now() -> [u8; DATE_LEN] {
+    let t = SystemTime::now();
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    CACHE.with(|c| {
+        let (cached, value) = c.get();
+        if cached == secs {
+            return value;
+        }
+        let value = format(t);
+        c.set((secs, value));
+        value
+    })
+}
+
+/// Formats `t` as an IMF-fixdate.
+pub fn format(t: SystemTime) -> [u8; DATE_LEN] {
+    let s = httpdate::fmt_http_date(t);
+    let mut out = [b' '; DATE_LEN];
+    let n = s.len().min(DATE_LEN);
+    out[..n].copy_from_slice(&s.as_bytes()[..n]);
+    out
+}
+
+/// Parses an HTTP date (IMF-fixdate, RFC 850 or asctime), as `If-Modified-Since` carries.
+pub fn parse(v: &[u8]) -> Option<SystemTime> {
+    httpdate::parse_http_date(std::str::from_utf8(v).ok()?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn formats_imf_fixdate() {
+        let t = UNIX_EPOCH + Duration::from_secs(784_111_777);
+        assert_eq!(&format(t), b"Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(parse(b"Sun, 06 Nov 1994 08:49:37 GMT"), Some(t));
+        assert_eq!(parse(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(t));
+        assert_eq!(parse(b"garbage"), None);
+    }
+
+    #[test]
+    fn now_is_cached_and_current() {
+        let a = now();
+        let b = now();
+        let fresh = format(SystemTime::now());
+        // Within one second all three agree; across a second boundary `b` may equal `fresh`.
+        assert!(a == b || b == fresh);
+        assert!(parse(&b).is_some());
+    }
+}

@@ -1,0 +1,42 @@
+//! weft-http: the sans-I/O HTTP/1.1 codec every weft concurrency model shares.
+//!
+//! Nothing here touches a socket, a thread or a clock other than the cached `Date` value:
+//! every function takes bytes and returns bytes, a partial/complete verdict, or a typed
+//! [`Error`] that names the status code a server should answer. Parsing never panics on input
+//! (fuzzed in `fuzz/`, property-tested in `tests/`).
+//!
+//! * [`Parser`] reads a request head (request line + header fields) incrementally and applies
+//!   RFC 9112's framing rules strictly: the message-body length is decided here
+//!   ([`BodyFraming`]), so every ambiguity that enables request smuggling is refused before any
+//!   handler sees the request.
+//! * [`ChunkedDecoder`] / [`chunked`] decode and encode the chunked transfer coding.
+//! * [`response`] encodes a response head; [`date`] keeps the `Date` value, formatted once a
+//!   second.
+//!
+//! ```
+//! use weft_http::{Parser, Limits, BodyFraming};
+//! let mut p = Parser::new(Limits::default());
+//! let buf = b"GET /index.html HTTP/1.1\r\nHost: example.com\r\n\r\n";
+//! let len = p.parse(buf).unwrap().expect("complete");
+//! assert_eq!(len, buf.len());
+//! let head = p.head();
+//! assert_eq!(head.target(buf), "/index.html");
+//! assert_eq!(head.framing(), BodyFraming::None);
+//! assert!(head.keep_alive());
+//! ```
+
+pub mod chunked;
+pub mod date;
+mod error;
+mod host;
+mod limits;
+mod request;
+pub mod response;
+
+pub use chunked::ChunkedDecoder;
+pub use error::Error;
+pub use host::{valid_authority, valid_host};
+pub use limits::Limits;
+pub use request::{
+    BodyFraming, Expect, Header, Method, Parser, RequestHead, Span, TargetForm, Version,
+};

@@ -1,0 +1,799 @@
+//! The request-head parser: request line and header section, parsed incrementally and
+//! validated strictly (RFC 9112 §2-§7, RFC 9110 §5).
+//!
+//! The parser resumes at line granularity: bytes already checked are not checked again when
+//! more arrive, so a client that sends one byte at a time costs linear, not quadratic, work.
+//! Header names and values are [`Span`]s into the caller's buffer; nothing is copied.
+
+use crate::host::{valid_authority, valid_host};
+use crate::{Error, Limits};
+
+/// A byte range into the buffer the head was parsed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    /// First byte.
+    pub start: u32,
+    /// One past the last byte.
+    pub end: u32,
+}
+
+impl Span {
+    fn new(start: usize, end: usize) -> Span {
+        // Heads are bounded by `Limits::max_head_bytes`, far below u32::MAX.
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
+    }
+
+    /// The bytes of this span in `buf`.
+    pub fn get<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.start as usize..self.end as usize]
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        (self.end - self.start) as usize
+    }
+
+    /// True if the span is empty.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// The request method. Methods outside RFC 9110 and PATCH are [`Method::Other`]; their text is
+/// [`RequestHead::method_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Connect,
+    Options,
+    Trace,
+    Patch,
+    Other,
+}
+
+impl Method {
+    fn from_bytes(m: &[u8]) -> Method {
+        match m {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            b"PUT" => Method::Put,
+            b"DELETE" => Method::Delete,
+            b"CONNECT" => Method::Connect,
+            b"OPTIONS" => Method::Options,
+            b"TRACE" => Method::Trace,
+            b"PATCH" => Method::Patch,
+            _ => Method::Other,
+        }
+    }
+}
+
+/// The protocol version of a request. `HTTP/1.x` with x > 1 is treated as HTTP/1.1
+/// (RFC 9110 §6.2: a server answers with the highest minor version it supports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+/// One header field: name and value (value without surrounding whitespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub name: Span,
+    pub value: Span,
+}
+
+/// How the length of the request body is determined (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body.
+    None,
+    /// Exactly this many bytes follow the head.
+    Length(u64),
+    /// A chunked body follows the head.
+    Chunked,
+}
+
+/// What the `Expect` field asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    None,
+    /// `100-continue`: the client waits for an interim 100 before it sends the body.
+    Continue,
+    /// Any other expectation: the server answers 417.
+    Unsupported,
+}
+
+/// The form of the request target (RFC 9112 §3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetForm {
+    /// `/path?query`
+    Origin,
+    /// `http://authority/path?query`; [`RequestHead::path_span`] is the origin-form part.
+    Absolute,
+    /// `host:port`, only with CONNECT.
+    Authority,
+    /// `*`, only with OPTIONS.
+    Asterisk,
+}
+
+/// A parsed and validated request head. Spans refer to the buffer given to [`Parser::parse`].
+#[derive(Debug, Clone)]
+pub struct RequestHead {
+    method: Method,
+    method_span: Span,
+    target: Span,
+    path: Span,
+    form: TargetForm,
+    version: Version,
+    headers: Vec<Header>,
+    host: Option<Span>,
+    framing: BodyFraming,
+    expect: Expect,
+    keep_alive: bool,
+    len: usize,
+}
+
+impl Default for RequestHead {
+    fn default() -> Self {
+        RequestHead {
+            method: Method::Get,
+            method_span: Span::default(),
+            target: Span::default(),
+            path: Span::default(),
+            form: TargetForm::Origin,
+            version: Version::Http11,
+            headers: Vec::with_capacity(16),
+            host: None,
+            framing: BodyFraming::None,
+            expect: Expect::None,
+            keep_alive: true,
+            len: 0,
+        }
+    }
+}
+
+fn ascii(b: &[u8]) -> &str {
+    // Request lines are validated to visible ASCII, so this never falls back.
+    std::str::from_utf8(b).unwrap_or("")
+}
+
+impl RequestHead {
+    /// The method.
+    pub fn method(&self) -> Method {
+        self.method
+    }
+    /// The method's text, e.g. `"GET"` or an extension method such as `"ECHO"`.
+    pub fn method_str<'a>(&self, buf: &'a [u8]) -> &'a str {
+        ascii(self.method_span.get(buf))
+    }
+    /// The request target as sent (any form).
+    pub fn target<'a>(&self, buf: &'a [u8]) -> &'a str {
+        ascii(self.target.get(buf))
+    }
+    /// The origin-form part of the target: path and query (for absolute-form, what follows the
+    /// authority; `/` if that is empty). Empty for authority- and asterisk-form.
+    pub fn path<'a>(&self, buf: &'a [u8]) -> &'a str {
+        if self.form == TargetForm::Absolute && self.path.is_empty() {
+            return "/";
+        }
+        ascii(self.path.get(buf))
+    }
+    /// Span of [`RequestHead::path`] (empty for an absolute-form target with no path).
+    pub fn path_span(&self) -> Span {
+        self.path
+    }
+    /// The form of the target.
+    pub fn target_form(&self) -> TargetForm {
+        self.form
+    }
+    /// The protocol version.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+    /// All header fields in the order received.
+    pub fn headers(&self) -> &[Header] {
+        &self.headers
+    }
+    /// The value of the first field named `name` (ASCII case-insensitive).
+    pub fn header<'a>(&self, buf: &'a [u8], name: &str) -> Option<&'a [u8]> {
+        self.headers
+            .iter()
+            .find(|h| h.name.get(buf).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|h| h.value.get(buf))
+    }
+    /// The Host field's value, if any.
+    pub fn host_span(&self) -> Option<Span> {
+        self.host
+    }
+    /// How the body is framed.
+    pub fn framing(&self) -> BodyFraming {
+        self.framing
+    }
+    /// What `Expect` asked for.
+    pub fn expect(&self) -> Expect {
+        self.expect
+    }
+    /// True if the connection may stay open after this exchange (HTTP/1.1 unless
+    /// `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`).
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+    /// Length of the head in bytes (request line through the empty line).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True before a head has been parsed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    RequestLine,
+    Headers,
+    Done,
+}
+
+/// Field-level facts gathered while the header lines go by, checked once the head is complete.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    hosts: u32,
+    content_length: Option<u64>,
+    transfer_encoding: bool,
+    te_last_chunked: bool,
+    te_chunked_seen: bool,
+    te_other_coding: bool,
+    conn_close: bool,
+    conn_keep_alive: bool,
+}
+
+/// Incremental request-head parser. Feed it the same growing buffer until it returns
+/// `Ok(Some(head_len))`; then [`Parser::head`] describes the request and [`Parser::reset`]
+/// prepares for the next one (the next request starts at `head_len` plus the body).
+#[derive(Debug, Clone)]
+pub struct Parser {
+    limits: Limits,
+    state: State,
+    pos: usize,
+    seen: Seen,
+    head: RequestHead,
+}
+
+/// `tchar` of RFC 9110 §5.6.2.
+static TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
+
+/// `field-vchar`, SP and HTAB (RFC 9110 §5.5): everything but CTLs and DEL. obs-text allowed.
+static FIELD_VALUE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i == 0x09 || (i >= 0x20 && i != 0x7f);
+        i += 1;
+    }
+    t
+};
+
+/// Request-target bytes: visible ASCII except `#` (a fragment is never sent, RFC 9112 §3.2).
+static TARGET: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0x21;
+    while i < 0x7f {
+        t[i] = i != b'#' as usize;
+        i += 1;
+    }
+    t
+};
+
+/// Leading empty lines a server ignores before a request line (RFC 9112 §2.2), bounded.
+const MAX_LEADING_EMPTY_LINES: usize = 4;
+
+impl Parser {
+    /// A parser that enforces `limits`.
+    pub fn new(limits: Limits) -> Parser {
+        Parser {
+            limits,
+            state: State::RequestLine,
+            pos: 0,
+            seen: Seen::default(),
+            head: RequestHead::default(),
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Forget the previous request; keeps allocations.
+    pub fn reset(&mut self) {
+        self.state = State::RequestLine;
+        self.pos = 0;
+        self.seen = Seen::default();
+        let mut headers = std::mem::take(&mut self.head.headers);
+        headers.clear();
+        self.head = RequestHead {
+            headers,
+            ..RequestHead::default()
+        };
+    }
+
+    /// True if some bytes of a request have been consumed but the head is not complete.
+    pub fn in_progress(&self) -> bool {
+        self.pos > 0 && self.state != State::Done
+    }
+
+    /// The head parsed by the last call that returned `Ok(Some(_))`.
+    pub fn head(&self) -> &RequestHead {
+        &self.head
+    }
+
+    /// Take the parsed head, leaving the parser reset.
+    pub fn take_head(&mut self) -> RequestHead {
+        let head = std::mem::take(&mut self.head);
+        self.reset();
+        head
+    }
+
+    /// Parse `buf`, which starts at the first byte of the request and holds every byte given
+    /// to previous calls since the last [`Parser::reset`]. Returns `Ok(None)` if more bytes are
+    /// needed, `Ok(Some(n))` when the head is complete and `n` bytes long.
+    pub fn parse(&mut self, buf: &[u8]) -> Result<Option<usize>, Error> {
+        loop {
+            match self.state {
+                State::RequestLine => {
+                    if !self.request_line(buf)? {
+                        return Ok(None);
+                    }
+                }
+                State::Headers => {
+                    if !self.header_lines(buf)? {
+                        return Ok(None);
+                    }
+                    self.finish(buf)?;
+                    self.state = State::Done;
+                    return Ok(Some(self.head.len));
+                }
+                State::Done => return Ok(Some(self.head.len)),
+            }
+        }
+    }
+
+    fn request_line(&mut self, buf: &[u8]) -> Result<bool, Error> {
+        let mut start = self.pos;
+        let mut empty = 0;
+        while buf.len() >= start + 2 && &buf[start..start + 2] == b"\r\n" {
+            empty += 1;
+            if empty > MAX_LEADING_EMPTY_LINES {
+                return Err(Error::BadRequest(
+                    "too many empty lines before request line",
+                ));
+            }
+            start += 2;
+        }
+        self.pos = start;
+        let window_end = buf.len().min(start + self.limits.max_request_line);
+        let lf = match memchr::memchr(b'\n', &buf[start..window_end]) {
+            Some(i) => start + i,
+            None => {
+                if buf.len() - start >= self.limits.max_request_line {
+                    return Err(Error::UriTooLong);
+                }
+                // Refuse a line that is already wrong instead of waiting for its end.
+                precheck_partial_line(&buf[start..])?;
+                return Ok(false);
+            }
+        };
+        if lf == start || buf[lf - 1] != b'\r' {
+            return Err(Error::BadRequest("request line not terminated by CRLF"));
+        }
+        self.parse_request_line(buf, start, lf - 1)?;
+        self.pos = lf + 1;
+        self.state = State::Headers;
+        Ok(true)
+    }
+
+    fn parse_request_line(&mut self, buf: &[u8], start: usize, end: usize) -> Result<(), Error> {
+        let line = &buf[start..end];
+        // method SP request-target SP HTTP-version, single spaces (RFC 9112 §3).
+        let m_end = line
+            .iter()
+            .position(|&b| !TOKEN[b as usize])
+            .unwrap_or(line.len());
+        if m_end == 0 {
+            return Err(Error::BadRequest("empty or invalid method"));
+        }
+        if line.get(m_end) != Some(&b' ') {
+            return Err(Error::BadRequest("invalid character in method"));
+        }
+        let t_start = m_end + 1;
+        let t_len = line[t_start..]
+            .iter()
+            .position(|&b| !TARGET[b as usize])
+            .unwrap_or(line.len() - t_start);
+        let t_end = t_start + t_len;
+        if t_len == 0 {
+            return Err(Error::BadRequest("empty or invalid request target"));
+        }
+        match line.get(t_end) {
+            Some(b' ') => {}
+            None => {
+                return Err(Error::BadRequest(
+                    "no HTTP version (HTTP/0.9 is not supported)",
+                ))
+            }
+            Some(_) => return Err(Error::BadRequest("invalid character in request target")),
+        }
+        self.head.version = parse_version(&line[t_end + 1..])?;
+        let method = Method::from_bytes(&line[..m_end]);
+        self.head.method = method;
+        self.head.method_span = Span::new(start, start + m_end);
+        self.head.target = Span::new(start + t_start, start + t_end);
+        let target = &line[t_start..t_end];
+        let (form, path) = classify_target(method, target)?;
+        self.head.form = form;
+        self.head.path = Span::new(start + t_start + path.0, start + t_start + path.1);
+        Ok(())
+    }
+
+    /// Parses complete header lines; true once the empty line ending the head has been seen.
+    fn header_lines(&mut self, buf: &[u8]) -> Result<bool, Error> {
+        let max = self.limits.max_head_bytes;
+        loop {
+            let pos = self.pos;
+            match buf.get(pos) {
+                None => return self.need_more(buf),
+                Some(b'\r') => match buf.get(pos + 1) {
+                    None => return self.need_more(buf),
+                    Some(b'\n') => {
+                        self.head.len = pos + 2;
+                        if self.head.len > max {
+                            return Err(Error::HeadersTooLarge);
+                        }
+                        return Ok(true);
+                    }
+                    Some(_) => return Err(Error::BadRequest("CR not followed by LF")),
+                },
+                Some(b' ' | b'\t') => {
+                    return Err(Error::BadRequest(
+                        "obsolete line folding or whitespace before a field",
+                    ))
+                }
+                Some(_) => {}
+            }
+            let window_end = buf.len().min(max);
+            let lf = match memchr::memchr(b'\n', buf.get(pos..window_end).unwrap_or(&[])) {
+                Some(i) => pos + i,
+                None => return self.need_more(buf),
+            };
+            if buf[lf - 1] != b'\r' {
+                return Err(Error::BadRequest("header line not terminated by CRLF"));
+            }
+            if self.head.headers.len() >= self.limits.max_headers {
+                return Err(Error::HeadersTooLarge);
+            }
+            self.header_line(buf, pos, lf - 1)?;
+            self.pos = lf + 1;
+        }
+    }
+
+    fn need_more(&self, buf: &[u8]) -> Result<bool, Error> {
+        if buf.len() >= self.limits.max_head_bytes {
+            Err(Error::HeadersTooLarge)
+        } else {
+            Ok(false)
+        }
+    }
+
+    fn header_line(&mut self, buf: &[u8], start: usize, end: usize) -> Result<(), Error> {
+        let line = &buf[start..end];
+        let colon = line
+            .iter()
+            .position(|&b| !TOKEN[b as usize])
+            .unwrap_or(line.len());
+        match line.get(colon) {
+            Some(b':') if colon > 0 => {}
+            Some(b':') => return Err(Error::BadRequest("empty field name")),
+            Some(b' ' | b'\t') => {
+                return Err(Error::BadRequest("whitespace in or after field name"))
+            }
+            Some(_) => return Err(Error::BadRequest("invalid character in field name")),
+            None => return Err(Error::BadRequest("field line without colon")),
+        }
+        let mut v_start = colon + 1;
+        while v_start < line.len() && matches!(line[v_start], b' ' | b'\t') {
+            v_start += 1;
+        }
+        let value = &line[v_start..];
+        if !value.iter().all(|&b| FIELD_VALUE[b as usize]) {
+            return Err(Error::BadRequest("invalid character in field value"));
+        }
+        let mut v_end = line.len();
+        while v_end > v_start && matches!(line[v_end - 1], b' ' | b'\t') {
+            v_end -= 1;
+        }
+        let name = &line[..colon];
+        let value = &line[v_start..v_end];
+        self.note_field(name, value, Span::new(start + v_start, start + v_end))?;
+        self.head.headers.push(Header {
+            name: Span::new(start, start + colon),
+            value: Span::new(start + v_start, start + v_end),
+        });
+        Ok(())
+    }
+
+    /// Record what framing, connection management and routing need from a field.
+    fn note_field(&mut self, name: &[u8], value: &[u8], value_span: Span) -> Result<(), Error> {
+        let s = &mut self.seen;
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                s.hosts += 1;
+                self.head.host = Some(value_span);
+            }
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                self.head.expect = if value.eq_ignore_ascii_case(b"100-continue") {
+                    Expect::Continue
+                } else {
+                    Expect::Unsupported
+                };
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for token in list_elements(value) {
+                    if token.eq_ignore_ascii_case(b"close") {
+                        s.conn_close = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        s.conn_keep_alive = true;
+                    }
+                }
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                // A list of identical values ("5, 5") is one length (RFC 9110 §8.6).
+                let mut any = false;
+                for element in value.split(|&b| b == b',') {
+                    let n = parse_decimal(trim_ows(element))
+                        .ok_or(Error::BadRequest("invalid Content-Length"))?;
+                    any = true;
+                    match s.content_length {
+                        Some(prev) if prev != n => {
+                            return Err(Error::BadRequest("conflicting Content-Length values"))
+                        }
+                        _ => s.content_length = Some(n),
+                    }
+                }
+                if !any {
+                    return Err(Error::BadRequest("invalid Content-Length"));
+                }
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                s.transfer_encoding = true;
+                let mut any = false;
+                for element in value.split(|&b| b == b',') {
+                    let coding = trim_ows(element);
+                    // Parameters (`;q=...`) are not allowed on chunked and mean nothing here.
+                    let name = coding
+                        .split(|&b| b == b';')
+                        .next()
+                        .map(trim_ows)
+                        .unwrap_or(coding);
+                    if name.is_empty() {
+                        return Err(Error::BadRequest("empty transfer coding"));
+                    }
+                    if !name.iter().all(|&b| TOKEN[b as usize]) {
+                        return Err(Error::BadRequest("invalid transfer coding"));
+                    }
+                    any = true;
+                    if name.eq_ignore_ascii_case(b"chunked") {
+                        if s.te_chunked_seen || coding.len() != name.len() {
+                            return Err(Error::BadRequest(
+                                "chunked applied twice or with parameters",
+                            ));
+                        }
+                        s.te_chunked_seen = true;
+                        s.te_last_chunked = true;
+                    } else {
+                        s.te_last_chunked = false;
+                        s.te_other_coding = true;
+                    }
+                }
+                if !any {
+                    return Err(Error::BadRequest("empty Transfer-Encoding"));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Checks that need the whole head: Host, framing, keep-alive.
+    fn finish(&mut self, buf: &[u8]) -> Result<(), Error> {
+        let s = self.seen;
+        let head = &mut self.head;
+        match (head.version, s.hosts) {
+            (_, n) if n > 1 => return Err(Error::BadRequest("more than one Host field")),
+            (Version::Http11, 0) => return Err(Error::BadRequest("HTTP/1.1 request without Host")),
+            _ => {}
+        }
+        if let Some(h) = head.host {
+            if !valid_host(h.get(buf)) {
+                return Err(Error::BadRequest("invalid Host"));
+            }
+        }
+        head.framing = if s.transfer_encoding {
+            // RFC 9112 §6.1-6.3: TE with CL, TE in HTTP/1.0, or a final coding other than
+            // chunked leave the body length undeterminable: refuse rather than guess.
+            if s.content_length.is_some() {
+                return Err(Error::BadRequest(
+                    "both Transfer-Encoding and Content-Length",
+                ));
+            }
+            if head.version == Version::Http10 {
+                return Err(Error::BadRequest(
+                    "Transfer-Encoding in an HTTP/1.0 request",
+                ));
+            }
+            if !s.te_last_chunked {
+                return Err(Error::BadRequest("final transfer coding is not chunked"));
+            }
+            if s.te_other_coding {
+                return Err(Error::NotImplemented("transfer coding other than chunked"));
+            }
+            BodyFraming::Chunked
+        } else {
+            match s.content_length {
+                None | Some(0) => BodyFraming::None,
+                Some(n) => BodyFraming::Length(n),
+            }
+        };
+        head.keep_alive = match head.version {
+            Version::Http11 => !s.conn_close,
+            Version::Http10 => s.conn_keep_alive && !s.conn_close,
+        };
+        Ok(())
+    }
+}
+
+/// Rejects an unterminated request line as soon as its method shows it cannot be valid, so a
+/// client sending garbage is answered without waiting for a line end.
+fn precheck_partial_line(partial: &[u8]) -> Result<(), Error> {
+    let m_end = partial.iter().position(|&b| !TOKEN[b as usize]);
+    match m_end {
+        Some(0) => Err(Error::BadRequest("empty or invalid method")),
+        Some(i) if partial[i] != b' ' && partial[i] != b'\r' => {
+            Err(Error::BadRequest("invalid character in method"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn parse_version(v: &[u8]) -> Result<Version, Error> {
+    match v {
+        b"HTTP/1.1" => Ok(Version::Http11),
+        b"HTTP/1.0" => Ok(Version::Http10),
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            if *major == b'1' {
+                Ok(Version::Http11)
+            } else {
+                Err(Error::VersionNotSupported)
+            }
+        }
+        _ => Err(Error::BadRequest("malformed HTTP version")),
+    }
+}
+
+/// Returns the target's form and the byte range of its origin-form part.
+fn classify_target(method: Method, t: &[u8]) -> Result<(TargetForm, (usize, usize)), Error> {
+    if t[0] == b'/' {
+        return Ok((TargetForm::Origin, (0, t.len())));
+    }
+    if method == Method::Connect {
+        return if valid_authority(t) {
+            Ok((TargetForm::Authority, (0, 0)))
+        } else {
+            Err(Error::BadRequest("invalid CONNECT authority"))
+        };
+    }
+    if t == b"*" {
+        return if method == Method::Options {
+            Ok((TargetForm::Asterisk, (0, 0)))
+        } else {
+            Err(Error::BadRequest(
+                "asterisk-form target with a method other than OPTIONS",
+            ))
+        };
+    }
+    let scheme_len = if t.len() >= 7 && t[..7].eq_ignore_ascii_case(b"http://") {
+        7
+    } else if t.len() >= 8 && t[..8].eq_ignore_ascii_case(b"https://") {
+        8
+    } else {
+        return Err(Error::BadRequest(
+            "request target is not origin-form or an http(s) URI",
+        ));
+    };
+    let rest = &t[scheme_len..];
+    let a_len = rest
+        .iter()
+        .position(|&b| b == b'/' || b == b'?')
+        .unwrap_or(rest.len());
+    if !valid_authority(&rest[..a_len]) {
+        return Err(Error::BadRequest(
+            "invalid authority in absolute-form target",
+        ));
+    }
+    let p_start = scheme_len + a_len;
+    if t.get(p_start) == Some(&b'?') {
+        // "http://host?q" has an empty path; origin-form needs "/?q" (not representable as a span).
+        return Err(Error::BadRequest(
+            "absolute-form target with a query but no path",
+        ));
+    }
+    Ok((TargetForm::Absolute, (p_start, t.len())))
+}
+
+fn trim_ows(mut b: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = b {
+        b = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = b {
+        b = rest;
+    }
+    b
+}
+
+/// Non-empty elements of a comma-separated list, whitespace trimmed.
+fn list_elements(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|&b| b == b',')
+        .map(trim_ows)
+        .filter(|e| !e.is_empty())
+}
+
+/// `1*DIGIT` into a u64; `None` on anything else or overflow.
+fn parse_decimal(d: &[u8]) -> Option<u64> {
+    if d.is_empty() || d.len() > 19 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in d {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    Some(n)
+}

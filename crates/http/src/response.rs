@@ -1,0 +1,177 @@
+//! Response-head encoding: status line, header fields (checked so a value can never split the
+//! response), the cached `Date`.
+
+use crate::date;
+
+/// The reason phrase for `status` (RFC 9110 §15); empty for codes without one here.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        421 => "Misdirected Request",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// True if a status code forbids a message body (1xx, 204, 304).
+pub fn status_has_no_body(status: u16) -> bool {
+    (100..200).contains(&status) || status == 204 || status == 304
+}
+
+/// A header that cannot be written: its name is not a token or its value holds CR, LF or NUL
+/// (which would let a value start a new header or a new response: response splitting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidHeader;
+
+impl std::fmt::Display for InvalidHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid response header name or value")
+    }
+}
+
+impl std::error::Error for InvalidHeader {}
+
+/// True if `name` may be written as a field name.
+pub fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// True if `value` may be written as a field value.
+pub fn valid_value(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+/// Appends `HTTP/1.1 <status> <reason>\r\n`.
+pub fn write_status_line(status: u16, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    write_decimal(u64::from(status), out);
+    out.push(b' ');
+    out.extend_from_slice(reason(status).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `name: value\r\n` after checking both.
+pub fn write_header(name: &str, value: &[u8], out: &mut Vec<u8>) -> Result<(), InvalidHeader> {
+    if !valid_name(name.as_bytes()) || !valid_value(value) {
+        return Err(InvalidHeader);
+    }
+    write_header_unchecked(name, value, out);
+    Ok(())
+}
+
+/// Appends `name: value\r\n` for a name and value the caller built from safe parts.
+pub fn write_header_unchecked(name: &str, value: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `Date: <now>\r\n` from the per-second cache.
+pub fn write_date(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"Date: ");
+    out.extend_from_slice(&date::now());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `Content-Length: n\r\n`.
+pub fn write_content_length(n: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"Content-Length: ");
+    write_decimal(n, out);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the decimal digits of `n`.
+pub fn write_decimal(mut n: u64, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_head() {
+        let mut out = Vec::new();
+        write_status_line(404, &mut out);
+        write_header("Content-Type", b"text/plain", &mut out).unwrap();
+        write_content_length(1234567, &mut out);
+        write_decimal(0, &mut out);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 1234567\r\n0"
+        );
+    }
+
+    #[test]
+    fn refuses_response_splitting() {
+        let mut out = Vec::new();
+        assert_eq!(
+            write_header("X", b"a\r\nSet-Cookie: x", &mut out),
+            Err(InvalidHeader)
+        );
+        assert_eq!(write_header("X", b"a\nb", &mut out), Err(InvalidHeader));
+        assert_eq!(write_header("X", b"a\0b", &mut out), Err(InvalidHeader));
+        assert_eq!(write_header("X Y", b"a", &mut out), Err(InvalidHeader));
+        assert_eq!(write_header("", b"a", &mut out), Err(InvalidHeader));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn date_header_shape() {
+        let mut out = Vec::new();
+        write_date(&mut out);
+        assert!(out.starts_with(b"Date: ") && out.ends_with(b" GMT\r\n"));
+        assert_eq!(out.len(), 6 + date::DATE_LEN + 2);
+    }
+}
