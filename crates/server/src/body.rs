@@ -1,0 +1,396 @@
+//! The connection's read buffer and the request-body reader handlers read from.
+//!
+//! A body is framed by the head (`Content-Length` or chunked, decided by weft-http); the reader
+//! serves bytes already buffered first, then reads the stream, enforces the body size limit
+//! and the body-read timeout, and sends `100 Continue` the first time a handler asks for data
+//! of a request that expects it. Problems are recorded for the driver, which answers the
+//! matching status (400, 408, 413) and closes the connection.
+
+use std::io::{self, Read};
+use std::time::Duration;
+
+use weft_http::{BodyFraming, ChunkedDecoder, Limits};
+
+use crate::net::Transport;
+
+/// A growable read buffer holding bytes received but not yet consumed. Bytes are read into
+/// already-initialised memory, so no `unsafe` is needed; the buffer is zeroed once per growth.
+#[derive(Debug)]
+pub struct ReadBuf {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl ReadBuf {
+    /// An empty buffer of `capacity` bytes.
+    pub fn new(capacity: usize) -> ReadBuf {
+        ReadBuf {
+            buf: vec![0; capacity],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The unconsumed bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Number of unconsumed bytes.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// True if nothing is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Drops the first `n` unconsumed bytes.
+    pub fn consume(&mut self, n: usize) {
+        debug_assert!(n <= self.len());
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Reads once from `r`, keeping at most `max` unconsumed bytes in total. Returns the bytes
+    /// read (0: end of stream). With `max` unconsumed bytes already held it returns an error.
+    pub fn fill<R: Read + ?Sized>(&mut self, r: &mut R, max: usize) -> io::Result<usize> {
+        if self.len() >= max {
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                "read buffer limit reached",
+            ));
+        }
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.end == self.buf.len() {
+                let new_len = (self.buf.len() * 2).clamp(1024, max.max(1024));
+                self.buf.resize(new_len, 0);
+            }
+        }
+        let room = (max - self.len()).min(self.buf.len() - self.end);
+        let n = r.read(&mut self.buf[self.end..self.end + room])?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Releases memory beyond `capacity` once the buffer is empty (after a large request).
+    pub fn shrink_if_idle(&mut self, capacity: usize) {
+        if self.is_empty() && self.buf.len() > capacity {
+            self.buf.truncate(capacity);
+            self.buf.shrink_to_fit();
+        }
+    }
+}
+
+/// Why a body could not be read; the driver answers with [`BodyError::status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyError {
+    /// More than the configured maximum body size: 413.
+    TooLarge,
+    /// Chunked framing was broken: 400.
+    Malformed(weft_http::Error),
+    /// The client stopped sending before the body-read timeout: 408.
+    Timeout,
+    /// The client closed the connection before the end of the body: no response possible.
+    Closed,
+    /// Another I/O error: no response possible.
+    Io(io::ErrorKind),
+}
+
+impl BodyError {
+    /// The status to answer with, if the connection can still carry one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            BodyError::TooLarge => Some(413),
+            BodyError::Malformed(e) => Some(e.status()),
+            BodyError::Timeout => Some(408),
+            BodyError::Closed | BodyError::Io(_) => None,
+        }
+    }
+
+    fn to_io(self) -> io::Error {
+        let kind = match self {
+            BodyError::TooLarge => io::ErrorKind::FileTooLarge,
+            BodyError::Malformed(_) => io::ErrorKind::InvalidData,
+            BodyError::Timeout => io::ErrorKind::TimedOut,
+            BodyError::Closed => io::ErrorKind::UnexpectedEof,
+            BodyError::Io(k) => k,
+        };
+        io::Error::new(kind, format!("request body: {self:?}"))
+    }
+}
+
+#[derive(Debug)]
+enum State {
+    Length(u64),
+    /// `pending` decoded data bytes sit at the front of the read buffer.
+    Chunked {
+        decoder: ChunkedDecoder,
+        pending: usize,
+    },
+    Done,
+}
+
+/// The interim response sent before reading a body the client holds back.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// The body of one request, readable with [`std::io::Read`].
+pub struct RequestBody<'a> {
+    rbuf: &'a mut ReadBuf,
+    stream: &'a mut dyn Transport,
+    state: State,
+    continue_pending: bool,
+    max: u64,
+    received: u64,
+    timeout: Duration,
+    read_buf_max: usize,
+    error: Option<BodyError>,
+}
+
+impl std::fmt::Debug for RequestBody<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestBody")
+            .field("state", &self.state)
+            .field("received", &self.received)
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+/// Bounds one body read.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    /// Largest body accepted (413 past it).
+    pub max: u64,
+    /// Longest wait for the next body bytes (408 past it).
+    pub timeout: Duration,
+    /// Bounds on chunked framing.
+    pub http: Limits,
+    /// Largest amount of buffered unread data.
+    pub read_buf_max: usize,
+}
+
+impl<'a> RequestBody<'a> {
+    /// A reader for a body framed by `framing`. `expect_continue`: the client waits for
+    /// `100 Continue` (sent on the first read).
+    pub fn new(
+        framing: BodyFraming,
+        expect_continue: bool,
+        rbuf: &'a mut ReadBuf,
+        stream: &'a mut dyn Transport,
+        limits: BodyLimits,
+    ) -> RequestBody<'a> {
+        let state = match framing {
+            BodyFraming::None => State::Done,
+            BodyFraming::Length(n) => State::Length(n),
+            BodyFraming::Chunked => State::Chunked {
+                decoder: ChunkedDecoder::new(&limits.http),
+                pending: 0,
+            },
+        };
+        let continue_pending = expect_continue && !matches!(state, State::Done);
+        RequestBody {
+            rbuf,
+            stream,
+            state,
+            continue_pending,
+            max: limits.max,
+            received: 0,
+            timeout: limits.timeout,
+            read_buf_max: limits.read_buf_max,
+            error: None,
+        }
+    }
+
+    /// A reader for a request without a body (for tests and internal calls).
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    /// True if the client still waits for `100 Continue` (no body byte was asked for).
+    pub fn continue_pending(&self) -> bool {
+        self.continue_pending
+    }
+
+    /// The error that stopped reading, if any.
+    pub fn error(&self) -> Option<BodyError> {
+        self.error
+    }
+
+    /// Reads the whole body into a vector (bounded by the body size limit).
+    pub fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        let mut v = Vec::new();
+        if let State::Length(n) = self.state {
+            v.reserve(usize::try_from(n.min(self.max)).unwrap_or(0));
+        }
+        self.read_to_end(&mut v)?;
+        Ok(v)
+    }
+
+    /// Reads and discards up to `limit` bytes; true if the body ended within them.
+    pub fn drain(&mut self, limit: u64) -> bool {
+        let mut scratch = [0u8; 4096];
+        let mut left = limit;
+        while !self.is_finished() {
+            if left == 0 || self.error.is_some() {
+                return false;
+            }
+            match self.read(&mut scratch[..usize::try_from(left.min(4096)).unwrap_or(4096)]) {
+                Ok(0) => break,
+                Ok(n) => left -= n as u64,
+                Err(_) => return false,
+            }
+        }
+        self.is_finished()
+    }
+
+    fn fail(&mut self, e: BodyError) -> io::Error {
+        self.error = Some(e);
+        e.to_io()
+    }
+
+    fn read_stream(&mut self, out: &mut [u8]) -> Result<usize, BodyError> {
+        self.stream
+            .set_read_timeout(Some(self.timeout))
+            .map_err(|e| BodyError::Io(e.kind()))?;
+        loop {
+            match self.stream.read(out) {
+                Ok(0) => return Err(BodyError::Closed),
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(BodyError::Timeout)
+                }
+                Err(e) => return Err(BodyError::Io(e.kind())),
+            }
+        }
+    }
+
+    fn fill_rbuf(&mut self) -> Result<(), BodyError> {
+        self.stream
+            .set_read_timeout(Some(self.timeout))
+            .map_err(|e| BodyError::Io(e.kind()))?;
+        loop {
+            match self.rbuf.fill(self.stream, self.read_buf_max) {
+                Ok(0) => return Err(BodyError::Closed),
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(BodyError::Timeout)
+                }
+                Err(e) => return Err(BodyError::Io(e.kind())),
+            }
+        }
+    }
+
+    fn read_inner(&mut self, out: &mut [u8]) -> Result<usize, BodyError> {
+        if self.continue_pending {
+            self.continue_pending = false;
+            self.stream
+                .write_all(CONTINUE)
+                .map_err(|e| BodyError::Io(e.kind()))?;
+        }
+        loop {
+            match &mut self.state {
+                State::Done => return Ok(0),
+                State::Length(left) => {
+                    let want = usize::try_from(*left).unwrap_or(usize::MAX).min(out.len());
+                    let n = if !self.rbuf.is_empty() {
+                        let n = want.min(self.rbuf.len());
+                        out[..n].copy_from_slice(&self.rbuf.data()[..n]);
+                        self.rbuf.consume(n);
+                        n
+                    } else {
+                        let want_left = *left;
+                        let n = self.read_stream(&mut out[..want])?;
+                        debug_assert!(n as u64 <= want_left);
+                        n
+                    };
+                    if let State::Length(left) = &mut self.state {
+                        *left -= n as u64;
+                        if *left == 0 {
+                            self.state = State::Done;
+                        }
+                    }
+                    return Ok(n);
+                }
+                State::Chunked { decoder, pending } => {
+                    if *pending > 0 {
+                        let n = (*pending).min(out.len());
+                        out[..n].copy_from_slice(&self.rbuf.data()[..n]);
+                        self.rbuf.consume(n);
+                        *pending -= n;
+                        return Ok(n);
+                    }
+                    if decoder.is_done() {
+                        self.state = State::Done;
+                        return Ok(0);
+                    }
+                    if self.rbuf.is_empty() {
+                        self.fill_rbuf()?;
+                        continue;
+                    }
+                    let step = decoder
+                        .decode(self.rbuf.data())
+                        .map_err(BodyError::Malformed)?;
+                    let (d0, d1) = step.data;
+                    if d1 > d0 {
+                        // Data is always the tail of what a step consumed.
+                        debug_assert_eq!(d1, step.consumed);
+                        self.rbuf.consume(d0);
+                        *pending = d1 - d0;
+                    } else {
+                        self.rbuf.consume(step.consumed);
+                        if !step.done && self.rbuf.is_empty() {
+                            self.fill_rbuf()?;
+                        } else if !step.done && step.consumed == 0 {
+                            // The buffered bytes are an incomplete line: read more.
+                            self.fill_rbuf()?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Read for RequestBody<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = self.error {
+            return Err(e.to_io());
+        }
+        if out.is_empty() {
+            return Ok(0);
+        }
+        match self.read_inner(out) {
+            Ok(n) => {
+                self.received += n as u64;
+                if self.received > self.max {
+                    return Err(self.fail(BodyError::TooLarge));
+                }
+                Ok(n)
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+}

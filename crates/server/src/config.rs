@@ -1,0 +1,531 @@
+//! Configuration: every timeout and limit has a name, an nginx-like default and a TOML key.
+//! The command line overrides the file; `weft serve` with neither serves `www/` on
+//! 127.0.0.1:8080 with the default model.
+//!
+//! ```toml
+//! root = "www"
+//! threads = 2
+//! access_log = "off"          # "off", "stdout" or a file path
+//!
+//! [[listen]]
+//! addr = "127.0.0.1:8080"
+//! model = "thread"
+//!
+//! [timeouts]                  # "60s", "500ms", "2m" or a number of seconds
+//! header_read = "60s"         # nginx client_header_timeout
+//! body_read = "60s"           # nginx client_body_timeout
+//! keepalive = "75s"           # nginx keepalive_timeout
+//! send = "60s"                # nginx send_timeout
+//! shutdown_grace = "10s"
+//!
+//! [limits]
+//! max_connections = 10000
+//! max_request_line = 8192     # 414 past it
+//! max_head_bytes = 32768      # 431 past it
+//! max_headers = 100           # 431 past it
+//! max_body = 1048576          # 413 past it (nginx client_max_body_size 1m)
+//!
+//! [static_files]
+//! index = "index.html"
+//! dotfiles = false
+//! symlinks_outside_root = false
+//! autoindex = false
+//!
+//! [echo]
+//! path = "/echo"              # "" unmounts the echo function
+//!
+//! [status]
+//! enabled = false
+//! allow = ["127.0.0.0/8", "::1/128"]
+//! ```
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// A concurrency model: who runs which piece of a request's work, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Model {
+    /// One OS thread per connection, blocking I/O (the fibers paper's baseline).
+    Thread,
+}
+
+impl Model {
+    /// The model `weft serve` uses when none is named.
+    pub const DEFAULT: Model = Model::Thread;
+
+    /// The model's name as written in `--listen ADDR=MODEL` and the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Thread => "thread",
+        }
+    }
+}
+
+impl fmt::Display for Model {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Model {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Model, String> {
+        match s {
+            "thread" => Ok(Model::Thread),
+            "fiber" | "process" | "pipeline" => {
+                Err(format!("model `{s}` is not available in this build yet"))
+            }
+            _ => Err(format!("unknown model `{s}` (expected thread)")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Model {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Model, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// One listening address and the model that serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    #[serde(default = "default_model")]
+    pub model: Model,
+}
+
+fn default_model() -> Model {
+    Model::DEFAULT
+}
+
+impl FromStr for Listen {
+    type Err = String;
+    /// `ADDR` or `ADDR=MODEL`.
+    fn from_str(s: &str) -> Result<Listen, String> {
+        let (addr, model) = match s.split_once('=') {
+            Some((a, m)) => (a, m.parse()?),
+            None => (s, Model::DEFAULT),
+        };
+        let addr = addr
+            .parse()
+            .map_err(|e| format!("bad listen address `{addr}`: {e}"))?;
+        Ok(Listen { addr, model })
+    }
+}
+
+/// Timeouts, each named after its nginx counterpart.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    /// Whole request head, from its first byte (nginx `client_header_timeout`, 60 s); 408.
+    #[serde(deserialize_with = "de_duration")]
+    pub header_read: Duration,
+    /// Between two reads of a request body (nginx `client_body_timeout`, 60 s); 408.
+    #[serde(deserialize_with = "de_duration")]
+    pub body_read: Duration,
+    /// Idle keep-alive connection waiting for its next request (nginx `keepalive_timeout`, 75 s).
+    #[serde(deserialize_with = "de_duration")]
+    pub keepalive: Duration,
+    /// Between two writes to a client that stopped reading (nginx `send_timeout`, 60 s).
+    #[serde(deserialize_with = "de_duration")]
+    pub send: Duration,
+    /// How long SIGTERM waits for in-flight requests before exiting.
+    #[serde(deserialize_with = "de_duration")]
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header_read: Duration::from_secs(60),
+            body_read: Duration::from_secs(60),
+            keepalive: Duration::from_secs(75),
+            send: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Limits on connections and request sizes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Open connections per listener; past it the listener stops accepting until one closes.
+    pub max_connections: usize,
+    /// Longest request line (414).
+    pub max_request_line: usize,
+    /// Largest request head (431).
+    pub max_head_bytes: usize,
+    /// Most header fields (431).
+    pub max_headers: usize,
+    /// Largest request body (413).
+    pub max_body: u64,
+    /// Longest chunk-size line with extensions (400).
+    pub max_chunk_line: usize,
+    /// Largest chunked trailer section (400).
+    pub max_trailer_bytes: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        let h = weft_http::Limits::default();
+        LimitsConfig {
+            max_connections: 10_000,
+            max_request_line: h.max_request_line,
+            max_head_bytes: h.max_head_bytes,
+            max_headers: h.max_headers,
+            max_body: 1024 * 1024,
+            max_chunk_line: h.max_chunk_line,
+            max_trailer_bytes: h.max_trailer_bytes,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// The parser's share of the limits.
+    pub fn http(&self) -> weft_http::Limits {
+        weft_http::Limits {
+            max_request_line: self.max_request_line,
+            max_head_bytes: self.max_head_bytes,
+            max_headers: self.max_headers,
+            max_chunk_line: self.max_chunk_line,
+            max_trailer_bytes: self.max_trailer_bytes,
+        }
+    }
+}
+
+/// The static-file handler.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StaticConfig {
+    /// Serve files from the root at all.
+    pub enabled: bool,
+    /// File served for a directory.
+    pub index: String,
+    /// Serve names starting with `.` (refused with 403 by default).
+    pub dotfiles: bool,
+    /// Follow symlinks that point outside the root (refused with 403 by default).
+    pub symlinks_outside_root: bool,
+    /// List a directory without an index file (403 by default).
+    pub autoindex: bool,
+}
+
+impl Default for StaticConfig {
+    fn default() -> Self {
+        StaticConfig {
+            enabled: true,
+            index: "index.html".into(),
+            dotfiles: false,
+            symlinks_outside_root: false,
+            autoindex: false,
+        }
+    }
+}
+
+/// The built-in echo function of the fibers paper.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EchoConfig {
+    /// Where it is mounted; empty unmounts it.
+    pub path: String,
+}
+
+impl Default for EchoConfig {
+    fn default() -> Self {
+        EchoConfig {
+            path: "/echo".into(),
+        }
+    }
+}
+
+/// The status page and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatusConfig {
+    /// Mount `/_weft/status`, `/_weft/status.json` and `/_weft/metrics`.
+    pub enabled: bool,
+    /// Client networks allowed to read them.
+    pub allow: Vec<Cidr>,
+}
+
+impl Default for StatusConfig {
+    fn default() -> Self {
+        StatusConfig {
+            enabled: false,
+            allow: vec![
+                "127.0.0.0/8".parse().expect("valid"),
+                "::1/128".parse().expect("valid"),
+            ],
+        }
+    }
+}
+
+/// An IP network, `ADDR/PREFIX` or a single address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// True if `ip` is inside this network (IPv4-mapped IPv6 addresses count as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let (a, p) = s.split_once('/').map_or((s, None), |(a, p)| (a, Some(p)));
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|e| format!("bad address in `{s}`: {e}"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or(format!("bad prefix in `{s}`"))?,
+            None => max,
+        };
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl<'de> Deserialize<'de> for Cidr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cidr, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Where the access log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogTarget {
+    Off,
+    Stdout,
+    File(PathBuf),
+}
+
+impl FromStr for AccessLogTarget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "off" | "" => AccessLogTarget::Off,
+            "stdout" | "-" => AccessLogTarget::Stdout,
+            path => AccessLogTarget::File(path.into()),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for AccessLogTarget {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Document root (`www` by default, relative to the working directory).
+    pub root: PathBuf,
+    /// Listening addresses; `127.0.0.1:8080` with the default model when empty.
+    pub listen: Vec<Listen>,
+    /// Worker threads for models that use a fixed number (default: one per core).
+    pub threads: Option<usize>,
+    /// Combined Log Format access log.
+    pub access_log: AccessLogTarget,
+    pub timeouts: Timeouts,
+    pub limits: LimitsConfig,
+    pub static_files: StaticConfig,
+    pub echo: EchoConfig,
+    pub status: StatusConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: PathBuf::from("www"),
+            listen: Vec::new(),
+            threads: None,
+            access_log: AccessLogTarget::Off,
+            timeouts: Timeouts::default(),
+            limits: LimitsConfig::default(),
+            static_files: StaticConfig::default(),
+            echo: EchoConfig::default(),
+            status: StatusConfig::default(),
+        }
+    }
+}
+
+/// The address served when none is configured.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+impl Config {
+    /// Parses a TOML configuration.
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Reads and parses a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The listeners to open: the configured ones, or the default address.
+    pub fn listeners(&self) -> Vec<Listen> {
+        if self.listen.is_empty() {
+            vec![DEFAULT_LISTEN.parse().expect("valid default")]
+        } else {
+            self.listen.clone()
+        }
+    }
+}
+
+/// Parses `"60s"`, `"500ms"`, `"2m"`, `"1h"` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("bad duration `{s}`"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("bad duration unit in `{s}` (use ms, s, m or h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("bad duration `{s}`: {e}"))
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Secs(u64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Secs(n) => Ok(Duration::from_secs(n)),
+        Raw::Text(t) => parse_duration(&t).map_err(serde::de::Error::custom),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_config() {
+        let c = Config::from_toml(
+            r#"
+            root = "/srv/www"
+            access_log = "stdout"
+            [[listen]]
+            addr = "127.0.0.1:9000"
+            model = "thread"
+            [timeouts]
+            header_read = "5s"
+            keepalive = 3
+            send = "1500ms"
+            [limits]
+            max_body = 10
+            [echo]
+            path = ""
+            [status]
+            enabled = true
+            allow = ["10.0.0.0/8"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.root, PathBuf::from("/srv/www"));
+        assert_eq!(c.access_log, AccessLogTarget::Stdout);
+        assert_eq!(c.listen[0].addr, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(c.timeouts.header_read, Duration::from_secs(5));
+        assert_eq!(c.timeouts.keepalive, Duration::from_secs(3));
+        assert_eq!(c.timeouts.send, Duration::from_millis(1500));
+        assert_eq!(c.timeouts.body_read, Duration::from_secs(60));
+        assert_eq!(c.limits.max_body, 10);
+        assert_eq!(c.echo.path, "");
+        assert!(c.status.allow[0].contains("10.1.2.3".parse().unwrap()));
+        assert!(!c.status.allow[0].contains("11.1.2.3".parse().unwrap()));
+    }
+
+    #[test]
+    fn refuses_unknown_keys_and_models() {
+        assert!(Config::from_toml("rot = \"x\"").is_err());
+        assert!(
+            Config::from_toml("[[listen]]\naddr = \"127.0.0.1:1\"\nmodel = \"bogus\"").is_err()
+        );
+        assert!(Config::from_toml("[timeouts]\nsend = \"5 parsecs\"").is_err());
+    }
+
+    #[test]
+    fn listen_syntax() {
+        let l: Listen = "127.0.0.1:8081=thread".parse().unwrap();
+        assert_eq!(l.model, Model::Thread);
+        assert!("127.0.0.1:8081=nope".parse::<Listen>().is_err());
+        assert!("nothost".parse::<Listen>().is_err());
+        assert_eq!(
+            Config::default().listeners()[0].addr,
+            "127.0.0.1:8080".parse().unwrap()
+        );
+    }
+
+    #[test]
+    fn cidr_matching() {
+        let lo: Cidr = "127.0.0.0/8".parse().unwrap();
+        assert!(lo.contains("127.9.9.9".parse().unwrap()));
+        assert!(lo.contains("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!lo.contains("::1".parse().unwrap()));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("8.8.8.8".parse().unwrap()));
+        assert!("1.2.3.4/33".parse::<Cidr>().is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("75s").unwrap(), Duration::from_secs(75));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+}

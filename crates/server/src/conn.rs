@@ -1,0 +1,392 @@
+//! The connection driver: the keep-alive loop over any [`Transport`], shared by every model
+//! that gives a connection its own flow of control (thread, fiber, process).
+//!
+//! read head → route → handler (reads the body if it wants it) → finish the body → write
+//! the response → again, while both sides keep the connection. Pipelined requests are served
+//! in order from the bytes already buffered. Each failure maps to one status and one log line.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use weft_http::response::{self as enc, status_has_no_body};
+use weft_http::{BodyFraming, Expect, Method, Parser, Version};
+
+use crate::app::App;
+use crate::body::{BodyLimits, ReadBuf, RequestBody};
+use crate::log::Entry;
+use crate::metrics::ListenerMetrics;
+use crate::net::Transport;
+use crate::response::{Body, Response};
+use crate::shutdown::Registration;
+use crate::Request;
+
+/// Initial read buffer per connection; grows to the head limit for large heads.
+const READ_BUF: usize = 4096;
+/// Body bytes a handler left unread that are read and dropped to keep the connection;
+/// more than this and the connection is closed instead (nginx discards similarly).
+const DRAIN_LIMIT: u64 = 64 * 1024;
+/// After the last response on a connection, how long unread input is drained before the
+/// socket closes, so a close with unread data cannot reset the response away (nginx
+/// `lingering_time`).
+const LINGER: Duration = Duration::from_secs(2);
+/// Largest body copied into the head buffer to go out in one write; larger bodies go out as
+/// a vectored write of head and body.
+const COALESCE_BODY: usize = 2048;
+
+/// Facts about one connection.
+#[derive(Debug)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub listener: Arc<ListenerMetrics>,
+    /// Registration for graceful shutdown (absent where a model handles it otherwise).
+    pub registration: Option<Registration>,
+}
+
+/// How a head read ended.
+enum HeadRead {
+    Complete(usize),
+    /// Clean end: peer closed, idle timeout, shutdown.
+    Closed,
+    /// Answer this status, then close.
+    Fail(u16, &'static str),
+}
+
+/// Serves requests on `stream` until either side ends the connection.
+pub fn serve<T: Transport>(stream: &mut T, app: &App, info: &ConnInfo) -> io::Result<()> {
+    let cfg = &app.cfg;
+    let limits = cfg.limits.http();
+    let mut parser = Parser::new(limits);
+    let mut rbuf = ReadBuf::new(READ_BUF);
+    let mut wbuf = Vec::with_capacity(1024);
+    let mut first = true;
+    stream.set_write_timeout(Some(cfg.timeouts.send))?;
+    loop {
+        let head_len = match read_head(stream, &mut rbuf, &mut parser, app, info, first) {
+            Ok(HeadRead::Complete(n)) => n,
+            Ok(HeadRead::Closed) => return Ok(()),
+            Ok(HeadRead::Fail(status, reason)) => {
+                log::info!("{}: {status} {reason}", info.peer);
+                let mut resp = Response::error(status);
+                resp.close = true;
+                let bytes = write_response(stream, &mut wbuf, resp, None, false).unwrap_or(0);
+                info.listener.response(status, bytes);
+                linger(stream, &mut rbuf);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        first = false;
+        let head = parser.take_head();
+        let req = Request::new(
+            Bytes::copy_from_slice(&rbuf.data()[..head_len]),
+            head,
+            info.peer,
+            info.local,
+        );
+        rbuf.consume(head_len);
+
+        let (resp, body_ok) = respond(stream, &mut rbuf, app, &req, &limits);
+        let keep_alive = body_ok && req.keep_alive() && !resp.close && !app.shutdown.is_set();
+        let status = resp.status;
+        let body_len = resp.body.len();
+        let head_only = req.method() == Method::Head;
+        let result = write_response(stream, &mut wbuf, resp, Some(&req), keep_alive);
+        match result {
+            Ok(bytes) => info.listener.response(status, bytes),
+            Err(e) => {
+                log::debug!("{}: write failed: {e}", info.peer);
+                return Ok(());
+            }
+        }
+        if let Some(log) = &app.access_log {
+            log.write(&Entry {
+                peer: info.peer.ip(),
+                method: req.method_str(),
+                target: req.target(),
+                version: version_str(req.version()),
+                status,
+                body_bytes: if head_only || status_has_no_body(status) {
+                    0
+                } else {
+                    body_len
+                },
+                referer: req.header("Referer"),
+                user_agent: req.header("User-Agent"),
+            });
+        }
+        if !keep_alive {
+            linger(stream, &mut rbuf);
+            return Ok(());
+        }
+        rbuf.shrink_if_idle(READ_BUF);
+    }
+}
+
+/// Runs the handler and settles the body. Returns the response and whether the connection is
+/// still in sync (the whole body consumed).
+fn respond<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut ReadBuf,
+    app: &App,
+    req: &Request,
+    limits: &weft_http::Limits,
+) -> (Response, bool) {
+    let cfg = &app.cfg;
+    let head = req.head();
+    if head.expect() == Expect::Unsupported {
+        let ok = head.framing() == BodyFraming::None;
+        return (Response::error(417), ok);
+    }
+    if let BodyFraming::Length(n) = head.framing() {
+        if n > cfg.limits.max_body {
+            log::info!(
+                "{}: 413 Content-Length {n} over limit {}",
+                req.peer_addr(),
+                cfg.limits.max_body
+            );
+            return (Response::error(413), false);
+        }
+    }
+    let mut body = RequestBody::new(
+        head.framing(),
+        head.expect() == Expect::Continue && req.version() == Version::Http11,
+        rbuf,
+        stream,
+        BodyLimits {
+            max: cfg.limits.max_body,
+            timeout: cfg.timeouts.body_read,
+            http: *limits,
+            read_buf_max: limits.max_head_bytes.max(64 * 1024),
+        },
+    );
+    let resp = app.handle(req, &mut body);
+    if let Some(err) = body.error() {
+        return match err.status() {
+            Some(status) => {
+                log::info!("{}: {status} request body: {err:?}", req.peer_addr());
+                (Response::error(status), false)
+            }
+            None => {
+                let mut r = Response::error(400);
+                r.close = true;
+                (r, false)
+            }
+        };
+    }
+    if body.is_finished() {
+        return (resp, true);
+    }
+    // The handler answered without reading the whole body. A client still waiting for
+    // 100 Continue may never send it: close. Otherwise read and drop a bounded remainder.
+    if body.continue_pending() {
+        return (resp, false);
+    }
+    let in_sync = body.drain(DRAIN_LIMIT);
+    (resp, in_sync)
+}
+
+fn read_head<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut ReadBuf,
+    parser: &mut Parser,
+    app: &App,
+    info: &ConnInfo,
+    first: bool,
+) -> io::Result<HeadRead> {
+    let cfg = &app.cfg;
+    let max = cfg.limits.max_head_bytes + 1;
+    let mut deadline: Option<Instant> = None;
+    parser.reset();
+    loop {
+        if !rbuf.is_empty() {
+            match parser.parse(rbuf.data()) {
+                Ok(Some(n)) => {
+                    if let Some(r) = &info.registration {
+                        r.set_idle(false);
+                    }
+                    return Ok(HeadRead::Complete(n));
+                }
+                Ok(None) => {}
+                Err(e) => return Ok(HeadRead::Fail(e.status(), e.reason())),
+            }
+        }
+        let partial = !rbuf.is_empty();
+        let timeout = match (partial, deadline) {
+            (true, Some(d)) => d.saturating_duration_since(Instant::now()),
+            (true, None) => {
+                let d = Instant::now() + cfg.timeouts.header_read;
+                deadline = Some(d);
+                cfg.timeouts.header_read
+            }
+            (false, _) if first => cfg.timeouts.header_read,
+            (false, _) => cfg.timeouts.keepalive,
+        };
+        if timeout.is_zero() {
+            return Ok(HeadRead::Fail(408, "request head not received in time"));
+        }
+        if !partial {
+            if let Some(r) = &info.registration {
+                if !r.set_idle(true) {
+                    return Ok(HeadRead::Closed);
+                }
+            }
+        }
+        stream.set_read_timeout(Some(timeout))?;
+        match rbuf.fill(stream, max) {
+            Ok(0) if partial => {
+                log::debug!("{}: closed in the middle of a request head", info.peer);
+                return Ok(HeadRead::Closed);
+            }
+            Ok(0) => return Ok(HeadRead::Closed),
+            Ok(_) => {
+                if !partial {
+                    if let Some(r) = &info.registration {
+                        r.set_idle(false);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(if partial {
+                    HeadRead::Fail(408, "request head not received in time")
+                } else {
+                    HeadRead::Closed
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
+                return Ok(HeadRead::Fail(431, "request head too large"))
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                ) =>
+            {
+                return Ok(HeadRead::Closed)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Encodes and writes a response; returns the bytes written. `req` is `None` for a response
+/// to a request that could not be parsed.
+fn write_response<T: Transport>(
+    stream: &mut T,
+    wbuf: &mut Vec<u8>,
+    resp: Response,
+    req: Option<&Request>,
+    keep_alive: bool,
+) -> io::Result<u64> {
+    let resp = match encode_head(wbuf, &resp, req, keep_alive) {
+        Ok(()) => resp,
+        Err(bad) => {
+            log::error!("handler produced an invalid header {bad:?}; answering 500");
+            let mut r = Response::error(500);
+            r.close = !keep_alive;
+            encode_head(wbuf, &r, req, keep_alive).expect("built-in headers are valid");
+            r
+        }
+    };
+    let head_only =
+        req.is_some_and(|r| r.method() == Method::Head) || status_has_no_body(resp.status);
+    let head_len = wbuf.len() as u64;
+    if head_only {
+        stream.write_all(wbuf)?;
+        return Ok(head_len);
+    }
+    match &resp.body {
+        Body::Empty => stream.write_all(wbuf)?,
+        Body::Bytes(b) if b.len() <= COALESCE_BODY => {
+            wbuf.extend_from_slice(b);
+            stream.write_all(wbuf)?;
+        }
+        Body::Bytes(b) => stream.write_all_vectored2(wbuf, b)?,
+        Body::File { file, offset, len } => {
+            stream.write_head(wbuf)?;
+            stream.send_file(file, *offset, *len)?;
+        }
+    }
+    Ok(head_len + resp.body.len())
+}
+
+/// Writes the head of `resp` into `wbuf`; on an invalid handler header returns its name.
+fn encode_head(
+    wbuf: &mut Vec<u8>,
+    resp: &Response,
+    req: Option<&Request>,
+    keep_alive: bool,
+) -> Result<(), String> {
+    wbuf.clear();
+    enc::write_status_line(resp.status, wbuf);
+    wbuf.extend_from_slice(b"Server: weft\r\n");
+    enc::write_date(wbuf);
+    for (name, value) in &resp.headers {
+        if is_managed(name) {
+            continue;
+        }
+        enc::write_header(name, value, wbuf).map_err(|_| name.to_string())?;
+    }
+    if !(100..200).contains(&resp.status) && resp.status != 204 && resp.status != 304 {
+        enc::write_content_length(resp.body.len(), wbuf);
+    }
+    if !keep_alive {
+        wbuf.extend_from_slice(b"Connection: close\r\n");
+    } else if req.is_some_and(|r| r.version() == Version::Http10) {
+        wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    wbuf.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// Headers the driver writes itself; a handler's copy is dropped.
+fn is_managed(name: &str) -> bool {
+    [
+        "content-length",
+        "connection",
+        "date",
+        "server",
+        "transfer-encoding",
+        "keep-alive",
+    ]
+    .iter()
+    .any(|m| name.eq_ignore_ascii_case(m))
+}
+
+/// Half-closes and drains what the client still sends, briefly, so the kernel does not
+/// answer unread data with a reset that could destroy the response in flight.
+fn linger<T: Transport>(stream: &mut T, rbuf: &mut ReadBuf) {
+    let _ = stream.flush();
+    if stream.shutdown_write().is_err() {
+        return;
+    }
+    let end = Instant::now() + LINGER;
+    let mut scratch = [0u8; 4096];
+    rbuf.consume(rbuf.len());
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut scratch) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+fn version_str(v: Version) -> &'static str {
+    match v {
+        Version::Http10 => "HTTP/1.0",
+        Version::Http11 => "HTTP/1.1",
+    }
+}

@@ -1,0 +1,131 @@
+//! Turning a request path into a path relative to the document root that can never leave it:
+//! percent-decoding, then segment-wise normalisation of `.` and `..`. Refused outright (400):
+//! bad escapes, NUL, backslashes, and `..` that would climb above the root. Symlinks are the
+//! open call's business (`openat2(RESOLVE_BENEATH)`, see `sys::open_beneath`).
+
+/// Why a path was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathError {
+    /// `%` not followed by two hex digits, or a path not starting with `/`.
+    BadSyntax,
+    /// A NUL byte (raw or `%00`).
+    Nul,
+    /// A backslash (raw or `%5c`): a path separator to some systems, refused everywhere.
+    Backslash,
+    /// `..` segments that would climb above the root.
+    AboveRoot,
+}
+
+/// A normalised path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Normalized {
+    /// Segments joined by `/`, no leading slash; empty for the root itself.
+    pub rel: Vec<u8>,
+    /// The request path ended with `/` (or was the root).
+    pub trailing_slash: bool,
+    /// Some segment starts with `.` (a dotfile or dot-directory).
+    pub has_dot_segment: bool,
+}
+
+/// Decodes and normalises `path` (the request path without query).
+pub fn normalize(path: &str) -> Result<Normalized, PathError> {
+    let raw = path.as_bytes();
+    if raw.first() != Some(&b'/') {
+        return Err(PathError::BadSyntax);
+    }
+    let decoded = percent_decode(raw)?;
+    let mut segments: Vec<&[u8]> = Vec::new();
+    for seg in decoded.split(|&b| b == b'/') {
+        match seg {
+            b"" | b"." => {}
+            b".." => {
+                if segments.pop().is_none() {
+                    return Err(PathError::AboveRoot);
+                }
+            }
+            s => segments.push(s),
+        }
+    }
+    let last = decoded.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+    let trailing_slash = segments.is_empty() || last.is_empty() || last == b"." || last == b"..";
+    let has_dot_segment = segments.iter().any(|s| s[0] == b'.');
+    Ok(Normalized {
+        rel: segments.join(&b'/'),
+        trailing_slash,
+        has_dot_segment,
+    })
+}
+
+fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, PathError> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let b = match raw[i] {
+            b'%' => {
+                let hi = raw.get(i + 1).and_then(|&h| (h as char).to_digit(16));
+                let lo = raw.get(i + 2).and_then(|&l| (l as char).to_digit(16));
+                match (hi, lo) {
+                    (Some(h), Some(l)) => {
+                        i += 2;
+                        (h * 16 + l) as u8
+                    }
+                    _ => return Err(PathError::BadSyntax),
+                }
+            }
+            b => b,
+        };
+        match b {
+            0 => return Err(PathError::Nul),
+            b'\\' => return Err(PathError::Backslash),
+            _ => out.push(b),
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(p: &str) -> Result<String, PathError> {
+        normalize(p).map(|n| String::from_utf8(n.rel).unwrap())
+    }
+
+    #[test]
+    fn normalises() {
+        assert_eq!(rel("/").unwrap(), "");
+        assert_eq!(rel("/a/b/../c/./d").unwrap(), "a/c/d");
+        assert_eq!(rel("//a///b").unwrap(), "a/b");
+        assert_eq!(rel("/a%20b").unwrap(), "a b");
+        assert_eq!(rel("/a/%2e%2e/b").unwrap(), "b");
+        assert!(normalize("/a/").unwrap().trailing_slash);
+        assert!(normalize("/a/..").unwrap().trailing_slash);
+        assert!(!normalize("/a").unwrap().trailing_slash);
+        assert!(normalize("/x/.git/config").unwrap().has_dot_segment);
+        assert!(!normalize("/x/a.b").unwrap().has_dot_segment);
+    }
+
+    #[test]
+    fn never_leaves_the_root() {
+        for p in [
+            "/..",
+            "/../etc/passwd",
+            "/a/../../etc/passwd",
+            "/%2e%2e/etc/passwd",
+            "/%2E%2E%2fetc%2fpasswd",
+            "/..%2f..%2fetc/passwd",
+            "/a/%2e%2e/%2e%2e/x",
+            "/.%2e/x",
+            "/%2e./x",
+        ] {
+            assert_eq!(rel(p), Err(PathError::AboveRoot), "{p}");
+        }
+        assert_eq!(rel("/a%00b"), Err(PathError::Nul));
+        assert_eq!(rel("/..\\..\\x"), Err(PathError::Backslash));
+        assert_eq!(rel("/..%5c..%5cx"), Err(PathError::Backslash));
+        assert_eq!(rel("/%zz"), Err(PathError::BadSyntax));
+        assert_eq!(rel("/%2"), Err(PathError::BadSyntax));
+        assert_eq!(rel("x"), Err(PathError::BadSyntax));
+    }
+}

@@ -1,0 +1,161 @@
+//! The `Range` request header for byte ranges (RFC 9110 §14.2). One satisfiable range gives
+//! 206; several are answered 200 with the whole representation (allowed: a server may ignore
+//! Range); none satisfiable gives 416. A header that does not parse is ignored.
+
+/// What to send for a `Range` header on a representation of `size` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeSpec {
+    /// Send the whole representation with 200.
+    Full,
+    /// Send bytes `start..=end` with 206.
+    Single { start: u64, end: u64 },
+    /// 416 with `Content-Range: bytes */size`.
+    Unsatisfiable,
+}
+
+/// At most this many ranges are looked at; more (a classic amplification trick) is answered
+/// with the whole representation.
+const MAX_RANGES: usize = 16;
+
+/// Parses a `Range` value against `size`.
+pub fn parse_range(value: &[u8], size: u64) -> RangeSpec {
+    let Some(rest) = strip_prefix_ci(value, b"bytes=") else {
+        return RangeSpec::Full;
+    };
+    let mut first = None;
+    let mut count = 0;
+    let mut any_satisfiable = false;
+    for part in rest.split(|&b| b == b',') {
+        let part = trim(part);
+        if part.is_empty() {
+            continue;
+        }
+        count += 1;
+        if count > MAX_RANGES {
+            return RangeSpec::Full;
+        }
+        let Some(r) = parse_one(part) else {
+            return RangeSpec::Full;
+        };
+        let resolved = resolve(r, size);
+        any_satisfiable |= resolved.is_some();
+        if count == 1 {
+            first = resolved;
+        }
+    }
+    match (count, first) {
+        (0, _) => RangeSpec::Full,
+        (1, Some((start, end))) => RangeSpec::Single { start, end },
+        _ if !any_satisfiable => RangeSpec::Unsatisfiable,
+        _ => RangeSpec::Full,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Raw {
+    FromTo(u64, Option<u64>),
+    Suffix(u64),
+}
+
+fn parse_one(p: &[u8]) -> Option<Raw> {
+    let dash = p.iter().position(|&b| b == b'-')?;
+    let (a, b) = (trim(&p[..dash]), trim(&p[dash + 1..]));
+    if a.is_empty() {
+        return Some(Raw::Suffix(num(b)?));
+    }
+    let start = num(a)?;
+    if b.is_empty() {
+        return Some(Raw::FromTo(start, None));
+    }
+    let end = num(b)?;
+    (end >= start).then_some(Raw::FromTo(start, Some(end)))
+}
+
+fn resolve(r: Raw, size: u64) -> Option<(u64, u64)> {
+    match r {
+        Raw::FromTo(start, end) if start < size => {
+            Some((start, end.map_or(size - 1, |e| e.min(size - 1))))
+        }
+        Raw::FromTo(..) => None,
+        Raw::Suffix(0) => None,
+        Raw::Suffix(n) if size > 0 => Some((size - n.min(size), size - 1)),
+        Raw::Suffix(_) => None,
+    }
+}
+
+fn num(d: &[u8]) -> Option<u64> {
+    if d.is_empty() || d.len() > 19 || !d.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(d.iter().fold(0u64, |n, &b| n * 10 + u64::from(b - b'0')))
+}
+
+fn trim(mut b: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', r @ ..] = b {
+        b = r;
+    }
+    while let [r @ .., b' ' | b'\t'] = b {
+        b = r;
+    }
+    b
+}
+
+fn strip_prefix_ci<'a>(v: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    (v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix))
+        .then(|| &v[prefix.len()..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RangeSpec::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(
+            parse_range(b"bytes=0-99", 1000),
+            Single { start: 0, end: 99 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=900-", 1000),
+            Single {
+                start: 900,
+                end: 999
+            }
+        );
+        assert_eq!(
+            parse_range(b"bytes=-100", 1000),
+            Single {
+                start: 900,
+                end: 999
+            }
+        );
+        assert_eq!(
+            parse_range(b"bytes=-5000", 1000),
+            Single { start: 0, end: 999 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=990-2000", 1000),
+            Single {
+                start: 990,
+                end: 999
+            }
+        );
+        assert_eq!(
+            parse_range(b"Bytes= 1 - 2 ", 1000),
+            Single { start: 1, end: 2 }
+        );
+        assert_eq!(parse_range(b"bytes=1000-", 1000), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=-0", 1000), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=0-0", 0), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=0-1,5-6", 1000), Full);
+        assert_eq!(parse_range(b"bytes=2000-3000,4000-", 1000), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=5-1", 1000), Full);
+        assert_eq!(parse_range(b"bytes=abc", 1000), Full);
+        assert_eq!(parse_range(b"items=0-1", 1000), Full);
+        assert_eq!(parse_range(b"bytes=", 1000), Full);
+        assert_eq!(parse_range(b"bytes=99999999999999999999-", 1000), Full);
+        let many = format!("bytes={}", vec!["0-1"; 17].join(","));
+        assert_eq!(parse_range(many.as_bytes(), 1000), Full);
+    }
+}

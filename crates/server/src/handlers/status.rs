@@ -1,0 +1,68 @@
+//! The status page (`/_weft/status`, HTML), its JSON (`/_weft/status.json`) and Prometheus
+//! metrics (`/_weft/metrics`), answered only to clients the config allows (loopback default).
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use weft_http::Method;
+
+use crate::config::Cidr;
+use crate::metrics::Metrics;
+use crate::response::Response;
+use crate::Request;
+
+/// The status page's prefix.
+pub const PREFIX: &str = "/_weft/";
+
+/// Answers a request under [`PREFIX`].
+pub fn handle(req: &Request, metrics: &Metrics, allow: &[Cidr]) -> Response {
+    if !allow.iter().any(|c| c.contains(req.peer_addr().ip())) {
+        log::info!(
+            "{}: status page refused (not in status.allow)",
+            req.peer_addr()
+        );
+        return Response::error(403);
+    }
+    if !matches!(req.method(), Method::Get | Method::Head) {
+        return Response::error(405).header("Allow", "GET, HEAD");
+    }
+    match req.path() {
+        "/_weft/status.json" => Response::new(200)
+            .header("Content-Type", "application/json")
+            .body(metrics.to_json().to_string()),
+        "/_weft/metrics" => Response::new(200)
+            .header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            .body(metrics.to_prometheus()),
+        "/_weft/status" => Response::new(200)
+            .header("Content-Type", "text/html; charset=utf-8")
+            .body(html(metrics)),
+        _ => Response::error(404),
+    }
+}
+
+fn html(m: &Metrics) -> String {
+    let mut rows = String::new();
+    for l in m.listeners() {
+        let r: Vec<u64> = l.responses.iter().map(|c| c.load(Relaxed)).collect();
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            l.addr,
+            l.model,
+            l.requests(),
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            l.bytes_out.load(Relaxed),
+            l.accepted.load(Relaxed),
+            l.open.load(Relaxed),
+        ));
+    }
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>weft status</title>\n\
+         <style>body{{font-family:sans-serif}}td,th{{padding:2px 10px;text-align:right}}</style></head>\n\
+         <body><h1>weft status</h1><p>uptime {} s &middot; <a href=\"status.json\">JSON</a> &middot; <a href=\"metrics\">metrics</a></p>\n\
+         <table><tr><th>listener</th><th>model</th><th>requests</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>\
+         <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table></body></html>\n",
+        m.started.elapsed().as_secs()
+    )
+}

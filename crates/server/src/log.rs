@@ -1,0 +1,198 @@
+//! Logging: the error log (the `log` facade to stderr, level from `WEFT_LOG`) and the access
+//! log in Combined Log Format, buffered and flushed once a second and at exit.
+
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::config::AccessLogTarget;
+
+struct StderrLogger {
+    level: log::LevelFilter,
+}
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= self.level
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            let date = weft_http::date::now();
+            let date = std::str::from_utf8(&date).unwrap_or("");
+            let _ = writeln!(io::stderr().lock(), "{date} [{}] {}", r.level(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// Installs the error logger once (later calls do nothing). Level: `WEFT_LOG`
+/// (error, warn, info, debug, trace), default `info`.
+pub fn init_error_log() {
+    let level = std::env::var("WEFT_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(log::LevelFilter::Info);
+    if log::set_boxed_logger(Box::new(StderrLogger { level })).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+/// The access log: one Combined Log Format line per response.
+#[derive(Clone)]
+pub struct AccessLog {
+    out: Arc<Mutex<BufWriter<Box<dyn Write + Send>>>>,
+}
+
+impl std::fmt::Debug for AccessLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AccessLog")
+    }
+}
+
+/// The fields of one access-log line.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    pub peer: std::net::IpAddr,
+    pub method: &'a str,
+    pub target: &'a str,
+    pub version: &'a str,
+    pub status: u16,
+    pub body_bytes: u64,
+    pub referer: Option<&'a [u8]>,
+    pub user_agent: Option<&'a [u8]>,
+}
+
+impl AccessLog {
+    /// Opens the log; `None` when it is off. A file is appended to.
+    pub fn open(target: &AccessLogTarget) -> io::Result<Option<AccessLog>> {
+        let w: Box<dyn Write + Send> = match target {
+            AccessLogTarget::Off => return Ok(None),
+            AccessLogTarget::Stdout => Box::new(io::stdout()),
+            AccessLogTarget::File(p) => {
+                Box::new(OpenOptions::new().create(true).append(true).open(p)?)
+            }
+        };
+        let log = AccessLog {
+            out: Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, w))),
+        };
+        let flusher = Arc::downgrade(&log.out);
+        std::thread::Builder::new()
+            .name("weft-log-flush".into())
+            .spawn(move || {
+                while let Some(out) = flusher.upgrade() {
+                    let _ = out.lock().unwrap_or_else(|e| e.into_inner()).flush();
+                    drop(out);
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            })?;
+        Ok(Some(log))
+    }
+
+    /// Appends one line.
+    pub fn write(&self, e: &Entry<'_>) {
+        let mut line = Vec::with_capacity(256);
+        format_entry(e, SystemTime::now(), &mut line);
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(err) = out.write_all(&line) {
+            log::warn!("access log write failed: {err}");
+        }
+    }
+
+    /// Writes buffered lines out.
+    pub fn flush(&self) {
+        let _ = self.out.lock().unwrap_or_else(|e| e.into_inner()).flush();
+    }
+}
+
+/// `ip - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 2326 "referer" "agent"\n`
+pub fn format_entry(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
+    let _ = write!(out, "{} - - [{}] \"", e.peer, clf_time(now));
+    escape(e.method.as_bytes(), out);
+    out.push(b' ');
+    escape(e.target.as_bytes(), out);
+    out.push(b' ');
+    escape(e.version.as_bytes(), out);
+    let _ = write!(out, "\" {} {} \"", e.status, e.body_bytes);
+    escape(e.referer.unwrap_or(b"-"), out);
+    out.extend_from_slice(b"\" \"");
+    escape(e.user_agent.unwrap_or(b"-"), out);
+    out.extend_from_slice(b"\"\n");
+}
+
+/// Escapes `"`, `\`, control and non-ASCII bytes as `\xHH` (as nginx does), so a log line can
+/// never be split or forged by a client.
+fn escape(v: &[u8], out: &mut Vec<u8>) {
+    for &b in v {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            let _ = write!(out, "\\x{b:02X}");
+        } else {
+            out.push(b);
+        }
+    }
+}
+
+/// `10/Oct/2000:13:55:36 +0000` in UTC.
+fn clf_time(t: SystemTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{d:02}/{}/{y}:{:02}:{:02}:{:02} +0000",
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combined_log_format_line() {
+        let e = Entry {
+            peer: "127.0.0.1".parse().unwrap(),
+            method: "GET",
+            target: "/a\"b",
+            version: "HTTP/1.1",
+            status: 200,
+            body_bytes: 2326,
+            referer: None,
+            user_agent: Some(b"curl/8 \"evil\"\nx"),
+        };
+        let mut out = Vec::new();
+        format_entry(&e, UNIX_EPOCH + Duration::from_secs(971_185_336), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "127.0.0.1 - - [10/Oct/2000:13:42:16 +0000] \"GET /a\\x22b HTTP/1.1\" 200 2326 \"-\" \"curl/8 \\x22evil\\x22\\x0Ax\"\n"
+        );
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+    }
+}

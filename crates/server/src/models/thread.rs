@@ -1,0 +1,95 @@
+//! The `thread` model: one OS thread per accepted connection, blocking I/O — the original
+//! Indy server of the fibers paper and the baseline every other model is measured against.
+
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::app::App;
+use crate::conn::{self, ConnInfo};
+use crate::metrics::{ListenerMetrics, OpenGuard};
+use crate::net::BlockingStream;
+use crate::sys;
+
+/// Stack of a connection thread. The handlers need far less (see the fiber stack test); this
+/// keeps thousands of idle connections affordable in address space.
+const THREAD_STACK: usize = 256 * 1024;
+/// How often the accept loop looks at the shutdown flag while no client arrives.
+const ACCEPT_POLL: Duration = Duration::from_millis(100);
+/// Pause after accept fails for lack of descriptors or memory (no busy loop).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Accepts on `listener` until shutdown, one thread per connection.
+pub fn run(listener: TcpListener, app: Arc<App>, lm: Arc<ListenerMetrics>) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let max_conns = app.cfg.limits.max_connections as u64;
+    let mut last_warning: Option<Instant> = None;
+    let mut warn = |msg: String| {
+        if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+            log::warn!("{msg}");
+            last_warning = Some(Instant::now());
+        }
+    };
+    while !app.shutdown.is_set() {
+        if lm.open.load(Relaxed) >= max_conns {
+            warn(format!(
+                "{}: {max_conns} connections open (limits.max_connections); not accepting",
+                lm.addr
+            ));
+            std::thread::sleep(ACCEPT_BACKOFF);
+            continue;
+        }
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let local = stream.local_addr().unwrap_or(lm.addr);
+                let guard = OpenGuard::new(lm.clone());
+                let app = app.clone();
+                let lm2 = lm.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("weft-conn".into())
+                    .stack_size(THREAD_STACK)
+                    .spawn(move || {
+                        let _guard = guard;
+                        let mut stream = BlockingStream::new(stream);
+                        let registration = Some(app.shutdown.register(stream.raw_fd()));
+                        let info = ConnInfo {
+                            peer,
+                            local,
+                            listener: lm2,
+                            registration,
+                        };
+                        if let Err(e) = conn::serve(&mut stream, &app, &info) {
+                            log::debug!("{peer}: connection ended: {e}");
+                        }
+                        // `info` (and its registration) drops before `stream` closes the socket.
+                        drop(info);
+                    });
+                if let Err(e) = spawned {
+                    warn(format!(
+                        "{}: cannot spawn a connection thread: {e}",
+                        lm.addr
+                    ));
+                    std::thread::sleep(ACCEPT_BACKOFF);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                sys::poll_readable(listener.as_raw_fd(), ACCEPT_POLL)?;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                ) => {}
+            Err(e) => {
+                // EMFILE, ENFILE, ENOBUFS, ENOMEM: keep serving open connections, retry later.
+                warn(format!("{}: accept failed: {e}; backing off", lm.addr));
+                std::thread::sleep(ACCEPT_BACKOFF);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! The stream a connection driver runs over. Each model supplies its own: the thread and
+//! process models a blocking `std::net::TcpStream`, the fiber model a stream that yields its
+//! fiber instead of blocking. `conn::serve` sees only this trait.
+
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use crate::sys;
+
+/// A bidirectional byte stream with timeouts and a zero-copy file path.
+pub trait Transport: Read + Write {
+    /// Bounds the next reads: a read that waits longer fails with `WouldBlock` or `TimedOut`.
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+
+    /// Bounds each write the same way (a client that stops reading).
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+
+    /// Writes all of `head`, hinting that more data follows at once (a body), so the kernel
+    /// may coalesce them.
+    fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
+        self.write_all(head)
+    }
+
+    /// Writes all of `bufs` (e.g. a head and a body) with as few system calls as possible.
+    fn write_all_vectored2(&mut self, a: &[u8], b: &[u8]) -> io::Result<()> {
+        let mut off = 0usize;
+        let total = a.len() + b.len();
+        while off < total {
+            let n = if off < a.len() {
+                self.write_vectored(&[IoSlice::new(&a[off..]), IoSlice::new(b)])?
+            } else {
+                self.write(&b[off - a.len()..])?
+            };
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// Sends `len` bytes of `file` from `offset`. The default copies through user space;
+    /// socket transports override it with `sendfile(2)`.
+    fn send_file(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        let mut f = file;
+        f.seek(SeekFrom::Start(offset))?;
+        let copied = io::copy(&mut f.take(len), self)?;
+        if copied < len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "file shrank while being sent",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Closes the sending direction (the peer reads end of stream) after all data is out.
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A blocking TCP stream, as the thread and process models use. Caches the timeouts it set so
+/// an unchanged timeout costs no system call.
+#[derive(Debug)]
+pub struct BlockingStream {
+    inner: TcpStream,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+impl BlockingStream {
+    /// Wraps an accepted stream.
+    pub fn new(inner: TcpStream) -> BlockingStream {
+        BlockingStream {
+            inner,
+            read_timeout: None,
+            write_timeout: None,
+        }
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.peer_addr()
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    /// The descriptor, for the shutdown registry.
+    pub fn raw_fd(&self) -> RawFd {
+        self.inner.as_raw_fd()
+    }
+}
+
+impl Read for BlockingStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf)
+    }
+}
+
+impl Write for BlockingStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.inner.write_vectored(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A zero timeout means "none" to `set_read_timeout`; std refuses zero, so clamp to 1 ms.
+fn nonzero(t: Option<Duration>) -> Option<Duration> {
+    t.map(|d| d.max(Duration::from_millis(1)))
+}
+
+impl Transport for BlockingStream {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let timeout = nonzero(timeout);
+        if self.read_timeout != timeout {
+            self.inner.set_read_timeout(timeout)?;
+            self.read_timeout = timeout;
+        }
+        Ok(())
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let timeout = nonzero(timeout);
+        if self.write_timeout != timeout {
+            self.inner.set_write_timeout(timeout)?;
+            self.write_timeout = timeout;
+        }
+        Ok(())
+    }
+
+    fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
+        while !head.is_empty() {
+            match sys::send_more(self.inner.as_raw_fd(), head) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => head = &head[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn send_file(&mut self, file: &File, mut offset: u64, len: u64) -> io::Result<()> {
+        let end = offset + len;
+        while offset < end {
+            let chunk = usize::try_from(end - offset)
+                .unwrap_or(usize::MAX)
+                .min(1 << 30);
+            match sys::sendfile(self.inner.as_raw_fd(), file, &mut offset, chunk) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.inner.shutdown(Shutdown::Write)
+    }
+}

@@ -1,0 +1,100 @@
+//! The request a handler sees: an owned copy of the parsed head plus connection facts.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use weft_http::{Method, RequestHead, Version};
+
+/// One parsed request. Owns its head bytes, so it can outlive the connection's read buffer
+/// (the pipeline model passes it between stages).
+#[derive(Debug, Clone)]
+pub struct Request {
+    bytes: Bytes,
+    head: RequestHead,
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
+impl Request {
+    /// Wraps a head parsed from `bytes`.
+    pub fn new(bytes: Bytes, head: RequestHead, peer: SocketAddr, local: SocketAddr) -> Request {
+        Request {
+            bytes,
+            head,
+            peer,
+            local,
+        }
+    }
+
+    /// The method.
+    pub fn method(&self) -> Method {
+        self.head.method()
+    }
+
+    /// The method's text (`"GET"`, or an extension method such as `"ECHO"`).
+    pub fn method_str(&self) -> &str {
+        self.head.method_str(&self.bytes)
+    }
+
+    /// The request target exactly as sent.
+    pub fn target(&self) -> &str {
+        self.head.target(&self.bytes)
+    }
+
+    /// The path of the target, still percent-encoded, without the query (`/` for an
+    /// absolute-form target with an empty path; empty for `*` and CONNECT targets).
+    pub fn path(&self) -> &str {
+        let p = self.head.path(&self.bytes);
+        p.split_once('?').map_or(p, |(path, _)| path)
+    }
+
+    /// The query string without `?`, if any.
+    pub fn query(&self) -> Option<&str> {
+        self.head.path(&self.bytes).split_once('?').map(|(_, q)| q)
+    }
+
+    /// The protocol version.
+    pub fn version(&self) -> Version {
+        self.head.version()
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.head.header(&self.bytes, name)
+    }
+
+    /// The first value of header `name` as text, if it is valid UTF-8.
+    pub fn header_str(&self, name: &str) -> Option<&str> {
+        self.header(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// Every header as (name, value), in the order received.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.head.headers().iter().map(|h| {
+            (
+                std::str::from_utf8(h.name.get(&self.bytes)).unwrap_or(""),
+                h.value.get(&self.bytes),
+            )
+        })
+    }
+
+    /// The parsed head (framing, expectations, spans).
+    pub fn head(&self) -> &RequestHead {
+        &self.head
+    }
+
+    /// The client's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The address the request arrived on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// True if the client allows the connection to stay open.
+    pub fn keep_alive(&self) -> bool {
+        self.head.keep_alive()
+    }
+}

@@ -1,0 +1,161 @@
+//! The response a handler returns: status, headers and a body that is either bytes in memory
+//! or a range of a file (sent with `sendfile`). `Content-Length`, `Date`, `Server` and
+//! `Connection` are written by the connection driver, never by handlers.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// A response body.
+#[derive(Debug, Clone, Default)]
+pub enum Body {
+    /// No body (Content-Length: 0 unless the status forbids a body).
+    #[default]
+    Empty,
+    /// Bytes in memory, sent with one vectored write together with the head.
+    Bytes(Bytes),
+    /// `len` bytes of `file` from `offset`, sent with `sendfile(2)`.
+    File {
+        file: Arc<File>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+impl Body {
+    /// The number of body bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Empty => 0,
+            Body::Bytes(b) => b.len() as u64,
+            Body::File { len, .. } => *len,
+        }
+    }
+
+    /// True if there are no body bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Header name and value as a handler sets them.
+pub type HeaderPair = (Cow<'static, str>, Cow<'static, [u8]>);
+
+/// A response: status, headers, body.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<HeaderPair>,
+    pub body: Body,
+    /// Close the connection after this response even if the client would keep it.
+    pub close: bool,
+}
+
+impl Response {
+    /// A response with `status`, no headers and no body.
+    pub fn new(status: u16) -> Response {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Body::Empty,
+            close: false,
+        }
+    }
+
+    /// Adds a header. Names and values are checked when the head is encoded: a value with CR,
+    /// LF or NUL turns the response into a 500, so a handler cannot split a response.
+    pub fn header(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<HeaderValue>,
+    ) -> Response {
+        self.headers.push((name.into(), value.into().0));
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Body>) -> Response {
+        self.body = body.into();
+        self
+    }
+
+    /// A `text/plain` response.
+    pub fn text(status: u16, text: impl Into<Bytes>) -> Response {
+        Response::new(status)
+            .header("Content-Type", "text/plain; charset=utf-8")
+            .body(text.into())
+    }
+
+    /// The small HTML error page every error status gets (as nginx's).
+    pub fn error(status: u16) -> Response {
+        let reason = weft_http::response::reason(status);
+        let page = format!(
+            "<html>\r\n<head><title>{status} {reason}</title></head>\r\n<body>\r\n<center><h1>{status} {reason}</h1></center>\r\n<hr><center>weft</center>\r\n</body>\r\n</html>\r\n"
+        );
+        Response::new(status)
+            .header("Content-Type", "text/html")
+            .body(Bytes::from(page))
+    }
+
+    /// The value of header `name` if the handler set it.
+    pub fn get_header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_ref())
+    }
+}
+
+impl From<Bytes> for Body {
+    fn from(b: Bytes) -> Body {
+        Body::Bytes(b)
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(b: Vec<u8>) -> Body {
+        Body::Bytes(b.into())
+    }
+}
+
+impl From<&'static str> for Body {
+    fn from(s: &'static str) -> Body {
+        Body::Bytes(Bytes::from_static(s.as_bytes()))
+    }
+}
+
+impl From<String> for Body {
+    fn from(s: String) -> Body {
+        Body::Bytes(s.into())
+    }
+}
+
+/// A header value; built from strings or bytes.
+#[derive(Debug, Clone)]
+pub struct HeaderValue(pub Cow<'static, [u8]>);
+
+impl From<&'static str> for HeaderValue {
+    fn from(s: &'static str) -> Self {
+        HeaderValue(Cow::Borrowed(s.as_bytes()))
+    }
+}
+
+impl From<String> for HeaderValue {
+    fn from(s: String) -> Self {
+        HeaderValue(Cow::Owned(s.into_bytes()))
+    }
+}
+
+impl From<Vec<u8>> for HeaderValue {
+    fn from(v: Vec<u8>) -> Self {
+        HeaderValue(Cow::Owned(v))
+    }
+}
+
+impl From<&'static [u8]> for HeaderValue {
+    fn from(v: &'static [u8]) -> Self {
+        HeaderValue(Cow::Borrowed(v))
+    }
+}

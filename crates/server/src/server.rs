@@ -1,0 +1,251 @@
+//! The embeddable server: build an application from a config and routes, bind its listeners,
+//! run each listener's model, and shut down gracefully.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Socket, Type};
+
+use crate::app::{App, Route};
+use crate::body::RequestBody;
+use crate::config::{Config, Listen, Model};
+use crate::metrics::ListenerMetrics;
+use crate::models;
+use crate::{Request, Response};
+
+/// Pending connections the kernel queues per listener (nginx: 511; the kernel caps it at
+/// `net.core.somaxconn`).
+const BACKLOG: i32 = 4096;
+
+/// Builds a [`Server`].
+#[derive(Debug, Default)]
+pub struct ServerBuilder {
+    cfg: Config,
+    routes: Vec<Route>,
+    listen: Vec<(SocketAddr, Option<Model>)>,
+    model: Option<Model>,
+}
+
+impl ServerBuilder {
+    /// Uses `cfg` for everything not set on the builder.
+    pub fn config(mut self, cfg: Config) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// Serves static files from `root`.
+    pub fn root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.cfg.root = root.into();
+        self
+    }
+
+    /// Mounts `handler` for `method` (`"*"`: any method) at exactly `path`. Routes are tried in
+    /// the order added, before the built-in echo and status handlers and the static files.
+    pub fn route<F>(mut self, method: &str, path: &str, handler: F) -> Self
+    where
+        F: Fn(&Request, &mut RequestBody<'_>) -> Response + Send + Sync + 'static,
+    {
+        let method = (method != "*").then(|| method.to_string());
+        self.routes.push(Route {
+            method,
+            path: path.into(),
+            prefix: false,
+            handler: Arc::new(handler),
+        });
+        self
+    }
+
+    /// Mounts `handler` for `method` (`"*"`: any) at every path starting with `prefix`.
+    pub fn route_prefix<F>(mut self, method: &str, prefix: &str, handler: F) -> Self
+    where
+        F: Fn(&Request, &mut RequestBody<'_>) -> Response + Send + Sync + 'static,
+    {
+        let method = (method != "*").then(|| method.to_string());
+        self.routes.push(Route {
+            method,
+            path: prefix.into(),
+            prefix: true,
+            handler: Arc::new(handler),
+        });
+        self
+    }
+
+    /// Listens on `addr` with `model`.
+    pub fn listen(mut self, addr: SocketAddr, model: Model) -> Self {
+        self.listen.push((addr, Some(model)));
+        self
+    }
+
+    /// Listens on `addr` with the builder's model ([`ServerBuilder::model`], else the default).
+    pub fn listen_addr(mut self, addr: SocketAddr) -> Self {
+        self.listen.push((addr, None));
+        self
+    }
+
+    /// The model of listeners added without one.
+    pub fn model(mut self, model: Model) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Builds the application and binds every listener.
+    pub fn build(self) -> io::Result<Server> {
+        let mut cfg = self.cfg;
+        if !self.listen.is_empty() {
+            let default = self.model.unwrap_or(Model::DEFAULT);
+            cfg.listen = self
+                .listen
+                .iter()
+                .map(|&(addr, m)| Listen {
+                    addr,
+                    model: m.unwrap_or(default),
+                })
+                .collect();
+        } else if let Some(m) = self.model {
+            for l in &mut cfg.listen {
+                l.model = m;
+            }
+        }
+        let listens = cfg.listeners();
+        let app = Arc::new(App::new(cfg, self.routes)?);
+        let mut bound = Vec::new();
+        for l in listens {
+            let listener = bind(l.addr).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.addr))
+            })?;
+            let addr = listener.local_addr()?;
+            let metrics = app.metrics.add_listener(addr, l.model);
+            bound.push(Bound {
+                listener,
+                addr,
+                model: l.model,
+                metrics,
+            });
+        }
+        Ok(Server { app, bound })
+    }
+}
+
+fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
+}
+
+#[derive(Debug)]
+struct Bound {
+    listener: TcpListener,
+    addr: SocketAddr,
+    model: Model,
+    metrics: Arc<ListenerMetrics>,
+}
+
+/// A server with its listeners bound, ready to [`Server::run`].
+#[derive(Debug)]
+pub struct Server {
+    app: Arc<App>,
+    bound: Vec<Bound>,
+}
+
+/// Stops a running server from another thread (or a signal handler thread).
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle {
+    app: Arc<App>,
+}
+
+impl ShutdownHandle {
+    /// Stops accepting, lets in-flight requests finish, closes idle connections.
+    pub fn shutdown(&self) {
+        self.app.shutdown.begin();
+    }
+}
+
+impl Server {
+    /// A builder with the default configuration.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// The bound addresses (with port 0 resolved) and their models.
+    pub fn local_addrs(&self) -> Vec<(SocketAddr, Model)> {
+        self.bound.iter().map(|b| (b.addr, b.model)).collect()
+    }
+
+    /// The application (config, metrics).
+    pub fn app(&self) -> &Arc<App> {
+        &self.app
+    }
+
+    /// A handle that stops the server.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            app: self.app.clone(),
+        }
+    }
+
+    /// Serves until shutdown, then waits up to the grace period for open connections.
+    pub fn run(self) -> io::Result<()> {
+        let mut accept_threads = Vec::new();
+        for b in self.bound {
+            let app = self.app.clone();
+            let name = format!("weft-accept-{}", b.addr);
+            let t = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || match b.model {
+                    Model::Thread => models::thread::run(b.listener, app, b.metrics),
+                })?;
+            accept_threads.push(t);
+        }
+        let mut result = Ok(());
+        for t in accept_threads {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    log::error!("listener failed: {e}");
+                    self.app.shutdown.begin();
+                    result = Err(e);
+                }
+                Err(_) => {
+                    self.app.shutdown.begin();
+                    result = Err(io::Error::other("a listener thread panicked"));
+                }
+            }
+        }
+        let grace = self.app.cfg.timeouts.shutdown_grace;
+        let end = Instant::now() + grace;
+        while self.app.metrics.open_connections() > 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let left = self.app.metrics.open_connections();
+        if left > 0 {
+            log::warn!("{left} connections still open after the {grace:?} grace period; exiting");
+        }
+        if let Some(l) = &self.app.access_log {
+            l.flush();
+        }
+        result
+    }
+}
+
+/// Starts a thread that begins graceful shutdown on SIGINT or SIGTERM.
+pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new()
+        .name("weft-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                log::info!("signal {sig}: shutting down (grace period applies)");
+                handle.shutdown();
+            }
+        })?;
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! Graceful shutdown: stop accepting, wake connections idle between requests, let busy ones
+//! finish the request in hand, then close.
+//!
+//! A connection marks itself idle before it blocks waiting for a new request and re-checks the
+//! flag after; `begin` sets the flag and then shuts down the read side of every idle
+//! connection. With sequentially consistent ordering on both sides, either the connection sees
+//! the flag or `begin` sees it idle — it cannot sleep through shutdown.
+
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+
+use crate::sys;
+
+/// Shutdown state shared by listeners and connections.
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    flag: AtomicBool,
+    next: AtomicU64,
+    conns: Mutex<HashMap<u64, (RawFd, Arc<AtomicBool>)>>,
+}
+
+impl Shutdown {
+    /// True once shutdown has begun.
+    pub fn is_set(&self) -> bool {
+        self.flag.load(SeqCst)
+    }
+
+    /// Starts shutdown: new connections are refused and idle ones are woken to close.
+    pub fn begin(&self) {
+        self.flag.store(true, SeqCst);
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        for (fd, idle) in conns.values() {
+            if idle.load(SeqCst) {
+                let _ = sys::shutdown(*fd, libc::SHUT_RD);
+            }
+        }
+    }
+
+    /// Registers a connection's socket; the registration must be dropped before the socket
+    /// is closed (so `begin` never touches a reused descriptor).
+    pub fn register(self: &Arc<Self>, fd: RawFd) -> Registration {
+        let id = self.next.fetch_add(1, SeqCst);
+        let idle = Arc::new(AtomicBool::new(false));
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, (fd, idle.clone()));
+        Registration {
+            owner: self.clone(),
+            id,
+            idle,
+        }
+    }
+}
+
+/// A connection's entry in the shutdown registry.
+#[derive(Debug)]
+pub struct Registration {
+    owner: Arc<Shutdown>,
+    id: u64,
+    idle: Arc<AtomicBool>,
+}
+
+impl Registration {
+    /// Marks the connection idle (waiting for a request) or busy. Returns false if shutdown
+    /// has begun, in which case an idle connection should close instead of waiting.
+    pub fn set_idle(&self, idle: bool) -> bool {
+        self.idle.store(idle, SeqCst);
+        !self.owner.is_set()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.owner
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
