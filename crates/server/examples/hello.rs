@@ -1,0 +1,18 @@
+//! The README's embedding example: two routes beside the static files of `www/`.
+//!
+//! `cargo run --release -p weft --example hello` then `curl http://127.0.0.1:8080/hello`.
+
+use weft::{Model, Response, Server};
+
+fn main() -> std::io::Result<()> {
+    Server::builder()
+        .root("www")
+        .route("GET", "/hello", |_req, _body| Response::text(200, "hello\n"))
+        .route("POST", "/upper", |_req, body| {
+            let data = body.read_all().unwrap_or_default();
+            Response::text(200, data.to_ascii_uppercase())
+        })
+        .listen("127.0.0.1:8080".parse().unwrap(), Model::Thread)
+        .build()?
+        .run()
+}
