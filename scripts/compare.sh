@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Side-by-side comparison of weft models and nginx with wrk, until weft-bench takes over.
+# Server pinned to core 0, wrk to core 1; runs alternate between servers; prints one CSV row
+# per run (server, path, conns, run, requests/s, server CPU us per request) and a median summary.
+#
+#   scripts/compare.sh [RUNS=5] [DURATION=5] [CONNS="1 10 50"] [PATHS="/echo /haewelmann.html"]
+#
+# Needs wrk and nginx (apt-get install wrk nginx-light) and a release build of weft.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-5}; DURATION=${DURATION:-5}; CONNS=${CONNS:-"1 10 50"}
+PATHS=${PATHS:-"/echo /haewelmann.html"}; MODELS=${MODELS:-"thread"}
+WEFT=${WEFT:-target/release/weft}
+ROOT=$(pwd)/www
+work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+"$WEFT" fileset "$ROOT" >/dev/null
+
+# utime+stime of a process and its children (nginx's worker is a child of its master); the
+# command name may contain spaces, so fields are counted after the last ')'.
+cpu_ticks() {
+  local total=0 p
+  for p in $1 $(pgrep -P "$1" || true); do
+    total=$((total + $(awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12] + f[13] }' "/proc/$p/stat")))
+  done
+  echo "$total"
+}
+
+declare -A PIDS PORTS
+port=18100
+for m in $MODELS; do
+  port=$((port + 1)); PORTS[$m]=$port
+  taskset -c 0 "$WEFT" serve --root "$ROOT" --listen "127.0.0.1:$port=$m" >"$work/$m.log" 2>&1 &
+  PIDS[$m]=$!
+done
+if command -v nginx >/dev/null; then
+  port=$((port + 1)); PORTS[nginx]=$port
+  sed -e "s|PORT|$port|; s|WWW_ROOT|$ROOT|" scripts/peer-nginx.conf >"$work/nginx.conf"
+  taskset -c 0 nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
+  PIDS[nginx]=$!
+else
+  echo "# nginx not installed: comparing weft models only" >&2
+fi
+sleep 1
+HZ=$(getconf CLK_TCK)
+echo "server,path,conns,run,rps,cpu_us_per_req" | tee "$work/rows.csv"
+for path in $PATHS; do for c in $CONNS; do for run in $(seq 1 "$RUNS"); do
+  for s in "${!PIDS[@]}"; do
+    pid=${PIDS[$s]}
+    t0=$(cpu_ticks "$pid")
+    out=$(taskset -c 1 wrk -t1 -c"$c" -d"${DURATION}s" "http://127.0.0.1:${PORTS[$s]}$path")
+    t1=$(cpu_ticks "$pid")
+    if grep -q -E "Socket errors|Non-2xx" <<<"$out"; then echo "# $s $path c=$c: $(grep -E 'Socket errors|Non-2xx' <<<"$out")" >&2; fi
+    reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    cpu=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$reqs" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
+    echo "$s,$path,$c,$run,$rps,$cpu" | tee -a "$work/rows.csv"
+  done
+done; done; done
+echo
+echo "median over $RUNS runs: server,path,conns,rps,cpu_us_per_req"
+python3 - "$work/rows.csv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+keys = sorted({(r["server"], r["path"], int(r["conns"])) for r in rows}, key=lambda k: (k[1], k[2], k[0]))
+for k in keys:
+    sel = [r for r in rows if (r["server"], r["path"], int(r["conns"])) == k]
+    print(f"{k[0]},{k[1]},{k[2]},{statistics.median(float(r['rps']) for r in sel):.0f},{statistics.median(float(r['cpu_us_per_req']) for r in sel):.2f}")
+PY
