@@ -242,9 +242,14 @@ pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
     std::thread::Builder::new()
         .name("weft-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                log::info!("signal {sig}: shutting down (grace period applies)");
+            let mut signals = signals.forever();
+            if let Some(sig) = signals.next() {
+                log::info!("signal {sig}: shutting down (a second signal exits at once)");
                 handle.shutdown();
+            }
+            if let Some(sig) = signals.next() {
+                log::warn!("signal {sig} again: exiting without waiting for open connections");
+                std::process::exit(1);
             }
         })?;
     Ok(())
