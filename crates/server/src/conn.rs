@@ -186,6 +186,13 @@ fn respond<T: Transport>(
         return (resp, false);
     }
     let in_sync = body.drain(DRAIN_LIMIT);
+    // A body the handler left unread can still be malformed or over the limit; then the
+    // request as a whole is invalid and gets the body's status, not the handler's success
+    // (nginx reads and discards such a body before it answers, to the same effect).
+    if let Some(status @ (400 | 413)) = body.error().and_then(|e| e.status()) {
+        log::info!("{}: {status} unread request body", req.peer_addr());
+        return (Response::error(status), false);
+    }
     (resp, in_sync)
 }
 

@@ -1,0 +1,89 @@
+//! The access log: Combined Log Format lines, flushed at least once a second and at exit.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{Builder, INDEX_HTML};
+
+/// Checks one Combined Log Format line:
+/// `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 2326 "ref" "agent"`.
+fn check_line(line: &str, request: &str, status: u16, bytes: usize, referer: &str, agent: &str) {
+    let rest = line
+        .strip_prefix("127.0.0.1 - - [")
+        .unwrap_or_else(|| panic!("{line}"));
+    let (time, rest) = rest.split_once("] ").unwrap_or_else(|| panic!("{line}"));
+    // dd/Mon/yyyy:hh:mm:ss +0000
+    let b = time.as_bytes();
+    assert_eq!(time.len(), 26, "{time}");
+    assert!(
+        b[0..2].iter().all(u8::is_ascii_digit) && b[2] == b'/',
+        "{time}"
+    );
+    assert!(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+            .contains(&&time[3..6]),
+        "{time}"
+    );
+    assert!(b[7..11].iter().all(u8::is_ascii_digit), "{time}");
+    assert_eq!(&time[11..12], ":");
+    assert_eq!(&time[20..], " +0000", "{time}");
+    assert_eq!(
+        rest,
+        format!("\"{request}\" {status} {bytes} \"{referer}\" \"{agent}\""),
+        "{line}"
+    );
+}
+
+fn wait_for_lines(path: &std::path::Path, n: usize, within: Duration) -> Vec<String> {
+    let end = Instant::now() + within;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= n || Instant::now() >= end {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn combined_log_format_flushed_within_a_second_and_at_exit() {
+    let b = Builder::new("access");
+    let log = b.dir().join("access.log");
+    let mut srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
+    srv.send(b"GET /index.html?q=1 HTTP/1.1\r\nHost: x\r\nReferer: http://ref.example/\r\nUser-Agent: weft-test/1.0\r\nConnection: close\r\n\r\n");
+    // Flushed by the once-a-second flusher (allow scheduling slack).
+    let lines = wait_for_lines(&log, 1, Duration::from_secs(3));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    check_line(
+        &lines[0],
+        "GET /index.html?q=1 HTTP/1.1",
+        200,
+        INDEX_HTML.len(),
+        "http://ref.example/",
+        "weft-test/1.0",
+    );
+
+    // A 404, a HEAD (no body bytes) and a quote in the agent (escaped).
+    srv.send(b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut c = srv.connect();
+    c.send(b"HEAD / HTTP/1.0\r\nUser-Agent: a\"b\r\n\r\n");
+    c.read_head_response().unwrap();
+    // Flushed at exit even if the flusher has not run yet.
+    srv.signal(libc::SIGTERM);
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    let lines = wait_for_lines(&log, 3, Duration::ZERO);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    // The line is written after the response, so two connections may log in either order.
+    let find = |what: &str| {
+        lines[1..]
+            .iter()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what} line in {lines:?}"))
+    };
+    let (_, tail) = find("\"GET /nope ").split_once("] ").unwrap();
+    assert!(tail.starts_with("\"GET /nope HTTP/1.1\" 404 "), "{tail}");
+    check_line(find("\"HEAD / "), "HEAD / HTTP/1.0", 200, 0, "-", "a\\x22b");
+}

@@ -1,0 +1,237 @@
+//! Connection management: keep-alive, close, pipelining, `Expect`, and the header-read and
+//! keep-alive timeouts.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{Builder, ReadError, Server, INDEX_HTML};
+
+/// Generous bound for "the server closes promptly" (the configured timeouts are 1 s).
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+#[test]
+fn http11_keeps_alive_by_default() {
+    let srv = Server::start("ka11");
+    let mut c = srv.connect();
+    for i in 0..5 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("request {i}: {e:?}"));
+        assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
+        assert!(!r.closes(), "{r:?}");
+        assert_eq!(r.version, "HTTP/1.1");
+    }
+    // A POST with a body in the middle keeps the connection in step.
+    c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+    assert_eq!(c.read_response().unwrap().body, b"abc");
+    c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let r = c.read_response().unwrap();
+    assert_eq!(r.body, b"echo");
+    assert!(r.closes(), "Connection: close not echoed: {r:?}");
+    assert!(
+        c.closed_within(PROMPTLY),
+        "server kept the connection after close"
+    );
+}
+
+#[test]
+fn http10_keep_alive_only_when_asked() {
+    let srv = Server::start("ka10");
+    let mut c = srv.connect();
+    for _ in 0..3 {
+        c.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Connection"), Some("keep-alive"), "{r:?}");
+        assert!(!r.until_close);
+    }
+    c.send(b"GET / HTTP/1.0\r\n\r\n");
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
+    assert!(r.closes(), "{r:?}");
+    assert!(c.closed_within(PROMPTLY), "HTTP/1.0 connection not closed");
+
+    // Without keep-alive from the start.
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(c.read_response().unwrap().status, 200);
+    assert!(c.closed_within(PROMPTLY));
+
+    // `Connection: close` in HTTP/1.1.
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let r = c.read_response().unwrap();
+    assert!(r.closes());
+    assert!(c.closed_within(PROMPTLY));
+    srv.assert_alive();
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let srv = Builder::new("pipeline").file("a.txt", b"AAA").start();
+    let mut c = srv.connect();
+    let mut batch = Vec::new();
+    batch.extend_from_slice(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    batch.extend_from_slice(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhello world",
+    );
+    batch.extend_from_slice(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n");
+    batch.extend_from_slice(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nchun\r\n3\r\nked\r\n0\r\n\r\n",
+    );
+    batch.extend_from_slice(b"GET /missing HTTP/1.1\r\nHost: x\r\n\r\n");
+    batch.extend_from_slice(b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    c.send(&batch);
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"AAA"[..]));
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"hello world"[..]));
+    let r = c.read_head_response().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("Content-Length"),
+        Some(&*INDEX_HTML.len().to_string())
+    );
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"chunked"[..]));
+    assert_eq!(c.read_response().unwrap().status, 404);
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+    assert!(c.closed_within(PROMPTLY));
+}
+
+#[test]
+fn pipelined_requests_split_across_writes() {
+    let srv = Server::start("pipesplit");
+    let mut c = srv.connect();
+    // One byte at a time over a request boundary.
+    let batch: &[u8] = b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nokGET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    for b in batch {
+        c.send(std::slice::from_ref(b));
+    }
+    assert_eq!(c.read_response().unwrap().body, b"echo");
+    assert_eq!(c.read_response().unwrap().body, b"ok");
+    assert_eq!(c.read_response().unwrap().body, INDEX_HTML);
+}
+
+#[test]
+fn expect_100_continue() {
+    let srv = Server::start("expect");
+    let mut c = srv.connect();
+    c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    let interim = c.read_response().unwrap();
+    assert_eq!(interim.status, 100, "{interim:?}");
+    assert_eq!(interim.version, "HTTP/1.1");
+    c.send(b"hello");
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"hello"[..]));
+    // Chunked, on the same connection.
+    c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-Continue\r\n\r\n");
+    assert_eq!(c.read_response().unwrap().status, 100);
+    c.send(b"3\r\nabc\r\n0\r\n\r\n");
+    assert_eq!(c.read_response().unwrap().body, b"abc");
+
+    // A request without a body gets no interim response.
+    c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n");
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+
+    // A handler that refuses without reading the body: no 100, the final status at once.
+    c.send(b"POST /index.html HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 405, "{r:?}");
+    srv.assert_alive();
+}
+
+#[test]
+fn unknown_expectation_gives_417() {
+    let srv = Server::start("expect417");
+    let r = srv.send(b"GET / HTTP/1.1\r\nHost: x\r\nExpect: the-unexpected\r\n\r\n");
+    assert_eq!(r.status, 417, "{r:?}");
+    srv.assert_alive();
+    let r = srv
+        .send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 200-ok\r\n\r\nabc");
+    assert_eq!(r.status, 417, "{r:?}");
+    srv.assert_alive();
+    // Keep-alive survives a 417 to a request without a body.
+    let mut c = srv.connect();
+    c.send(
+        b"GET / HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\nGET /echo HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert_eq!(c.read_response().unwrap().status, 417);
+    assert_eq!(c.read_response().unwrap().body, b"echo");
+}
+
+fn timeouts_server(name: &str) -> Server {
+    Builder::new(name)
+        .config("[timeouts]\nheader_read = \"1s\"\nkeepalive = \"1s\"\n")
+        .start()
+}
+
+#[test]
+fn slow_request_head_gets_408_and_close() {
+    let srv = timeouts_server("header408");
+    let mut c = srv.connect();
+    let start = Instant::now();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n");
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 408, "{r:?}");
+    assert!(r.closes());
+    assert!(
+        start.elapsed() < PROMPTLY,
+        "408 only after {:?}",
+        start.elapsed()
+    );
+    assert!(c.closed_within(PROMPTLY));
+
+    // Trickling bytes does not extend the deadline: it covers the whole head.
+    let mut c = srv.connect();
+    let start = Instant::now();
+    let mut trickle = b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ".to_vec();
+    trickle.extend_from_slice(&[b'y'; 50]);
+    for b in &trickle {
+        // Sending stops once the deadline has surely passed, or when the server has closed.
+        if start.elapsed() > Duration::from_millis(1500)
+            || c.try_send(std::slice::from_ref(b)).is_err()
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 408, "{r:?}");
+    srv.assert_alive();
+}
+
+#[test]
+fn idle_keep_alive_connection_is_closed_after_keepalive_timeout() {
+    let srv = timeouts_server("keepalive");
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.read_response().unwrap().status, 200);
+    let start = Instant::now();
+    assert!(c.closed_within(PROMPTLY), "idle connection still open");
+    // The close is silent (no 408 for a connection between requests) and not immediate.
+    assert!(
+        start.elapsed() >= Duration::from_millis(500),
+        "closed after {:?}",
+        start.elapsed()
+    );
+
+    // A connection that never sends a byte is closed silently as well.
+    let mut c = srv.connect();
+    assert!(c.closed_within(PROMPTLY));
+    srv.assert_alive();
+
+    // An idle connection that then sends in time is still served.
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.read_response().unwrap().status, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+    match c.read_response() {
+        Ok(r) => assert_eq!(r.body, b"echo"),
+        Err(e @ ReadError::Closed) => panic!("closed before keepalive: {e:?}"),
+        Err(e) => panic!("{e:?}"),
+    }
+}

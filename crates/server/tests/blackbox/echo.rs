@@ -1,0 +1,157 @@
+//! The echo function: `GET` answers `echo`, `POST` answers its body byte for byte (with either
+//! framing), including the request of the CGI paper; the mount point comes from the config.
+
+use crate::common::{chunked, Builder, Server};
+
+#[test]
+fn get_echo_answers_echo() {
+    let srv = Server::start("echo-get");
+    let r = srv.get("/echo");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+    assert_eq!(r.header("Content-Length"), Some("4"));
+    // The query is not part of the path.
+    let r = srv.get("/echo?x=1");
+    assert_eq!(r.body, b"echo");
+}
+
+#[test]
+fn post_echo_returns_the_body() {
+    let srv = Server::start("echo-post");
+    let mut c = srv.connect();
+    // Every byte value, with Content-Length.
+    let body: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+    let mut raw = format!(
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-test\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    raw.extend_from_slice(&body);
+    c.send(&raw);
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, body);
+    assert_eq!(r.header("Content-Type"), Some("application/x-test"));
+
+    // Chunked, in pieces of several sizes, with an extension and a trailer.
+    for piece in [1, 7, 1000, 5000] {
+        let mut raw =
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        raw.extend_from_slice(&chunked(&body, piece));
+        c.send(&raw);
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, 200, "piece {piece}");
+        assert_eq!(r.body, body, "piece {piece}");
+    }
+    c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n");
+    assert_eq!(c.read_response().unwrap().body, b"hello");
+
+    // Empty bodies.
+    c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.len()), (200, 0));
+    c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.len()), (200, 0));
+
+    // A large body, written while the server already answers.
+    let big: Vec<u8> = (0..700_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut raw = format!(
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        big.len()
+    )
+    .into_bytes();
+    raw.extend_from_slice(&big);
+    let mut c2 = srv.connect();
+    let mut writer = c2.stream.try_clone().unwrap();
+    let t = std::thread::spawn(move || std::io::Write::write_all(&mut writer, &raw));
+    let r = c2.read_response().unwrap();
+    t.join().unwrap().unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.body == big, "large body differs");
+}
+
+/// The 542-byte urlencoded body of the CGI paper's Echo2 request (its content is not given;
+/// this is a form of the same size and encoding).
+fn paper_body() -> Vec<u8> {
+    let mut s = String::new();
+    let mut i = 0;
+    while s.len() < 500 {
+        s.push_str(&format!("field{i}=value+number+{i}%2C+url%2Dencoded&"));
+        i += 1;
+    }
+    s.push_str("pad=");
+    while s.len() < 542 {
+        s.push('x');
+    }
+    s.truncate(542);
+    assert_eq!(s.len(), 542);
+    s.into_bytes()
+}
+
+#[test]
+fn cgi_paper_request_is_echoed() {
+    let srv = Server::start("echo-paper");
+    let body = paper_body();
+    // papers/http-cgi-performance.md §1.2.3, sent to the echo function.
+    let mut raw = b"POST /echo HTTP/1.0\r\n\
+Accept: application/x-corba\r\n\
+Accept: */*; q=0.300\r\n\
+Accept: application/octet-stream; q=0.100\r\n\
+Accept: text/plain\r\n\
+Accept: text/html\r\n\
+From: nje@socrates.ansa.co.uk\r\n\
+User-Agent: Echo client/0 libwww/2.17\r\n\
+Content-length: 542\r\n\
+Content-type: application/x-www-form-urlencoded\r\n\
+\r\n"
+        .to_vec();
+    // libwww wrote the head and the body with two calls (§1.2.7); so does this client.
+    let mut c = srv.connect();
+    c.send(&raw);
+    c.send(&body);
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body.len(), 542);
+    assert_eq!(r.body, body);
+    assert_eq!(
+        r.header("Content-Type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    assert!(r.closes(), "HTTP/1.0 without keep-alive must close: {r:?}");
+    assert!(c.closed_within(std::time::Duration::from_secs(5)));
+    // In one write as well.
+    raw.extend_from_slice(&body);
+    let r = srv.send(&raw);
+    assert_eq!(r.body, body);
+}
+
+#[test]
+fn echo_path_comes_from_the_config() {
+    let off = Builder::new("echo-off")
+        .config("[echo]\npath = \"\"\n")
+        .start();
+    assert_eq!(off.get("/echo").status, 404);
+    off.assert_alive();
+
+    let moved = Builder::new("echo-moved")
+        .config("[echo]\npath = \"/e2\"\n")
+        .start();
+    let r = moved.get("/e2");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+    let r = moved
+        .send(b"POST /e2 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"hi"[..]));
+    assert_eq!(moved.get("/echo").status, 404);
+}
+
+#[test]
+fn echo_refuses_other_methods_with_allow() {
+    let srv = Server::start("echo-methods");
+    let r = srv.send(b"PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi");
+    assert_eq!(r.status, 405, "{r:?}");
+    assert!(
+        r.header("Allow").is_some_and(|a| a.contains("POST")),
+        "{r:?}"
+    );
+    srv.assert_alive();
+}

@@ -1,0 +1,18 @@
+//! Black-box tests: each starts the real `weft` binary on 127.0.0.1 with a free port and a
+//! temporary document root, and speaks raw HTTP/1.1 to it (see `../common/mod.rs`).
+//!
+//! One test binary on purpose: Cargo runs test binaries one after another but the tests of one
+//! binary in parallel, and each test runs its own server, so the whole suite overlaps.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod access_log;
+mod connection;
+mod echo;
+mod malformed;
+mod shutdown;
+mod static_files;
+mod status;
+mod traversal;
+mod vectors;

@@ -1,0 +1,92 @@
+//! The status page, its JSON and the Prometheus metrics: served from loopback with `--status`,
+//! absent without it.
+
+use crate::common::{Builder, Server};
+
+const PATHS: [&str; 3] = ["/_weft/status", "/_weft/status.json", "/_weft/metrics"];
+
+/// Total requests over all listeners in `/_weft/status.json`.
+fn requests(srv: &Server) -> u64 {
+    let r = srv.get("/_weft/status.json");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.header("Content-Type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+    let listeners = v["listeners"].as_array().expect("listeners array");
+    assert_eq!(listeners.len(), 1);
+    assert_eq!(listeners[0]["model"], "thread");
+    assert_eq!(listeners[0]["addr"], srv.addr.to_string());
+    listeners
+        .iter()
+        .map(|l| l["requests"].as_u64().expect("requests count"))
+        .sum()
+}
+
+#[test]
+fn status_pages_with_status_flag() {
+    let srv = Builder::new("status").args(&["--status"]).start();
+    let r = srv.get("/_weft/status");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r
+        .header("Content-Type")
+        .is_some_and(|t| t.starts_with("text/html")));
+    assert!(r.text().contains("<html"), "{}", r.text());
+
+    let before = requests(&srv);
+    for _ in 0..3 {
+        srv.assert_alive();
+    }
+    assert_eq!(srv.get("/missing").status, 404);
+    // A response is counted just after it is written, so the count may lag the client a
+    // little: poll. The three GETs, the 404 and the status.json request before them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut after = requests(&srv);
+    while after < before + 5 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        after = requests(&srv);
+    }
+    assert!(
+        after >= before + 5,
+        "requests went from {before} to {after}"
+    );
+
+    let r = srv.get("/_weft/metrics");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r
+        .header("Content-Type")
+        .is_some_and(|t| t.starts_with("text/plain")));
+    let text = r.text();
+    assert!(
+        text.contains("# TYPE weft_requests_total counter"),
+        "{text}"
+    );
+    let ok_line = text
+        .lines()
+        .find(|l| l.starts_with("weft_requests_total{") && l.contains("class=\"2xx\""))
+        .unwrap_or_else(|| panic!("no 2xx line in {text}"));
+    let n: u64 = ok_line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n >= 4, "{ok_line}");
+    assert!(text.contains("class=\"4xx\"} "), "{text}");
+
+    assert_eq!(srv.get("/_weft/nothing").status, 404);
+    let r = srv.send(b"POST /_weft/status HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(r.status, 405);
+}
+
+#[test]
+fn status_pages_absent_without_flag() {
+    let srv = Server::start("nostatus");
+    for p in PATHS {
+        assert_eq!(srv.get(p).status, 404, "{p}");
+    }
+    srv.assert_alive();
+}
+
+#[test]
+fn status_pages_refused_to_clients_outside_allow() {
+    let srv = Builder::new("status-deny")
+        .config("[status]\nenabled = true\nallow = [\"10.0.0.0/8\"]\n")
+        .start();
+    for p in PATHS {
+        assert_eq!(srv.get(p).status, 403, "{p}");
+    }
+}
