@@ -1,0 +1,65 @@
+//! weft's fiber runtime: stackful fibers scheduled M:N onto one thread per core, with an
+//! epoll reactor, timers, and fiber-aware sockets, pipes and synchronisation. It knows nothing
+//! of HTTP.
+//!
+//! This is the runtime of `papers/fibers-adapted-multithreading.md`: fibers are far cheaper to
+//! create, destroy and switch than OS threads, each worker runs its fibers first-in first-out,
+//! and an I/O call switches to another fiber exactly when it would block. Every blocking type
+//! here also works on a plain thread (it then blocks the thread), so handler code runs
+//! unchanged in a thread-per-connection model.
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use weft_fiber::net::{TcpListener, TcpStream};
+//!
+//! let rt = weft_fiber::Runtime::builder().workers(2).build().unwrap();
+//! let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+//! let addr = listener.local_addr().unwrap();
+//! // An echo server: one fiber per connection.
+//! rt.spawn(move || loop {
+//!     let (mut conn, _) = listener.accept().unwrap();
+//!     weft_fiber::spawn(move || {
+//!         let mut buf = [0; 1024];
+//!         while let Ok(n @ 1..) = conn.read(&mut buf) {
+//!             conn.write_all(&buf[..n]).unwrap();
+//!         }
+//!     });
+//! });
+//! // The same stream type from a plain thread blocks the thread.
+//! let mut c = TcpStream::connect(addr).unwrap();
+//! c.write_all(b"hi").unwrap();
+//! let mut b = [0; 2];
+//! c.read_exact(&mut b).unwrap();
+//! assert_eq!(&b, b"hi");
+//! ```
+//!
+//! Linux only (epoll, eventfd, sendfile, `MADV_GUARD_INSTALL` with an `mprotect` fallback).
+
+mod blocking;
+mod guard;
+pub mod io;
+mod join;
+pub mod net;
+mod reactor;
+mod runtime;
+mod stack;
+pub mod sync;
+mod sys;
+mod task;
+mod time;
+mod worker;
+
+pub use blocking::spawn_blocking;
+pub use join::{JoinError, JoinHandle};
+pub use runtime::{
+    current_id, spawn, Builder, Handle, Runtime, SpawnPolicy, Stats, DEFAULT_BLOCKING_THREADS,
+    DEFAULT_STACK_SIZE, DEFAULT_WARM_STACKS,
+};
+pub use task::{in_fiber, yield_now};
+pub use time::{sleep, sleep_until};
+
+/// Process measurements used by the tests, benchmarks and a status page.
+pub mod proc {
+    pub use crate::stack::guard_pages;
+    pub use crate::sys::{open_fds, resident_bytes};
+}

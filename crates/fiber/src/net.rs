@@ -1,0 +1,346 @@
+//! Fiber-aware TCP: [`TcpListener`] and [`TcpStream`].
+//!
+//! Sockets are non-blocking. An operation that would block parks the calling fiber until the
+//! socket is ready (or its timeout passes: `ErrorKind::TimedOut`); called from a plain thread
+//! it blocks that thread in `poll(2)` instead, so handler code runs unchanged in a thread model.
+
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, SockRef, Socket, Type};
+
+use crate::reactor::{Deadline, Dir, Source};
+use crate::sys;
+
+fn no_addr() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "no socket address to use")
+}
+
+fn to_inet(a: socket2::SockAddr) -> io::Result<SocketAddr> {
+    a.as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP socket address"))
+}
+
+/// A TCP listening socket whose `accept` parks the fiber.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use weft_fiber::net::{TcpListener, TcpStream};
+/// let rt = weft_fiber::Runtime::builder().workers(1).build().unwrap();
+/// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+/// let addr = l.local_addr().unwrap();
+/// rt.spawn(move || {
+///     let (mut s, _) = l.accept().unwrap();
+///     let mut b = [0; 4];
+///     s.read_exact(&mut b).unwrap();
+///     s.write_all(&b).unwrap();
+/// });
+/// let reply = rt.block_on(move || {
+///     let mut c = TcpStream::connect(addr).unwrap();
+///     c.write_all(b"ping").unwrap();
+///     let mut b = [0; 4];
+///     c.read_exact(&mut b).unwrap();
+///     b
+/// });
+/// assert_eq!(&reply, b"ping");
+/// ```
+#[derive(Debug)]
+pub struct TcpListener {
+    src: Source,
+}
+
+impl TcpListener {
+    /// Binds to `addr` (std's defaults: `SO_REUSEADDR`, backlog 128). For other options build
+    /// the socket with `socket2` and use [`TcpListener::from_std`].
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        TcpListener::from_std(std::net::TcpListener::bind(addr)?)
+    }
+
+    /// Takes over a std listener (switching it to non-blocking mode).
+    pub fn from_std(l: std::net::TcpListener) -> io::Result<TcpListener> {
+        Ok(TcpListener {
+            src: Source::new(OwnedFd::from(l))?,
+        })
+    }
+
+    /// Gives the socket back as a blocking std listener.
+    pub fn into_std(self) -> io::Result<std::net::TcpListener> {
+        let fd = self.src.into_fd();
+        sys::set_nonblocking(&fd, false)?;
+        Ok(std::net::TcpListener::from(fd))
+    }
+
+    /// Waits for a connection; the new stream is non-blocking and close-on-exec.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (fd, addr) = self.src.io(Dir::Read, sys::accept)?;
+        Ok((
+            TcpStream {
+                src: Source::from_nonblocking(fd),
+            },
+            addr,
+        ))
+    }
+
+    /// Bounds each `accept` (`None`: wait forever).
+    pub fn set_accept_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.src.set_timeout(Dir::Read, t)
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        to_inet(SockRef::from(self.src.owned()).local_addr()?)
+    }
+}
+
+/// A TCP connection whose reads and writes park the fiber while the socket is not ready.
+///
+/// `Read` and `Write` are implemented for `TcpStream` and `&TcpStream`, so one fiber may read
+/// while another writes the same stream.
+#[derive(Debug)]
+pub struct TcpStream {
+    src: Source,
+}
+
+impl TcpStream {
+    /// Connects to the first address of `addr` that accepts (non-blocking connect: the fiber
+    /// parks until the handshake completes).
+    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        let mut last = None;
+        for a in addr.to_socket_addrs()? {
+            match TcpStream::connect_deadline(&a, Deadline::Never) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(no_addr))
+    }
+
+    /// Connects to `addr`, giving up after `timeout` (`ErrorKind::TimedOut`).
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        TcpStream::connect_deadline(addr, Deadline::At(Instant::now() + timeout))
+    }
+
+    fn connect_deadline(addr: &SocketAddr, deadline: Deadline) -> io::Result<TcpStream> {
+        let sock = Socket::new(Domain::for_address(*addr), Type::STREAM.nonblocking(), None)?;
+        let target = socket2::SockAddr::from(*addr);
+        let src = Source::from_nonblocking(OwnedFd::from(sock));
+        let mut started = false;
+        src.io_until(Dir::Write, deadline, |_| {
+            let s = SockRef::from(src.owned());
+            if !started {
+                started = true;
+                match s.connect(&target) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+                        return Err(io::ErrorKind::WouldBlock.into())
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            // Writable: the handshake ended one way or the other.
+            match s.take_error()? {
+                Some(e) => Err(e),
+                None => match s.peer_addr() {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                        Err(io::ErrorKind::WouldBlock.into())
+                    }
+                    Err(e) => Err(e),
+                },
+            }
+        })?;
+        Ok(TcpStream { src })
+    }
+
+    /// Takes over a std stream (switching it to non-blocking mode).
+    pub fn from_std(s: std::net::TcpStream) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            src: Source::new(OwnedFd::from(s))?,
+        })
+    }
+
+    /// Gives the socket back as a blocking std stream.
+    pub fn into_std(self) -> io::Result<std::net::TcpStream> {
+        let fd = self.src.into_fd();
+        sys::set_nonblocking(&fd, false)?;
+        Ok(std::net::TcpStream::from(fd))
+    }
+
+    fn sock(&self) -> SockRef<'_> {
+        SockRef::from(self.src.owned())
+    }
+
+    /// Bounds each read (`None`: wait forever); a read that waits longer fails with
+    /// `ErrorKind::TimedOut`. `Some(Duration::ZERO)` is an error, as in std.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.src.set_timeout(Dir::Read, t)
+    }
+
+    /// Bounds each write (and each `sendfile` call) the same way.
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.src.set_timeout(Dir::Write, t)
+    }
+
+    /// The read timeout.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.src.timeout(Dir::Read)
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.src.timeout(Dir::Write)
+    }
+
+    /// Reads into `buf`, failing with `TimedOut` at `deadline` (ignores the read timeout).
+    pub fn read_deadline(&self, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
+        self.src
+            .io_until(Dir::Read, Deadline::At(deadline), |fd| sys::read(fd, buf))
+    }
+
+    /// Writes from `buf`, failing with `TimedOut` at `deadline` (ignores the write timeout).
+    pub fn write_deadline(&self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
+        self.src
+            .io_until(Dir::Write, Deadline::At(deadline), |fd| sys::send(fd, buf))
+    }
+
+    /// Sends up to `len` bytes of `file` from `offset` with `sendfile(2)` (zero copy); returns
+    /// the bytes sent (0: `offset` is at or past the end of the file).
+    pub fn sendfile(&self, file: &File, offset: u64, len: usize) -> io::Result<usize> {
+        let mut off = offset;
+        let in_fd = file.as_raw_fd();
+        self.src
+            .io(Dir::Write, |fd| sys::sendfile(fd, in_fd, &mut off, len))
+    }
+
+    /// Sends exactly `len` bytes of `file` from `offset`, parking as the send buffer fills.
+    /// Fails with `UnexpectedEof` if the file is shorter.
+    pub fn sendfile_all(&self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        let mut off = offset;
+        let end = offset + len;
+        while off < end {
+            let chunk = usize::try_from(end - off).unwrap_or(usize::MAX);
+            let n = self.sendfile(file, off, chunk)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file ended before the requested range",
+                ));
+            }
+            off += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Shuts down one or both directions.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.sock().shutdown(how)
+    }
+
+    /// Sets `TCP_NODELAY`.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.sock().set_tcp_nodelay(on)
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.sock().tcp_nodelay()
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        to_inet(self.sock().peer_addr()?)
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        to_inet(self.sock().local_addr()?)
+    }
+
+    /// Takes the socket's pending error (`SO_ERROR`).
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.sock().take_error()
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.src.io(Dir::Read, |fd| sys::read(fd, buf))
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.src.io(Dir::Write, |fd| sys::send(fd, buf))
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.src.io(Dir::Write, |fd| sys::send_vectored(fd, bufs))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+macro_rules! fd_traits {
+    ($t:ty) => {
+        impl AsRawFd for $t {
+            fn as_raw_fd(&self) -> RawFd {
+                self.src.raw()
+            }
+        }
+
+        impl AsFd for $t {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                self.src.owned().as_fd()
+            }
+        }
+
+        impl IntoRawFd for $t {
+            fn into_raw_fd(self) -> RawFd {
+                self.src.into_fd().into_raw_fd()
+            }
+        }
+
+        impl FromRawFd for $t {
+            /// Takes ownership of a socket fd, switching it to non-blocking mode.
+            ///
+            /// # Safety
+            /// `fd` must be an open socket that nothing else owns.
+            unsafe fn from_raw_fd(fd: RawFd) -> Self {
+                // SAFETY: the caller guarantees `fd` is an open socket we now own.
+                let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+                let _ = sys::set_nonblocking(&owned, true);
+                Self {
+                    src: Source::from_nonblocking(owned),
+                }
+            }
+        }
+    };
+}
+
+fd_traits!(TcpStream);
+fd_traits!(TcpListener);

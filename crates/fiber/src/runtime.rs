@@ -1,0 +1,511 @@
+//! The runtime: its builder, the handle fibers and threads spawn through, per-worker mailboxes,
+//! and the fiber counters a status page reads.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use crate::blocking::BlockingPool;
+use crate::guard;
+use crate::join::{self, JoinError, JoinHandle};
+use crate::reactor::IoSlot;
+use crate::sync::lock::Lock;
+use crate::sys;
+use crate::task::{self, FiberYielder, Task};
+use crate::worker;
+
+/// Default usable stack size of a fiber: 64 KiB (plus one guard page). Pages are touched
+/// lazily, so a fiber that uses 6 KiB costs about 8 KiB of memory.
+pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
+/// Default number of free stacks a worker keeps warm (resident) for reuse.
+pub const DEFAULT_WARM_STACKS: usize = 1024;
+/// Default upper bound of threads in the [`crate::spawn_blocking`] pool.
+pub const DEFAULT_BLOCKING_THREADS: usize = 64;
+
+/// Where `weft_fiber::spawn` puts a fiber spawned from inside a fiber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpawnPolicy {
+    /// On the spawning fiber's own worker (cache-warm, no cross-thread wake-up). The default.
+    #[default]
+    Local,
+    /// On the workers in turn.
+    RoundRobin,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) stack_size: usize,
+    pub(crate) warm_stacks: usize,
+    pub(crate) policy: SpawnPolicy,
+}
+
+/// Configures and starts a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    workers: Option<usize>,
+    stack_size: usize,
+    warm_stacks: usize,
+    policy: SpawnPolicy,
+    blocking_threads: usize,
+    name: String,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            workers: None,
+            stack_size: DEFAULT_STACK_SIZE,
+            warm_stacks: DEFAULT_WARM_STACKS,
+            policy: SpawnPolicy::Local,
+            blocking_threads: DEFAULT_BLOCKING_THREADS,
+            name: "weft-fiber".into(),
+        }
+    }
+}
+
+impl Builder {
+    /// Number of worker threads (default: one per available core).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = Some(n.max(1));
+        self
+    }
+
+    /// Usable stack bytes per fiber (rounded up to pages; default [`DEFAULT_STACK_SIZE`]).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Free stacks each worker keeps resident for reuse (default [`DEFAULT_WARM_STACKS`]);
+    /// stacks freed beyond this give their pages back to the kernel.
+    pub fn warm_stacks(mut self, n: usize) -> Self {
+        self.warm_stacks = n;
+        self
+    }
+
+    /// Placement of fibers spawned from inside a fiber with [`crate::spawn`].
+    pub fn spawn_policy(mut self, p: SpawnPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Most threads [`crate::spawn_blocking`] may run at once (default
+    /// [`DEFAULT_BLOCKING_THREADS`]).
+    pub fn blocking_threads(mut self, n: usize) -> Self {
+        self.blocking_threads = n.max(1);
+        self
+    }
+
+    /// Thread name prefix (default `weft-fiber`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Starts the worker threads.
+    pub fn build(self) -> io::Result<Runtime> {
+        guard::install_process_handler()?;
+        let n = self
+            .workers
+            .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
+        let mut workers = Vec::with_capacity(n);
+        for index in 0..n {
+            workers.push(Remote::new(index)?);
+        }
+        let shared = Arc::new(Shared {
+            workers: workers.into_boxed_slice(),
+            next: AtomicUsize::new(0),
+            config: Config {
+                stack_size: self.stack_size,
+                warm_stacks: self.warm_stacks,
+                policy: self.policy,
+            },
+            shutdown: AtomicBool::new(false),
+            blocking: BlockingPool::new(self.blocking_threads, format!("{}-blocking", self.name)),
+        });
+        let mut threads = Vec::with_capacity(n);
+        for index in 0..n {
+            let s = shared.clone();
+            let t = thread::Builder::new()
+                .name(format!("{}-{index}", self.name))
+                .spawn(move || worker::worker_main(s, index));
+            match t {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    let rt = Runtime {
+                        handle: Handle { shared },
+                        threads,
+                    };
+                    drop(rt);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Runtime {
+            handle: Handle { shared },
+            threads,
+        })
+    }
+}
+
+/// A fiber body spawned from another thread, boxed to cross to its worker.
+pub(crate) type RemoteBody = Box<dyn FnOnce(&FiberYielder, ()) + Send>;
+
+/// A message to a worker from another thread.
+pub(crate) enum Msg {
+    /// A fiber spawned from elsewhere: the worker gives it a stack and queues it.
+    Spawn(Arc<Task>, RemoteBody),
+    /// A task of this worker that another thread moved to `SCHEDULED`.
+    Wake(Arc<Task>),
+    /// An fd registration's epoll reference, to drop outside any event batch.
+    Release(Arc<IoSlot>),
+}
+
+pub(crate) struct Inbox {
+    pub(crate) msgs: Vec<Msg>,
+    pub(crate) closed: bool,
+}
+
+/// Single-writer counters (only the worker stores them), read by [`Handle::stats`].
+#[derive(Debug, Default)]
+pub(crate) struct WorkerStats {
+    pub(crate) spawned: AtomicU64,
+    pub(crate) finished: AtomicU64,
+    pub(crate) switches: AtomicU64,
+    pub(crate) live: AtomicUsize,
+    pub(crate) ready: AtomicUsize,
+    pub(crate) running: AtomicUsize,
+}
+
+/// Increments a single-writer counter without a locked instruction.
+pub(crate) fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// What other threads see of a worker: its mailbox, its epoll and its counters. Aligned so two
+/// workers' hot flags never share a cache line.
+#[repr(align(128))]
+pub(crate) struct Remote {
+    pub(crate) epoll: OwnedFd,
+    pub(crate) eventfd: OwnedFd,
+    pub(crate) inbox: Lock<Inbox>,
+    pub(crate) has_msgs: AtomicBool,
+    pub(crate) sleeping: AtomicBool,
+    pub(crate) stats: WorkerStats,
+}
+
+impl Remote {
+    fn new(_index: usize) -> io::Result<Remote> {
+        let epoll = sys::epoll_create()?;
+        let eventfd = sys::eventfd()?;
+        sys::epoll_add(epoll.as_raw_fd(), eventfd.as_raw_fd(), sys::EPOLLIN, 0)?;
+        Ok(Remote {
+            epoll,
+            eventfd,
+            inbox: Lock::new(Inbox {
+                msgs: Vec::new(),
+                closed: false,
+            }),
+            has_msgs: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            stats: WorkerStats::default(),
+        })
+    }
+
+    /// Posts `msg`; wakes the worker if it sleeps. After shutdown the message is dropped here
+    /// (a spawn then reports `Cancelled`).
+    pub(crate) fn send(&self, msg: Msg) {
+        {
+            let mut inbox = self.inbox.lock();
+            if inbox.closed {
+                drop(inbox);
+                drop(msg);
+                return;
+            }
+            inbox.msgs.push(msg);
+        }
+        self.has_msgs.store(true, Ordering::SeqCst);
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            sys::eventfd_signal(self.eventfd.as_raw_fd());
+        }
+    }
+
+    pub(crate) fn send_wake(&self, task: Arc<Task>) {
+        self.send(Msg::Wake(task));
+    }
+}
+
+/// State shared by the workers, their tasks and every handle.
+pub(crate) struct Shared {
+    pub(crate) workers: Box<[Remote]>,
+    next: AtomicUsize,
+    pub(crate) config: Config,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) blocking: BlockingPool,
+}
+
+impl Shared {
+    fn spawn_on<F, T>(self: &Arc<Self>, index: usize, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let index = index % self.workers.len();
+        if let Some(local) = worker::local_for(self, index) {
+            return local.spawn(f);
+        }
+        let task = Arc::new(Task::new(join::next_id(), index, self.clone()));
+        let (handle, body) = join::fiber_body(task.clone(), f);
+        self.workers[index].send(Msg::Spawn(task, Box::new(body)));
+        handle
+    }
+
+    fn next_worker(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.workers.len()
+    }
+}
+
+/// A cheap, cloneable reference to a runtime, for spawning from anywhere.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.workers.len())
+            .finish()
+    }
+}
+
+impl Handle {
+    /// The runtime of the calling worker thread (fiber or scheduler code), if any.
+    pub fn try_current() -> Option<Handle> {
+        worker::current_local().map(|l| Handle {
+            shared: l.shared.clone(),
+        })
+    }
+
+    /// The runtime of the calling fiber.
+    ///
+    /// # Panics
+    /// Outside a runtime's worker thread.
+    pub fn current() -> Handle {
+        Handle::try_current().expect("weft-fiber: Handle::current() outside a runtime")
+    }
+
+    /// Spawns a fiber on the next worker in turn.
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.shared.spawn_on(self.shared.next_worker(), f)
+    }
+
+    /// Spawns a fiber on worker `worker` (modulo the number of workers).
+    pub fn spawn_on<F, T>(&self, worker: usize, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.shared.spawn_on(worker, f)
+    }
+
+    /// Runs `f` in a fiber and waits for its result (blocking a plain thread, parking a fiber).
+    /// A panic in `f` is resumed in the caller.
+    ///
+    /// # Panics
+    /// If `f` panics, or the runtime shuts down before `f` finishes.
+    pub fn block_on<F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        match self.spawn(f).join() {
+            Ok(v) => v,
+            Err(JoinError::Panic(p)) => std::panic::resume_unwind(p),
+            Err(JoinError::Cancelled) => panic!("weft-fiber: runtime shut down during block_on"),
+        }
+    }
+
+    /// Number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    /// A snapshot of the fiber counters (each counter is exact for its worker at some instant
+    /// during the call; the sum is approximate while fibers run).
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats {
+            workers: self.shared.workers.len(),
+            ..Stats::default()
+        };
+        for w in self.shared.workers.iter() {
+            let st = &w.stats;
+            let live = st.live.load(Ordering::Relaxed);
+            let ready = st.ready.load(Ordering::Relaxed);
+            let running = st.running.load(Ordering::Relaxed);
+            s.spawned += st.spawned.load(Ordering::Relaxed);
+            s.finished += st.finished.load(Ordering::Relaxed);
+            s.switches += st.switches.load(Ordering::Relaxed);
+            s.ready += ready;
+            s.running += running;
+            s.blocked += live.saturating_sub(ready + running);
+            s.per_worker_switches
+                .push(st.switches.load(Ordering::Relaxed));
+        }
+        s
+    }
+}
+
+/// Fiber counters of a runtime, for a status page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Worker threads.
+    pub workers: usize,
+    /// Fibers ever started.
+    pub spawned: u64,
+    /// Fibers that ended (returned, panicked or were cancelled at shutdown).
+    pub finished: u64,
+    /// Fibers in a run queue.
+    pub ready: usize,
+    /// Fibers on a CPU right now (at most one per worker).
+    pub running: usize,
+    /// Fibers parked (waiting for I/O, a timer, a lock, a channel, a join).
+    pub blocked: usize,
+    /// Fiber resumptions (context switches into a fiber) in total.
+    pub switches: u64,
+    /// Resumptions per worker: how evenly the load spreads.
+    pub per_worker_switches: Vec<u64>,
+}
+
+/// A fiber runtime: worker threads, each with its scheduler, reactor and timers.
+///
+/// ```
+/// let rt = weft_fiber::Runtime::builder().workers(2).build().unwrap();
+/// let sum = rt.block_on(|| {
+///     let hs: Vec<_> = (0..10u64).map(|i| weft_fiber::spawn(move || i * i)).collect();
+///     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+/// });
+/// assert_eq!(sum, 285);
+/// ```
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.handle.workers())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A builder with the defaults (one worker per core, 64 KiB stacks).
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A runtime with the defaults.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::default().build()
+    }
+
+    /// A handle for spawning from other threads or fibers.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// See [`Handle::spawn`].
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.handle.spawn(f)
+    }
+
+    /// See [`Handle::spawn_on`].
+    pub fn spawn_on<F, T>(&self, worker: usize, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.handle.spawn_on(worker, f)
+    }
+
+    /// See [`Handle::block_on`].
+    pub fn block_on<F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.handle.block_on(f)
+    }
+
+    /// See [`Handle::stats`].
+    pub fn stats(&self) -> Stats {
+        self.handle.stats()
+    }
+
+    /// Stops the workers and waits for them. Fibers still alive are unwound on their worker
+    /// (destructors run) and their handles report [`JoinError::Cancelled`]; a fiber that should
+    /// finish its work must be joined (or counted with a `WaitGroup`) before. Also called by
+    /// `Drop`.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let shared = &self.handle.shared;
+        shared.shutdown.store(true, Ordering::SeqCst);
+        for w in shared.workers.iter() {
+            sys::eventfd_signal(w.eventfd.as_raw_fd());
+        }
+        let me = thread::current().id();
+        for t in self.threads.drain(..) {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+        shared.blocking.shutdown();
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Spawns a fiber from inside a fiber: on the current worker (or the next in turn, with
+/// [`SpawnPolicy::RoundRobin`]).
+///
+/// # Panics
+/// Outside a runtime's worker thread: use [`Runtime::spawn`] or [`Handle::spawn`] there.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let local = worker::current_local()
+        .expect("weft_fiber::spawn outside a runtime: use Runtime::spawn or Handle::spawn");
+    match local.shared.config.policy {
+        SpawnPolicy::Local => local.spawn(f),
+        SpawnPolicy::RoundRobin => {
+            let i = local.shared.next_worker();
+            local.shared.spawn_on(i, f)
+        }
+    }
+}
+
+/// The id of the running fiber (`None` on a plain thread).
+pub fn current_id() -> Option<u64> {
+    task::current_id()
+}

@@ -1,0 +1,444 @@
+//! Every raw system call of the runtime, behind safe wrappers (Linux).
+//!
+//! The rest of the crate holds no `unsafe` for syscalls: it calls these functions, which check
+//! return values and turn `errno` into `io::Error`. Each `unsafe` block says why the call is
+//! sound; the pointer arguments are always to live locals or to memory the caller owns.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::time::Duration;
+
+/// Turns a `-1` return into the thread's `errno`.
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// The size of a memory page.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n <= 0 {
+        4096
+    } else {
+        n as usize
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory for fiber stacks
+// ---------------------------------------------------------------------------------------------
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13): turns pages into guard pages without splitting the VMA.
+/// Not yet in the `libc` crate. <https://docs.kernel.org/mm/process_addrs.html> ("guard regions")
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// Reserves `len` bytes of readable, writable, lazily backed anonymous memory.
+pub(crate) fn map_stack_memory(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: an anonymous private mapping at an address the kernel chooses touches no existing
+    // memory; the result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
+/// Unmaps memory returned by [`map_stack_memory`].
+///
+/// # Safety
+/// `ptr..ptr+len` must be a mapping from [`map_stack_memory`] that nothing references any more.
+pub(crate) unsafe fn unmap(ptr: *mut u8, len: usize) {
+    // SAFETY: the caller guarantees the range is an unused mapping of ours.
+    let ret = unsafe { libc::munmap(ptr.cast(), len) };
+    debug_assert_eq!(ret, 0, "munmap failed: {}", io::Error::last_os_error());
+}
+
+/// How a guard page was installed: the result decides how many VMAs a stack costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GuardKind {
+    /// `madvise(MADV_GUARD_INSTALL)`: a page-table marker, no extra VMA.
+    Marker,
+    /// `mprotect(PROT_NONE)`: splits the mapping (two VMAs per stack).
+    Mprotect,
+}
+
+/// Makes `ptr..ptr+len` (page aligned, inside a mapping of ours) fault on any access.
+///
+/// # Safety
+/// The range must lie inside a mapping from [`map_stack_memory`] that holds no live data.
+pub(crate) unsafe fn install_guard(ptr: *mut u8, len: usize) -> io::Result<GuardKind> {
+    // SAFETY: the caller guarantees the range is ours and unused; madvise on it only changes
+    // how the pages fault.
+    let ret = unsafe { libc::madvise(ptr.cast(), len, MADV_GUARD_INSTALL) };
+    if ret == 0 {
+        return Ok(GuardKind::Marker);
+    }
+    // Older kernels: EINVAL. Fall back to the classic protection change.
+    // SAFETY: as above; mprotect only changes the protection of our own unused pages.
+    cvt(unsafe { libc::mprotect(ptr.cast(), len, libc::PROT_NONE) })?;
+    Ok(GuardKind::Mprotect)
+}
+
+/// Gives the physical pages of `ptr..ptr+len` back to the kernel; they read as zero later.
+///
+/// # Safety
+/// The range must be inside a mapping of ours and hold no live data.
+pub(crate) unsafe fn discard(ptr: *mut u8, len: usize) {
+    // SAFETY: the caller guarantees the pages hold nothing anyone reads again.
+    let _ = unsafe { libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// epoll and eventfd
+// ---------------------------------------------------------------------------------------------
+
+pub(crate) use libc::epoll_event as EpollEvent;
+
+pub(crate) const EPOLLIN: u32 = libc::EPOLLIN as u32;
+pub(crate) const EPOLLOUT: u32 = libc::EPOLLOUT as u32;
+pub(crate) const EPOLLRDHUP: u32 = libc::EPOLLRDHUP as u32;
+pub(crate) const EPOLLHUP: u32 = libc::EPOLLHUP as u32;
+pub(crate) const EPOLLERR: u32 = libc::EPOLLERR as u32;
+pub(crate) const EPOLLET: u32 = libc::EPOLLET as u32;
+
+pub(crate) fn epoll_create() -> io::Result<OwnedFd> {
+    // SAFETY: no pointer arguments; the returned fd is checked and then owned.
+    let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(crate) fn epoll_add(epfd: RawFd, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
+    let mut ev = EpollEvent { events, u64: data };
+    // SAFETY: `ev` is a live local the kernel only reads.
+    cvt(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+    Ok(())
+}
+
+pub(crate) fn epoll_del(epfd: RawFd, fd: RawFd) -> io::Result<()> {
+    let mut ev = EpollEvent { events: 0, u64: 0 };
+    // SAFETY: `ev` is a live local (ignored for DEL, but must be non-null on old kernels).
+    cvt(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, &mut ev) })?;
+    Ok(())
+}
+
+/// Waits for events; `timeout_ms` of -1 waits forever. EINTR reads as zero events.
+pub(crate) fn epoll_wait(epfd: RawFd, events: &mut [EpollEvent], timeout_ms: i32) -> usize {
+    let max = events.len().min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: the kernel writes at most `max` entries into the buffer we own.
+    let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), max, timeout_ms) };
+    if n < 0 {
+        0
+    } else {
+        n as usize
+    }
+}
+
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: no pointer arguments; the returned fd is checked and then owned.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(crate) fn eventfd_signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live local. EAGAIN (counter saturated) still leaves the
+    // eventfd readable, which is all a wake-up needs.
+    let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+pub(crate) fn eventfd_drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a live local.
+    let _ = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Blocking readiness for plain threads
+// ---------------------------------------------------------------------------------------------
+
+pub(crate) const POLLIN: i16 = libc::POLLIN;
+pub(crate) const POLLOUT: i16 = libc::POLLOUT;
+
+/// Blocks the thread until `fd` reports one of `events` (or an error/hangup), or `timeout`
+/// passes. Returns `Ok(false)` on timeout.
+pub(crate) fn poll_fd(fd: RawFd, events: i16, timeout: Option<Duration>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let ms = match timeout {
+        None => -1,
+        // Round up so a deadline is never reported early.
+        Some(d) => d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int,
+    };
+    // SAFETY: one pollfd, a live local the kernel reads and writes.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    match n {
+        -1 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(true) // the caller retries its operation, then waits again
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(false),
+        _ => Ok(true),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sockets, pipes, files
+// ---------------------------------------------------------------------------------------------
+
+/// `accept4` with `SOCK_NONBLOCK | SOCK_CLOEXEC`: one system call instead of three.
+pub(crate) fn accept(fd: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
+    let mut new_fd: RawFd = -1;
+    // SAFETY: `try_init` hands us storage and a length of the right size for any socket
+    // address; accept4 writes at most `*len` bytes into it.
+    let ((), addr) = unsafe {
+        socket2::SockAddr::try_init(|storage, len| {
+            new_fd = cvt(libc::accept4(
+                fd,
+                storage.cast(),
+                len,
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            ))?;
+            Ok(())
+        })?
+    };
+    // SAFETY: accept4 succeeded, so `new_fd` is a fresh descriptor nobody else owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(new_fd) };
+    let addr = addr
+        .as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "accepted a non-IP socket"))?;
+    Ok((owned, addr))
+}
+
+/// `sendfile(2)` of up to `len` bytes of `in_fd` from `*offset`, advancing `*offset`.
+pub(crate) fn sendfile(
+    out_fd: RawFd,
+    in_fd: RawFd,
+    offset: &mut u64,
+    len: usize,
+) -> io::Result<usize> {
+    let mut off = i64::try_from(*offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    // Linux sends at most 0x7ffff000 bytes per call anyway.
+    let len = len.min(0x7fff_f000);
+    // SAFETY: `off` is a live local the kernel reads and updates; the fds are borrowed from
+    // live owners by the caller.
+    let n = cvt_size(unsafe { libc::sendfile(out_fd, in_fd, &mut off, len) })?;
+    *offset = off as u64;
+    Ok(n)
+}
+
+/// A pipe whose both ends are non-blocking and close-on-exec: `(read end, write end)`.
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
+    // SAFETY: both descriptors are fresh and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`.
+pub(crate) fn set_nonblocking(fd: &impl AsRawFd, on: bool) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: F_GETFL/F_SETFL take and return plain integers.
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    let new = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    if new != flags {
+        // SAFETY: as above.
+        cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, new) })?;
+    }
+    Ok(())
+}
+
+/// `read(2)` into `buf`.
+pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into the slice we borrow mutably.
+    cvt_size(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// `write(2)` from `buf`.
+pub(crate) fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: the kernel reads at most `buf.len()` bytes from the slice we borrow.
+    cvt_size(unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) })
+}
+
+/// `send(2)` with `MSG_NOSIGNAL`: a peer that went away is `EPIPE`, not a process-wide SIGPIPE.
+pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: the kernel reads at most `buf.len()` bytes from the slice we borrow.
+    cvt_size(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })
+}
+
+/// `sendmsg(2)` of `bufs` with `MSG_NOSIGNAL` (a `writev` that cannot raise SIGPIPE).
+pub(crate) fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // `IoSlice` is ABI-compatible with `struct iovec` on Unix; the kernel only reads it.
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(1024) as _;
+    // SAFETY: `msg` is a live local pointing at `bufs`, borrowed for the call; the kernel only
+    // reads the iovecs and the bytes they name.
+    cvt_size(unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) })
+}
+
+/// `writev(2)` of `bufs`.
+pub(crate) fn writev(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    let n = bufs.len().min(1024) as libc::c_int; // IOV_MAX on Linux
+                                                 // SAFETY: `IoSlice` is guaranteed ABI-compatible with `struct iovec` on Unix; the kernel
+                                                 // only reads the `n` entries and the bytes they point to, all borrowed for the call.
+    cvt_size(unsafe { libc::writev(fd, bufs.as_ptr().cast(), n) })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process-wide signal plumbing for the stack-overflow guard
+// ---------------------------------------------------------------------------------------------
+
+/// A SIGSEGV/SIGBUS action as the kernel sees it.
+pub(crate) type SigAction = libc::sigaction;
+pub(crate) type SigInfo = libc::siginfo_t;
+
+/// Installs `handler` (SA_SIGINFO | SA_ONSTACK) for `sig`, returning the previous action.
+pub(crate) fn sigaction_install(
+    sig: libc::c_int,
+    handler: extern "C" fn(libc::c_int, *mut SigInfo, *mut libc::c_void),
+) -> io::Result<SigAction> {
+    // SAFETY: sigaction is a plain C struct; all-zero is a valid "no handler, empty mask".
+    let mut new: SigAction = unsafe { std::mem::zeroed() };
+    new.sa_sigaction = handler as usize;
+    new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+    // SAFETY: as above, zeroed is valid; it is written by the kernel.
+    let mut old: SigAction = unsafe { std::mem::zeroed() };
+    // SAFETY: sa_mask is a live field of our local; sigemptyset only writes it.
+    unsafe { libc::sigemptyset(&mut new.sa_mask) };
+    // SAFETY: both structs are live locals; the handler is an `extern "C"` fn that lives for the
+    // whole program.
+    cvt(unsafe { libc::sigaction(sig, &new, &mut old) })?;
+    Ok(old)
+}
+
+/// Restores `action` for `sig`. Async-signal-safe.
+pub(crate) fn sigaction_restore(sig: libc::c_int, action: &SigAction) {
+    // SAFETY: `action` is a valid sigaction read by the kernel; sigaction(2) is
+    // async-signal-safe.
+    unsafe { libc::sigaction(sig, action, ptr::null_mut()) };
+}
+
+/// Resets `sig` to its default action. Async-signal-safe.
+pub(crate) fn sigaction_default(sig: libc::c_int) {
+    // SAFETY: zeroed sigaction with SIG_DFL (0) is the default action.
+    let mut dfl: SigAction = unsafe { std::mem::zeroed() };
+    dfl.sa_sigaction = libc::SIG_DFL;
+    sigaction_restore(sig, &dfl);
+}
+
+/// The faulting address of a SIGSEGV/SIGBUS.
+///
+/// # Safety
+/// `info` must be the pointer the kernel passed to an SA_SIGINFO handler for SIGSEGV/SIGBUS.
+pub(crate) unsafe fn fault_address(info: *const SigInfo) -> usize {
+    // SAFETY: the caller guarantees `info` is the kernel's siginfo for a memory fault, for which
+    // si_addr is defined.
+    unsafe { (*info).si_addr() as usize }
+}
+
+/// Writes `msg` to stderr with one `write(2)`. Async-signal-safe: no allocation, no lock.
+pub(crate) fn write_stderr(msg: &[u8]) {
+    // SAFETY: the kernel reads `msg.len()` bytes from a live slice.
+    let _ = unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// Ends the process with SIGABRT. Async-signal-safe.
+pub(crate) fn abort() -> ! {
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
+}
+
+/// Returns the thread's alternate signal stack if one is enabled.
+pub(crate) fn sigaltstack_enabled() -> bool {
+    // SAFETY: zeroed stack_t is a valid output buffer.
+    let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: null new-stack means "query only"; `old` is a live local.
+    let ret = unsafe { libc::sigaltstack(ptr::null(), &mut old) };
+    ret == 0 && old.ss_flags & libc::SS_DISABLE == 0
+}
+
+/// Sets `ptr..ptr+len` as the thread's alternate signal stack.
+///
+/// # Safety
+/// The memory must stay mapped, and be used for nothing else, until
+/// [`sigaltstack_disable`] runs on the same thread.
+pub(crate) unsafe fn sigaltstack_set(ptr: *mut u8, len: usize) -> io::Result<()> {
+    let st = libc::stack_t {
+        ss_sp: ptr.cast(),
+        ss_flags: 0,
+        ss_size: len,
+    };
+    // SAFETY: `st` is a live local; the caller guarantees the memory it names stays ours.
+    cvt(unsafe { libc::sigaltstack(&st, ptr::null_mut()) })?;
+    Ok(())
+}
+
+/// Turns the thread's alternate signal stack off.
+pub(crate) fn sigaltstack_disable() {
+    let st = libc::stack_t {
+        ss_sp: ptr::null_mut(),
+        ss_flags: libc::SS_DISABLE,
+        ss_size: 0,
+    };
+    // SAFETY: `st` is a live local; disabling has no memory preconditions.
+    unsafe { libc::sigaltstack(&st, ptr::null_mut()) };
+}
+
+/// The resident set size of this process in bytes, from `/proc/self/statm`.
+pub fn resident_bytes() -> io::Result<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm")?;
+    let pages: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad /proc/self/statm"))?;
+    Ok(pages * page_size() as u64)
+}
+
+/// The number of open file descriptors of this process, from `/proc/self/fd`.
+pub fn open_fds() -> io::Result<usize> {
+    // read_dir itself holds one descriptor while it runs; do not count it.
+    Ok(std::fs::read_dir("/proc/self/fd")?
+        .count()
+        .saturating_sub(1))
+}

@@ -1,0 +1,383 @@
+//! One scheduler thread: a FIFO run queue (the paper's policy), a cross-thread inbox, timers,
+//! and the epoll reactor it waits in when nothing is ready.
+//!
+//! The loop: drain the inbox if its flag is set; run the fiber at the head of the run queue
+//! until it yields, parks or ends; every [`IO_POLL_INTERVAL`] runs, poll epoll without waiting
+//! and fire due timers, so a busy worker still sees I/O. With nothing ready it fires due timers
+//! and blocks in `epoll_wait` until the next deadline; it never spins. Other threads wake it by
+//! pushing to its inbox and writing its eventfd — the write is skipped unless the worker said
+//! it was about to sleep (a store/load pair in sequentially consistent order on both sides).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::os::fd::AsRawFd;
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use corosensei::CoroutineResult;
+
+use crate::guard;
+use crate::join::{self, JoinHandle};
+use crate::reactor::IoSlot;
+use crate::runtime::{bump, Msg, Remote, Shared};
+use crate::stack::StackPool;
+use crate::sys;
+use crate::task::{self, Co, FiberYielder, LocalPart, Suspend, Task};
+use crate::task::{DONE, PARKED, RUNNING, SCHEDULED};
+
+/// Fibers run between two non-blocking polls of epoll and the timers on a busy worker (a prime,
+/// as tokio's `event_interval`, so it does not beat with periodic workloads).
+const IO_POLL_INTERVAL: u32 = 61;
+/// Events taken from epoll per call.
+const EVENTS_PER_POLL: usize = 256;
+
+/// A timer's key: deadline, then a sequence number so equal deadlines fire in insertion order.
+pub(crate) type TimerKey = (Instant, u64);
+
+/// The worker's own state, on its thread's stack; fiber code reaches it through [`LOCAL`].
+pub(crate) struct Local {
+    pub(crate) index: usize,
+    pub(crate) shared: Arc<Shared>,
+    run_queue: RefCell<VecDeque<Arc<Task>>>,
+    fibers: RefCell<Slab>,
+    timers: RefCell<BTreeMap<TimerKey, Arc<Task>>>,
+    timer_seq: Cell<u64>,
+    stacks: StackPool,
+    spare: RefCell<Vec<Msg>>,
+    events: RefCell<Vec<sys::EpollEvent>>,
+}
+
+thread_local! {
+    static LOCAL: Cell<*const Local> = const { Cell::new(ptr::null()) };
+}
+
+/// The worker running on this thread, if any.
+pub(crate) fn current_local() -> Option<&'static Local> {
+    let p = LOCAL.with(|l| l.get());
+    // SAFETY: LOCAL is non-null only while `Local::run` executes on this thread, and `Local`
+    // lives in that frame; every caller uses the reference within that call (from fiber or
+    // scheduler code of this worker), never stores it.
+    unsafe { p.as_ref() }
+}
+
+/// This thread's worker if it is worker `index` of the runtime `shared`.
+pub(crate) fn local_for(shared: &Arc<Shared>, index: usize) -> Option<&'static Local> {
+    current_local().filter(|l| l.index == index && Arc::ptr_eq(&l.shared, shared))
+}
+
+impl Local {
+    fn remote(&self) -> &Remote {
+        &self.shared.workers[self.index]
+    }
+
+    /// Spawns `f` as a fiber of this worker, at the back of its run queue.
+    pub(crate) fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let task = Arc::new(Task::new(join::next_id(), self.index, self.shared.clone()));
+        let (handle, body) = join::fiber_body(task.clone(), f);
+        self.adopt(task, body);
+        handle
+    }
+
+    /// Gives `task` a stack and a coroutine running `body`, and queues it.
+    pub(crate) fn adopt<B>(&self, task: Arc<Task>, body: B)
+    where
+        B: FnOnce(&FiberYielder, ()) + 'static,
+    {
+        let stack = match self.stacks.get() {
+            Ok(s) => s,
+            Err(_) => {
+                // No memory for a stack: dropping the body reports `Cancelled` to the handle.
+                task.state.store(DONE, Ordering::Release);
+                drop(body);
+                return;
+            }
+        };
+        let (lo, hi) = stack.guard_range();
+        let size = self.shared.config.stack_size;
+        let co: Co = Co::with_stack(stack, body);
+        let slot = self.fibers.borrow_mut().insert(task.clone());
+        // SAFETY: we are the task's home worker; the task is new and nobody else holds its
+        // local part.
+        unsafe {
+            *task.local_mut() = LocalPart {
+                co: Some(co),
+                slot,
+                guard: (lo, hi, size),
+            }
+        };
+        let st = &self.remote().stats;
+        bump(&st.spawned);
+        st.live.store(self.fibers.borrow().len, Ordering::Relaxed);
+        self.run_queue.borrow_mut().push_back(task);
+    }
+
+    /// Queues a task of this worker that was just moved to `SCHEDULED`.
+    pub(crate) fn push_ready(&self, task: Arc<Task>) {
+        self.run_queue.borrow_mut().push_back(task);
+    }
+
+    pub(crate) fn add_timer(&self, deadline: Instant, task: Arc<Task>) -> TimerKey {
+        let seq = self.timer_seq.get();
+        self.timer_seq.set(seq + 1);
+        let key = (deadline, seq);
+        self.timers.borrow_mut().insert(key, task);
+        key
+    }
+
+    /// Removes a timer (eagerly: a long I/O deadline that was not needed leaves no garbage).
+    pub(crate) fn cancel_timer(&self, key: TimerKey) {
+        self.timers.borrow_mut().remove(&key);
+    }
+
+    /// Unparks every task whose deadline has passed; returns the next deadline.
+    fn fire_timers(&self, now: Instant) -> Option<Instant> {
+        let mut timers = self.timers.borrow_mut();
+        while let Some(entry) = timers.first_entry() {
+            if entry.key().0 > now {
+                return Some(entry.key().0);
+            }
+            entry.remove().unpark_owned();
+        }
+        None
+    }
+
+    fn drain_inbox(&self) {
+        let remote = self.remote();
+        remote.has_msgs.store(false, Ordering::SeqCst);
+        let mut batch = self.spare.take();
+        std::mem::swap(&mut batch, &mut remote.inbox.lock().msgs);
+        for msg in batch.drain(..) {
+            self.handle(msg);
+        }
+        *self.spare.borrow_mut() = batch;
+    }
+
+    fn handle(&self, msg: Msg) {
+        match msg {
+            Msg::Spawn(task, body) => self.adopt(task, body),
+            Msg::Wake(task) => self.push_ready(task),
+            Msg::Release(slot) => drop(slot),
+        }
+    }
+
+    /// Runs one fiber until it suspends or ends.
+    fn run_task(&self, task: Arc<Task>) {
+        task.state.store(RUNNING, Ordering::Relaxed);
+        let st = &self.remote().stats;
+        // SAFETY: we are the home worker and hold no other local part while this one is live
+        // (a fiber spawning another touches only the new task's part).
+        let lp = unsafe { task.local_mut() };
+        guard::enter(lp.guard, task.id);
+        st.running.store(1, Ordering::Relaxed);
+        let co = lp.co.as_mut().expect("a queued task has a coroutine");
+        let result = co.resume(());
+        task::set_current(ptr::null());
+        st.running.store(0, Ordering::Relaxed);
+        bump(&st.switches);
+        match result {
+            CoroutineResult::Yield(Suspend::Yield) => {
+                task.state.store(SCHEDULED, Ordering::Relaxed);
+                self.run_queue.borrow_mut().push_back(task);
+            }
+            CoroutineResult::Yield(Suspend::Park) => {
+                if task
+                    .state
+                    .compare_exchange(RUNNING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    // Unparked while it was still running: run it again.
+                    task.state.store(SCHEDULED, Ordering::Relaxed);
+                    self.run_queue.borrow_mut().push_back(task);
+                }
+            }
+            CoroutineResult::Return(()) => self.finish(&task),
+        }
+    }
+
+    fn finish(&self, task: &Arc<Task>) {
+        // SAFETY: home worker, no other local part live.
+        let lp = unsafe { task.local_mut() };
+        if let Some(co) = lp.co.take() {
+            drop(co.into_stack()); // back to the pool
+        }
+        self.fibers.borrow_mut().remove(lp.slot);
+        task.state.store(DONE, Ordering::Release);
+        let st = &self.remote().stats;
+        bump(&st.finished);
+        st.live.store(self.fibers.borrow().len, Ordering::Relaxed);
+    }
+
+    /// Waits for I/O events up to `timeout_ms` (-1: forever) and wakes their waiters.
+    fn poll_io(&self, timeout_ms: i32) {
+        let epfd = self.remote().epoll.as_raw_fd();
+        let mut events = self.events.borrow_mut();
+        let n = sys::epoll_wait(epfd, &mut events, timeout_ms);
+        for ev in &events[..n] {
+            let (flags, data) = (ev.events, ev.u64);
+            if data == 0 {
+                sys::eventfd_drain(self.remote().eventfd.as_raw_fd());
+            } else {
+                // SAFETY: non-zero data is a pointer leaked by `IoSlot::register` into this
+                // epoll; that reference is released only through our own inbox (or on this
+                // thread after EPOLL_CTL_DEL), never while we process this batch.
+                let slot = unsafe { &*(data as *const IoSlot) };
+                slot.on_event(flags);
+            }
+        }
+    }
+
+    fn run(&self) {
+        let remote = self.remote();
+        let mut tick: u32 = 0;
+        loop {
+            if remote.has_msgs.load(Ordering::Relaxed) {
+                self.drain_inbox();
+            }
+            if self.shared.shutdown.load(Ordering::Relaxed) {
+                break;
+            }
+            let next = self.run_queue.borrow_mut().pop_front();
+            if let Some(task) = next {
+                self.run_task(task);
+                tick = tick.wrapping_add(1);
+                if tick % IO_POLL_INTERVAL == 0 {
+                    self.poll_io(0);
+                    if !self.timers.borrow().is_empty() {
+                        self.fire_timers(Instant::now());
+                    }
+                    remote
+                        .stats
+                        .ready
+                        .store(self.run_queue.borrow().len(), Ordering::Relaxed);
+                }
+                continue;
+            }
+            remote.stats.ready.store(0, Ordering::Relaxed);
+            let timeout = match self.fire_timers(Instant::now()) {
+                None => -1,
+                Some(at) => ms_until(at),
+            };
+            if !self.run_queue.borrow().is_empty() {
+                continue;
+            }
+            remote.sleeping.store(true, Ordering::SeqCst);
+            if remote.has_msgs.load(Ordering::SeqCst) || self.shared.shutdown.load(Ordering::SeqCst)
+            {
+                remote.sleeping.store(false, Ordering::Relaxed);
+                continue;
+            }
+            self.poll_io(timeout);
+            remote.sleeping.store(false, Ordering::Relaxed);
+        }
+        self.teardown();
+    }
+
+    /// Cancels everything left: queued spawns, and live fibers (unwound on this thread, their
+    /// handles report `Cancelled`).
+    fn teardown(&self) {
+        let remote = self.remote();
+        let msgs = {
+            let mut inbox = remote.inbox.lock();
+            inbox.closed = true;
+            std::mem::take(&mut inbox.msgs)
+        };
+        drop(msgs);
+        join::set_cancelling(true);
+        let tasks: Vec<Arc<Task>> = self.fibers.borrow_mut().drain();
+        for t in &tasks {
+            // SAFETY: home worker, no other local part live.
+            let co = unsafe { t.local_mut() }.co.take();
+            drop(co); // forced unwind of a suspended fiber, or drop of an unstarted body
+            task::set_current(ptr::null());
+            t.state.store(DONE, Ordering::Release);
+        }
+        join::set_cancelling(false);
+        drop(tasks);
+        self.run_queue.borrow_mut().clear();
+        self.timers.borrow_mut().clear();
+        // Releases that raced with `closed` were dropped with `msgs`; later ones drop directly.
+        let late = std::mem::take(&mut remote.inbox.lock().msgs);
+        drop(late);
+        remote.stats.live.store(0, Ordering::Relaxed);
+        remote.stats.ready.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Milliseconds until `at`, rounded up so a timer never fires early.
+fn ms_until(at: Instant) -> i32 {
+    let d = at.saturating_duration_since(Instant::now());
+    d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+}
+
+/// The body of worker thread `index`.
+pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
+    let _altstack = guard::ThreadGuard::install();
+    let local = Local {
+        index,
+        stacks: StackPool::new(shared.config.stack_size, shared.config.warm_stacks),
+        shared,
+        run_queue: RefCell::new(VecDeque::with_capacity(256)),
+        fibers: RefCell::new(Slab::default()),
+        timers: RefCell::new(BTreeMap::new()),
+        timer_seq: Cell::new(0),
+        spare: RefCell::new(Vec::new()),
+        events: RefCell::new(vec![sys::EpollEvent { events: 0, u64: 0 }; EVENTS_PER_POLL]),
+    };
+    LOCAL.with(|l| l.set(&local));
+    local.run();
+    LOCAL.with(|l| l.set(ptr::null()));
+}
+
+/// The live fibers of a worker, for teardown and the live count.
+#[derive(Default)]
+struct Slab {
+    entries: Vec<Option<Arc<Task>>>,
+    free: Vec<usize>,
+    len: usize,
+}
+
+impl Slab {
+    fn insert(&mut self, t: Arc<Task>) -> usize {
+        self.len += 1;
+        match self.free.pop() {
+            Some(i) => {
+                self.entries[i] = Some(t);
+                i
+            }
+            None => {
+                self.entries.push(Some(t));
+                self.entries.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        if self.entries[i].take().is_some() {
+            self.len -= 1;
+            self.free.push(i);
+        }
+    }
+
+    fn drain(&mut self) -> Vec<Arc<Task>> {
+        self.free.clear();
+        self.len = 0;
+        self.entries.drain(..).flatten().collect()
+    }
+}
+
+/// Releases a registration's epoll reference: directly when on its worker (or when the worker
+/// is gone), else through the worker's inbox, so it never frees a slot inside an event batch.
+pub(crate) fn release_slot(slot: Arc<IoSlot>) {
+    let (shared, index) = (slot.shared.clone(), slot.worker);
+    if local_for(&shared, index).is_some() {
+        drop(slot);
+    } else {
+        shared.workers[index].send(Msg::Release(slot));
+    }
+}

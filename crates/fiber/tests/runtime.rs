@@ -1,0 +1,334 @@
+//! Fibers and the scheduler: spawn/join/yield/sleep, timers, panics, stats, shutdown, and the
+//! 100,000-fiber channel ping-pong of issue 3.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weft_fiber::sync::{bounded, channel, Mutex, WaitGroup};
+use weft_fiber::{Handle, Runtime, SpawnPolicy};
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+#[test]
+fn join_from_a_thread_and_from_a_fiber() {
+    let rt = rt(2);
+    assert_eq!(rt.spawn(|| 6 * 7).join().unwrap(), 42);
+    let v = rt.block_on(|| {
+        let inner = weft_fiber::spawn(|| "inner".to_string());
+        let other = Handle::current().spawn_on(1, || weft_fiber::current_id().unwrap());
+        (inner.join().unwrap(), other.join().unwrap() > 0)
+    });
+    assert_eq!(v, ("inner".to_string(), true));
+}
+
+#[test]
+fn fiber_identity_and_context() {
+    let rt = rt(1);
+    assert!(!weft_fiber::in_fiber());
+    assert_eq!(weft_fiber::current_id(), None);
+    let h = rt.spawn(|| (weft_fiber::in_fiber(), weft_fiber::current_id()));
+    let id = h.id();
+    assert_eq!(h.join().unwrap(), (true, Some(id)));
+}
+
+#[test]
+fn yield_runs_ready_fibers_first_in_first_out() {
+    let rt = rt(1);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    rt.block_on(move || {
+        let hs: Vec<_> = (0..3)
+            .map(|f| {
+                let l = l.clone();
+                weft_fiber::spawn(move || {
+                    for round in 0..3 {
+                        l.lock().push((round, f));
+                        weft_fiber::yield_now();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+    let log = log.lock().clone();
+    let expected: Vec<_> = (0..3).flat_map(|r| (0..3).map(move |f| (r, f))).collect();
+    assert_eq!(log, expected);
+}
+
+#[test]
+fn timers_fire_in_order_and_never_early() {
+    let rt = rt(1);
+    let (tx, rx) = channel();
+    // Shuffled deadlines, 3 ms apart, two sharing one deadline (insertion order breaks ties).
+    let offsets = [9u64, 3, 27, 15, 0, 21, 6, 24, 12, 18, 18];
+    rt.spawn_on(0, move || {
+        let start = Instant::now() + Duration::from_millis(20);
+        for (i, &ms) in offsets.iter().enumerate() {
+            let tx = tx.clone();
+            weft_fiber::spawn(move || {
+                let at = start + Duration::from_millis(ms);
+                weft_fiber::sleep_until(at);
+                tx.send((ms, i, Instant::now() >= at)).unwrap();
+            });
+        }
+    });
+    let fired: Vec<_> = rx.iter().collect();
+    assert_eq!(fired.len(), offsets.len());
+    assert!(fired.iter().all(|f| f.2), "a timer fired early: {fired:?}");
+    let order: Vec<u64> = fired.iter().map(|f| f.0).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted, "timers out of order");
+    let ties: Vec<usize> = fired.iter().filter(|f| f.0 == 18).map(|f| f.1).collect();
+    assert_eq!(ties, vec![9, 10]);
+}
+
+#[test]
+fn sleep_parks_only_the_fiber() {
+    let rt = rt(1);
+    let counter = Arc::new(AtomicUsize::new(0));
+    let c = counter.clone();
+    let sleeper = rt.spawn(move || {
+        let t = Instant::now();
+        weft_fiber::sleep(Duration::from_millis(30));
+        (t.elapsed(), c.load(Ordering::SeqCst))
+    });
+    let c = counter.clone();
+    rt.spawn(move || {
+        for _ in 0..1000 {
+            c.fetch_add(1, Ordering::SeqCst);
+            weft_fiber::yield_now();
+        }
+    });
+    let (slept, seen) = sleeper.join().unwrap();
+    assert!(slept >= Duration::from_millis(30));
+    assert_eq!(seen, 1000, "the other fiber ran while this one slept");
+}
+
+#[test]
+fn a_panicking_fiber_reports_to_its_handle_and_the_worker_survives() {
+    let rt = rt(1);
+    let err = rt
+        .spawn(|| -> u32 { panic!("boom in a fiber") })
+        .join()
+        .unwrap_err();
+    assert!(err.is_panic());
+    assert_eq!(err.panic_message(), Some("boom in a fiber"));
+    let err = rt
+        .spawn(|| -> u32 { std::panic::panic_any(format!("formatted {}", 7)) })
+        .join()
+        .unwrap_err();
+    assert_eq!(err.panic_message(), Some("formatted 7"));
+    // Same worker, still scheduling.
+    assert_eq!(rt.spawn(|| 1).join().unwrap(), 1);
+    assert_eq!(rt.stats().finished, 3);
+}
+
+#[test]
+fn block_on_resumes_a_panic_in_the_caller() {
+    let rt = rt(1);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(|| panic!("through block_on"))
+    }));
+    assert!(r.is_err());
+    assert_eq!(rt.block_on(|| 5), 5);
+}
+
+#[test]
+fn join_timeout_gives_the_handle_back() {
+    let rt = rt(1);
+    let (tx, rx) = channel::<()>();
+    let h = rt.spawn(move || rx.recv().is_ok());
+    let h = h.join_timeout(Duration::from_millis(20)).unwrap_err();
+    assert!(!h.is_finished());
+    tx.send(()).unwrap();
+    assert!(h.join().unwrap());
+}
+
+#[test]
+fn stats_count_ready_running_blocked_finished() {
+    let rt = rt(2);
+    let (tx, rx) = bounded::<()>(1);
+    let rx = Arc::new(Mutex::new(rx));
+    let wg = WaitGroup::new();
+    for _ in 0..10 {
+        let rx = rx.clone();
+        wg.add(1);
+        let wg = wg.clone();
+        rt.spawn(move || {
+            wg.done();
+            let _ = rx.lock().recv(); // one holds the lock and waits, nine wait for the lock
+        });
+    }
+    wg.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = rt.stats();
+        if s.blocked == 10 && s.ready == 0 {
+            assert_eq!(s.spawned, 10);
+            assert_eq!(s.running, 0);
+            assert_eq!(s.workers, 2);
+            break;
+        }
+        assert!(Instant::now() < deadline, "stats never settled: {s:?}");
+        std::thread::yield_now();
+    }
+    drop(tx); // every recv fails: all ten finish
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rt.stats().finished < 10 {
+        assert!(Instant::now() < deadline);
+        std::thread::yield_now();
+    }
+    let s = rt.stats();
+    assert_eq!((s.blocked, s.ready, s.running), (0, 0, 0));
+}
+
+#[test]
+fn shutdown_unwinds_parked_fibers_and_cancels_their_handles() {
+    struct SetOnDrop(Arc<AtomicBool>);
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let rt = rt(2);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = channel::<()>();
+    let d = dropped.clone();
+    let parked = rt.spawn(move || {
+        let _guard = SetOnDrop(d);
+        let _ = rx.recv();
+        "never"
+    });
+    let started = rt.spawn(|| weft_fiber::sleep(Duration::from_secs(3600)));
+    while rt.stats().blocked < 2 {
+        std::thread::yield_now();
+    }
+    let handle = rt.handle().clone();
+    rt.shutdown();
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the fiber's stack was unwound"
+    );
+    assert!(parked.join().unwrap_err().is_cancelled());
+    assert!(started.join().unwrap_err().is_cancelled());
+    // Spawning on a stopped runtime reports Cancelled instead of hanging.
+    assert!(handle.spawn(|| 1).join().unwrap_err().is_cancelled());
+    drop(tx);
+}
+
+#[test]
+fn round_robin_policy_spreads_fibers() {
+    let rt = Runtime::builder()
+        .workers(2)
+        .spawn_policy(SpawnPolicy::RoundRobin)
+        .name("rr")
+        .build()
+        .unwrap();
+    let names = rt.block_on(|| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| weft_fiber::spawn(|| std::thread::current().name().unwrap().to_string()))
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<std::collections::BTreeSet<_>>()
+    });
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
+#[test]
+fn spawn_on_picks_the_worker() {
+    let rt = Runtime::builder().workers(2).name("on").build().unwrap();
+    for w in 0..2 {
+        let name = rt
+            .spawn_on(w, || std::thread::current().name().unwrap().to_string())
+            .join()
+            .unwrap();
+        assert_eq!(name, format!("on-{w}"));
+    }
+}
+
+#[test]
+fn many_fibers_with_small_stacks_are_reused() {
+    let rt = Runtime::builder()
+        .workers(2)
+        .stack_size(16 * 1024)
+        .warm_stacks(16)
+        .build()
+        .unwrap();
+    let total: u64 = rt.block_on(|| {
+        let mut sum = 0;
+        for round in 0..20u64 {
+            let hs: Vec<_> = (0..100u64)
+                .map(|i| weft_fiber::spawn(move || i + round))
+                .collect();
+            sum += hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>();
+        }
+        sum
+    });
+    assert_eq!(total, 20 * 4950 + 100 * 190);
+    assert_ne!(weft_fiber::proc::guard_pages(), "unknown");
+}
+
+/// Issue 3: 100,000 fibers ping-ponging through channels (50,000 pairs, 10 round trips each).
+/// All 100,000 are alive at once: stacks come from shared mappings with `MADV_GUARD_INSTALL`
+/// guard pages, so this stays far below `vm.max_map_count`.
+#[test]
+fn hundred_thousand_fibers_ping_pong_through_channels() {
+    const PAIRS: usize = 50_000;
+    const ROUNDS: usize = 10;
+    let rt = rt(2);
+    let t = Instant::now();
+    let all_started = WaitGroup::new();
+    all_started.add(2 * PAIRS);
+    let hs: Vec<_> = (0..PAIRS)
+        .map(|_| {
+            let wg = all_started.clone();
+            rt.spawn(move || {
+                let (ping_tx, ping_rx) = channel::<usize>();
+                let (pong_tx, pong_rx) = channel::<usize>();
+                let wg2 = wg.clone();
+                let echo = weft_fiber::spawn(move || {
+                    wg2.done();
+                    wg2.wait();
+                    let mut n = 0;
+                    while let Ok(v) = ping_rx.recv() {
+                        pong_tx.send(v + 1).unwrap();
+                        n += 1;
+                    }
+                    n
+                });
+                wg.done();
+                wg.wait(); // every fiber of the test is alive at this point
+                let mut v = 0;
+                for _ in 0..ROUNDS {
+                    ping_tx.send(v).unwrap();
+                    v = pong_rx.recv().unwrap();
+                }
+                drop(ping_tx);
+                (v, echo.join().unwrap())
+            })
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), (ROUNDS, ROUNDS));
+    }
+    // A handle completes inside the fiber, just before its worker counts it finished.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rt.stats().finished < 2 * PAIRS as u64 && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    let s = rt.stats();
+    assert_eq!(s.spawned, 2 * PAIRS as u64);
+    assert_eq!(s.finished, 2 * PAIRS as u64);
+    eprintln!(
+        "100k fibers x {ROUNDS} round trips: {:?} ({})",
+        t.elapsed(),
+        weft_fiber::proc::guard_pages()
+    );
+}
