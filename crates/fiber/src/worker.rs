@@ -209,8 +209,8 @@ impl Local {
         self.fibers.borrow_mut().remove(lp.slot);
         task.state.store(DONE, Ordering::Release);
         let st = &self.remote().stats;
-        bump(&st.finished);
         st.live.store(self.fibers.borrow().len, Ordering::Relaxed);
+        bump(&st.finished);
     }
 
     /// Waits for I/O events up to `timeout_ms` (-1: forever) and wakes their waiters.
