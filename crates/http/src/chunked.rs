@@ -13,9 +13,8 @@ pub const CHUNK_END: &[u8] = b"\r\n";
 pub fn encode_size_line(len: usize, out: &mut [u8; 18]) -> usize {
     debug_assert!(len > 0);
     let digits = (usize::BITS - len.leading_zeros()).div_ceil(4) as usize;
-    for i in 0..digits {
-        let nibble = (len >> (4 * (digits - 1 - i))) & 0xf;
-        out[i] = b"0123456789abcdef"[nibble];
+    for (i, slot) in out.iter_mut().take(digits).enumerate() {
+        *slot = b"0123456789abcdef"[(len >> (4 * (digits - 1 - i))) & 0xf];
     }
     out[digits] = b'\r';
     out[digits + 1] = b'\n';
@@ -40,10 +39,26 @@ enum State {
     Size {
         digits: u8,
     },
-    /// Whitespace (BWS) after the size, before `;` or CR.
+    /// Whitespace (BWS) after the size: only a `;` may follow.
     SizeWs,
-    /// A chunk extension, up to CR.
-    Ext,
+    /// After a `;` (and any BWS): the extension's name must follow.
+    ExtSemi,
+    /// Inside an extension name.
+    ExtName,
+    /// BWS after an extension name: `=` or `;` must follow.
+    ExtNameWs,
+    /// After `=` (and any BWS): a token or a quoted-string must follow.
+    ExtEq,
+    /// Inside a token extension value.
+    ExtToken,
+    /// Inside a quoted-string extension value.
+    ExtQuoted,
+    /// After a backslash in a quoted-string.
+    ExtQuotedPair,
+    /// After a complete extension value: `;` or CR, or BWS before a `;`.
+    ExtValueEnd,
+    /// BWS after an extension value: only a `;` may follow.
+    ExtValueWs,
     /// CR seen after the size line, LF expected.
     SizeLf,
     /// Chunk data with this many bytes left.
@@ -54,7 +69,9 @@ enum State {
     DataLf,
     /// Start of a trailer line (or the final CRLF).
     TrailerStart,
-    /// Inside a trailer field line.
+    /// Inside the name of a trailer field.
+    TrailerName,
+    /// Inside a trailer field's value, after the colon.
     Trailer,
     /// CR of a trailer line seen, LF expected.
     TrailerLf,
@@ -113,33 +130,108 @@ impl ChunkedDecoder {
                 State::Size { digits } => {
                     self.count_line()?;
                     if let Some(d) = hex(b) {
-                        if digits >= 16 {
+                        // Leading zeros are fine; a size that would not fit in 64 bits is not.
+                        if self.size >> 60 != 0 {
                             return Err(Error::BadChunk("chunk size too large"));
                         }
                         self.size = (self.size << 4) | u64::from(d);
-                        self.state = State::Size { digits: digits + 1 };
+                        self.state = State::Size {
+                            digits: digits.saturating_add(1),
+                        };
                     } else if digits == 0 {
                         return Err(Error::BadChunk("chunk size missing"));
                     } else {
-                        self.state = State::SizeWs;
-                        continue;
+                        self.state = match b {
+                            b'\r' => State::SizeLf,
+                            b';' => State::ExtSemi,
+                            b' ' | b'\t' => State::SizeWs,
+                            _ => return Err(Error::BadChunk("invalid character in chunk size")),
+                        };
                     }
                 }
-                State::SizeWs => {
+                // chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ( token / quoted-string ) ] )
+                // (RFC 9112 §7.1.1). Extensions are ignored, but only once they parse: a line
+                // that two parsers could split differently is refused.
+                State::SizeWs | State::ExtValueWs => {
                     self.count_line()?;
                     match b {
                         b' ' | b'\t' => {}
-                        b';' => self.state = State::Ext,
-                        b'\r' => self.state = State::SizeLf,
-                        _ => return Err(Error::BadChunk("invalid character after chunk size")),
+                        b';' => self.state = State::ExtSemi,
+                        _ => {
+                            return Err(Error::BadChunk("whitespace in chunk line not before ';'"))
+                        }
                     }
                 }
-                State::Ext => {
+                State::ExtSemi => {
                     self.count_line()?;
                     match b {
+                        b' ' | b'\t' => {}
+                        _ if is_tchar(b) => self.state = State::ExtName,
+                        _ => return Err(Error::BadChunk("chunk extension without a name")),
+                    }
+                }
+                State::ExtName => {
+                    self.count_line()?;
+                    match b {
+                        _ if is_tchar(b) => {}
+                        b' ' | b'\t' => self.state = State::ExtNameWs,
+                        b'=' => self.state = State::ExtEq,
+                        b';' => self.state = State::ExtSemi,
                         b'\r' => self.state = State::SizeLf,
-                        b'\t' | 0x20..=0x7e | 0x80..=0xff => {}
                         _ => return Err(Error::BadChunk("invalid character in chunk extension")),
+                    }
+                }
+                State::ExtNameWs => {
+                    self.count_line()?;
+                    match b {
+                        b' ' | b'\t' => {}
+                        b'=' => self.state = State::ExtEq,
+                        b';' => self.state = State::ExtSemi,
+                        _ => return Err(Error::BadChunk("invalid character in chunk extension")),
+                    }
+                }
+                State::ExtEq => {
+                    self.count_line()?;
+                    match b {
+                        b' ' | b'\t' => {}
+                        b'"' => self.state = State::ExtQuoted,
+                        _ if is_tchar(b) => self.state = State::ExtToken,
+                        _ => return Err(Error::BadChunk("chunk extension without a value")),
+                    }
+                }
+                State::ExtToken | State::ExtValueEnd => {
+                    self.count_line()?;
+                    match b {
+                        _ if is_tchar(b) && self.state == State::ExtToken => {}
+                        b' ' | b'\t' => self.state = State::ExtValueWs,
+                        b';' => self.state = State::ExtSemi,
+                        b'\r' => self.state = State::SizeLf,
+                        _ => return Err(Error::BadChunk("invalid character in chunk extension")),
+                    }
+                }
+                State::ExtQuoted => {
+                    self.count_line()?;
+                    match b {
+                        b'"' => self.state = State::ExtValueEnd,
+                        b'\\' => self.state = State::ExtQuotedPair,
+                        // qdtext: HTAB, SP, VCHAR except DQUOTE and backslash, obs-text.
+                        b'\t' | b' ' | 0x21..=0x7e | 0x80..=0xff => {}
+                        _ => {
+                            return Err(Error::BadChunk(
+                                "invalid character in quoted chunk extension",
+                            ))
+                        }
+                    }
+                }
+                State::ExtQuotedPair => {
+                    self.count_line()?;
+                    match b {
+                        b'\t' | b' ' | 0x21..=0x7e | 0x80..=0xff => self.state = State::ExtQuoted,
+                        _ => {
+                            return Err(Error::BadChunk(
+                                "invalid character in quoted chunk extension",
+                            ))
+                        }
                     }
                 }
                 State::SizeLf => {
@@ -187,8 +279,16 @@ impl ChunkedDecoder {
                         b' ' | b'\t' => {
                             return Err(Error::BadChunk("obsolete line folding in trailer"))
                         }
-                        _ if is_tchar(b) => self.state = State::Trailer,
+                        _ if is_tchar(b) => self.state = State::TrailerName,
                         _ => return Err(Error::BadChunk("invalid trailer field")),
+                    }
+                }
+                State::TrailerName => {
+                    self.count_trailer()?;
+                    match b {
+                        _ if is_tchar(b) => {}
+                        b':' => self.state = State::Trailer,
+                        _ => return Err(Error::BadChunk("invalid trailer field name")),
                     }
                 }
                 State::Trailer => {
@@ -326,7 +426,7 @@ mod tests {
     #[test]
     fn bounds_extensions_and_trailers() {
         let mut long_ext = b"1;".to_vec();
-        long_ext.extend(std::iter::repeat(b'a').take(2000));
+        long_ext.extend_from_slice(&[b'a'; 2000]);
         long_ext.extend_from_slice(b"\r\nx\r\n0\r\n\r\n");
         assert_eq!(
             decode_all(&long_ext),

@@ -1,9 +1,14 @@
 //! The request-head parser: request line and header section, parsed incrementally and
 //! validated strictly (RFC 9112 §2-§7, RFC 9110 §5).
 //!
-//! The parser resumes at line granularity: bytes already checked are not checked again when
-//! more arrive, so a client that sends one byte at a time costs linear, not quadratic, work.
-//! Header names and values are [`Span`]s into the caller's buffer; nothing is copied.
+//! The parser resumes where it stopped: bytes already checked are not checked again when more
+//! arrive, so a client that sends one byte at a time costs linear, not quadratic, work, and
+//! the verdict on a byte stream never depends on how it was split (property-tested and
+//! fuzzed). Header names and values are [`Span`]s into the caller's buffer; nothing is copied.
+//!
+//! The hot loops look at eight bytes at a time (field values, the request target) with the
+//! classic SWAR "has a byte less than n" tests; `benches/parse.rs` measures them against
+//! httparse.
 
 use crate::host::{valid_authority, valid_host};
 use crate::{Error, Limits};
@@ -259,11 +264,26 @@ struct Seen {
 /// Incremental request-head parser. Feed it the same growing buffer until it returns
 /// `Ok(Some(head_len))`; then [`Parser::head`] describes the request and [`Parser::reset`]
 /// prepares for the next one (the next request starts at `head_len` plus the body).
+///
+/// A verdict depends only on the bytes, never on how they were split across calls: an error
+/// is reported at the first offending byte, whether it arrived alone or with the whole head.
 #[derive(Debug, Clone)]
 pub struct Parser {
     limits: Limits,
     state: State,
+    /// Start of the first line not yet parsed. In `RequestLine` it only moves over leading
+    /// empty lines, so `pos / 2` is how many were skipped.
     pos: usize,
+    /// The incomplete line at `pos` has been checked up to this offset; parsing resumes here
+    /// when more bytes arrive, so a client that sends one byte at a time costs linear, not
+    /// quadratic, work, and a verdict never depends on where the input was split.
+    scan: usize,
+    /// Offset of the colon of the incomplete field line at `pos`, once seen (0 before).
+    colon: usize,
+    /// The method of the incomplete request line was seen to end with SP.
+    method_checked: bool,
+    /// Some byte has been given since the last reset.
+    started: bool,
     seen: Seen,
     head: RequestHead,
 }
@@ -329,6 +349,10 @@ impl Parser {
             limits,
             state: State::RequestLine,
             pos: 0,
+            scan: 0,
+            colon: 0,
+            method_checked: false,
+            started: false,
             seen: Seen::default(),
             head: RequestHead::default(),
         }
@@ -343,6 +367,10 @@ impl Parser {
     pub fn reset(&mut self) {
         self.state = State::RequestLine;
         self.pos = 0;
+        self.scan = 0;
+        self.colon = 0;
+        self.method_checked = false;
+        self.started = false;
         self.seen = Seen::default();
         let mut headers = std::mem::take(&mut self.head.headers);
         headers.clear();
@@ -352,9 +380,10 @@ impl Parser {
         };
     }
 
-    /// True if some bytes of a request have been consumed but the head is not complete.
+    /// True if some bytes of a request have been given but the head is not complete (so a
+    /// connection closed or timed out now cut a request short).
     pub fn in_progress(&self) -> bool {
-        self.pos > 0 && self.state != State::Done
+        self.started && self.state != State::Done
     }
 
     /// The head parsed by the last call that returned `Ok(Some(_))`.
@@ -373,6 +402,7 @@ impl Parser {
     /// to previous calls since the last [`Parser::reset`]. Returns `Ok(None)` if more bytes are
     /// needed, `Ok(Some(n))` when the head is complete and `n` bytes long.
     pub fn parse(&mut self, buf: &[u8]) -> Result<Option<usize>, Error> {
+        self.started |= !buf.is_empty();
         loop {
             match self.state {
                 State::RequestLine => {
@@ -384,7 +414,7 @@ impl Parser {
                     if !self.header_lines(buf)? {
                         return Ok(None);
                     }
-                    self.finish(buf)?;
+                    self.finish()?;
                     self.state = State::Done;
                     return Ok(Some(self.head.len));
                 }
@@ -395,36 +425,100 @@ impl Parser {
 
     fn request_line(&mut self, buf: &[u8]) -> Result<bool, Error> {
         let mut start = self.pos;
-        let mut empty = 0;
-        while buf.len() >= start + 2 && &buf[start..start + 2] == b"\r\n" {
-            empty += 1;
-            if empty > MAX_LEADING_EMPTY_LINES {
+        while buf.get(start..start + 2) == Some(b"\r\n") {
+            start += 2;
+            if start / 2 > MAX_LEADING_EMPTY_LINES {
                 return Err(Error::BadRequest(
                     "too many empty lines before request line",
                 ));
             }
-            start += 2;
         }
-        self.pos = start;
-        let window_end = buf.len().min(start + self.limits.max_request_line);
-        let lf = match memchr::memchr(b'\n', &buf[start..window_end]) {
-            Some(i) => start + i,
-            None => {
-                if buf.len() - start >= self.limits.max_request_line {
-                    return Err(Error::UriTooLong);
-                }
-                // Refuse a line that is already wrong instead of waiting for its end.
-                precheck_partial_line(&buf[start..])?;
-                return Ok(false);
+        if start != self.pos {
+            self.pos = start;
+            self.scan = start;
+        }
+        let limit = start + self.limits.max_request_line;
+        let window_end = buf.len().min(limit);
+        if self.scan <= start {
+            // First look at this line: a complete, well-formed one is split in a single pass,
+            // without first searching for its end. Anything else takes the general path,
+            // which reaches the same verdict.
+            if let Some((m_end, t_end, version)) = split_request_line(&buf[start..window_end]) {
+                self.head.version = version;
+                self.record_request_line(buf, start, m_end, t_end)?;
+                self.pos = start + t_end + 11;
+                self.scan = self.pos;
+                self.state = State::Headers;
+                return Ok(true);
             }
+        }
+        let from = self.scan.max(start);
+        let fresh = buf.get(from..window_end).unwrap_or(&[]);
+        // In a request line a CR may only end it, so the first CR or LF decides.
+        let Some(i) = memchr::memchr2(b'\r', b'\n', fresh) else {
+            self.precheck_method(buf, start, from, window_end)?;
+            if buf.len() >= limit {
+                return Err(Error::UriTooLong);
+            }
+            self.scan = window_end;
+            return Ok(false);
         };
-        if lf == start || buf[lf - 1] != b'\r' {
+        let cr = from + i;
+        if buf[cr] == b'\n' {
             return Err(Error::BadRequest("request line not terminated by CRLF"));
         }
-        self.parse_request_line(buf, start, lf - 1)?;
-        self.pos = lf + 1;
+        match buf.get(cr + 1) {
+            Some(b'\n') if cr + 1 < limit => {}
+            Some(b'\n') => {
+                // As a client sending the line in pieces would have been told first.
+                self.precheck_method(buf, start, from, cr)?;
+                return Err(Error::UriTooLong);
+            }
+            Some(_) => return Err(Error::BadRequest("CR not followed by LF")),
+            None => {
+                self.precheck_method(buf, start, from, cr)?;
+                if cr + 1 >= limit {
+                    return Err(Error::UriTooLong);
+                }
+                self.scan = cr;
+                return Ok(false);
+            }
+        }
+        self.parse_request_line(buf, start, cr)?;
+        self.pos = cr + 2;
+        self.scan = self.pos;
         self.state = State::Headers;
         Ok(true)
+    }
+
+    /// Rejects an incomplete request line as soon as its method shows it cannot be valid, so
+    /// a client sending garbage (a TLS hello, say) is answered without waiting for a line end.
+    /// Looks only at bytes `from..to` not checked before.
+    fn precheck_method(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        from: usize,
+        to: usize,
+    ) -> Result<(), Error> {
+        if self.method_checked {
+            return Ok(());
+        }
+        for (i, &b) in buf.iter().enumerate().take(to).skip(from) {
+            if TOKEN[b as usize] {
+                continue;
+            }
+            if b == b' ' && i > start {
+                self.method_checked = true;
+                return Ok(());
+            }
+            return Err(if i == start {
+                Error::BadRequest("empty or invalid method")
+            } else {
+                Error::BadRequest("invalid character in method")
+            });
+        }
+        Ok(())
     }
 
     fn parse_request_line(&mut self, buf: &[u8], start: usize, end: usize) -> Result<(), Error> {
@@ -441,12 +535,8 @@ impl Parser {
             return Err(Error::BadRequest("invalid character in method"));
         }
         let t_start = m_end + 1;
-        let t_len = line[t_start..]
-            .iter()
-            .position(|&b| !TARGET[b as usize])
-            .unwrap_or(line.len() - t_start);
-        let t_end = t_start + t_len;
-        if t_len == 0 {
+        let t_end = t_start + target_len(&line[t_start..]);
+        if t_end == t_start {
             return Err(Error::BadRequest("empty or invalid request target"));
         }
         match line.get(t_end) {
@@ -459,58 +549,67 @@ impl Parser {
             Some(_) => return Err(Error::BadRequest("invalid character in request target")),
         }
         self.head.version = parse_version(&line[t_end + 1..])?;
-        let method = Method::from_bytes(&line[..m_end]);
+        self.record_request_line(buf, start, m_end, t_end)
+    }
+
+    /// Records method and target of the request line at `start`, whose method ends at
+    /// `m_end` and target at `t_end` (offsets into the line, both already checked).
+    fn record_request_line(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        m_end: usize,
+        t_end: usize,
+    ) -> Result<(), Error> {
+        let t_start = m_end + 1;
+        let method = Method::from_bytes(&buf[start..start + m_end]);
         self.head.method = method;
         self.head.method_span = Span::new(start, start + m_end);
         self.head.target = Span::new(start + t_start, start + t_end);
-        let target = &line[t_start..t_end];
+        let target = &buf[start + t_start..start + t_end];
         let (form, path) = classify_target(method, target)?;
         self.head.form = form;
         self.head.path = Span::new(start + t_start + path.0, start + t_start + path.1);
         Ok(())
     }
 
-    /// Parses complete header lines; true once the empty line ending the head has been seen.
+    /// Parses header lines; true once the empty line ending the head has been seen.
     fn header_lines(&mut self, buf: &[u8]) -> Result<bool, Error> {
         let max = self.limits.max_head_bytes;
+        // The head, its final CRLF included, must fit in `max` bytes: look no further.
+        let w = &buf[..buf.len().min(max)];
         loop {
             let pos = self.pos;
-            match buf.get(pos) {
-                None => return self.need_more(buf),
-                Some(b'\r') => match buf.get(pos + 1) {
+            if self.scan <= pos {
+                // Nothing of this line has been checked yet.
+                match w.get(pos) {
                     None => return self.need_more(buf),
-                    Some(b'\n') => {
-                        self.head.len = pos + 2;
-                        if self.head.len > max {
-                            return Err(Error::HeadersTooLarge);
+                    Some(b'\r') => match w.get(pos + 1) {
+                        None => return self.need_more(buf),
+                        Some(b'\n') => {
+                            self.head.len = pos + 2;
+                            return Ok(true);
                         }
-                        return Ok(true);
+                        Some(_) => return Err(Error::BadRequest("CR not followed by LF")),
+                    },
+                    Some(b' ' | b'\t') => {
+                        return Err(Error::BadRequest(
+                            "obsolete line folding or whitespace before a field",
+                        ))
                     }
-                    Some(_) => return Err(Error::BadRequest("CR not followed by LF")),
-                },
-                Some(b' ' | b'\t') => {
-                    return Err(Error::BadRequest(
-                        "obsolete line folding or whitespace before a field",
-                    ))
+                    Some(_) => {}
                 }
-                Some(_) => {}
+                if self.head.headers.len() >= self.limits.max_headers {
+                    return Err(Error::HeadersTooLarge);
+                }
             }
-            let window_end = buf.len().min(max);
-            let lf = match memchr::memchr(b'\n', buf.get(pos..window_end).unwrap_or(&[])) {
-                Some(i) => pos + i,
-                None => return self.need_more(buf),
-            };
-            if buf[lf - 1] != b'\r' {
-                return Err(Error::BadRequest("header line not terminated by CRLF"));
+            if !self.header_line(w, pos)? {
+                return self.need_more(buf);
             }
-            if self.head.headers.len() >= self.limits.max_headers {
-                return Err(Error::HeadersTooLarge);
-            }
-            self.header_line(buf, pos, lf - 1)?;
-            self.pos = lf + 1;
         }
     }
 
+    /// The head is incomplete: an error if the limit leaves no room for its end.
     fn need_more(&self, buf: &[u8]) -> Result<bool, Error> {
         if buf.len() >= self.limits.max_head_bytes {
             Err(Error::HeadersTooLarge)
@@ -519,59 +618,87 @@ impl Parser {
         }
     }
 
-    fn header_line(&mut self, buf: &[u8], start: usize, end: usize) -> Result<(), Error> {
-        let line = &buf[start..end];
-        let colon = line
-            .iter()
-            .position(|&b| !TOKEN[b as usize])
-            .unwrap_or(line.len());
-        match line.get(colon) {
-            Some(b':') if colon > 0 => {}
-            Some(b':') => return Err(Error::BadRequest("empty field name")),
-            Some(b' ' | b'\t') => {
-                return Err(Error::BadRequest("whitespace in or after field name"))
+    /// Parses (or goes on parsing) the field line starting at `start`. True once the line is
+    /// complete and recorded; false if `w` ends first, with `scan`/`colon` saying where to
+    /// resume.
+    fn header_line(&mut self, w: &[u8], start: usize) -> Result<bool, Error> {
+        let colon = if self.colon != 0 {
+            self.colon
+        } else {
+            let from = self.scan.max(start);
+            let Some(n) = w[from..].iter().position(|&b| !TOKEN[b as usize]) else {
+                self.scan = w.len();
+                return Ok(false);
+            };
+            let colon = from + n;
+            match w[colon] {
+                b':' if colon > start => {}
+                b':' => return Err(Error::BadRequest("empty field name")),
+                b' ' | b'\t' => return Err(Error::BadRequest("whitespace in or after field name")),
+                b'\r' | b'\n' => return Err(Error::BadRequest("field line without colon")),
+                _ => return Err(Error::BadRequest("invalid character in field name")),
             }
-            Some(_) => return Err(Error::BadRequest("invalid character in field name")),
-            None => return Err(Error::BadRequest("field line without colon")),
+            colon
+        };
+        let cr = field_value_end(w, self.scan.max(colon + 1));
+        let complete = match (w.get(cr), w.get(cr + 1)) {
+            (Some(b'\r'), Some(b'\n')) => true,
+            (Some(b'\r'), Some(_)) => return Err(Error::BadRequest("CR not followed by LF")),
+            (Some(b'\r'), None) | (None, _) => false,
+            (Some(b'\n'), _) => {
+                return Err(Error::BadRequest("header line not terminated by CRLF"))
+            }
+            (Some(_), _) => return Err(Error::BadRequest("invalid character in field value")),
+        };
+        if !complete {
+            self.colon = colon;
+            self.scan = cr;
+            return Ok(false);
         }
         let mut v_start = colon + 1;
-        while v_start < line.len() && matches!(line[v_start], b' ' | b'\t') {
+        while let Some(b' ' | b'\t') = w.get(v_start) {
             v_start += 1;
         }
-        let value = &line[v_start..];
-        if !value.iter().all(|&b| FIELD_VALUE[b as usize]) {
-            return Err(Error::BadRequest("invalid character in field value"));
-        }
-        let mut v_end = line.len();
-        while v_end > v_start && matches!(line[v_end - 1], b' ' | b'\t') {
+        let mut v_end = cr.max(v_start);
+        while v_end > v_start && matches!(w[v_end - 1], b' ' | b'\t') {
             v_end -= 1;
         }
-        let name = &line[..colon];
-        let value = &line[v_start..v_end];
-        self.note_field(name, value, Span::new(start + v_start, start + v_end))?;
+        let value = Span::new(v_start, v_end);
+        self.note_field(&w[start..colon], &w[v_start..v_end], value)?;
         self.head.headers.push(Header {
-            name: Span::new(start, start + colon),
-            value: Span::new(start + v_start, start + v_end),
+            name: Span::new(start, colon),
+            value,
         });
-        Ok(())
+        self.pos = cr + 2;
+        self.scan = self.pos;
+        self.colon = 0;
+        Ok(true)
     }
 
     /// Record what framing, connection management and routing need from a field.
     fn note_field(&mut self, name: &[u8], value: &[u8], value_span: Span) -> Result<(), Error> {
         let s = &mut self.seen;
-        match name.len() {
-            4 if name.eq_ignore_ascii_case(b"host") => {
+        // Length and first letter rule out almost every other field before a full comparison.
+        let first = name.first().map_or(0, |b| b | 0x20);
+        match (name.len(), first) {
+            (4, b'h') if name.eq_ignore_ascii_case(b"host") => {
                 s.hosts += 1;
+                if s.hosts > 1 {
+                    return Err(Error::BadRequest("more than one Host field"));
+                }
+                if !valid_host(value) {
+                    return Err(Error::BadRequest("invalid Host"));
+                }
                 self.head.host = Some(value_span);
             }
-            6 if name.eq_ignore_ascii_case(b"expect") => {
+            (6, b'e') if name.eq_ignore_ascii_case(b"expect") => {
                 self.head.expect = if value.eq_ignore_ascii_case(b"100-continue") {
                     Expect::Continue
                 } else {
                     Expect::Unsupported
                 };
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            (10, b'c') if name.eq_ignore_ascii_case(b"connection") => {
                 for token in list_elements(value) {
                     if token.eq_ignore_ascii_case(b"close") {
                         s.conn_close = true;
@@ -580,13 +707,11 @@ impl Parser {
                     }
                 }
             }
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+            (14, b'c') if name.eq_ignore_ascii_case(b"content-length") => {
                 // A list of identical values ("5, 5") is one length (RFC 9110 §8.6).
-                let mut any = false;
                 for element in value.split(|&b| b == b',') {
                     let n = parse_decimal(trim_ows(element))
                         .ok_or(Error::BadRequest("invalid Content-Length"))?;
-                    any = true;
                     match s.content_length {
                         Some(prev) if prev != n => {
                             return Err(Error::BadRequest("conflicting Content-Length values"))
@@ -594,13 +719,9 @@ impl Parser {
                         _ => s.content_length = Some(n),
                     }
                 }
-                if !any {
-                    return Err(Error::BadRequest("invalid Content-Length"));
-                }
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            (17, b't') if name.eq_ignore_ascii_case(b"transfer-encoding") => {
                 s.transfer_encoding = true;
-                let mut any = false;
                 for element in value.split(|&b| b == b',') {
                     let coding = trim_ows(element);
                     // Parameters (`;q=...`) are not allowed on chunked and mean nothing here.
@@ -615,7 +736,6 @@ impl Parser {
                     if !name.iter().all(|&b| TOKEN[b as usize]) {
                         return Err(Error::BadRequest("invalid transfer coding"));
                     }
-                    any = true;
                     if name.eq_ignore_ascii_case(b"chunked") {
                         if s.te_chunked_seen || coding.len() != name.len() {
                             return Err(Error::BadRequest(
@@ -629,9 +749,6 @@ impl Parser {
                         s.te_other_coding = true;
                     }
                 }
-                if !any {
-                    return Err(Error::BadRequest("empty Transfer-Encoding"));
-                }
             }
             _ => {}
         }
@@ -639,18 +756,11 @@ impl Parser {
     }
 
     /// Checks that need the whole head: Host, framing, keep-alive.
-    fn finish(&mut self, buf: &[u8]) -> Result<(), Error> {
+    fn finish(&mut self) -> Result<(), Error> {
         let s = self.seen;
         let head = &mut self.head;
-        match (head.version, s.hosts) {
-            (_, n) if n > 1 => return Err(Error::BadRequest("more than one Host field")),
-            (Version::Http11, 0) => return Err(Error::BadRequest("HTTP/1.1 request without Host")),
-            _ => {}
-        }
-        if let Some(h) = head.host {
-            if !valid_host(h.get(buf)) {
-                return Err(Error::BadRequest("invalid Host"));
-            }
+        if head.version == Version::Http11 && s.hosts == 0 {
+            return Err(Error::BadRequest("HTTP/1.1 request without Host"));
         }
         head.framing = if s.transfer_encoding {
             // RFC 9112 §6.1-6.3: TE with CL, TE in HTTP/1.0, or a final coding other than
@@ -678,6 +788,10 @@ impl Parser {
                 Some(n) => BodyFraming::Length(n),
             }
         };
+        // RFC 9110 §10.1.1: a 100-continue expectation in an HTTP/1.0 request is ignored.
+        if head.version == Version::Http10 && head.expect == Expect::Continue {
+            head.expect = Expect::None;
+        }
         head.keep_alive = match head.version {
             Version::Http11 => !s.conn_close,
             Version::Http10 => s.conn_keep_alive && !s.conn_close,
@@ -686,17 +800,97 @@ impl Parser {
     }
 }
 
-/// Rejects an unterminated request line as soon as its method shows it cannot be valid, so a
-/// client sending garbage is answered without waiting for a line end.
-fn precheck_partial_line(partial: &[u8]) -> Result<(), Error> {
-    let m_end = partial.iter().position(|&b| !TOKEN[b as usize]);
-    match m_end {
-        Some(0) => Err(Error::BadRequest("empty or invalid method")),
-        Some(i) if partial[i] != b' ' && partial[i] != b'\r' => {
-            Err(Error::BadRequest("invalid character in method"))
+/// The first byte at or after `i` that is not `field-vchar`, SP or HTAB (so a CTL, usually
+/// the CR ending the line, or DEL), or `w.len()`. Field values are most of a head's bytes, so
+/// this looks at eight at a time.
+fn field_value_end(w: &[u8], mut i: usize) -> usize {
+    loop {
+        while let Some(word) = w.get(i..i + 8) {
+            let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+            let mask = ctl_or_del(x);
+            if mask == 0 {
+                i += 8;
+                continue;
+            }
+            i += (mask.trailing_zeros() / 8) as usize;
+            if w[i] != b'\t' {
+                return i;
+            }
+            i += 1;
         }
-        _ => Ok(()),
+        // Fewer than eight bytes left.
+        loop {
+            match w.get(i) {
+                Some(&b) if FIELD_VALUE[b as usize] => {
+                    i += 1;
+                    if b == b'\t' {
+                        break;
+                    }
+                }
+                _ => return i,
+            }
+        }
     }
+}
+
+/// A mask with the high bit set in each byte of `x` (little-endian) that is below 0x20 or
+/// equal to 0x7f, and possibly in bytes above such a byte: the classic "has less than" and
+/// "has zero" word tests. A borrow only travels towards higher bytes, so the lowest set bit
+/// always marks the first such byte exactly.
+#[inline(always)]
+fn ctl_or_del(x: u64) -> u64 {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let ctl = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+    let y = x ^ (ONES * 0x7f);
+    let del = y.wrapping_sub(ONES) & !y & HIGH;
+    ctl | del
+}
+
+/// Splits a complete request line with the usual shape, `token SP target SP HTTP/1.x CRLF`
+/// (x being 0 or 1), at the start of `line`: the offsets of the method's end and the target's
+/// end, and the version. `None` for anything else, including valid lines of a rarer shape.
+fn split_request_line(line: &[u8]) -> Option<(usize, usize, Version)> {
+    let m_end = line.iter().position(|&b| !TOKEN[b as usize])?;
+    if m_end == 0 || line[m_end] != b' ' {
+        return None;
+    }
+    let t_start = m_end + 1;
+    let t_end = t_start + target_len(&line[t_start..]);
+    if t_end == t_start || line.get(t_end) != Some(&b' ') {
+        return None;
+    }
+    let version = match line.get(t_end + 1..t_end + 11)? {
+        b"HTTP/1.1\r\n" => Version::Http11,
+        b"HTTP/1.0\r\n" => Version::Http10,
+        _ => return None,
+    };
+    Some((m_end, t_end, version))
+}
+
+/// Length of the run of request-target bytes at the start of `t`, eight bytes per step.
+fn target_len(t: &[u8]) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut i = 0;
+    while let Some(word) = t.get(i..i + 8) {
+        let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        // Below 0x21 (CTL, SP), 0x7f and above, or '#': as in `ctl_or_del`, a carry or borrow
+        // only travels towards higher bytes, so the lowest set bit is exact.
+        let low = x.wrapping_sub(ONES * 0x21) & !x & HIGH;
+        let high = (x.wrapping_add(ONES) | x) & HIGH;
+        let y = x ^ (ONES * u64::from(b'#'));
+        let hash = y.wrapping_sub(ONES) & !y & HIGH;
+        let mask = low | high | hash;
+        if mask != 0 {
+            return i + (mask.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + t[i..]
+        .iter()
+        .position(|&b| !TARGET[b as usize])
+        .unwrap_or(t.len() - i)
 }
 
 fn parse_version(v: &[u8]) -> Result<Version, Error> {
@@ -718,15 +912,16 @@ fn parse_version(v: &[u8]) -> Result<Version, Error> {
 
 /// Returns the target's form and the byte range of its origin-form part.
 fn classify_target(method: Method, t: &[u8]) -> Result<(TargetForm, (usize, usize)), Error> {
-    if t[0] == b'/' {
-        return Ok((TargetForm::Origin, (0, t.len())));
-    }
+    // CONNECT takes only the authority-form (RFC 9110 §9.3.6), and only CONNECT takes it.
     if method == Method::Connect {
         return if valid_authority(t) {
             Ok((TargetForm::Authority, (0, 0)))
         } else {
             Err(Error::BadRequest("invalid CONNECT authority"))
         };
+    }
+    if t[0] == b'/' {
+        return Ok((TargetForm::Origin, (0, t.len())));
     }
     if t == b"*" {
         return if method == Method::Options {
