@@ -7,7 +7,9 @@ use weft::{Model, Response, Server};
 fn main() -> std::io::Result<()> {
     Server::builder()
         .root("www")
-        .route("GET", "/hello", |_req, _body| Response::text(200, "hello\n"))
+        .route("GET", "/hello", |_req, _body| {
+            Response::text(200, "hello\n")
+        })
         .route("POST", "/upper", |_req, body| {
             let data = body.read_all().unwrap_or_default();
             Response::text(200, data.to_ascii_uppercase())

@@ -50,6 +50,8 @@ use serde::{Deserialize, Deserializer};
 /// A concurrency model: who runs which piece of a request's work, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Model {
+    /// Every connection a stackful fiber, M:N on one worker thread per core.
+    Fiber,
     /// One OS thread per connection, blocking I/O (the fibers paper's baseline).
     Thread,
 }
@@ -61,6 +63,7 @@ impl Model {
     /// The model's name as written in `--listen ADDR=MODEL` and the config.
     pub fn name(self) -> &'static str {
         match self {
+            Model::Fiber => "fiber",
             Model::Thread => "thread",
         }
     }
@@ -76,11 +79,12 @@ impl FromStr for Model {
     type Err = String;
     fn from_str(s: &str) -> Result<Model, String> {
         match s {
+            "fiber" => Ok(Model::Fiber),
             "thread" => Ok(Model::Thread),
-            "fiber" | "process" | "pipeline" => {
+            "process" | "pipeline" => {
                 Err(format!("model `{s}` is not available in this build yet"))
             }
-            _ => Err(format!("unknown model `{s}` (expected thread)")),
+            _ => Err(format!("unknown model `{s}` (expected fiber or thread)")),
         }
     }
 }

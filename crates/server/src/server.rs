@@ -110,16 +110,19 @@ impl ServerBuilder {
             }
         }
         let listens = cfg.listeners();
+        let workers = cfg.threads.unwrap_or_else(default_workers).max(1);
         let app = Arc::new(App::new(cfg, self.routes)?);
         let mut bound = Vec::new();
         for l in listens {
-            let listener = bind(l.addr).map_err(|e| {
+            // The fiber model gives each worker its own SO_REUSEPORT socket on the same port.
+            let sockets = if l.model == Model::Fiber { workers } else { 1 };
+            let listeners = bind(l.addr, sockets).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.addr))
             })?;
-            let addr = listener.local_addr()?;
+            let addr = listeners[0].local_addr()?;
             let metrics = app.metrics.add_listener(addr, l.model);
             bound.push(Bound {
-                listener,
+                listeners,
                 addr,
                 model: l.model,
                 metrics,
@@ -129,23 +132,44 @@ impl ServerBuilder {
     }
 }
 
-fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
+/// One core's worth of workers by default.
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Binds `count` sockets to `addr` (with `SO_REUSEPORT` when more than one; port 0 resolves
+/// once and the others join that port).
+fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<TcpListener>> {
+    let mut out: Vec<TcpListener> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let at = out.first().map_or(Ok(addr), |l| l.local_addr())?;
+        let socket = Socket::new(Domain::for_address(at), Type::STREAM, None)?;
+        socket.set_reuse_address(true)?;
+        if count > 1 {
+            socket.set_reuse_port(true)?;
+        }
+        if at.is_ipv6() {
+            socket.set_only_v6(true)?;
+        }
+        socket.bind(&at.into())?;
+        socket.listen(BACKLOG)?;
+        out.push(socket.into());
     }
-    socket.bind(&addr.into())?;
-    socket.listen(BACKLOG)?;
-    Ok(socket.into())
+    Ok(out)
 }
 
 #[derive(Debug)]
 struct Bound {
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     addr: SocketAddr,
     model: Model,
     metrics: Arc<ListenerMetrics>,
+}
+
+/// An accept loop to wait for at shutdown.
+enum Acceptor {
+    Thread(std::thread::JoinHandle<io::Result<()>>),
+    Fiber(weft_fiber::JoinHandle<io::Result<()>>),
 }
 
 /// A server with its listeners bound, ready to [`Server::run`].
@@ -193,29 +217,57 @@ impl Server {
 
     /// Serves until shutdown, then waits up to the grace period for open connections.
     pub fn run(self) -> io::Result<()> {
-        let mut accept_threads = Vec::new();
+        let needs_fibers = self.bound.iter().any(|b| b.model == Model::Fiber);
+        let runtime = if needs_fibers {
+            let workers = self.app.cfg.threads.unwrap_or_else(default_workers).max(1);
+            Some(
+                weft_fiber::Runtime::builder()
+                    .workers(workers)
+                    .name("weft-fiber")
+                    .build()?,
+            )
+        } else {
+            None
+        };
+        let mut acceptors = Vec::new();
         for b in self.bound {
-            let app = self.app.clone();
-            let name = format!("weft-accept-{}", b.addr);
-            let t = std::thread::Builder::new()
-                .name(name)
-                .spawn(move || match b.model {
-                    Model::Thread => models::thread::run(b.listener, app, b.metrics),
-                })?;
-            accept_threads.push(t);
+            match b.model {
+                Model::Thread => {
+                    let app = self.app.clone();
+                    let listener = b.listeners.into_iter().next().expect("one socket");
+                    let t = std::thread::Builder::new()
+                        .name(format!("weft-accept-{}", b.addr))
+                        .spawn(move || models::thread::run(listener, app, b.metrics))?;
+                    acceptors.push(Acceptor::Thread(t));
+                }
+                Model::Fiber => {
+                    let rt = runtime.as_ref().expect("runtime built for fiber listeners");
+                    for (worker, listener) in b.listeners.into_iter().enumerate() {
+                        let app = self.app.clone();
+                        let m = b.metrics.clone();
+                        acceptors.push(Acceptor::Fiber(rt.spawn_on(worker, move || {
+                            models::fiber::accept_loop(listener, app, m)
+                        })));
+                    }
+                }
+            }
         }
         let mut result = Ok(());
-        for t in accept_threads {
-            match t.join() {
+        for a in acceptors {
+            let outcome = match a {
+                Acceptor::Thread(t) => t.join().map_err(|_| ()),
+                Acceptor::Fiber(f) => f.join().map_err(|_| ()),
+            };
+            match outcome {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     log::error!("listener failed: {e}");
                     self.app.shutdown.begin();
                     result = Err(e);
                 }
-                Err(_) => {
+                Err(()) => {
                     self.app.shutdown.begin();
-                    result = Err(io::Error::other("a listener thread panicked"));
+                    result = Err(io::Error::other("an acceptor panicked"));
                 }
             }
         }
@@ -230,6 +282,9 @@ impl Server {
         }
         if let Some(l) = &self.app.access_log {
             l.flush();
+        }
+        if let Some(rt) = runtime {
+            rt.shutdown();
         }
         result
     }

@@ -3,6 +3,12 @@
 //!
 //! One test binary on purpose: Cargo runs test binaries one after another but the tests of one
 //! binary in parallel, and each test runs its own server, so the whole suite overlaps.
+//!
+//! The same suite runs once per model: this binary against `thread`, `blackbox_fiber`
+//! (`../blackbox_fiber.rs`) against `fiber`.
+
+/// The model every server of this binary is started with.
+const MODEL: &str = "thread";
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -110,7 +110,7 @@ impl Builder {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
         cmd.arg("serve")
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(format!("127.0.0.1:0={}", crate::MODEL))
             .arg("--root")
             .arg(self.dir.join("root"));
         if let Some(cfg) = &self.config {
