@@ -47,6 +47,7 @@ pub mod sync;
 mod sys;
 mod task;
 mod time;
+mod timer;
 mod worker;
 
 pub use blocking::spawn_blocking;

@@ -12,7 +12,7 @@
 //! without a matching unpark (a stale notification): every waiter re-checks its condition.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Instant;
@@ -57,6 +57,8 @@ pub(crate) struct Task {
     pub(crate) worker: usize,
     pub(crate) shared: Arc<Shared>,
     pub(crate) state: AtomicU8,
+    /// Number of the armed timer, 0 if none (only the home worker's timer heap uses it).
+    pub(crate) armed_timer: AtomicU64,
     local: UnsafeCell<LocalPart>,
 }
 
@@ -85,6 +87,7 @@ impl Task {
             worker,
             shared,
             state: AtomicU8::new(SCHEDULED),
+            armed_timer: AtomicU64::new(0),
             local: UnsafeCell::new(LocalPart::default()),
         }
     }
@@ -241,12 +244,12 @@ fn park_fiber(local: &Local, deadline: Option<Instant>) {
                 return;
             }
             let task = with_current(Arc::clone).expect("in a fiber");
-            Some(local.add_timer(d, task))
+            Some((local.add_timer(d, task.clone()), task))
         }
     };
     suspend(Suspend::Park);
-    if let Some(key) = timer {
-        local.cancel_timer(key);
+    if let Some((seq, task)) = timer {
+        local.cancel_timer(&task, seq);
     }
 }
 

@@ -9,7 +9,7 @@
 //! it was about to sleep (a store/load pair in sequentially consistent order on both sides).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::ptr;
 use std::sync::atomic::Ordering;
@@ -26,6 +26,7 @@ use crate::stack::StackPool;
 use crate::sys;
 use crate::task::{self, Co, FiberYielder, LocalPart, Suspend, Task};
 use crate::task::{DONE, PARKED, RUNNING, SCHEDULED};
+use crate::timer::Timers;
 
 /// Fibers run between two non-blocking polls of epoll and the timers on a busy worker (a prime,
 /// as tokio's `event_interval`, so it does not beat with periodic workloads).
@@ -33,17 +34,13 @@ const IO_POLL_INTERVAL: u32 = 61;
 /// Events taken from epoll per call.
 const EVENTS_PER_POLL: usize = 256;
 
-/// A timer's key: deadline, then a sequence number so equal deadlines fire in insertion order.
-pub(crate) type TimerKey = (Instant, u64);
-
 /// The worker's own state, on its thread's stack; fiber code reaches it through [`LOCAL`].
 pub(crate) struct Local {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
     run_queue: RefCell<VecDeque<Arc<Task>>>,
     fibers: RefCell<Slab>,
-    timers: RefCell<BTreeMap<TimerKey, Arc<Task>>>,
-    timer_seq: Cell<u64>,
+    timers: RefCell<Timers>,
     stacks: StackPool,
     spare: RefCell<Vec<Msg>>,
     events: RefCell<Vec<sys::EpollEvent>>,
@@ -122,29 +119,18 @@ impl Local {
         self.run_queue.borrow_mut().push_back(task);
     }
 
-    pub(crate) fn add_timer(&self, deadline: Instant, task: Arc<Task>) -> TimerKey {
-        let seq = self.timer_seq.get();
-        self.timer_seq.set(seq + 1);
-        let key = (deadline, seq);
-        self.timers.borrow_mut().insert(key, task);
-        key
+    /// Arms the calling fiber's timer; returns its number for [`Local::cancel_timer`].
+    pub(crate) fn add_timer(&self, deadline: Instant, task: Arc<Task>) -> u64 {
+        self.timers.borrow_mut().add(deadline, task)
     }
 
-    /// Removes a timer (eagerly: a long I/O deadline that was not needed leaves no garbage).
-    pub(crate) fn cancel_timer(&self, key: TimerKey) {
-        self.timers.borrow_mut().remove(&key);
+    pub(crate) fn cancel_timer(&self, task: &Task, seq: u64) {
+        self.timers.borrow_mut().cancel(task, seq);
     }
 
     /// Unparks every task whose deadline has passed; returns the next deadline.
     fn fire_timers(&self, now: Instant) -> Option<Instant> {
-        let mut timers = self.timers.borrow_mut();
-        while let Some(entry) = timers.first_entry() {
-            if entry.key().0 > now {
-                return Some(entry.key().0);
-            }
-            entry.remove().unpark_owned();
-        }
-        None
+        self.timers.borrow_mut().fire(now)
     }
 
     fn drain_inbox(&self) {
@@ -324,8 +310,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         shared,
         run_queue: RefCell::new(VecDeque::with_capacity(256)),
         fibers: RefCell::new(Slab::default()),
-        timers: RefCell::new(BTreeMap::new()),
-        timer_seq: Cell::new(0),
+        timers: RefCell::new(Timers::default()),
         spare: RefCell::new(Vec::new()),
         events: RefCell::new(vec![sys::EpollEvent { events: 0, u64: 0 }; EVENTS_PER_POLL]),
     };

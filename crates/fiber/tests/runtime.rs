@@ -88,6 +88,38 @@ fn timers_fire_in_order_and_never_early() {
     assert_eq!(ties, vec![9, 10]);
 }
 
+/// Each recv parks with a 60 s deadline that is cancelled when the message comes: thousands of
+/// cancelled timers, compacted away, and none fires.
+#[test]
+fn cancelled_timers_neither_fire_nor_pile_up() {
+    let rt = rt(1);
+    let rounds = rt.block_on(|| {
+        let (ping_tx, ping_rx) = channel::<u32>();
+        let (pong_tx, pong_rx) = channel::<u32>();
+        let echo = weft_fiber::spawn(move || {
+            while let Ok(v) = ping_rx.recv_timeout(Duration::from_secs(60)) {
+                pong_tx.send(v).unwrap();
+            }
+        });
+        let mut n = 0;
+        for i in 0..5000 {
+            ping_tx.send(i).unwrap();
+            n += pong_rx
+                .recv_timeout(Duration::from_secs(60))
+                .map(|_| 1)
+                .unwrap();
+        }
+        drop(ping_tx);
+        echo.join().unwrap();
+        n
+    });
+    assert_eq!(rounds, 5000);
+    // A short timer still fires on time behind all the cancelled long ones.
+    let t = Instant::now();
+    rt.block_on(|| weft_fiber::sleep(Duration::from_millis(5)));
+    assert!(t.elapsed() >= Duration::from_millis(5));
+}
+
 #[test]
 fn sleep_parks_only_the_fiber() {
     let rt = rt(1);
