@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}; DURATION=${DURATION:-5}; CONNS=${CONNS:-"1 10 50"}
 PATHS=${PATHS:-"/echo /haewelmann.html"}; MODELS=${MODELS:-"thread"}
 WEFT=${WEFT:-target/release/weft}
+# The server is pinned to one core, so models with a worker pool get one worker.
+THREADS=${THREADS:-1}
 ROOT=$(pwd)/www
 work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 "$WEFT" fileset "$ROOT" >/dev/null
@@ -29,7 +31,7 @@ declare -A PIDS PORTS
 port=18100
 for m in $MODELS; do
   port=$((port + 1)); PORTS[$m]=$port
-  taskset -c 0 "$WEFT" serve --root "$ROOT" --listen "127.0.0.1:$port=$m" >"$work/$m.log" 2>&1 &
+  taskset -c 0 "$WEFT" serve --root "$ROOT" --threads "$THREADS" --listen "127.0.0.1:$port=$m" >"$work/$m.log" 2>&1 &
   PIDS[$m]=$!
 done
 if command -v nginx >/dev/null; then
