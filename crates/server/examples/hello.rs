@@ -14,7 +14,7 @@ fn main() -> std::io::Result<()> {
             let data = body.read_all().unwrap_or_default();
             Response::text(200, data.to_ascii_uppercase())
         })
-        .listen("127.0.0.1:8080".parse().unwrap(), Model::Thread)
+        .listen("127.0.0.1:8080".parse().unwrap(), Model::Fiber)
         .build()?
         .run()
 }

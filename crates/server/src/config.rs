@@ -4,12 +4,12 @@
 //!
 //! ```toml
 //! root = "www"
-//! threads = 2
+//! threads = 2                # fiber workers (default: one per core)
 //! access_log = "off"          # "off", "stdout" or a file path
 //!
 //! [[listen]]
 //! addr = "127.0.0.1:8080"
-//! model = "thread"
+//! model = "fiber"            # or "thread"
 //!
 //! [timeouts]                  # "60s", "500ms", "2m" or a number of seconds
 //! header_read = "60s"         # nginx client_header_timeout
@@ -58,7 +58,7 @@ pub enum Model {
 
 impl Model {
     /// The model `weft serve` uses when none is named.
-    pub const DEFAULT: Model = Model::Thread;
+    pub const DEFAULT: Model = Model::Fiber;
 
     /// The model's name as written in `--listen ADDR=MODEL` and the config.
     pub fn name(self) -> &'static str {

@@ -9,7 +9,7 @@
 //! use weft::{Model, Response, Server};
 //! Server::builder()
 //!     .route("GET", "/hello", |_req, _body| Response::text(200, "hello\n"))
-//!     .listen("127.0.0.1:8080".parse().unwrap(), Model::Thread)
+//!     .listen("127.0.0.1:8080".parse().unwrap(), Model::Fiber)
 //!     .build()
 //!     .expect("bind")
 //!     .run()

@@ -38,7 +38,7 @@ struct ServeArgs {
     /// Document root.
     #[arg(long)]
     root: Option<PathBuf>,
-    /// ADDR or ADDR=MODEL (thread); may repeat, one model per port.
+    /// ADDR or ADDR=MODEL (fiber, thread); may repeat, one model per port.
     #[arg(long = "listen", value_name = "ADDR[=MODEL]")]
     listen: Vec<Listen>,
     /// Worker threads for models with a fixed pool (default: one per core).
