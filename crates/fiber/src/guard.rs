@@ -179,6 +179,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // sigaltstack/mmap: not supported by miri
     fn a_thread_without_an_altstack_gets_one() {
         std::thread::spawn(|| {
             sys::sigaltstack_disable();

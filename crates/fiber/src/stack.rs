@@ -188,6 +188,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore)] // mmap/madvise: not supported by miri
     fn reuses_the_last_returned_stack() {
         let pool = StackPool::new(64 * 1024, 8);
         let a = pool.get().unwrap();
@@ -203,6 +204,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // mmap/madvise: not supported by miri
     fn stacks_beyond_the_warm_limit_are_discarded_and_still_usable() {
         let pool = StackPool::new(16 * 1024, 1);
         let stacks: Vec<_> = (0..70).map(|_| pool.get().unwrap()).collect(); // > one chunk

@@ -1,6 +1,9 @@
 //! A fiber that overflows its stack ends the process with a clear message; other faults keep
 //! their default action. Each case runs in a child process (this test binary re-executed with
 //! `WEFT_FIBER_FAULT_CHILD` set), since it ends that process.
+// Every test here runs fibers: corosensei switches stacks with inline asm, and the runtime
+// calls epoll, mmap/madvise and sigaction; miri can execute none of these.
+#![cfg(not(miri))]
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};

@@ -1,4 +1,7 @@
 //! Fiber-aware sync: Mutex, channels, WaitGroup, spawn_blocking — from fibers and threads.
+// Every test here runs fibers: corosensei switches stacks with inline asm, and the runtime
+// calls epoll, mmap/madvise and sigaction; miri can execute none of these.
+#![cfg(not(miri))]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
