@@ -126,24 +126,32 @@ const ALTSTACK_SIZE: usize = 64 * 1024;
 #[derive(Debug)]
 pub(crate) struct ThreadGuard {
     ours: Option<*mut u8>,
+    len: usize,
 }
 
 impl ThreadGuard {
     pub(crate) fn install() -> ThreadGuard {
         if sys::sigaltstack_enabled() {
-            return ThreadGuard { ours: None };
+            return ThreadGuard { ours: None, len: 0 };
         }
-        let Ok(mem) = sys::map_stack_memory(ALTSTACK_SIZE) else {
-            return ThreadGuard { ours: None };
+        ThreadGuard::install_sized(ALTSTACK_SIZE)
+    }
+
+    fn install_sized(len: usize) -> ThreadGuard {
+        let Ok(mem) = sys::map_stack_memory(len) else {
+            return ThreadGuard { ours: None, len: 0 };
         };
-        // SAFETY: `mem` is a fresh mapping of ALTSTACK_SIZE bytes that we keep mapped and unused
+        // SAFETY: `mem` is a fresh mapping of `len` bytes that we keep mapped and unused
         // otherwise until `drop` disables the alternate stack on this same thread.
-        match unsafe { sys::sigaltstack_set(mem, ALTSTACK_SIZE) } {
-            Ok(()) => ThreadGuard { ours: Some(mem) },
+        match unsafe { sys::sigaltstack_set(mem, len) } {
+            Ok(()) => ThreadGuard {
+                ours: Some(mem),
+                len,
+            },
             Err(_) => {
                 // SAFETY: the mapping was never handed to the kernel as a signal stack.
-                unsafe { sys::unmap(mem, ALTSTACK_SIZE) };
-                ThreadGuard { ours: None }
+                unsafe { sys::unmap(mem, len) };
+                ThreadGuard { ours: None, len: 0 }
             }
         }
     }
@@ -154,7 +162,7 @@ impl Drop for ThreadGuard {
         if let Some(mem) = self.ours {
             sys::sigaltstack_disable();
             // SAFETY: the kernel no longer uses the memory as this thread's signal stack.
-            unsafe { sys::unmap(mem, ALTSTACK_SIZE) };
+            unsafe { sys::unmap(mem, self.len) };
         }
     }
 }
@@ -189,6 +197,9 @@ mod tests {
             assert!(sys::sigaltstack_enabled());
             drop(g);
             assert!(!sys::sigaltstack_enabled());
+            // Smaller than MINSIGSTKSZ: the kernel refuses it and the mapping is given back.
+            let g = ThreadGuard::install_sized(1024);
+            assert!(g.ours.is_none());
         })
         .join()
         .unwrap();

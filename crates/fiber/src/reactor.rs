@@ -286,6 +286,12 @@ impl Source {
         if let Some(s) = self.slot.get() {
             return Ok(s);
         }
+        let slot = self.register_in(local)?;
+        Ok(self.install(slot))
+    }
+
+    /// Adds the fd to `local`'s epoll; the returned slot has one reference leaked into epoll.
+    fn register_in(&self, local: &Local) -> io::Result<Arc<IoSlot>> {
         let slot = Arc::new(IoSlot {
             fd: self.raw,
             shared: local.shared.clone(),
@@ -294,7 +300,7 @@ impl Source {
             write_seq: AtomicU32::new(0),
             waiters: Lock::new(Waiters::default()),
         });
-        // The epoll's reference: reclaimed in `deregister`.
+        // The epoll's reference: reclaimed in `deregister` (or below, on failure).
         let raw = Arc::into_raw(slot.clone());
         let events = sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLRDHUP | sys::EPOLLET;
         if let Err(e) = sys::epoll_add(slot.epfd(), self.raw, events, raw as u64) {
@@ -302,13 +308,19 @@ impl Source {
             drop(unsafe { Arc::from_raw(raw) });
             return Err(e);
         }
+        Ok(slot)
+    }
+
+    /// Makes `slot` the fd's registration, unless another fiber (on another worker) won the
+    /// race: then `slot` is removed from its epoll again and the winner returned.
+    fn install(&self, slot: Arc<IoSlot>) -> &Arc<IoSlot> {
         if let Err(lost) = self.slot.set(slot) {
-            // Another fiber registered the fd concurrently (in another worker): undo ours.
             let _ = sys::epoll_del(lost.epfd(), self.raw);
-            // SAFETY: `raw` is the reference leaked above for this (now removed) registration.
-            worker::release_slot(unsafe { Arc::from_raw(raw) });
+            // SAFETY: `lost` was made by `register_in`, which leaked exactly one reference at
+            // this address into the epoll it was just removed from.
+            worker::release_slot(unsafe { Arc::from_raw(Arc::as_ptr(&lost)) });
         }
-        Ok(self.slot.get().expect("set above"))
+        self.slot.get().expect("set above")
     }
 
     fn deregister(&mut self) {
@@ -333,5 +345,56 @@ impl Drop for Source {
     fn drop(&mut self) {
         self.deregister();
         // `fd` closes after the epoll registration is gone.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::OwnedFd;
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // epoll and fibers: not supported by miri
+    fn a_failed_registration_reports_the_error() {
+        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        let e = rt.block_on(|| {
+            // Regular files cannot be added to an epoll set (EPERM).
+            let f = std::fs::File::open("/proc/self/statm").unwrap();
+            let src = Source::from_nonblocking(OwnedFd::from(f));
+            src.wait(Dir::Read, 0, None).unwrap_err()
+        });
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // epoll and fibers: not supported by miri
+    fn a_lost_registration_race_is_undone() {
+        let rt = crate::Runtime::builder().workers(2).build().unwrap();
+        let (r, _w) = sys::pipe().unwrap();
+        let src = Arc::new(Source::from_nonblocking(r));
+        // Worker 1 registers first ...
+        let s = src.clone();
+        let winner = rt
+            .spawn_on(1, move || {
+                let local = worker::current_local().unwrap();
+                Arc::as_ptr(s.registration(local).unwrap()) as usize
+            })
+            .join()
+            .unwrap();
+        // ... then worker 0 registers the same fd in its own epoll and loses the install.
+        let s = src.clone();
+        let kept = rt
+            .spawn_on(0, move || {
+                let local = worker::current_local().unwrap();
+                let mine = s.register_in(local).unwrap();
+                let mine_ptr = Arc::as_ptr(&mine) as usize;
+                let kept = Arc::as_ptr(s.install(mine)) as usize;
+                assert_ne!(kept, mine_ptr);
+                kept
+            })
+            .join()
+            .unwrap();
+        assert_eq!(kept, winner);
+        drop(src); // deregistered from a plain thread: released through worker 1's inbox
     }
 }

@@ -219,4 +219,21 @@ mod tests {
         let v = unsafe { *((s.base().get() - 8) as *const u64) };
         assert!(v == 0 || v == 7);
     }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // mmap/mprotect: not supported by miri
+    fn the_mprotect_fallback_guards_a_page_of_a_shared_mapping() {
+        let page = sys::page_size();
+        let mem = sys::map_stack_memory(3 * page).unwrap();
+        // SAFETY: the middle page of our fresh, unused mapping.
+        let kind = unsafe { sys::install_guard_mprotect(mem.add(page), page) }.unwrap();
+        assert_eq!(kind, GuardKind::Mprotect);
+        // SAFETY: the pages around the guard stay writable; the mapping is ours.
+        unsafe {
+            mem.write(1);
+            mem.add(2 * page).write(2);
+            assert_eq!(mem.read() + mem.add(2 * page).read(), 3);
+            sys::unmap(mem, 3 * page);
+        }
+    }
 }

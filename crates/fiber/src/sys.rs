@@ -98,7 +98,17 @@ pub(crate) unsafe fn install_guard(ptr: *mut u8, len: usize) -> io::Result<Guard
         return Ok(GuardKind::Marker);
     }
     // Older kernels: EINVAL. Fall back to the classic protection change.
-    // SAFETY: as above; mprotect only changes the protection of our own unused pages.
+    // SAFETY: the caller's guarantee is ours to pass on.
+    unsafe { install_guard_mprotect(ptr, len) }
+}
+
+/// The pre-6.13 way to make a guard page: `mprotect(PROT_NONE)` (splits the VMA).
+///
+/// # Safety
+/// As for [`install_guard`].
+pub(crate) unsafe fn install_guard_mprotect(ptr: *mut u8, len: usize) -> io::Result<GuardKind> {
+    // SAFETY: the caller guarantees the range is ours and unused; mprotect only changes the
+    // protection of those pages.
     cvt(unsafe { libc::mprotect(ptr.cast(), len, libc::PROT_NONE) })?;
     Ok(GuardKind::Mprotect)
 }

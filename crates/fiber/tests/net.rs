@@ -73,6 +73,29 @@ fn echo_between_fibers_on_two_workers() {
 }
 
 #[test]
+fn raw_fd_round_trips() {
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd};
+    let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = std_l.local_addr().unwrap();
+    // SAFETY: the fd comes from `into_raw_fd`, so nothing else owns it.
+    let l = unsafe { TcpListener::from_raw_fd(std_l.into_raw_fd()) };
+    let c = std::net::TcpStream::connect(addr).unwrap();
+    // SAFETY: as above.
+    let c = unsafe { TcpStream::from_raw_fd(c.into_raw_fd()) };
+    let (s, _) = l.accept().unwrap();
+    assert_eq!(s.as_raw_fd(), s.as_fd().as_raw_fd());
+    (&c).write_all(b"raw").unwrap();
+    let mut b = [0u8; 3];
+    (&s).read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"raw");
+    let fd = c.into_raw_fd();
+    // SAFETY: `fd` was just released by `into_raw_fd`; we close it exactly once.
+    drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+    let l = l.into_std().unwrap();
+    assert_eq!(l.local_addr().unwrap(), addr);
+}
+
+#[test]
 fn the_same_types_block_a_plain_thread() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();

@@ -58,6 +58,14 @@ fn other_faults_in_a_fiber_keep_the_default_action() {
 }
 
 #[test]
+fn with_no_previous_handler_other_faults_get_the_default_action() {
+    let out = run_child("segv-default");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{stderr}");
+    assert!(!stderr.contains("stack overflow"), "stderr: {stderr}");
+}
+
+#[test]
 fn a_plain_thread_overflow_is_still_reported_by_rust() {
     let out = run_child("thread-overflow");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -86,6 +94,11 @@ fn fault_child() {
     let Ok(case) = std::env::var(CHILD_ENV) else {
         return;
     };
+    if case == "segv-default" {
+        // Remove Rust's own handler first, so the runtime's handler chains to SIG_DFL.
+        // SAFETY: resetting a signal to its default action has no memory preconditions.
+        unsafe { libc::signal(libc::SIGSEGV, libc::SIG_DFL) };
+    }
     let rt = weft_fiber::Runtime::builder()
         .workers(1)
         .stack_size(32 * 1024)
@@ -100,7 +113,7 @@ fn fault_child() {
                 })
                 .join();
         }
-        "segv" => {
+        "segv" | "segv-default" => {
             let _ = rt
                 .spawn(|| {
                     let p = std::hint::black_box(16usize) as *mut u8;
