@@ -123,6 +123,36 @@ fn channel_ping_pong(c: &mut Criterion) {
     });
 }
 
+/// As `channel_ping_pong` with the two fibers on different workers: every message wakes the
+/// other thread (inbox + eventfd when it sleeps).
+fn channel_ping_pong_cross_worker(c: &mut Criterion) {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    c.bench_function("channel_ping_pong_cross_worker", |b| {
+        b.iter_custom(|iters| {
+            let (ping_tx, ping_rx) = channel::<u64>();
+            let (pong_tx, pong_rx) = channel::<u64>();
+            let echo = rt.spawn_on(1, move || {
+                while let Ok(v) = ping_rx.recv() {
+                    pong_tx.send(v).unwrap();
+                }
+            });
+            let d = rt
+                .spawn_on(0, move || {
+                    let t = Instant::now();
+                    for i in 0..iters {
+                        ping_tx.send(i).unwrap();
+                        criterion::black_box(pong_rx.recv().unwrap());
+                    }
+                    t.elapsed()
+                })
+                .join()
+                .unwrap();
+            echo.join().unwrap();
+            d
+        })
+    });
+}
+
 fn mutex_handoff(c: &mut Criterion) {
     let rt = runtime();
     c.bench_function("mutex_handoff", |b| {
@@ -154,6 +184,6 @@ fn mutex_handoff(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = create_destroy, yield_round_trip, channel_ping_pong, mutex_handoff
+    targets = create_destroy, yield_round_trip, channel_ping_pong, channel_ping_pong_cross_worker, mutex_handoff
 }
 criterion_main!(benches);

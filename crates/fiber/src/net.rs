@@ -106,7 +106,9 @@ pub struct TcpStream {
 
 impl TcpStream {
     /// Connects to the first address of `addr` that accepts (non-blocking connect: the fiber
-    /// parks until the handshake completes).
+    /// parks until the handshake completes). Resolving a host *name* calls `getaddrinfo`,
+    /// which blocks the worker: inside a fiber pass a `SocketAddr`, or resolve with
+    /// [`crate::spawn_blocking`] first.
     pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
         let mut last = None;
         for a in addr.to_socket_addrs()? {

@@ -318,6 +318,54 @@ fn many_fibers_with_small_stacks_are_reused() {
     assert_ne!(weft_fiber::proc::guard_pages(), "unknown");
 }
 
+/// Wake-ups across threads: every message crosses between the two workers (inbox + eventfd),
+/// racing parks against unparks thousands of times.
+#[test]
+fn cross_worker_ping_pong_loses_no_wake_up() {
+    let rt = rt(2);
+    let hs: Vec<_> = (0..100)
+        .map(|_| {
+            let (ping_tx, ping_rx) = channel::<u32>();
+            let (pong_tx, pong_rx) = bounded::<u32>(1);
+            let echo = rt.spawn_on(1, move || {
+                while let Ok(v) = ping_rx.recv() {
+                    pong_tx.send(v + 1).unwrap();
+                }
+            });
+            let driver = rt.spawn_on(0, move || {
+                let mut v = 0;
+                for _ in 0..300 {
+                    ping_tx.send(v).unwrap();
+                    v = pong_rx.recv().unwrap();
+                }
+                v
+            });
+            (driver, echo)
+        })
+        .collect();
+    for (driver, echo) in hs {
+        assert_eq!(driver.join().unwrap(), 300);
+        echo.join().unwrap();
+    }
+}
+
+#[test]
+fn the_public_types_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Runtime>();
+    send_sync::<Handle>();
+    send_sync::<weft_fiber::JoinHandle<u8>>();
+    send_sync::<weft_fiber::net::TcpStream>();
+    send_sync::<weft_fiber::net::TcpListener>();
+    send_sync::<weft_fiber::io::PipeReader>();
+    send_sync::<weft_fiber::io::PipeWriter>();
+    send_sync::<Mutex<u8>>();
+    send_sync::<WaitGroup>();
+    fn send<T: Send>() {}
+    send::<weft_fiber::sync::Sender<u8>>();
+    send::<weft_fiber::sync::Receiver<u8>>();
+}
+
 /// Issue 3: 100,000 fibers ping-ponging through channels (50,000 pairs, 10 round trips each).
 /// All 100,000 are alive at once: stacks come from shared mappings with `MADV_GUARD_INSTALL`
 /// guard pages, so this stays far below `vm.max_map_count`.
