@@ -61,6 +61,59 @@ fn create_destroy(c: &mut Criterion) {
     g.finish();
 }
 
+/// Figure 4's analogue: the paper compared its fibers with the platform's (Windows fibers);
+/// here weft fibers (through the scheduler) against bare corosensei coroutines, on a freshly
+/// mapped `DefaultStack` each (what a fiber costs without a stack pool) and on one reused stack.
+fn fiber_libraries(c: &mut Criterion) {
+    use corosensei::stack::DefaultStack;
+    use corosensei::{Coroutine, CoroutineResult};
+    let rt = runtime();
+    let mut g = c.benchmark_group("figure4_create_destroy_1000");
+    g.throughput(Throughput::Elements(1000));
+    g.bench_function("weft_fibers", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(move || {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    let hs: Vec<_> = (0..1000u32).map(|i| weft_fiber::spawn(move || i)).collect();
+                    for h in hs {
+                        criterion::black_box(h.join().unwrap());
+                    }
+                }
+                t.elapsed()
+            })
+        })
+    });
+    g.bench_function("corosensei_fresh_stack", |b| {
+        b.iter(|| {
+            for i in 0..1000u32 {
+                let stack = DefaultStack::new(64 * 1024).unwrap();
+                let mut co =
+                    Coroutine::with_stack(stack, move |_: &corosensei::Yielder<(), ()>, ()| i);
+                match co.resume(()) {
+                    CoroutineResult::Return(v) => criterion::black_box(v),
+                    CoroutineResult::Yield(()) => unreachable!(),
+                };
+            }
+        })
+    });
+    g.bench_function("corosensei_reused_stack", |b| {
+        let mut stack = Some(DefaultStack::new(64 * 1024).unwrap());
+        b.iter(|| {
+            for i in 0..1000u32 {
+                let s = stack.take().unwrap();
+                let mut co = Coroutine::with_stack(s, move |_: &corosensei::Yielder<(), ()>, ()| i);
+                match co.resume(()) {
+                    CoroutineResult::Return(v) => criterion::black_box(v),
+                    CoroutineResult::Yield(()) => unreachable!(),
+                };
+                stack = Some(co.into_stack());
+            }
+        })
+    });
+    g.finish();
+}
+
 fn yield_round_trip(c: &mut Criterion) {
     let rt = runtime();
     let mut g = c.benchmark_group("yield_round_trip");
@@ -184,6 +237,6 @@ fn mutex_handoff(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = create_destroy, yield_round_trip, channel_ping_pong, channel_ping_pong_cross_worker, mutex_handoff
+    targets = create_destroy, fiber_libraries, yield_round_trip, channel_ping_pong, channel_ping_pong_cross_worker, mutex_handoff
 }
 criterion_main!(benches);
