@@ -98,7 +98,8 @@ impl TcpListener {
 /// A TCP connection whose reads and writes park the fiber while the socket is not ready.
 ///
 /// `Read` and `Write` are implemented for `TcpStream` and `&TcpStream`, so one fiber may read
-/// while another writes the same stream.
+/// while another writes the same stream. Socket options not wrapped here are one call away
+/// through `socket2::SockRef::from(&stream)` (it implements `AsFd`).
 #[derive(Debug)]
 pub struct TcpStream {
     src: Source,
@@ -206,6 +207,14 @@ impl TcpStream {
     pub fn write_deadline(&self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
         self.src
             .io_until(Dir::Write, Deadline::At(deadline), |fd| sys::send(fd, buf))
+    }
+
+    /// As `write`, with `MSG_MORE`: the kernel may hold the bytes back to coalesce them with
+    /// the next write or `sendfile` (a response head before its body). The next plain write
+    /// flushes them.
+    pub fn write_more(&self, buf: &[u8]) -> io::Result<usize> {
+        self.src
+            .io(Dir::Write, |fd| sys::send_flags(fd, buf, libc::MSG_MORE))
     }
 
     /// Sends up to `len` bytes of `file` from `offset` with `sendfile(2)` (zero copy); returns

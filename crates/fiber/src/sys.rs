@@ -310,8 +310,14 @@ pub(crate) fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
 
 /// `send(2)` with `MSG_NOSIGNAL`: a peer that went away is `EPIPE`, not a process-wide SIGPIPE.
 pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    send_flags(fd, buf, 0)
+}
+
+/// `send(2)` with `MSG_NOSIGNAL | extra` (e.g. `MSG_MORE`).
+pub(crate) fn send_flags(fd: RawFd, buf: &[u8], extra: libc::c_int) -> io::Result<usize> {
+    let flags = libc::MSG_NOSIGNAL | extra;
     // SAFETY: the kernel reads at most `buf.len()` bytes from the slice we borrow.
-    cvt_size(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })
+    cvt_size(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) })
 }
 
 /// `sendmsg(2)` of `bufs` with `MSG_NOSIGNAL` (a `writev` that cannot raise SIGPIPE).

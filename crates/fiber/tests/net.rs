@@ -249,6 +249,7 @@ fn sendfile_and_vectored_writes() {
             .unwrap();
         assert_eq!(n, 4);
         let f = File::open(&p).unwrap();
+        assert_eq!(s.write_more(b"MORE").unwrap(), 4);
         s.sendfile_all(&f, 1000, 2_500_000).unwrap();
         let e = s.sendfile_all(&f, 2_999_990, 20).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
@@ -262,7 +263,7 @@ fn sendfile_and_vectored_writes() {
         v
     });
     server.join().unwrap();
-    let mut want = b"HEAD\r\n\r\nabcd".to_vec();
+    let mut want = b"HEAD\r\n\r\nabcdMORE".to_vec();
     want.extend_from_slice(&data[1000..2_501_000]);
     want.extend_from_slice(&data[2_999_990..]);
     assert_eq!(got.len(), want.len());
