@@ -467,19 +467,17 @@ impl Parser {
         if buf[cr] == b'\n' {
             return Err(Error::BadRequest("request line not terminated by CRLF"));
         }
+        if cr + 1 >= limit {
+            // No room for the LF, whatever follows (and the method is checked first, as a
+            // client sending the line in pieces would have been told).
+            self.precheck_method(buf, start, from, cr)?;
+            return Err(Error::UriTooLong);
+        }
         match buf.get(cr + 1) {
-            Some(b'\n') if cr + 1 < limit => {}
-            Some(b'\n') => {
-                // As a client sending the line in pieces would have been told first.
-                self.precheck_method(buf, start, from, cr)?;
-                return Err(Error::UriTooLong);
-            }
+            Some(b'\n') => {}
             Some(_) => return Err(Error::BadRequest("CR not followed by LF")),
             None => {
                 self.precheck_method(buf, start, from, cr)?;
-                if cr + 1 >= limit {
-                    return Err(Error::UriTooLong);
-                }
                 self.scan = cr;
                 return Ok(false);
             }
@@ -622,8 +620,8 @@ impl Parser {
     /// complete and recorded; false if `w` ends first, with `scan`/`colon` saying where to
     /// resume.
     fn header_line(&mut self, w: &[u8], start: usize) -> Result<bool, Error> {
-        let colon = if self.colon != 0 {
-            self.colon
+        let (colon, resume) = if self.colon != 0 {
+            (self.colon, self.scan)
         } else {
             let from = self.scan.max(start);
             let Some(n) = w[from..].iter().position(|&b| !TOKEN[b as usize]) else {
@@ -638,9 +636,9 @@ impl Parser {
                 b'\r' | b'\n' => return Err(Error::BadRequest("field line without colon")),
                 _ => return Err(Error::BadRequest("invalid character in field name")),
             }
-            colon
+            (colon, colon + 1)
         };
-        let cr = field_value_end(w, self.scan.max(colon + 1));
+        let cr = field_value_end(w, resume);
         let complete = match (w.get(cr), w.get(cr + 1)) {
             (Some(b'\r'), Some(b'\n')) => true,
             (Some(b'\r'), Some(_)) => return Err(Error::BadRequest("CR not followed by LF")),

@@ -683,6 +683,18 @@ fn request_line_over_the_limit_is_414() {
     assert_eq!(status(long.as_bytes()), 414);
 }
 
+/// Found by fuzzing: a CR in the last byte the limit allows got 400 or 414 depending on
+/// whether the byte after it had arrived yet.
+#[test]
+fn regression_cr_at_the_request_line_limit_is_414_however_split() {
+    let mut req = b"O".repeat(63);
+    req.extend_from_slice(b"\r-rest");
+    let whole = Parser::new(small_limits()).parse(&req);
+    assert_eq!(whole, Err(Error::UriTooLong));
+    let mut p = Parser::new(small_limits());
+    assert_eq!(p.parse(&req[..64]), Err(Error::UriTooLong));
+}
+
 #[test]
 fn header_section_over_the_limit_is_431() {
     let mut req = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
