@@ -40,6 +40,7 @@ mod guard;
 pub mod io;
 mod join;
 pub mod net;
+mod protocol;
 mod reactor;
 mod runtime;
 mod stack;

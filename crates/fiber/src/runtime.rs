@@ -4,6 +4,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use crate::protocol;
 use std::sync::Arc;
 use std::thread;
 
@@ -191,8 +193,8 @@ pub(crate) struct Remote {
     pub(crate) epoll: OwnedFd,
     pub(crate) eventfd: OwnedFd,
     pub(crate) inbox: Lock<Inbox>,
-    pub(crate) has_msgs: AtomicBool,
-    pub(crate) sleeping: AtomicBool,
+    pub(crate) has_msgs: protocol::AtomicBool,
+    pub(crate) sleeping: protocol::AtomicBool,
     pub(crate) stats: WorkerStats,
 }
 
@@ -208,8 +210,8 @@ impl Remote {
                 msgs: Vec::new(),
                 closed: false,
             }),
-            has_msgs: AtomicBool::new(false),
-            sleeping: AtomicBool::new(false),
+            has_msgs: protocol::AtomicBool::new(false),
+            sleeping: protocol::AtomicBool::new(false),
             stats: WorkerStats::default(),
         })
     }
@@ -226,8 +228,7 @@ impl Remote {
             }
             inbox.msgs.push(msg);
         }
-        self.has_msgs.store(true, Ordering::SeqCst);
-        if self.sleeping.swap(false, Ordering::SeqCst) {
+        if protocol::notify(&self.sleeping, &self.has_msgs) {
             sys::eventfd_signal(self.eventfd.as_raw_fd());
         }
     }

@@ -12,22 +12,19 @@
 //! without a matching unpark (a stale notification): every waiter re-checks its condition.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Instant;
 
 use corosensei::{Coroutine, Yielder};
 
+use crate::protocol::{self, AtomicU8};
 use crate::runtime::Shared;
 use crate::stack::PooledStack;
 use crate::worker::{self, Local};
 
-pub(crate) const SCHEDULED: u8 = 0;
-pub(crate) const RUNNING: u8 = 1;
-pub(crate) const NOTIFIED: u8 = 2;
-pub(crate) const PARKED: u8 = 3;
-pub(crate) const DONE: u8 = 4;
+pub(crate) use crate::protocol::{DONE, RUNNING, SCHEDULED};
 
 /// What a fiber tells its scheduler when it suspends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,21 +117,7 @@ impl Task {
 
     /// True when the caller must enqueue the task.
     fn transition_to_scheduled(&self) -> bool {
-        let mut s = self.state.load(Ordering::Acquire);
-        loop {
-            let next = match s {
-                PARKED => SCHEDULED,
-                RUNNING => NOTIFIED,
-                _ => return false,
-            };
-            match self
-                .state
-                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return next == SCHEDULED,
-                Err(actual) => s = actual,
-            }
-        }
+        protocol::unpark(&self.state)
     }
 
     fn enqueue(&self, me: Arc<Task>) {

@@ -20,12 +20,13 @@ use corosensei::CoroutineResult;
 
 use crate::guard;
 use crate::join::{self, JoinHandle};
+use crate::protocol;
 use crate::reactor::IoSlot;
 use crate::runtime::{bump, Msg, Remote, Shared};
 use crate::stack::StackPool;
 use crate::sys;
 use crate::task::{self, Co, FiberYielder, LocalPart, Suspend, Task};
-use crate::task::{DONE, PARKED, RUNNING, SCHEDULED};
+use crate::task::{DONE, RUNNING, SCHEDULED};
 use crate::timer::Timers;
 
 /// Fibers run between two non-blocking polls of epoll and the timers on a busy worker (a prime,
@@ -172,13 +173,8 @@ impl Local {
                 self.run_queue.borrow_mut().push_back(task);
             }
             CoroutineResult::Yield(Suspend::Park) => {
-                if task
-                    .state
-                    .compare_exchange(RUNNING, PARKED, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
+                if !protocol::park(&task.state) {
                     // Unparked while it was still running: run it again.
-                    task.state.store(SCHEDULED, Ordering::Relaxed);
                     self.run_queue.borrow_mut().push_back(task);
                 }
             }
@@ -252,9 +248,10 @@ impl Local {
             if !self.run_queue.borrow().is_empty() {
                 continue;
             }
-            remote.sleeping.store(true, Ordering::SeqCst);
-            if remote.has_msgs.load(Ordering::SeqCst) || self.shared.shutdown.load(Ordering::SeqCst)
-            {
+            if !protocol::announce_sleep(&remote.sleeping, &remote.has_msgs) {
+                continue;
+            }
+            if self.shared.shutdown.load(Ordering::SeqCst) {
                 remote.sleeping.store(false, Ordering::Relaxed);
                 continue;
             }
