@@ -104,6 +104,18 @@ impl crate::net::Transport for FiberStream {
         FiberStream::set_write_timeout(self, timeout.map(|d| d.max(Duration::from_millis(1))))
     }
 
+    fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
+        while !head.is_empty() {
+            match self.write_more(head) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => head = &head[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
         self.sendfile_all(file, offset, len)
     }
