@@ -46,9 +46,22 @@ pub struct ConnInfo {
     pub registration: Option<Registration>,
 }
 
+/// Why [`serve_until_idle`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// The connection is finished: close it.
+    Closed,
+    /// A response went out, nothing of the next request has arrived yet, and the connection
+    /// may stay open: the model may park it (without a stack) until it is readable, then call
+    /// [`serve_until_idle`] again.
+    Idle,
+}
+
 /// How a head read ended.
 enum HeadRead {
     Complete(usize),
+    /// Nothing buffered and nothing to read yet between requests (only when asked to return).
+    Idle,
     /// Clean end: peer closed, idle timeout, shutdown.
     Closed,
     /// Answer this status, then close.
@@ -57,17 +70,44 @@ enum HeadRead {
 
 /// Serves requests on `stream` until either side ends the connection.
 pub fn serve<T: Transport>(stream: &mut T, app: &App, info: &ConnInfo) -> io::Result<()> {
+    serve_inner(stream, app, info, false, true).map(drop)
+}
+
+/// Serves requests until the connection ends or falls idle between requests: then it returns
+/// [`Served::Idle`] with nothing buffered, so the caller can hold the connection as a socket
+/// and a few bytes of state instead of a stack and buffers. `resumed`: the connection has
+/// served requests before (its idle wait uses the keep-alive timeout).
+pub fn serve_until_idle<T: Transport>(
+    stream: &mut T,
+    app: &App,
+    info: &ConnInfo,
+    resumed: bool,
+) -> io::Result<Served> {
+    serve_inner(stream, app, info, true, !resumed)
+}
+
+fn serve_inner<T: Transport>(
+    stream: &mut T,
+    app: &App,
+    info: &ConnInfo,
+    return_when_idle: bool,
+    mut first: bool,
+) -> io::Result<Served> {
     let cfg = &app.cfg;
     let limits = cfg.limits.http();
     let mut parser = Parser::new(limits);
     let mut rbuf = ReadBuf::new(READ_BUF);
-    let mut wbuf = Vec::with_capacity(1024);
-    let mut first = true;
-    stream.set_write_timeout(Some(cfg.timeouts.send))?;
+    let mut wbuf = Vec::with_capacity(512);
+    let mut served_any = false;
+    if first {
+        stream.set_write_timeout(Some(cfg.timeouts.send))?;
+    }
     loop {
-        let head_len = match read_head(stream, &mut rbuf, &mut parser, app, info, first) {
+        let may_idle = return_when_idle && served_any;
+        let head_len = match read_head(stream, &mut rbuf, &mut parser, app, info, first, may_idle) {
             Ok(HeadRead::Complete(n)) => n,
-            Ok(HeadRead::Closed) => return Ok(()),
+            Ok(HeadRead::Idle) => return Ok(Served::Idle),
+            Ok(HeadRead::Closed) => return Ok(Served::Closed),
             Ok(HeadRead::Fail(status, reason)) => {
                 log::info!("{}: {status} {reason}", info.peer);
                 let mut resp = Response::error(status);
@@ -75,11 +115,12 @@ pub fn serve<T: Transport>(stream: &mut T, app: &App, info: &ConnInfo) -> io::Re
                 let bytes = write_response(stream, &mut wbuf, resp, None, false).unwrap_or(0);
                 info.listener.response(status, bytes);
                 linger(stream, &mut rbuf);
-                return Ok(());
+                return Ok(Served::Closed);
             }
             Err(e) => return Err(e),
         };
         first = false;
+        served_any = true;
         let head = parser.take_head();
         let req = Request::new(
             Bytes::copy_from_slice(&rbuf.data()[..head_len]),
@@ -99,7 +140,7 @@ pub fn serve<T: Transport>(stream: &mut T, app: &App, info: &ConnInfo) -> io::Re
             Ok(bytes) => info.listener.response(status, bytes),
             Err(e) => {
                 log::debug!("{}: write failed: {e}", info.peer);
-                return Ok(());
+                return Ok(Served::Closed);
             }
         }
         if let Some(log) = &app.access_log {
@@ -120,7 +161,7 @@ pub fn serve<T: Transport>(stream: &mut T, app: &App, info: &ConnInfo) -> io::Re
         }
         if !keep_alive {
             linger(stream, &mut rbuf);
-            return Ok(());
+            return Ok(Served::Closed);
         }
         rbuf.shrink_if_idle(READ_BUF);
     }
@@ -203,6 +244,7 @@ fn read_head<T: Transport>(
     app: &App,
     info: &ConnInfo,
     first: bool,
+    may_idle: bool,
 ) -> io::Result<HeadRead> {
     let cfg = &app.cfg;
     let max = cfg.limits.max_head_bytes + 1;
@@ -240,6 +282,9 @@ fn read_head<T: Transport>(
                 if !r.set_idle(true) {
                     return Ok(HeadRead::Closed);
                 }
+            }
+            if may_idle {
+                return Ok(HeadRead::Idle);
             }
         }
         stream.set_read_timeout(Some(timeout))?;
