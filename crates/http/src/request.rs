@@ -401,6 +401,9 @@ impl Parser {
     /// Parse `buf`, which starts at the first byte of the request and holds every byte given
     /// to previous calls since the last [`Parser::reset`]. Returns `Ok(None)` if more bytes are
     /// needed, `Ok(Some(n))` when the head is complete and `n` bytes long.
+    ///
+    /// Any bytes give a verdict and never a panic; a buffer shorter than one given before
+    /// (without a reset in between) breaks the contract above and may panic.
     pub fn parse(&mut self, buf: &[u8]) -> Result<Option<usize>, Error> {
         self.started |= !buf.is_empty();
         loop {
