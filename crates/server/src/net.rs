@@ -93,6 +93,34 @@ impl BlockingStream {
         self.inner.local_addr()
     }
 
+    fn send_file_nonblocking(&mut self, file: &File, mut offset: u64, len: u64) -> io::Result<()> {
+        let fd = self.inner.as_raw_fd();
+        let end = offset + len;
+        while offset < end {
+            let chunk = usize::try_from(end - offset)
+                .unwrap_or(usize::MAX)
+                .min(1 << 30);
+            match sys::sendfile(fd, file, &mut offset, chunk) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let wait = self.write_timeout.unwrap_or(Duration::MAX);
+                    if !sys::poll_writable(fd, wait)? {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout"));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// The descriptor, for the shutdown registry.
     pub fn raw_fd(&self) -> RawFd {
         self.inner.as_raw_fd()
@@ -153,25 +181,14 @@ impl Transport for BlockingStream {
         Ok(())
     }
 
-    fn send_file(&mut self, file: &File, mut offset: u64, len: u64) -> io::Result<()> {
-        let end = offset + len;
-        while offset < end {
-            let chunk = usize::try_from(end - offset)
-                .unwrap_or(usize::MAX)
-                .min(1 << 30);
-            match sys::sendfile(self.inner.as_raw_fd(), file, &mut offset, chunk) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shrank while being sent",
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+    /// `sendfile(2)` on a blocking socket ignores `SO_SNDTIMEO` (seen on Linux 6.18: a client
+    /// that stops reading holds the thread forever), so the file goes out with the socket
+    /// non-blocking and the send timeout enforced by poll(2) between calls.
+    fn send_file(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.set_nonblocking(true)?;
+        let sent = self.send_file_nonblocking(file, offset, len);
+        let restored = self.inner.set_nonblocking(false);
+        sent.and(restored)
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {

@@ -61,17 +61,30 @@ pub fn shutdown(fd: RawFd, how: libc::c_int) -> io::Result<()> {
 
 /// Waits until `fd` is readable or `timeout` passes. Returns true if readable.
 pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    poll_one(fd, libc::POLLIN, timeout)
+}
+
+/// Waits until `fd` is writable (or has an error) or `timeout` passes. Returns true if ready.
+pub fn poll_writable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    poll_one(fd, libc::POLLOUT, timeout)
+}
+
+fn poll_one(fd: RawFd, events: libc::c_short, timeout: Duration) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd,
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `pfd` is one valid pollfd, and nfds = 1 matches it.
-    match cvt(unsafe { libc::poll(&mut pfd, 1, ms) }) {
-        Ok(n) => Ok(n > 0),
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
-        Err(e) => Err(e),
+    loop {
+        // SAFETY: `pfd` is one valid pollfd, and nfds = 1 matches it.
+        match cvt(unsafe { libc::poll(&mut pfd, 1, ms) }) {
+            Ok(n) => return Ok(n > 0),
+            // A signal (SIGTERM for graceful shutdown) must not read as a timeout; the wait
+            // restarts with the full timeout, which can only lengthen it.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 

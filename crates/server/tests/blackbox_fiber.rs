@@ -15,6 +15,8 @@ mod echo;
 mod malformed;
 #[path = "blackbox/shutdown.rs"]
 mod shutdown;
+#[path = "blackbox/stall.rs"]
+mod stall;
 #[path = "blackbox/static_files.rs"]
 mod static_files;
 #[path = "blackbox/status.rs"]

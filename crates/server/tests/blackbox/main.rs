@@ -18,6 +18,7 @@ mod connection;
 mod echo;
 mod malformed;
 mod shutdown;
+mod stall;
 mod static_files;
 mod status;
 mod traversal;
