@@ -23,7 +23,7 @@ fn raise_nofile() -> u64 {
     lim.rlim_cur = lim.rlim_max;
     // SAFETY: `lim` holds the limits just read, with the soft limit raised to the hard one.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-    lim.rlim_cur as u64
+    lim.rlim_cur
 }
 
 fn open_connections(srv: &common::Server) -> u64 {
