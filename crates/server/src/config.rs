@@ -34,6 +34,9 @@
 //! [echo]
 //! path = "/echo"              # "" unmounts the echo function
 //!
+//! [fiber]
+//! stack_size = 65536         # bytes per connection fiber
+//!
 //! [status]
 //! enabled = false
 //! allow = ["127.0.0.0/8", "::1/128"]
@@ -234,6 +237,25 @@ impl Default for StaticConfig {
     }
 }
 
+/// The fiber model's runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FiberConfig {
+    /// Usable stack bytes per connection fiber (pages are touched lazily). The built-in
+    /// handlers need far less than the default (see BENCHMARKS.md); handlers that recurse
+    /// deeply or keep large buffers on the stack need more. An overflow aborts the process
+    /// with a message naming the fiber, never corrupts memory.
+    pub stack_size: usize,
+}
+
+impl Default for FiberConfig {
+    fn default() -> Self {
+        FiberConfig {
+            stack_size: weft_fiber::DEFAULT_STACK_SIZE,
+        }
+    }
+}
+
 /// The built-in echo function of the fibers paper.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -376,6 +398,7 @@ pub struct Config {
     pub static_files: StaticConfig,
     pub echo: EchoConfig,
     pub status: StatusConfig,
+    pub fiber: FiberConfig,
 }
 
 impl Default for Config {
@@ -390,6 +413,7 @@ impl Default for Config {
             static_files: StaticConfig::default(),
             echo: EchoConfig::default(),
             status: StatusConfig::default(),
+            fiber: FiberConfig::default(),
         }
     }
 }

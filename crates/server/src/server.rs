@@ -223,6 +223,7 @@ impl Server {
             Some(
                 weft_fiber::Runtime::builder()
                     .workers(workers)
+                    .stack_size(self.app.cfg.fiber.stack_size)
                     .name("weft-fiber")
                     .build()?,
             )
