@@ -3,7 +3,8 @@
 # Server pinned to core 0, wrk to core 1; runs alternate between servers; prints one CSV row
 # per run (server, path, conns, run, requests/s, server CPU us per request) and a median summary.
 #
-#   scripts/compare.sh [RUNS=5] [DURATION=5] [CONNS="1 10 50"] [PATHS="/echo /haewelmann.html"]
+#   RUNS=5 DURATION=5 CONNS="1 10 50" PATHS="/echo /haewelmann.html" MODELS="fiber thread" \
+#     scripts/compare.sh
 #
 # Needs wrk and nginx (apt-get install wrk nginx-light) and a release build of weft.
 set -euo pipefail
@@ -29,9 +30,14 @@ cpu_ticks() {
 
 declare -A PIDS PORTS
 port=18100
+# A model name may carry fiber options: "fiber-parked" is the fiber model with idle
+# keep-alive connections left in their parked fibers (fiber.park_idle = false).
 for m in $MODELS; do
   port=$((port + 1)); PORTS[$m]=$port
-  taskset -c 0 "$WEFT" serve --root "$ROOT" --threads "$THREADS" --listen "127.0.0.1:$port=$m" >"$work/$m.log" 2>&1 &
+  model=$m; printf '' >"$work/$m.toml"
+  if [[ $m == fiber-parked ]]; then model=fiber; printf '[fiber]\npark_idle = false\n' >"$work/$m.toml"; fi
+  taskset -c 0 "$WEFT" serve --config "$work/$m.toml" --root "$ROOT" --threads "$THREADS" \
+    --listen "127.0.0.1:$port=$model" >"$work/$m.log" 2>&1 &
   PIDS[$m]=$!
 done
 if command -v nginx >/dev/null; then
