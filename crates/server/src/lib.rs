@@ -32,6 +32,14 @@ pub mod server;
 pub mod shutdown;
 pub mod sys;
 
+/// Blocking calls for handlers that cost a parked fiber on the fiber model and a blocked
+/// thread on the thread model, so one handler runs unchanged on both: sleep, run a blocking
+/// call (disk, DNS, a C library) on a helper thread, talk to an upstream over TCP.
+pub mod blocking {
+    pub use weft_fiber::net::TcpStream;
+    pub use weft_fiber::{sleep, spawn_blocking};
+}
+
 pub use app::{App, Handler, Route};
 pub use body::RequestBody;
 pub use config::{Config, Model};
