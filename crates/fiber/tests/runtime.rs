@@ -243,13 +243,25 @@ fn shutdown_unwinds_parked_fibers_and_cancels_their_handles() {
     let dropped = Arc::new(AtomicBool::new(false));
     let (tx, rx) = channel::<()>();
     let d = dropped.clone();
+    // `Stats::blocked` alone is not enough to wait on: `ready` is refreshed only every few
+    // dozen runs, so a fiber still queued can count as blocked, and shutdown would drop its
+    // body before the guard exists (seen once in ten runs of the suite).
+    let running = Arc::new(AtomicUsize::new(0));
+    let r = running.clone();
     let parked = rt.spawn(move || {
         let _guard = SetOnDrop(d);
+        r.fetch_add(1, Ordering::SeqCst);
         let _ = rx.recv();
         "never"
     });
-    let started = rt.spawn(|| weft_fiber::sleep(Duration::from_secs(3600)));
-    while rt.stats().blocked < 2 {
+    let r = running.clone();
+    let started = rt.spawn(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+        weft_fiber::sleep(Duration::from_secs(3600))
+    });
+    // Each fiber parks in the same run that counts it, before its worker looks at the
+    // shutdown flag again.
+    while running.load(Ordering::SeqCst) < 2 || rt.stats().blocked < 2 {
         std::thread::yield_now();
     }
     let handle = rt.handle().clone();
