@@ -29,7 +29,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 use std::process::{ChildStderr, ChildStdin, ChildStdout};
 use std::time::{Duration, Instant};
 
-use crate::reactor::{Deadline, Dir, Source};
+use crate::reactor::{short_read, short_write, Deadline, Dir, Source};
 use crate::sys;
 
 /// A new pipe, both ends non-blocking and close-on-exec: `(reader, writer)`.
@@ -72,8 +72,11 @@ impl PipeReader {
 
     /// Reads into `buf`, failing with `TimedOut` at `deadline`.
     pub fn read_deadline(&self, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
+        let want = buf.len();
         self.src
-            .io_until(Dir::Read, Deadline::At(deadline), |fd| sys::read(fd, buf))
+            .io_until(Dir::Read, Deadline::At(deadline), short_read(want), |fd| {
+                sys::read(fd, buf)
+            })
     }
 
     /// Gives the fd back (still non-blocking).
@@ -97,8 +100,12 @@ impl PipeWriter {
 
     /// Writes from `buf`, failing with `TimedOut` at `deadline`.
     pub fn write_deadline(&self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
-        self.src
-            .io_until(Dir::Write, Deadline::At(deadline), |fd| sys::write(fd, buf))
+        self.src.io_until(
+            Dir::Write,
+            Deadline::At(deadline),
+            short_write(buf.len()),
+            |fd| sys::write(fd, buf),
+        )
     }
 
     /// Gives the fd back (still non-blocking).
@@ -109,7 +116,9 @@ impl PipeWriter {
 
 impl Read for &PipeReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.src.io(Dir::Read, |fd| sys::read(fd, buf))
+        let want = buf.len();
+        self.src
+            .io(Dir::Read, short_read(want), |fd| sys::read(fd, buf))
     }
 }
 
@@ -121,11 +130,14 @@ impl Read for PipeReader {
 
 impl Write for &PipeWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.src.io(Dir::Write, |fd| sys::write(fd, buf))
+        self.src
+            .io(Dir::Write, short_write(buf.len()), |fd| sys::write(fd, buf))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.src.io(Dir::Write, |fd| sys::writev(fd, bufs))
+        let want = sys::iov_len(bufs);
+        self.src
+            .io(Dir::Write, short_write(want), |fd| sys::writev(fd, bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -37,6 +37,7 @@
 
 mod blocking;
 mod guard;
+mod idle;
 pub mod io;
 mod join;
 pub mod net;
@@ -54,8 +55,8 @@ mod worker;
 pub use blocking::spawn_blocking;
 pub use join::{JoinError, JoinHandle};
 pub use runtime::{
-    current_id, spawn, Builder, Handle, Runtime, SpawnPolicy, Stats, DEFAULT_BLOCKING_THREADS,
-    DEFAULT_STACK_SIZE, DEFAULT_WARM_STACKS,
+    current_id, spawn, Builder, Handle, IoCounters, Runtime, SpawnPolicy, Stats,
+    DEFAULT_BLOCKING_THREADS, DEFAULT_STACK_SIZE, DEFAULT_WARM_STACKS,
 };
 pub use task::{in_fiber, yield_now};
 pub use time::{sleep, sleep_until};

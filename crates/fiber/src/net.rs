@@ -12,8 +12,11 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockRef, Socket, Type};
 
-use crate::reactor::{Deadline, Dir, Source};
+pub use crate::idle::Readiness;
+use crate::reactor::{never_drained, short_read, short_write, Deadline, Dir, Source};
 use crate::sys;
+use crate::task;
+use crate::worker;
 
 fn no_addr() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, "no socket address to use")
@@ -75,7 +78,7 @@ impl TcpListener {
 
     /// Waits for a connection; the new stream is non-blocking and close-on-exec.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (fd, addr) = self.src.io(Dir::Read, sys::accept)?;
+        let (fd, addr) = self.src.io(Dir::Read, never_drained, sys::accept)?;
         Ok((
             TcpStream {
                 src: Source::from_nonblocking(fd),
@@ -131,7 +134,7 @@ impl TcpStream {
         let target = socket2::SockAddr::from(*addr);
         let src = Source::from_nonblocking(OwnedFd::from(sock));
         let mut started = false;
-        src.io_until(Dir::Write, deadline, |_| {
+        src.io_until(Dir::Write, deadline, never_drained, |_| {
             let s = SockRef::from(src.owned());
             if !started {
                 started = true;
@@ -199,22 +202,30 @@ impl TcpStream {
 
     /// Reads into `buf`, failing with `TimedOut` at `deadline` (ignores the read timeout).
     pub fn read_deadline(&self, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
+        let want = buf.len();
         self.src
-            .io_until(Dir::Read, Deadline::At(deadline), |fd| sys::read(fd, buf))
+            .io_until(Dir::Read, Deadline::At(deadline), short_read(want), |fd| {
+                sys::read(fd, buf)
+            })
     }
 
     /// Writes from `buf`, failing with `TimedOut` at `deadline` (ignores the write timeout).
     pub fn write_deadline(&self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
-        self.src
-            .io_until(Dir::Write, Deadline::At(deadline), |fd| sys::send(fd, buf))
+        self.src.io_until(
+            Dir::Write,
+            Deadline::At(deadline),
+            short_write(buf.len()),
+            |fd| sys::send(fd, buf),
+        )
     }
 
     /// As `write`, with `MSG_MORE`: the kernel may hold the bytes back to coalesce them with
     /// the next write or `sendfile` (a response head before its body). The next plain write
     /// flushes them.
     pub fn write_more(&self, buf: &[u8]) -> io::Result<usize> {
-        self.src
-            .io(Dir::Write, |fd| sys::send_flags(fd, buf, libc::MSG_MORE))
+        self.src.io(Dir::Write, short_write(buf.len()), |fd| {
+            sys::send_flags(fd, buf, libc::MSG_MORE)
+        })
     }
 
     /// Sends up to `len` bytes of `file` from `offset` with `sendfile(2)` (zero copy); returns
@@ -222,8 +233,10 @@ impl TcpStream {
     pub fn sendfile(&self, file: &File, offset: u64, len: usize) -> io::Result<usize> {
         let mut off = offset;
         let in_fd = file.as_raw_fd();
-        self.src
-            .io(Dir::Write, |fd| sys::sendfile(fd, in_fd, &mut off, len))
+        // A short sendfile may mean the file ended: it says nothing about the socket.
+        self.src.io(Dir::Write, never_drained, |fd| {
+            sys::sendfile(fd, in_fd, &mut off, len)
+        })
     }
 
     /// Sends exactly `len` bytes of `file` from `offset`, parking as the send buffer fills.
@@ -274,21 +287,117 @@ impl TcpStream {
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.sock().take_error()
     }
+
+    /// Parks this connection without a fiber until it is readable, then runs `f` in a new
+    /// fiber: the way to keep an idle keep-alive connection for a few hundred bytes instead of
+    /// a parked fiber's stack page.
+    ///
+    /// Called from a fiber, it registers the socket with the calling fiber's worker (moving
+    /// the registration there if another worker's epoll held it), keeps the stream and the
+    /// boxed `f` in the worker's table — no fiber, no stack — and returns at once. When the
+    /// socket turns readable (bytes, peer close or reset, or `shutdown(SHUT_RD)` from any
+    /// thread), `f(stream, Readiness::Readable)` is spawned as a fiber on that worker; after
+    /// `timeout` with nothing to read, `f(stream, Readiness::TimedOut)`. If bytes are already
+    /// there, `f` is spawned at once (`Readable`); with nothing there and a zero `timeout`, at
+    /// once too (`TimedOut`). Whether bytes are there costs no syscall when the last read came
+    /// up short (the socket is known drained until the next epoll edge), else one `poll(2)`
+    /// with a zero timeout. `Readable` is a hint, as any epoll edge: the callee's read returns
+    /// the bytes, 0 at end of stream, or the error, and in rare cases parks the fiber as any
+    /// read does.
+    ///
+    /// If the runtime shuts down first, the stream is closed and `f` dropped without running.
+    /// The socket's read and write timeouts are kept. Outside a fiber (a plain thread, or a
+    /// thread of another runtime) a plain thread is started that waits in `poll(2)` and then
+    /// runs `f` itself; if no thread can be started, `f` runs on the caller's thread.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use weft_fiber::net::{Readiness, TcpListener, TcpStream};
+    /// let rt = weft_fiber::Runtime::builder().workers(1).build().unwrap();
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = l.local_addr().unwrap();
+    /// rt.spawn(move || {
+    ///     let (s, _) = l.accept().unwrap();
+    ///     s.when_readable(None, |mut s, r| {
+    ///         assert_eq!(r, Readiness::Readable);
+    ///         let mut b = [0; 4];
+    ///         s.read_exact(&mut b).unwrap();
+    ///         s.write_all(&b).unwrap();
+    ///     });
+    ///     // this fiber ends here; the connection waits without one
+    /// });
+    /// let mut c = TcpStream::connect(addr).unwrap();
+    /// c.write_all(b"ping").unwrap();
+    /// let mut b = [0; 4];
+    /// c.read_exact(&mut b).unwrap();
+    /// assert_eq!(&b, b"ping");
+    /// ```
+    pub fn when_readable<F>(self, timeout: Option<Duration>, f: F)
+    where
+        F: FnOnce(TcpStream, Readiness) + Send + 'static,
+    {
+        match worker::current_local() {
+            Some(local) if task::in_fiber() => local.park_idle(self, timeout, Box::new(f)),
+            _ => self.when_readable_thread(timeout, f),
+        }
+    }
+
+    /// `when_readable` outside a fiber: a thread that waits in `poll(2)`.
+    fn when_readable_thread<F>(self, timeout: Option<Duration>, f: F)
+    where
+        F: FnOnce(TcpStream, Readiness) + Send + 'static,
+    {
+        let job = std::sync::Arc::new(crate::sync::lock::Lock::new(Some((self, f))));
+        let j = job.clone();
+        let started = std::thread::Builder::new()
+            .name("weft-fiber-when-readable".into())
+            .spawn(move || {
+                let Some((s, f)) = j.lock().take() else {
+                    return;
+                };
+                let events = sys::POLLIN | sys::POLLRDHUP;
+                let r = match sys::poll_fd(s.src.raw(), events, timeout) {
+                    Ok(false) => Readiness::TimedOut,
+                    Ok(true) | Err(_) => Readiness::Readable,
+                };
+                f(s, r);
+            });
+        if started.is_err() {
+            let taken = job.lock().take();
+            if let Some((s, f)) = taken {
+                f(s, Readiness::Readable);
+            }
+        }
+    }
+
+    pub(crate) fn source(&self) -> &Source {
+        &self.src
+    }
+
+    pub(crate) fn source_mut(&mut self) -> &mut Source {
+        &mut self.src
+    }
 }
 
 impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.src.io(Dir::Read, |fd| sys::read(fd, buf))
+        let want = buf.len();
+        self.src
+            .io(Dir::Read, short_read(want), |fd| sys::read(fd, buf))
     }
 }
 
 impl Write for &TcpStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.src.io(Dir::Write, |fd| sys::send(fd, buf))
+        self.src
+            .io(Dir::Write, short_write(buf.len()), |fd| sys::send(fd, buf))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.src.io(Dir::Write, |fd| sys::send_vectored(fd, bufs))
+        let want = sys::iov_len(bufs);
+        self.src.io(Dir::Write, short_write(want), |fd| {
+            sys::send_vectored(fd, bufs)
+        })
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -17,12 +17,12 @@
 #[cfg(loom)]
 use loom::sync::atomic::fence;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU8};
 #[cfg(not(loom))]
 use std::sync::atomic::fence;
 use std::sync::atomic::Ordering;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8};
 
 pub(crate) const SCHEDULED: u8 = 0;
 pub(crate) const RUNNING: u8 = 1;
@@ -77,6 +77,43 @@ pub(crate) fn notify(sleeping: &AtomicBool, has_msgs: &AtomicBool) -> bool {
     has_msgs.store(true, Ordering::SeqCst);
     fence(Ordering::SeqCst);
     sleeping.swap(false, Ordering::SeqCst)
+}
+
+/// The `READY` bit of a readiness word: an edge came since the fd last showed itself drained.
+pub(crate) const READY: u32 = 1;
+/// The `CLOSED` bit: the edge said the direction is closed for good (peer close, hang-up,
+/// error), so the next syscall will not block — a read returns 0 or the error. A short read
+/// leaves it set (the data and the close often come in one edge, and no later edge repeats the
+/// close); only an `EAGAIN`, which contradicts it, clears it. The other 30 bits count edges.
+pub(crate) const CLOSED: u32 = 2;
+const TICK: u32 = 4;
+
+/// Whether a readiness word says the syscall is worth making.
+pub(crate) fn is_ready(word: u32) -> bool {
+    word & (READY | CLOSED) != 0
+}
+
+/// An epoll edge: bump the tick, set `READY` (and `CLOSED` if `closed`), in one atomic
+/// read-modify-write.
+pub(crate) fn ready_event(word: &AtomicU32, closed: bool) {
+    let set = if closed { READY | CLOSED } else { READY };
+    let _ = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+        Some((w | set).wrapping_add(TICK))
+    });
+}
+
+/// A syscall made after `snap` was loaded showed the fd drained: a short transfer (clears
+/// `READY`) or `EAGAIN` (clears `READY` and `CLOSED`). Nothing changes if an edge arrived
+/// since: the word moved on and stays ready.
+pub(crate) fn ready_clear(word: &AtomicU32, snap: u32, would_block: bool) {
+    let new = if would_block {
+        snap & !(READY | CLOSED)
+    } else {
+        snap & !READY
+    };
+    if new != snap {
+        let _ = word.compare_exchange(snap, new, Ordering::AcqRel, Ordering::Relaxed);
+    }
 }
 
 #[cfg(all(test, loom))]
@@ -138,6 +175,60 @@ mod loom_models {
                 t.join().unwrap();
             }
             assert_eq!(enqueued.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    /// A reader drains the fd while data arrives and its edge is processed: whatever the
+    /// interleaving, data left unread means the word says `READY` (the next read makes the
+    /// syscall instead of parking for an edge that already came).
+    #[test]
+    fn readiness_is_never_cleared_over_unread_data() {
+        loom::model(|| {
+            let word = Arc::new(AtomicU32::new(READY));
+            // Bytes in the socket: the "kernel" adds one, the reader takes all.
+            let queued = Arc::new(AtomicUsize::new(0));
+            let peer = {
+                let (word, queued) = (word.clone(), queued.clone());
+                thread::spawn(move || {
+                    queued.fetch_add(1, Ordering::SeqCst); // data arrives ...
+                    ready_event(&word, false); // ... and its edge reaches the worker
+                })
+            };
+            let snap = word.load(Ordering::Acquire);
+            let got = queued.swap(0, Ordering::SeqCst); // the read syscall
+            ready_clear(&word, snap, got == 0); // EAGAIN, or a short read
+            peer.join().unwrap();
+            if queued.load(Ordering::SeqCst) > 0 {
+                assert!(
+                    is_ready(word.load(Ordering::SeqCst)),
+                    "unread data, not ready"
+                );
+            }
+        });
+    }
+
+    /// Data and the peer's close come in one edge; the short read that takes the data must
+    /// not hide the end of stream from the next read.
+    #[test]
+    fn a_close_survives_the_short_read_of_its_edge() {
+        loom::model(|| {
+            let word = Arc::new(AtomicU32::new(0));
+            let peer = {
+                let word = word.clone();
+                thread::spawn(move || ready_event(&word, true)) // data + FIN, one edge
+            };
+            let reader = {
+                let word = word.clone();
+                thread::spawn(move || {
+                    let snap = word.load(Ordering::Acquire);
+                    if is_ready(snap) {
+                        ready_clear(&word, snap, false); // the read returned the data, short
+                    }
+                })
+            };
+            peer.join().unwrap();
+            reader.join().unwrap();
+            assert!(is_ready(word.load(Ordering::SeqCst)), "the close was lost");
         });
     }
 

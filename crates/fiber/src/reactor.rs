@@ -4,22 +4,45 @@
 //! An fd is registered once, lazily — the first time an operation on it would block inside a
 //! fiber — in the epoll of that fiber's worker, edge-triggered for both directions
 //! (`EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET`): one `epoll_ctl` per connection instead of one
-//! per wait (one-shot would re-arm on every block). Each registration (`IoSlot`) has a sequence
-//! number per direction, bumped by every event, and a list of parked fibers per direction.
+//! per wait (one-shot would re-arm on every block). Each registration (`IoSlot`) keeps a
+//! readiness word per direction (an event tick, a `READY` bit and a sticky `CLOSED` bit, see
+//! `protocol`), the fibers
+//! parked on it, and at most one connection parked without a fiber
+//! ([`crate::net::TcpStream::when_readable`]).
 //!
-//! An operation snapshots the sequence, tries the syscall, and on `EAGAIN` parks unless the
-//! sequence moved meanwhile (then it simply retries) — so an edge that arrives between the
-//! syscall and the park is never lost. A deadline adds a timer; when it fires first the
-//! operation fails with `ErrorKind::TimedOut`. Outside a fiber the same operation blocks the
-//! thread in `poll(2)` instead, with the same deadline; the epoll registration is not involved.
+//! **Readiness tracking** (as nginx and tokio do with edge-triggered epoll): an operation
+//! snapshots the word, makes the syscall, and when the syscall shows the fd drained — `EAGAIN`,
+//! a read that returned fewer bytes than asked (but not 0: end of stream stays readable), a
+//! send that took fewer bytes than offered — it clears `READY` against the snapshot. An edge
+//! sets it again. An operation that finds the word not ready parks first and makes the syscall
+//! only after the next edge, so a keep-alive connection makes one `read` per request instead of
+//! a read that fails with `EAGAIN` before each park. An edge with `EPOLLRDHUP`/`EPOLLHUP`/
+//! `EPOLLERR` also sets `CLOSED`, which a short read does not clear: the bytes and the peer's
+//! close usually arrive in one edge, and the read after the short one must see the end of
+//! stream (found by the pipe and child-stdio tests). Only `EAGAIN` clears `CLOSED`. `sendfile`, `accept` and `connect` clear
+//! only on `EAGAIN` (a short `sendfile` may mean the file ended, with room left in the socket).
+//!
+//! No wake-up is lost: the clear is a compare-exchange against the pre-syscall snapshot, so an
+//! edge that came after the syscall keeps the word ready; a waiter checks the word and queues
+//! itself under the slot's lock, which the worker holds while it sets the word and drains the
+//! queue. The flag is trusted (a syscall skipped) only by a fiber on the worker whose epoll
+//! holds the registration — that worker is the one that will see the next edge between two
+//! fiber runs. A fiber on another worker, or a plain thread, always makes the syscall (it still
+//! clears the flag on `EAGAIN`, which is correct from any thread).
+//!
+//! A deadline adds a timer; when it fires first the operation fails with
+//! `ErrorKind::TimedOut`. Outside a fiber the same operation blocks the thread in `poll(2)`
+//! instead, with the same deadline; the epoll registration is not involved.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::runtime::Shared;
+use crate::idle::IdleKey;
+use crate::protocol::{self, is_ready, AtomicU32, READY};
+use crate::runtime::{bump, Shared};
 use crate::sync::lock::Lock;
 use crate::sys;
 use crate::task::{self, Task};
@@ -32,60 +55,118 @@ pub(crate) enum Dir {
     Write,
 }
 
+/// What waits on one registration. Kept small: an idle keep-alive connection holds one.
 #[derive(Default)]
 struct Waiters {
-    readers: Vec<Arc<Task>>,
-    writers: Vec<Arc<Task>>,
-}
-
-impl Waiters {
-    fn list(&mut self, d: Dir) -> &mut Vec<Arc<Task>> {
-        match d {
-            Dir::Read => &mut self.readers,
-            Dir::Write => &mut self.writers,
-        }
-    }
+    /// Parked fibers with the direction each waits for (usually one or none).
+    tasks: Vec<(Dir, Arc<Task>)>,
+    /// A connection parked without a fiber, spawned again on the next read edge.
+    idle: Option<IdleKey>,
 }
 
 /// One fd's registration in one worker's epoll.
 pub(crate) struct IoSlot {
-    fd: RawFd,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) worker: usize,
-    read_seq: AtomicU32,
-    write_seq: AtomicU32,
+    worker: u32,
+    fd: RawFd,
+    read: AtomicU32,
+    write: AtomicU32,
     waiters: Lock<Waiters>,
 }
 
 impl IoSlot {
-    fn seq(&self, d: Dir) -> u32 {
+    fn word(&self, d: Dir) -> &AtomicU32 {
         match d {
-            Dir::Read => self.read_seq.load(Ordering::Acquire),
-            Dir::Write => self.write_seq.load(Ordering::Acquire),
+            Dir::Read => &self.read,
+            Dir::Write => &self.write,
         }
+    }
+
+    fn state(&self, d: Dir) -> u32 {
+        self.word(d).load(Ordering::Acquire)
+    }
+
+    pub(crate) fn worker(&self) -> usize {
+        self.worker as usize
+    }
+
+    /// Whether `local` is the worker whose epoll holds this registration.
+    pub(crate) fn is_home(&self, local: &Local) -> bool {
+        self.worker() == local.index && Arc::ptr_eq(&self.shared, &local.shared)
     }
 
     fn epfd(&self) -> RawFd {
-        self.shared.workers[self.worker].epoll.as_raw_fd()
+        self.shared.workers[self.worker()].epoll.as_raw_fd()
     }
 
-    /// Called by the owning worker for each epoll event of this fd.
-    pub(crate) fn on_event(&self, flags: u32) {
-        let readable =
-            flags & (sys::EPOLLIN | sys::EPOLLRDHUP | sys::EPOLLHUP | sys::EPOLLERR) != 0;
-        let writable = flags & (sys::EPOLLOUT | sys::EPOLLHUP | sys::EPOLLERR) != 0;
+    /// Whether the fd is readable now, for a caller about to park a connection on it. The
+    /// word answers when it says drained; when it only says "maybe" (no read came up short
+    /// since the last edge, e.g. a read of exactly the bytes there were), a `poll(2)` with a
+    /// zero timeout settles it and, if nothing is there, marks the word drained — one cheap,
+    /// non-destructive syscall (unlike a `MSG_PEEK` read, it leaves a pending `SO_ERROR` for
+    /// the callee's read) instead of spawning a fiber whose read would find nothing.
+    pub(crate) fn readable_now(&self, local: &Local) -> bool {
+        let snap = self.state(Dir::Read);
+        if !is_ready(snap) {
+            return false;
+        }
+        let io = &local.stats().reads;
+        bump(&io.calls);
+        match sys::poll_fd(self.fd, sys::POLLIN | sys::POLLRDHUP, Some(Duration::ZERO)) {
+            Ok(false) => {
+                bump(&io.would_block);
+                protocol::ready_clear(&self.read, snap, true);
+                // An edge since the snapshot kept the word ready: take it as readable.
+                is_ready(self.state(Dir::Read))
+            }
+            Ok(true) | Err(_) => true,
+        }
+    }
+
+    /// Parks the (exclusively owned) connection `key` on this registration, to be spawned on
+    /// the next read edge. The caller runs on this slot's worker and saw `readable_now()`
+    /// false in the same fiber run: only this thread sets `READY` (between fiber runs), so no edge
+    /// can slip between that check and this call.
+    pub(crate) fn set_idle(&self, key: IdleKey) {
+        let mut w = self.waiters.lock();
+        // Nothing else can wait on an owned stream: give the waiter list's memory back, an
+        // idle connection keeps only the slot itself.
+        debug_assert!(w.tasks.is_empty());
+        w.tasks = Vec::new();
+        w.idle = Some(key);
+    }
+
+    /// Called by the owning worker for each epoll event of this fd. Returns the connection
+    /// parked without a fiber, if the event makes it readable: the worker spawns it after the
+    /// event batch (spawning may drop a stream, and no slot may be freed inside a batch).
+    pub(crate) fn on_event(&self, flags: u32) -> Option<IdleKey> {
+        let read_closed = flags & (sys::EPOLLRDHUP | sys::EPOLLHUP | sys::EPOLLERR) != 0;
+        let write_closed = flags & (sys::EPOLLHUP | sys::EPOLLERR) != 0;
+        let readable = read_closed || flags & sys::EPOLLIN != 0;
+        let writable = write_closed || flags & sys::EPOLLOUT != 0;
         let mut w = self.waiters.lock();
         if readable {
-            self.read_seq.fetch_add(1, Ordering::AcqRel);
-            for t in w.readers.drain(..) {
-                t.unpark_owned();
-            }
+            protocol::ready_event(&self.read, read_closed);
         }
         if writable {
-            self.write_seq.fetch_add(1, Ordering::AcqRel);
-            for t in w.writers.drain(..) {
-                t.unpark_owned();
-            }
+            protocol::ready_event(&self.write, write_closed);
+        }
+        if !w.tasks.is_empty() {
+            w.tasks.retain(|(d, t)| {
+                let hit = match d {
+                    Dir::Read => readable,
+                    Dir::Write => writable,
+                };
+                if hit {
+                    t.unpark();
+                }
+                !hit
+            });
+        }
+        if readable {
+            w.idle.take()
+        } else {
+            None
         }
     }
 }
@@ -112,6 +193,23 @@ pub(crate) fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "operation timed out")
 }
 
+/// Whether a result shows the fd drained in its direction (see the module docs). Operations
+/// with no such notion pass [`never_drained`].
+pub(crate) fn never_drained<R>(_: &R) -> bool {
+    false
+}
+
+/// A read that returned fewer bytes than `want` (but some: 0 is end of stream, which stays
+/// readable for the next read).
+pub(crate) fn short_read(want: usize) -> impl Fn(&usize) -> bool {
+    move |&n| n > 0 && n < want
+}
+
+/// A write that took fewer bytes than `want`: the send buffer (or pipe) is full.
+pub(crate) fn short_write(want: usize) -> impl Fn(&usize) -> bool {
+    move |&n| n < want
+}
+
 /// A non-blocking fd with per-direction timeouts that waits in the current fiber or thread.
 pub(crate) struct Source {
     raw: RawFd,
@@ -128,6 +226,15 @@ impl std::fmt::Debug for Source {
             .field("fd", &self.raw)
             .field("registered", &self.slot.get().is_some())
             .finish()
+    }
+}
+
+/// The worker of the calling fiber (`None` in scheduler code or on a plain thread).
+fn fiber_local() -> Option<&'static Local> {
+    if task::in_fiber() {
+        worker::current_local()
+    } else {
+        None
     }
 }
 
@@ -188,13 +295,19 @@ impl Source {
     }
 
     /// Runs `op` until it does not return `WouldBlock`, waiting for readiness in between,
-    /// bounded by the direction's timeout.
-    pub(crate) fn io<R>(&self, d: Dir, op: impl FnMut(RawFd) -> io::Result<R>) -> io::Result<R> {
+    /// bounded by the direction's timeout. `drained` tells from a result that the fd has
+    /// nothing more to give (or take) for now.
+    pub(crate) fn io<R>(
+        &self,
+        d: Dir,
+        drained: impl Fn(&R) -> bool,
+        op: impl FnMut(RawFd) -> io::Result<R>,
+    ) -> io::Result<R> {
         let deadline = match self.timeout(d) {
             None => Deadline::Never,
             Some(t) => Deadline::After(t),
         };
-        self.io_until(d, deadline, op)
+        self.io_until(d, deadline, drained, op)
     }
 
     /// As [`Source::io`] with an explicit deadline.
@@ -202,28 +315,60 @@ impl Source {
         &self,
         d: Dir,
         deadline: Deadline,
+        drained: impl Fn(&R) -> bool,
         mut op: impl FnMut(RawFd) -> io::Result<R>,
     ) -> io::Result<R> {
+        let local = fiber_local();
         let mut resolved: Option<Option<Instant>> = None;
         loop {
-            let snap = self.slot.get().map_or(0, |s| s.seq(d));
-            match op(self.raw) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            let slot = self.slot.get();
+            let snap = slot.map_or(READY, |s| s.state(d));
+            if !is_ready(snap) {
+                if let (Some(l), Some(s)) = (local, slot) {
                     let dl = *resolved.get_or_insert_with(|| deadline.resolve());
-                    self.wait(d, snap, dl)?;
+                    // An expired deadline still gets one syscall: the data may be there and
+                    // its edge not yet seen.
+                    if s.is_home(l) && dl.is_none_or(|at| Instant::now() < at) {
+                        bump(&l.stats().io(d).skipped);
+                        self.wait(d, dl)?;
+                        continue;
+                    }
+                }
+            }
+            if let Some(l) = local {
+                bump(&l.stats().io(d).calls);
+            }
+            match op(self.raw) {
+                Ok(r) => {
+                    if let Some(s) = slot {
+                        if drained(&r) {
+                            protocol::ready_clear(s.word(d), snap, false);
+                        }
+                    }
+                    return Ok(r);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Some(l) = local {
+                        bump(&l.stats().io(d).would_block);
+                    }
+                    if let Some(s) = slot {
+                        protocol::ready_clear(s.word(d), snap, true);
+                    }
+                    let dl = *resolved.get_or_insert_with(|| deadline.resolve());
+                    self.wait(d, dl)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                r => return r,
+                Err(e) => return Err(e),
             }
         }
     }
 
-    /// Waits until the fd may be ready in direction `d` (after a `WouldBlock` seen when the
-    /// sequence was `snap`), or fails with `TimedOut` at `deadline`.
-    pub(crate) fn wait(&self, d: Dir, snap: u32, deadline: Option<Instant>) -> io::Result<()> {
-        match worker::current_local() {
-            Some(local) if task::in_fiber() => self.wait_fiber(local, d, snap, deadline),
-            _ => self.wait_thread(d, deadline),
+    /// Waits until the fd may be ready in direction `d` (after a syscall showed it drained,
+    /// or its readiness word did), or fails with `TimedOut` at `deadline`.
+    pub(crate) fn wait(&self, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
+        match fiber_local() {
+            Some(local) => self.wait_fiber(local, d, deadline),
+            None => self.wait_thread(d, deadline),
         }
     }
 
@@ -249,55 +394,73 @@ impl Source {
         }
     }
 
-    fn wait_fiber(
-        &self,
-        local: &Local,
-        d: Dir,
-        snap: u32,
-        deadline: Option<Instant>,
-    ) -> io::Result<()> {
-        let slot = self.registration(local)?;
+    fn wait_fiber(&self, local: &Local, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
+        let slot = self.registration(local, d)?;
         let me = task::with_current(Arc::clone).expect("in a fiber");
-        {
+        // The word as it was when we queued: an edge bumps its tick (a clear by another fiber
+        // cannot make it differ, since it is not ready).
+        let queued_at = {
             let mut w = slot.waiters.lock();
-            if slot.seq(d) != snap {
+            let now = slot.state(d);
+            if is_ready(now) {
                 return Ok(());
             }
-            w.list(d).push(me.clone());
-        }
+            w.tasks.push((d, me.clone()));
+            now
+        };
         loop {
             task::park(deadline);
-            if slot.seq(d) != snap {
+            if slot.state(d) != queued_at {
                 return Ok(()); // the event took us off the waiter list
             }
             if deadline.is_some_and(|at| Instant::now() >= at) {
                 let mut w = slot.waiters.lock();
-                if slot.seq(d) != snap {
+                if slot.state(d) != queued_at {
                     return Ok(());
                 }
-                w.list(d).retain(|t| !Arc::ptr_eq(t, &me));
+                w.tasks.retain(|(_, t)| !Arc::ptr_eq(t, &me));
                 return Err(timed_out());
             }
         }
     }
 
-    /// The fd's registration, made now in `local`'s epoll if there is none yet.
-    fn registration(&self, local: &Local) -> io::Result<&Arc<IoSlot>> {
+    /// The fd's registration, made now in `local`'s epoll if there is none yet (with
+    /// direction `drained` not ready: the syscall that sent us here found it drained, and
+    /// `EPOLL_CTL_ADD` reports whatever readiness came since as an event).
+    fn registration(&self, local: &Local, drained: Dir) -> io::Result<&Arc<IoSlot>> {
         if let Some(s) = self.slot.get() {
             return Ok(s);
         }
-        let slot = self.register_in(local)?;
+        let slot = self.register_in(local, drained)?;
         Ok(self.install(slot))
     }
 
+    /// The fd's registration in `local`'s own epoll, moving it there from another worker's if
+    /// needed. Needs `&mut self`: nothing may wait on the old registration meanwhile.
+    pub(crate) fn home_registration(&mut self, local: &Local) -> io::Result<Arc<IoSlot>> {
+        if let Some(s) = self.slot.get() {
+            if s.is_home(local) {
+                return Ok(s.clone());
+            }
+            self.deregister();
+        }
+        // The read state is unknown: start not ready; EPOLL_CTL_ADD reports it as an edge.
+        let slot = self.register_in(local, Dir::Read)?;
+        Ok(self.install(slot).clone())
+    }
+
     /// Adds the fd to `local`'s epoll; the returned slot has one reference leaked into epoll.
-    fn register_in(&self, local: &Local) -> io::Result<Arc<IoSlot>> {
+    fn register_in(&self, local: &Local, drained: Dir) -> io::Result<Arc<IoSlot>> {
+        let (r, w) = match drained {
+            Dir::Read => (0, READY),
+            Dir::Write => (READY, 0),
+        };
         let slot = Arc::new(IoSlot {
-            fd: self.raw,
             shared: local.shared.clone(),
-            worker: local.index,
-            read_seq: AtomicU32::new(0),
-            write_seq: AtomicU32::new(0),
+            worker: local.index as u32,
+            fd: self.raw,
+            read: AtomicU32::new(r),
+            write: AtomicU32::new(w),
             waiters: Lock::new(Waiters::default()),
         });
         // The epoll's reference: reclaimed in `deregister` (or below, on failure).
@@ -321,6 +484,16 @@ impl Source {
             worker::release_slot(unsafe { Arc::from_raw(Arc::as_ptr(&lost)) });
         }
         self.slot.get().expect("set above")
+    }
+
+    /// Forgets a parked connection that left by its timeout (no edge took it).
+    pub(crate) fn forget_idle(&self, key: IdleKey) {
+        if let Some(s) = self.slot.get() {
+            let mut w = s.waiters.lock();
+            if w.idle == Some(key) {
+                w.idle = None;
+            }
+        }
     }
 
     fn deregister(&mut self) {
@@ -361,7 +534,7 @@ mod tests {
             // Regular files cannot be added to an epoll set (EPERM).
             let f = std::fs::File::open("/proc/self/statm").unwrap();
             let src = Source::from_nonblocking(OwnedFd::from(f));
-            src.wait(Dir::Read, 0, None).unwrap_err()
+            src.wait(Dir::Read, None).unwrap_err()
         });
         assert_eq!(e.raw_os_error(), Some(libc::EPERM));
     }
@@ -377,7 +550,7 @@ mod tests {
         let winner = rt
             .spawn_on(1, move || {
                 let local = worker::current_local().unwrap();
-                Arc::as_ptr(s.registration(local).unwrap()) as usize
+                Arc::as_ptr(s.registration(local, Dir::Read).unwrap()) as usize
             })
             .join()
             .unwrap();
@@ -386,7 +559,7 @@ mod tests {
         let kept = rt
             .spawn_on(0, move || {
                 let local = worker::current_local().unwrap();
-                let mine = s.register_in(local).unwrap();
+                let mine = s.register_in(local, Dir::Read).unwrap();
                 let mine_ptr = Arc::as_ptr(&mine) as usize;
                 let kept = Arc::as_ptr(s.install(mine)) as usize;
                 assert_ne!(kept, mine_ptr);

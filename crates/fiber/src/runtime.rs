@@ -12,7 +12,7 @@ use std::thread;
 use crate::blocking::BlockingPool;
 use crate::guard;
 use crate::join::{self, JoinError, JoinHandle};
-use crate::reactor::IoSlot;
+use crate::reactor::{Dir, IoSlot};
 use crate::sync::lock::Lock;
 use crate::sys;
 use crate::task::{self, FiberYielder, Task};
@@ -179,6 +179,35 @@ pub(crate) struct WorkerStats {
     pub(crate) live: AtomicUsize,
     pub(crate) ready: AtomicUsize,
     pub(crate) running: AtomicUsize,
+    /// Connections parked without a fiber (`TcpStream::when_readable`).
+    pub(crate) idle: AtomicUsize,
+    pub(crate) reads: WorkerIo,
+    pub(crate) writes: WorkerIo,
+}
+
+/// I/O counters of one direction, bumped by the fibers of one worker (on its thread).
+#[derive(Debug, Default)]
+pub(crate) struct WorkerIo {
+    pub(crate) calls: AtomicU64,
+    pub(crate) would_block: AtomicU64,
+    pub(crate) skipped: AtomicU64,
+}
+
+impl WorkerStats {
+    pub(crate) fn io(&self, d: Dir) -> &WorkerIo {
+        match d {
+            Dir::Read => &self.reads,
+            Dir::Write => &self.writes,
+        }
+    }
+}
+
+impl WorkerIo {
+    fn add_to(&self, c: &mut IoCounters) {
+        c.calls += self.calls.load(Ordering::Relaxed);
+        c.would_block += self.would_block.load(Ordering::Relaxed);
+        c.skipped += self.skipped.load(Ordering::Relaxed);
+    }
 }
 
 /// Increments a single-writer counter without a locked instruction.
@@ -356,6 +385,9 @@ impl Handle {
             s.ready += ready;
             s.running += running;
             s.blocked += live.saturating_sub(ready + running);
+            s.idle += st.idle.load(Ordering::Relaxed);
+            st.reads.add_to(&mut s.reads);
+            st.writes.add_to(&mut s.writes);
             s.per_worker_switches
                 .push(st.switches.load(Ordering::Relaxed));
         }
@@ -382,6 +414,29 @@ pub struct Stats {
     pub switches: u64,
     /// Resumptions per worker: how evenly the load spreads.
     pub per_worker_switches: Vec<u64>,
+    /// Connections parked without a fiber by
+    /// [`TcpStream::when_readable`](crate::net::TcpStream::when_readable), waiting for a byte.
+    pub idle: usize,
+    /// Read-direction operations of fibers (`read`, `accept`) on sockets and pipes.
+    pub reads: IoCounters,
+    /// Write-direction operations of fibers (`write`, `send`, `sendfile`, `connect`).
+    pub writes: IoCounters,
+}
+
+/// How the fibers' I/O operations of one direction went (plain threads are not counted).
+///
+/// With readiness tracking a keep-alive connection should show `calls` close to the number of
+/// requests and few `would_block`: an operation on an fd known to be drained parks first
+/// (`skipped`) and makes its syscall after the next epoll edge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoCounters {
+    /// System calls made (`read`, `accept4`, `send`, `sendmsg`, `sendfile`, ...).
+    pub calls: u64,
+    /// Of those, how many failed with `EAGAIN` (the fiber then parked).
+    pub would_block: u64,
+    /// Operations that parked without a syscall: the fd was known not ready (a short read
+    /// or write, or an `EAGAIN`, and no epoll edge since).
+    pub skipped: u64,
 }
 
 /// A fiber runtime: worker threads, each with its scheduler, reactor and timers.

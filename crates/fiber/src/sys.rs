@@ -194,6 +194,7 @@ pub(crate) fn eventfd_drain(fd: RawFd) {
 
 pub(crate) const POLLIN: i16 = libc::POLLIN;
 pub(crate) const POLLOUT: i16 = libc::POLLOUT;
+pub(crate) const POLLRDHUP: i16 = libc::POLLRDHUP;
 
 /// Blocks the thread until `fd` reports one of `events` (or an error/hangup), or `timeout`
 /// passes. Returns `Ok(false)` on timeout.
@@ -330,6 +331,12 @@ pub(crate) fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<u
     // SAFETY: `msg` is a live local pointing at `bufs`, borrowed for the call; the kernel only
     // reads the iovecs and the bytes they name.
     cvt_size(unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) })
+}
+
+/// Bytes a vectored write of `bufs` offers (the iovecs [`send_vectored`] and [`writev`] pass:
+/// at most `IOV_MAX`).
+pub(crate) fn iov_len(bufs: &[io::IoSlice<'_>]) -> usize {
+    bufs.iter().take(1024).map(|b| b.len()).sum()
 }
 
 /// `writev(2)` of `bufs`.

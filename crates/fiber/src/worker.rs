@@ -19,10 +19,12 @@ use std::time::Instant;
 use corosensei::CoroutineResult;
 
 use crate::guard;
+use crate::idle::{IdleFn, IdleKey, IdleTable, Leaving, Readiness};
 use crate::join::{self, JoinHandle};
+use crate::net::TcpStream;
 use crate::protocol;
 use crate::reactor::IoSlot;
-use crate::runtime::{bump, Msg, Remote, Shared};
+use crate::runtime::{bump, Msg, Remote, Shared, WorkerStats};
 use crate::stack::StackPool;
 use crate::sys;
 use crate::task::{self, Co, FiberYielder, LocalPart, Suspend, Task};
@@ -45,6 +47,10 @@ pub(crate) struct Local {
     stacks: StackPool,
     spare: RefCell<Vec<Msg>>,
     events: RefCell<Vec<sys::EpollEvent>>,
+    /// Connections parked without a fiber.
+    idle: RefCell<IdleTable>,
+    /// Parked connections made readable by the current event batch (kept for its buffer).
+    idle_due: RefCell<Vec<IdleKey>>,
 }
 
 thread_local! {
@@ -68,6 +74,11 @@ pub(crate) fn local_for(shared: &Arc<Shared>, index: usize) -> Option<&'static L
 impl Local {
     fn remote(&self) -> &Remote {
         &self.shared.workers[self.index]
+    }
+
+    /// This worker's counters (single writer: this thread).
+    pub(crate) fn stats(&self) -> &WorkerStats {
+        &self.remote().stats
     }
 
     /// Spawns `f` as a fiber of this worker, at the back of its run queue.
@@ -129,9 +140,74 @@ impl Local {
         self.timers.borrow_mut().cancel(task, seq);
     }
 
-    /// Unparks every task whose deadline has passed; returns the next deadline.
+    /// Unparks every task, and spawns every parked connection, whose deadline has passed;
+    /// returns the next deadline.
     fn fire_timers(&self, now: Instant) -> Option<Instant> {
-        self.timers.borrow_mut().fire(now)
+        let next = self.timers.borrow_mut().fire(now);
+        if !self.idle.borrow().has_timers() {
+            return next;
+        }
+        let mut expired: Vec<Leaving> = Vec::new();
+        let next_idle = self.idle.borrow_mut().expire(now, &mut expired);
+        if !expired.is_empty() {
+            self.idle_gauge();
+            for (key, stream, f) in expired {
+                stream.source().forget_idle(key);
+                self.spawn_idle(stream, f, Readiness::TimedOut);
+            }
+        }
+        match (next, next_idle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn has_timers(&self) -> bool {
+        !self.timers.borrow().is_empty() || self.idle.borrow().has_timers()
+    }
+
+    /// Parks `stream` without a fiber until it is readable or `timeout` passes, then spawns
+    /// `f` on this worker (see `TcpStream::when_readable`). Runs in a fiber of this worker.
+    pub(crate) fn park_idle(
+        &self,
+        mut stream: TcpStream,
+        timeout: Option<std::time::Duration>,
+        f: IdleFn,
+    ) {
+        let slot = match stream.source_mut().home_registration(self) {
+            Ok(s) => s,
+            // Not pollable (or out of memory for the epoll item): let the callback's read see.
+            Err(_) => return self.spawn_idle(stream, f, Readiness::Readable),
+        };
+        if slot.readable_now(self) {
+            return self.spawn_idle(stream, f, Readiness::Readable);
+        }
+        let deadline = match timeout {
+            None => None,
+            Some(t) if t.is_zero() => return self.spawn_idle(stream, f, Readiness::TimedOut),
+            Some(t) => Some(Instant::now() + t),
+        };
+        let key = self.idle.borrow_mut().insert(stream, f, deadline);
+        slot.set_idle(key);
+        self.idle_gauge();
+    }
+
+    /// A parked connection turned readable: spawn its callback (if it is still parked).
+    fn wake_idle(&self, key: IdleKey) {
+        let taken = self.idle.borrow_mut().take(key);
+        if let Some((stream, f)) = taken {
+            self.idle_gauge();
+            self.spawn_idle(stream, f, Readiness::Readable);
+        }
+    }
+
+    fn spawn_idle(&self, stream: TcpStream, f: IdleFn, r: Readiness) {
+        drop(self.spawn(move || f(stream, r)));
+    }
+
+    fn idle_gauge(&self) {
+        let n = self.idle.borrow().len();
+        self.stats().idle.store(n, Ordering::Relaxed);
     }
 
     fn drain_inbox(&self) {
@@ -195,23 +271,34 @@ impl Local {
         bump(&st.finished);
     }
 
-    /// Waits for I/O events up to `timeout_ms` (-1: forever) and wakes their waiters.
+    /// Waits for I/O events up to `timeout_ms` (-1: forever), wakes their waiters and spawns
+    /// the parked connections they made readable.
     fn poll_io(&self, timeout_ms: i32) {
         let epfd = self.remote().epoll.as_raw_fd();
-        let mut events = self.events.borrow_mut();
-        let n = sys::epoll_wait(epfd, &mut events, timeout_ms);
-        for ev in &events[..n] {
-            let (flags, data) = (ev.events, ev.u64);
-            if data == 0 {
-                sys::eventfd_drain(self.remote().eventfd.as_raw_fd());
-            } else {
-                // SAFETY: non-zero data is a pointer leaked by `IoSlot::register` into this
-                // epoll; that reference is released only through our own inbox (or on this
-                // thread after EPOLL_CTL_DEL), never while we process this batch.
-                let slot = unsafe { &*(data as *const IoSlot) };
-                slot.on_event(flags);
+        let mut due = self.idle_due.take();
+        {
+            let mut events = self.events.borrow_mut();
+            let n = sys::epoll_wait(epfd, &mut events, timeout_ms);
+            for ev in &events[..n] {
+                let (flags, data) = (ev.events, ev.u64);
+                if data == 0 {
+                    sys::eventfd_drain(self.remote().eventfd.as_raw_fd());
+                } else {
+                    // SAFETY: non-zero data is a pointer leaked by `IoSlot::register` into this
+                    // epoll; that reference is released only through our own inbox (or on this
+                    // thread after EPOLL_CTL_DEL), never while we process this batch: parked
+                    // connections are spawned (which may drop a stream) after the loop.
+                    let slot = unsafe { &*(data as *const IoSlot) };
+                    if let Some(key) = slot.on_event(flags) {
+                        due.push(key);
+                    }
+                }
             }
         }
+        for key in due.drain(..) {
+            self.wake_idle(key);
+        }
+        *self.idle_due.borrow_mut() = due;
     }
 
     fn run(&self) {
@@ -230,7 +317,7 @@ impl Local {
                 tick = tick.wrapping_add(1);
                 if tick % IO_POLL_INTERVAL == 0 {
                     self.poll_io(0);
-                    if !self.timers.borrow().is_empty() {
+                    if self.has_timers() {
                         self.fire_timers(Instant::now());
                     }
                     remote
@@ -261,8 +348,9 @@ impl Local {
         self.teardown();
     }
 
-    /// Cancels everything left: queued spawns, and live fibers (unwound on this thread, their
-    /// handles report `Cancelled`).
+    /// Cancels everything left: queued spawns, live fibers (unwound on this thread, their
+    /// handles report `Cancelled`) and parked connections (closed, their callbacks dropped
+    /// without running).
     fn teardown(&self) {
         let remote = self.remote();
         let msgs = {
@@ -282,6 +370,9 @@ impl Local {
         }
         join::set_cancelling(false);
         drop(tasks);
+        // After the unwinding, which might have parked a connection on its way out.
+        let parked = self.idle.borrow_mut().drain();
+        drop(parked);
         self.run_queue.borrow_mut().clear();
         self.timers.borrow_mut().clear();
         // Releases that raced with `closed` were dropped with `msgs`; later ones drop directly.
@@ -289,6 +380,7 @@ impl Local {
         drop(late);
         remote.stats.live.store(0, Ordering::Relaxed);
         remote.stats.ready.store(0, Ordering::Relaxed);
+        remote.stats.idle.store(0, Ordering::Relaxed);
     }
 }
 
@@ -310,6 +402,8 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         timers: RefCell::new(Timers::default()),
         spare: RefCell::new(Vec::new()),
         events: RefCell::new(vec![sys::EpollEvent { events: 0, u64: 0 }; EVENTS_PER_POLL]),
+        idle: RefCell::new(IdleTable::default()),
+        idle_due: RefCell::new(Vec::new()),
     };
     LOCAL.with(|l| l.set(&local));
     local.run();
@@ -356,7 +450,7 @@ impl Slab {
 /// Releases a registration's epoll reference: directly when on its worker (or when the worker
 /// is gone), else through the worker's inbox, so it never frees a slot inside an event batch.
 pub(crate) fn release_slot(slot: Arc<IoSlot>) {
-    let (shared, index) = (slot.shared.clone(), slot.worker);
+    let (shared, index) = (slot.shared.clone(), slot.worker());
     if local_for(&shared, index).is_some() {
         drop(slot);
     } else {

@@ -1,0 +1,314 @@
+//! Connections parked without a fiber ([`crate::net::TcpStream::when_readable`]): a worker's
+//! table of streams and the closures to spawn when they become readable or their timeout
+//! passes.
+//!
+//! An idle keep-alive connection costs a fiber stack page (4 KiB resident) when a fiber parks
+//! in its read. Parked here it costs the stream (40 bytes), the boxed closure (one pointer
+//! pair plus what the closure captures), its registration in the worker's epoll (the
+//! `IoSlot`, 88 bytes) and, with a timeout, 24 bytes in a timer heap — see the `idle_rss`
+//! example for the measured figure. Entries live in a slab (a `Vec` with an intrusive free
+//! list, so a freed entry costs no allocation to reuse); a key carries a generation, so a
+//! stale key (from an edge that raced with the timeout) never reaches a later occupant.
+//!
+//! Timeouts have their own lazily cancelled binary heap, as the fibers' timers (`timer.rs`):
+//! an entry taken by an edge leaves a dead heap item behind, skipped when popped and
+//! compacted away when dead items outnumber half the heap plus a slack.
+//!
+//! Only the owning worker thread touches its table.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+use crate::net::TcpStream;
+
+/// Why a callback given to [`crate::net::TcpStream::when_readable`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// The socket reported readable: bytes arrived, the peer closed or reset, or the read
+    /// side was shut down (`shutdown(SHUT_RD)`). The next read returns the bytes, 0 or the
+    /// error — or, rarely, would block again (readiness is a hint, as with any epoll edge),
+    /// in which case it parks the fiber as usual.
+    Readable,
+    /// The timeout passed with nothing to read.
+    TimedOut,
+}
+
+/// The callback of a parked connection.
+pub(crate) type IdleFn = Box<dyn FnOnce(TcpStream, Readiness) + Send>;
+
+/// Names a parked connection: its slab index and the generation of that slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IdleKey {
+    index: u32,
+    gen: u32,
+}
+
+/// No free entry.
+const NIL: u32 = u32::MAX;
+/// Dead heap items tolerated beyond half the heap before a compaction pass.
+const COMPACT_SLACK: usize = 1024;
+
+enum Entry {
+    Vacant {
+        gen: u32,
+        next_free: u32,
+    },
+    Parked {
+        gen: u32,
+        timed: bool,
+        stream: TcpStream,
+        f: IdleFn,
+    },
+}
+
+/// A worker's parked connections.
+pub(crate) struct IdleTable {
+    entries: Vec<Entry>,
+    free: u32,
+    len: usize,
+    /// Deadlines of timed entries: `(deadline, index, gen)`.
+    heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    dead: usize,
+}
+
+impl Default for IdleTable {
+    fn default() -> Self {
+        IdleTable {
+            entries: Vec::new(),
+            free: NIL,
+            len: 0,
+            heap: BinaryHeap::new(),
+            dead: 0,
+        }
+    }
+}
+
+/// A connection leaving the table, with the callback to run.
+pub(crate) type Leaving = (IdleKey, TcpStream, IdleFn);
+
+impl IdleTable {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn has_timers(&self) -> bool {
+        !self.heap.is_empty()
+    }
+
+    /// Parks `stream` with its callback, to leave by [`IdleTable::take`] or, at `deadline`,
+    /// by [`IdleTable::expire`].
+    pub(crate) fn insert(
+        &mut self,
+        stream: TcpStream,
+        f: IdleFn,
+        deadline: Option<Instant>,
+    ) -> IdleKey {
+        let timed = deadline.is_some();
+        let (index, gen) = if self.free != NIL {
+            let index = self.free;
+            let e = &mut self.entries[index as usize];
+            let Entry::Vacant { gen, next_free } = *e else {
+                unreachable!("the free list holds vacant entries only")
+            };
+            self.free = next_free;
+            *e = Entry::Parked {
+                gen,
+                timed,
+                stream,
+                f,
+            };
+            (index, gen)
+        } else {
+            let index = u32::try_from(self.entries.len()).expect("fewer than 2^32 connections");
+            assert_ne!(index, NIL, "fewer than 2^32 - 1 parked connections");
+            self.entries.push(Entry::Parked {
+                gen: 0,
+                timed,
+                stream,
+                f,
+            });
+            (index, 0)
+        };
+        if let Some(at) = deadline {
+            self.heap.push(Reverse((at, index, gen)));
+        }
+        self.len += 1;
+        IdleKey { index, gen }
+    }
+
+    /// Takes the connection `key` names (an edge made it readable), if it is still parked.
+    pub(crate) fn take(&mut self, key: IdleKey) -> Option<(TcpStream, IdleFn)> {
+        let (stream, f, timed) = self.vacate(key)?;
+        if timed {
+            self.dead += 1;
+            if self.dead > self.heap.len() / 2 + COMPACT_SLACK {
+                let entries = &self.entries;
+                self.heap
+                    .retain(|Reverse((_, i, g))| is_live(entries, *i, *g));
+                self.dead = 0;
+            }
+        }
+        Some((stream, f))
+    }
+
+    /// Moves the connections whose deadline is at or before `now` to `out`; returns the next
+    /// deadline.
+    pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<Leaving>) -> Option<Instant> {
+        while let Some(&Reverse((at, index, gen))) = self.heap.peek() {
+            let live = is_live(&self.entries, index, gen);
+            if live && at > now {
+                return Some(at);
+            }
+            self.heap.pop();
+            if !live {
+                self.dead = self.dead.saturating_sub(1);
+                continue;
+            }
+            let key = IdleKey { index, gen };
+            let (stream, f, _) = self.vacate(key).expect("checked live");
+            out.push((key, stream, f));
+        }
+        None
+    }
+
+    /// Empties the table (runtime shutdown): the caller drops what it gets, closing the
+    /// streams without running the callbacks.
+    pub(crate) fn drain(&mut self) -> Vec<(TcpStream, IdleFn)> {
+        let all = std::mem::take(&mut self.entries)
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Parked { stream, f, .. } => Some((stream, f)),
+                Entry::Vacant { .. } => None,
+            })
+            .collect();
+        *self = IdleTable::default();
+        all
+    }
+
+    fn vacate(&mut self, key: IdleKey) -> Option<(TcpStream, IdleFn, bool)> {
+        let e = self.entries.get_mut(key.index as usize)?;
+        match e {
+            Entry::Parked { gen, .. } if *gen == key.gen => {}
+            _ => return None,
+        }
+        let next = Entry::Vacant {
+            gen: key.gen.wrapping_add(1),
+            next_free: self.free,
+        };
+        let Entry::Parked {
+            timed, stream, f, ..
+        } = std::mem::replace(e, next)
+        else {
+            unreachable!("matched above")
+        };
+        self.free = key.index;
+        self.len -= 1;
+        Some((stream, f, timed))
+    }
+}
+
+fn is_live(entries: &[Entry], index: u32, gen: u32) -> bool {
+    matches!(entries.get(index as usize), Some(Entry::Parked { gen: g, .. }) if *g == gen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    /// An idle connection's user-space state is these plus the closure's box: measured by the
+    /// `idle_rss` example at about 160 bytes per connection. Growing them shows up there.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn the_per_connection_state_stays_small() {
+        assert!(size_of::<Entry>() <= 64, "{}", size_of::<Entry>());
+        assert!(
+            size_of::<crate::reactor::IoSlot>() <= 72,
+            "{}",
+            size_of::<crate::reactor::IoSlot>()
+        );
+        assert!(size_of::<TcpStream>() <= 40, "{}", size_of::<TcpStream>());
+        assert!(size_of::<(Instant, u32, u32)>() <= 24);
+    }
+
+    fn stream() -> TcpStream {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        // SAFETY: a fresh socket fd that nothing else owns (its peer closes at once, which
+        // the table does not care about).
+        unsafe { TcpStream::from_raw_fd(a.into_raw_fd()) }
+    }
+
+    fn noop() -> IdleFn {
+        Box::new(|_, _| {})
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
+    fn keys_are_generational_and_slots_reused() {
+        let mut t = IdleTable::default();
+        let a = t.insert(stream(), noop(), None);
+        let b = t.insert(stream(), noop(), None);
+        assert_eq!(t.len(), 2);
+        assert!(t.take(a).is_some());
+        assert!(t.take(a).is_none(), "a key works once");
+        let c = t.insert(stream(), noop(), None);
+        assert_eq!(c.index, a.index, "the freed slot is reused");
+        assert_ne!(c, a);
+        assert!(t.take(a).is_none(), "a stale key misses the new occupant");
+        assert!(t.take(c).is_some());
+        assert!(t.take(b).is_some());
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
+    fn expiry_in_deadline_order_skips_entries_taken_by_an_edge() {
+        let mut t = IdleTable::default();
+        let now = Instant::now();
+        let ms = |n| now + std::time::Duration::from_millis(n);
+        let late = t.insert(stream(), noop(), Some(ms(30)));
+        let early = t.insert(stream(), noop(), Some(ms(10)));
+        let gone = t.insert(stream(), noop(), Some(ms(20)));
+        let never = t.insert(stream(), noop(), None);
+        assert!(t.take(gone).is_some());
+        let mut out = Vec::new();
+        assert_eq!(t.expire(ms(5), &mut out), Some(ms(10)));
+        assert!(out.is_empty());
+        assert_eq!(
+            t.expire(ms(25), &mut out),
+            Some(ms(30)),
+            "the dead 20 ms item is skipped"
+        );
+        assert_eq!(out.iter().map(|l| l.0).collect::<Vec<_>>(), vec![early]);
+        out.clear();
+        assert_eq!(t.expire(ms(30), &mut out), None);
+        assert_eq!(out.iter().map(|l| l.0).collect::<Vec<_>>(), vec![late]);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.drain().len(), 1);
+        assert!(t.take(never).is_none());
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
+    fn dead_timer_items_are_compacted() {
+        let mut t = IdleTable::default();
+        let at = Instant::now() + std::time::Duration::from_secs(60);
+        let mut s = stream();
+        for _ in 0..4000 {
+            // Parked with a timeout, then taken by an edge: one dead heap item each time.
+            let k = t.insert(s, noop(), Some(at));
+            s = t.take(k).unwrap().0;
+        }
+        assert!(
+            t.heap.len() <= 4000 / 2 + COMPACT_SLACK,
+            "{} heap items for 0 live entries",
+            t.heap.len()
+        );
+        let mut out = Vec::new();
+        assert_eq!(t.expire(at, &mut out), None);
+        assert!(out.is_empty() && t.heap.is_empty());
+    }
+}

@@ -1,0 +1,353 @@
+//! Connections parked without a fiber (`TcpStream::when_readable`): woken by bytes, peer
+//! close and `shutdown(SHUT_RD)`, timed out, spawned at once when already readable, moved
+//! between workers, dropped at runtime shutdown, and the plain-thread fallback.
+// Every test here runs fibers: corosensei switches stacks with inline asm, and the runtime
+// calls epoll, mmap/madvise and sigaction; miri can execute none of these.
+#![cfg(not(miri))]
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weft_fiber::net::{Readiness, TcpListener};
+use weft_fiber::{Handle, Runtime};
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder()
+        .workers(workers)
+        .name("idle")
+        .build()
+        .unwrap()
+}
+
+/// Test threads are plain threads: blocking them is fine (the ban is for fiber code).
+#[allow(clippy::disallowed_methods)]
+fn thread_sleep(d: Duration) {
+    std::thread::sleep(d);
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread_sleep(Duration::from_millis(1));
+    }
+}
+
+/// What a callback saw: its readiness, the first read, the worker thread it ran on.
+type Seen = (Readiness, Result<usize, ErrorKind>, String);
+
+/// Parks `n` accepted server ends with `when_readable(timeout)`, each from its own short fiber
+/// (spread over the workers); every callback reports through `tx`. Returns the client ends.
+fn park_n(
+    rt: &Runtime,
+    n: usize,
+    timeout: Option<Duration>,
+    tx: mpsc::Sender<Seen>,
+) -> Vec<std::net::TcpStream> {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let parked = Arc::new(AtomicUsize::new(0));
+    let p = parked.clone();
+    // Accept while the clients connect (the listen backlog is 128).
+    let acceptor = rt.spawn(move || {
+        for _ in 0..n {
+            let (s, _) = l.accept().unwrap();
+            let (tx, p) = (tx.clone(), p.clone());
+            weft_fiber::spawn(move || {
+                s.when_readable(timeout, move |s, r| {
+                    // A timed-out connection has nothing to read: its read would park.
+                    let got = match r {
+                        Readiness::Readable => (&s).read(&mut [0u8; 16]).map_err(|e| e.kind()),
+                        Readiness::TimedOut => Err(ErrorKind::TimedOut),
+                    };
+                    let name = std::thread::current().name().unwrap_or("").to_string();
+                    tx.send((r, got, name)).unwrap();
+                });
+                p.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    let clients: Vec<_> = (0..n)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    acceptor.join().unwrap();
+    wait_until("all parked", || parked.load(Ordering::SeqCst) == n);
+    clients
+}
+
+#[test]
+fn parked_connections_hold_no_fiber_and_wake_on_a_byte() {
+    let rt = rt(2);
+    let (tx, rx) = mpsc::channel();
+    let mut clients = park_n(&rt, 200, None, tx);
+    wait_until("entries in the table", || rt.stats().idle == 200);
+    let s = rt.stats();
+    assert_eq!(
+        s.blocked + s.ready + s.running,
+        0,
+        "no fiber per connection: {s:?}"
+    );
+    assert!(rx.try_recv().is_err(), "nothing ran before a byte came");
+    for c in &mut clients {
+        c.write_all(b"!").unwrap();
+    }
+    for _ in 0..200 {
+        let (r, got, name) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!((r, got), (Readiness::Readable, Ok(1)));
+        assert!(name.starts_with("idle-"), "{name}");
+    }
+    wait_until("table empty", || rt.stats().idle == 0);
+}
+
+#[test]
+fn timeouts_fire_and_a_timed_out_connection_can_park_again() {
+    let rt = rt(2);
+    let (tx, rx) = mpsc::channel();
+    let t = Instant::now();
+    let mut clients = park_n(&rt, 50, Some(Duration::from_millis(40)), tx.clone());
+    // Half get a byte at once: those run Readable; the others time out.
+    for c in clients.iter_mut().step_by(2) {
+        c.write_all(b"x").unwrap();
+    }
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        seen.push(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    }
+    let timed_out = seen
+        .iter()
+        .filter(|(r, _, _)| *r == Readiness::TimedOut)
+        .count();
+    assert_eq!(timed_out, 25, "{seen:?}");
+    assert!(seen
+        .iter()
+        .all(|(r, got, _)| *r == Readiness::TimedOut || *got == Ok(1)));
+    assert!(t.elapsed() >= Duration::from_millis(40));
+    drop(clients);
+
+    // A callback that times out parks the stream again; then a byte wakes it.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (tx2, rx2) = mpsc::channel::<Vec<Readiness>>();
+    rt.spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        s.when_readable(Some(Duration::from_millis(10)), move |s, r1| {
+            assert_eq!(r1, Readiness::TimedOut);
+            s.when_readable(Some(Duration::from_secs(30)), move |mut s, r2| {
+                let mut b = [0u8; 4];
+                s.read_exact(&mut b).unwrap();
+                assert_eq!(&b, b"late");
+                tx2.send(vec![r1, r2]).unwrap();
+            });
+        });
+    });
+    thread_sleep(Duration::from_millis(50));
+    c.write_all(b"late").unwrap();
+    assert_eq!(
+        rx2.recv_timeout(Duration::from_secs(10)).unwrap(),
+        vec![Readiness::TimedOut, Readiness::Readable]
+    );
+}
+
+#[test]
+fn peer_close_and_shutdown_read_wake_a_parked_connection() {
+    let rt = rt(1);
+    let (tx, rx) = mpsc::channel();
+    let clients = park_n(&rt, 2, None, tx);
+    // The peer closes the first: Readable, the read sees end of stream.
+    let mut clients = clients.into_iter();
+    drop(clients.next());
+    let (r, got, _) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((r, got), (Readiness::Readable, Ok(0)));
+
+    // Graceful shutdown: another thread shuts the read side down (weft's shutdown registry
+    // does this for idle connections). The parked connection runs and reads 0.
+    let _keep = clients.next();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (fd_tx, fd_rx) = mpsc::channel();
+    let (tx2, rx2) = mpsc::channel();
+    rt.spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        fd_tx.send(s.as_raw_fd()).unwrap();
+        s.when_readable(None, move |s, r| {
+            let got = (&s).read(&mut [0u8; 8]).map_err(|e| e.kind());
+            tx2.send((r, got)).unwrap();
+        });
+    });
+    let fd = fd_rx.recv().unwrap();
+    wait_until("parked", || rt.stats().idle == 2);
+    let t = std::thread::spawn(move || {
+        // SAFETY: `fd` stays open until the callback has run (it owns the stream), which is
+        // after this call; shutdown does not close the descriptor.
+        assert_eq!(unsafe { libc::shutdown(fd, libc::SHUT_RD) }, 0);
+    });
+    t.join().unwrap();
+    assert_eq!(
+        rx2.recv_timeout(Duration::from_secs(10)).unwrap(),
+        (Readiness::Readable, Ok(0))
+    );
+}
+
+#[test]
+fn an_already_readable_connection_runs_at_once() {
+    let rt = rt(1);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let h = rt.spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        // Register and drain, then let a byte arrive and its edge be seen.
+        s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        assert_eq!(
+            (&s).read(&mut [0u8; 4]).unwrap_err().kind(),
+            ErrorKind::TimedOut
+        );
+        s.set_read_timeout(None).unwrap();
+        c.write_all(b"now").unwrap();
+        weft_fiber::sleep(Duration::from_millis(20)); // the worker polls epoll meanwhile
+        let spawned = Handle::current().stats().spawned;
+        s.when_readable(None, move |mut s, r| {
+            let mut b = [0u8; 3];
+            s.read_exact(&mut b).unwrap();
+            tx.send((r, b)).unwrap();
+        });
+        let st = Handle::current().stats();
+        (st.idle, st.spawned - spawned, c)
+    });
+    let (idle, spawned, _c) = h.join().unwrap();
+    assert_eq!((idle, spawned), (0, 1), "spawned at once, never parked");
+    assert_eq!(rx.recv().unwrap(), (Readiness::Readable, *b"now"));
+
+    // A zero timeout on a drained socket: TimedOut at once.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        let _ = (&s).read(&mut [0u8; 4]);
+        s.when_readable(Some(Duration::ZERO), move |_, r| tx.send(r).unwrap());
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        Readiness::TimedOut
+    );
+}
+
+/// A stream registered with worker 1's epoll and parked from a fiber on worker 0 moves its
+/// registration: the callback runs on worker 0, woken by worker 0's epoll.
+#[test]
+fn parking_moves_the_registration_to_the_calling_worker() {
+    let rt = rt(2);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let s = rt
+        .spawn_on(1, move || {
+            s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+            let _ = (&s).read(&mut [0u8; 4]); // EAGAIN: registered with worker 1
+            s.set_read_timeout(None).unwrap();
+            s
+        })
+        .join()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.spawn_on(0, move || {
+        s.when_readable(None, move |s, r| {
+            let got = (&s).read(&mut [0u8; 4]).unwrap();
+            let name = std::thread::current().name().unwrap().to_string();
+            tx.send((r, got, name)).unwrap();
+        })
+    })
+    .join()
+    .unwrap();
+    c.write_all(b"hi").unwrap();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        (Readiness::Readable, 2, "idle-0".to_string())
+    );
+}
+
+/// Runtime shutdown with connections parked: each stream is closed (its peer reads end of
+/// stream) and each callback dropped without running.
+#[test]
+fn shutdown_drops_parked_connections_without_running_them() {
+    struct CountDrop(Arc<AtomicUsize>);
+    impl Drop for CountDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    const N: usize = 100;
+    let rt = rt(2);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let mut clients: Vec<_> = (0..N)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (r, d) = (ran.clone(), dropped.clone());
+    rt.block_on(move || {
+        for i in 0..N {
+            let (s, _) = l.accept().unwrap();
+            let (r, guard) = (r.clone(), CountDrop(d.clone()));
+            let timeout = (i % 2 == 0).then(|| Duration::from_secs(3600));
+            weft_fiber::spawn(move || {
+                s.when_readable(timeout, move |_, _| {
+                    let _guard = guard;
+                    r.fetch_add(1, Ordering::SeqCst);
+                });
+            });
+        }
+    });
+    wait_until("all parked", || rt.stats().idle == N);
+    rt.shutdown();
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "no callback ran");
+    assert_eq!(dropped.load(Ordering::SeqCst), N, "every callback dropped");
+    for c in &mut clients {
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(c.read(&mut [0u8; 1]).unwrap(), 0, "server end closed");
+    }
+}
+
+/// Outside a fiber: a plain thread waits in poll(2) and runs the callback itself.
+#[test]
+fn from_a_plain_thread_a_polling_thread_runs_the_callback() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let tx2 = tx.clone();
+    s.when_readable(Some(Duration::from_secs(30)), move |mut s, r| {
+        let mut b = [0u8; 2];
+        s.read_exact(&mut b).unwrap();
+        let name = std::thread::current().name().unwrap().to_string();
+        tx.send((r, name)).unwrap();
+        s.shutdown(Shutdown::Both).unwrap();
+    });
+    c.write_all(b"ok").unwrap();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        (Readiness::Readable, "weft-fiber-when-readable".to_string())
+    );
+    // And its timeout.
+    let (s2, _) = {
+        let _c2 = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let pair = l.accept().unwrap();
+        std::mem::forget(_c2); // keep the peer open for the test's life
+        pair
+    };
+    s2.when_readable(Some(Duration::from_millis(20)), move |_, r| {
+        tx2.send((r, String::new())).unwrap();
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap().0,
+        Readiness::TimedOut
+    );
+}
