@@ -36,6 +36,7 @@
 //!
 //! [fiber]
 //! stack_size = 65536         # bytes per connection fiber
+//! park_idle = true            # idle keep-alive connections hold no fiber
 //!
 //! [status]
 //! enabled = false
@@ -246,12 +247,17 @@ pub struct FiberConfig {
     /// deeply or keep large buffers on the stack need more. An overflow aborts the process
     /// with a message naming the fiber, never corrupts memory.
     pub stack_size: usize,
+    /// Between requests, hold a keep-alive connection in the reactor as its socket and a few
+    /// hundred bytes, without a fiber or buffers; it gets a pooled fiber when bytes arrive.
+    /// `false`: the connection's fiber stays parked in its read.
+    pub park_idle: bool,
 }
 
 impl Default for FiberConfig {
     fn default() -> Self {
         FiberConfig {
             stack_size: weft_fiber::DEFAULT_STACK_SIZE,
+            park_idle: true,
         }
     }
 }

@@ -12,10 +12,12 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weft_fiber::net::{TcpListener as FiberListener, TcpStream as FiberStream};
+use std::os::fd::AsRawFd;
+
+use weft_fiber::net::{Readiness, TcpListener as FiberListener, TcpStream as FiberStream};
 
 use crate::app::App;
-use crate::conn::{self, ConnInfo};
+use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::{ListenerMetrics, OpenGuard};
 
 /// How often an acceptor looks at the shutdown flag while no client arrives.
@@ -56,23 +58,19 @@ pub fn accept_loop(
                 let app = app.clone();
                 let lm = lm.clone();
                 weft_fiber::spawn(move || {
-                    let _guard = guard;
-                    let mut stream = stream;
-                    let registration = Some(
-                        app.shutdown
-                            .register(std::os::fd::AsRawFd::as_raw_fd(&stream)),
-                    );
+                    let registration = Some(app.shutdown.register(stream.as_raw_fd()));
                     let info = ConnInfo {
                         peer,
                         local,
                         listener: lm,
                         registration,
                     };
-                    if let Err(e) = conn::serve(&mut stream, &app, &info) {
-                        log::debug!("{peer}: connection ended: {e}");
-                    }
-                    // The registration drops before the stream closes the socket.
-                    drop(info);
+                    let state = Box::new(ConnState {
+                        app,
+                        info,
+                        _guard: guard,
+                    });
+                    serve(stream, state, false);
                 });
             }
             Err(e)
@@ -93,6 +91,47 @@ pub fn accept_loop(
         }
     }
     Ok(())
+}
+
+/// What a connection keeps between requests besides its socket: a few hundred bytes, boxed so
+/// an idle connection parked without a fiber costs one pointer in the reactor's entry.
+struct ConnState {
+    app: Arc<App>,
+    info: ConnInfo,
+    _guard: OpenGuard,
+}
+
+/// Serves `stream` until it closes or falls idle; an idle connection waits for its next
+/// request in the reactor without a fiber, stack or buffers (`fiber.park_idle`), or in a
+/// parked fiber.
+fn serve(mut stream: FiberStream, state: Box<ConnState>, resumed: bool) {
+    let app = &state.app;
+    let result = if app.cfg.fiber.park_idle {
+        conn::serve_until_idle(&mut stream, app, &state.info, resumed)
+    } else {
+        conn::serve(&mut stream, app, &state.info).map(|()| Served::Closed)
+    };
+    match result {
+        Ok(Served::Idle) => {
+            let keepalive = app.cfg.timeouts.keepalive;
+            stream.when_readable(Some(keepalive), move |stream, readiness| match readiness {
+                Readiness::Readable => serve(stream, state, true),
+                Readiness::TimedOut => close(stream, state),
+            });
+        }
+        Ok(Served::Closed) => close(stream, state),
+        Err(e) => {
+            log::debug!("{}: connection ended: {e}", state.info.peer);
+            close(stream, state);
+        }
+    }
+}
+
+/// Drops the connection's registration before its socket closes, so graceful shutdown never
+/// touches a descriptor number that was reused.
+fn close(stream: FiberStream, state: Box<ConnState>) {
+    drop(state);
+    drop(stream);
 }
 
 impl crate::net::Transport for FiberStream {
