@@ -8,22 +8,17 @@
 
 use std::io;
 use std::net::TcpListener;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::os::fd::AsRawFd;
 
 use weft_fiber::net::{Readiness, TcpListener as FiberListener, TcpStream as FiberStream};
 
+use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
 use crate::app::App;
 use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::{ListenerMetrics, OpenGuard};
-
-/// How often an acceptor looks at the shutdown flag while no client arrives.
-const ACCEPT_POLL: Duration = Duration::from_millis(100);
-/// Pause after accept fails for lack of descriptors or memory (no busy loop).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Runs one acceptor fiber (call it on the worker that owns `listener`) until shutdown.
 pub fn accept_loop(
@@ -33,20 +28,9 @@ pub fn accept_loop(
 ) -> io::Result<()> {
     let listener = FiberListener::from_std(listener)?;
     listener.set_accept_timeout(Some(ACCEPT_POLL))?;
-    let max_conns = app.cfg.limits.max_connections as u64;
-    let mut last_warning: Option<Instant> = None;
-    let mut warn = |msg: String| {
-        if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-            log::warn!("{msg}");
-            last_warning = Some(Instant::now());
-        }
-    };
+    let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
     while !app.shutdown.is_set() {
-        if lm.open.load(Relaxed) >= max_conns {
-            warn(format!(
-                "{}: {max_conns} connections open (limits.max_connections); not accepting",
-                lm.addr
-            ));
+        if gate.at_capacity(&lm) {
             weft_fiber::sleep(ACCEPT_BACKOFF);
             continue;
         }
@@ -85,7 +69,7 @@ pub fn accept_loop(
                 ) => {}
             Err(e) => {
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM: keep serving open connections, retry later.
-                warn(format!("{}: accept failed: {e}; backing off", lm.addr));
+                gate.warn(|| format!("{}: accept failed: {e}; backing off", lm.addr));
                 weft_fiber::sleep(ACCEPT_BACKOFF);
             }
         }

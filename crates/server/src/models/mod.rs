@@ -3,3 +3,55 @@
 
 pub mod fiber;
 pub mod thread;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use crate::metrics::ListenerMetrics;
+
+/// How often an accept loop looks at the shutdown flag while no client arrives.
+pub(crate) const ACCEPT_POLL: Duration = Duration::from_millis(100);
+/// Pause after accept fails for lack of descriptors or memory, or while the listener is at
+/// `limits.max_connections` (no busy loop).
+pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// An accept loop repeats a warning at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(5);
+
+/// The accept-loop state every model shares: the connection limit and rate-limited warnings.
+#[derive(Debug)]
+pub(crate) struct AcceptGate {
+    max_conns: u64,
+    last_warning: Option<Instant>,
+}
+
+impl AcceptGate {
+    pub(crate) fn new(max_conns: usize) -> AcceptGate {
+        AcceptGate {
+            max_conns: max_conns as u64,
+            last_warning: None,
+        }
+    }
+
+    /// Logs `msg` unless a warning went out in the last few seconds.
+    pub(crate) fn warn(&mut self, msg: impl FnOnce() -> String) {
+        if self.last_warning.is_none_or(|t| t.elapsed() > WARN_EVERY) {
+            log::warn!("{}", msg());
+            self.last_warning = Some(Instant::now());
+        }
+    }
+
+    /// True (with a warning) while the listener has `limits.max_connections` open.
+    pub(crate) fn at_capacity(&mut self, lm: &ListenerMetrics) -> bool {
+        let full = lm.open.load(Relaxed) >= self.max_conns;
+        if full {
+            let max = self.max_conns;
+            self.warn(|| {
+                format!(
+                    "{}: {max} connections open (limits.max_connections); not accepting",
+                    lm.addr
+                )
+            });
+        }
+        full
+    }
+}

@@ -4,10 +4,9 @@
 use std::io;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
+use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
 use crate::app::App;
 use crate::conn::{self, ConnInfo};
 use crate::metrics::{ListenerMetrics, OpenGuard};
@@ -17,28 +16,13 @@ use crate::sys;
 /// Stack of a connection thread. The handlers need far less (see the fiber stack test); this
 /// keeps thousands of idle connections affordable in address space.
 const THREAD_STACK: usize = 256 * 1024;
-/// How often the accept loop looks at the shutdown flag while no client arrives.
-const ACCEPT_POLL: Duration = Duration::from_millis(100);
-/// Pause after accept fails for lack of descriptors or memory (no busy loop).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Accepts on `listener` until shutdown, one thread per connection.
 pub fn run(listener: TcpListener, app: Arc<App>, lm: Arc<ListenerMetrics>) -> io::Result<()> {
     listener.set_nonblocking(true)?;
-    let max_conns = app.cfg.limits.max_connections as u64;
-    let mut last_warning: Option<Instant> = None;
-    let mut warn = |msg: String| {
-        if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-            log::warn!("{msg}");
-            last_warning = Some(Instant::now());
-        }
-    };
+    let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
     while !app.shutdown.is_set() {
-        if lm.open.load(Relaxed) >= max_conns {
-            warn(format!(
-                "{}: {max_conns} connections open (limits.max_connections); not accepting",
-                lm.addr
-            ));
+        if gate.at_capacity(&lm) {
             std::thread::sleep(ACCEPT_BACKOFF);
             continue;
         }
@@ -69,10 +53,7 @@ pub fn run(listener: TcpListener, app: Arc<App>, lm: Arc<ListenerMetrics>) -> io
                         drop(info);
                     });
                 if let Err(e) = spawned {
-                    warn(format!(
-                        "{}: cannot spawn a connection thread: {e}",
-                        lm.addr
-                    ));
+                    gate.warn(|| format!("{}: cannot spawn a connection thread: {e}", lm.addr));
                     std::thread::sleep(ACCEPT_BACKOFF);
                 }
             }
@@ -86,7 +67,7 @@ pub fn run(listener: TcpListener, app: Arc<App>, lm: Arc<ListenerMetrics>) -> io
                 ) => {}
             Err(e) => {
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM: keep serving open connections, retry later.
-                warn(format!("{}: accept failed: {e}; backing off", lm.addr));
+                gate.warn(|| format!("{}: accept failed: {e}; backing off", lm.addr));
                 std::thread::sleep(ACCEPT_BACKOFF);
             }
         }
