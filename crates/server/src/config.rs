@@ -37,6 +37,7 @@
 //! [fiber]
 //! stack_size = 65536         # bytes per connection fiber
 //! park_idle = true            # idle keep-alive connections hold no fiber
+//! accept = "reuseport"       # or "dispatch": one acceptor fiber feeding all workers
 //!
 //! [status]
 //! enabled = false
@@ -251,6 +252,8 @@ pub struct FiberConfig {
     /// hundred bytes, without a fiber or buffers; it gets a pooled fiber when bytes arrive.
     /// `false`: the connection's fiber stays parked in its read.
     pub park_idle: bool,
+    /// How connections reach the workers.
+    pub accept: AcceptMode,
 }
 
 impl Default for FiberConfig {
@@ -258,8 +261,20 @@ impl Default for FiberConfig {
         FiberConfig {
             stack_size: weft_fiber::DEFAULT_STACK_SIZE,
             park_idle: true,
+            accept: AcceptMode::Reuseport,
         }
     }
+}
+
+/// How the fiber model accepts (both measured in BENCHMARKS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AcceptMode {
+    /// Each worker accepts on its own `SO_REUSEPORT` socket; the kernel spreads connections
+    /// and a connection stays on the worker that accepted it.
+    Reuseport,
+    /// One acceptor fiber on worker 0 hands connections to the workers in turn.
+    Dispatch,
 }
 
 /// The built-in echo function of the fibers paper.

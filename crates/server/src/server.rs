@@ -115,7 +115,12 @@ impl ServerBuilder {
         let mut bound = Vec::new();
         for l in listens {
             // The fiber model gives each worker its own SO_REUSEPORT socket on the same port.
-            let sockets = if l.model == Model::Fiber { workers } else { 1 };
+            let per_worker = app.cfg.fiber.accept == crate::config::AcceptMode::Reuseport;
+            let sockets = if l.model == Model::Fiber && per_worker {
+                workers
+            } else {
+                1
+            };
             let listeners = bind(l.addr, sockets).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.addr))
             })?;
@@ -246,8 +251,9 @@ impl Server {
                     for (worker, listener) in b.listeners.into_iter().enumerate() {
                         let app = self.app.clone();
                         let m = b.metrics.clone();
+                        let handle = rt.handle().clone();
                         acceptors.push(Acceptor::Fiber(rt.spawn_on(worker, move || {
-                            models::fiber::accept_loop(listener, app, m)
+                            models::fiber::accept_loop(listener, app, m, handle)
                         })));
                     }
                 }

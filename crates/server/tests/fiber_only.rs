@@ -116,3 +116,21 @@ fn built_in_handlers_fit_the_smallest_documented_stack() {
     srv.assert_alive();
     assert!(!srv.log().contains("stack overflow"), "{}", srv.log());
 }
+
+#[test]
+fn one_acceptor_dispatching_to_two_workers_serves_every_connection() {
+    let srv = Builder::new("dispatch")
+        .config("threads = 2\n[fiber]\naccept = \"dispatch\"\n")
+        .start();
+    let mut conns: Vec<Conn> = (0..8).map(|_| srv.connect()).collect();
+    for round in 0..3 {
+        for (i, c) in conns.iter_mut().enumerate() {
+            c.send(b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n");
+            let r = c
+                .read_response()
+                .unwrap_or_else(|e| panic!("conn {i} round {round}: {e:?}"));
+            assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+        }
+    }
+    srv.assert_alive();
+}

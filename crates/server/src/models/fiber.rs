@@ -17,6 +17,7 @@ use weft_fiber::net::{Readiness, TcpListener as FiberListener, TcpStream as Fibe
 
 use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
 use crate::app::App;
+use crate::config::AcceptMode;
 use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::{ListenerMetrics, OpenGuard};
 
@@ -25,7 +26,10 @@ pub fn accept_loop(
     listener: TcpListener,
     app: Arc<App>,
     lm: Arc<ListenerMetrics>,
+    rt: weft_fiber::Handle,
 ) -> io::Result<()> {
+    let dispatch = app.cfg.fiber.accept == AcceptMode::Dispatch;
+    let mut next_worker = 0usize;
     let listener = FiberListener::from_std(listener)?;
     listener.set_accept_timeout(Some(ACCEPT_POLL))?;
     let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
@@ -41,7 +45,7 @@ pub fn accept_loop(
                 let guard = OpenGuard::new(lm.clone());
                 let app = app.clone();
                 let lm = lm.clone();
-                weft_fiber::spawn(move || {
+                let conn = move || {
                     let registration = Some(app.shutdown.register(stream.as_raw_fd()));
                     let info = ConnInfo {
                         peer,
@@ -55,7 +59,13 @@ pub fn accept_loop(
                         _guard: guard,
                     });
                     serve(stream, state, false);
-                });
+                };
+                if dispatch {
+                    next_worker = (next_worker + 1) % rt.workers();
+                    rt.spawn_on(next_worker, conn);
+                } else {
+                    weft_fiber::spawn(conn);
+                }
             }
             Err(e)
                 if matches!(
