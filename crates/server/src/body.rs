@@ -212,7 +212,7 @@ impl<'a> RequestBody<'a> {
         }
     }
 
-    /// A reader for a request without a body (for tests and internal calls).
+    /// True once the whole body has been read (or the request had none).
     pub fn is_finished(&self) -> bool {
         matches!(self.state, State::Done)
     }
@@ -321,10 +321,8 @@ impl<'a> RequestBody<'a> {
                         self.rbuf.consume(n);
                         n
                     } else {
-                        let want_left = *left;
-                        let n = self.read_stream(&mut out[..want])?;
-                        debug_assert!(n as u64 <= want_left);
-                        n
+                        // At most `want` <= `left` bytes: never reads into the next request.
+                        self.read_stream(&mut out[..want])?
                     };
                     if let State::Length(left) = &mut self.state {
                         *left -= n as u64;
@@ -361,10 +359,9 @@ impl<'a> RequestBody<'a> {
                         *pending = d1 - d0;
                     } else {
                         self.rbuf.consume(step.consumed);
-                        if !step.done && self.rbuf.is_empty() {
-                            self.fill_rbuf()?;
-                        } else if !step.done && step.consumed == 0 {
-                            // The buffered bytes are an incomplete line: read more.
+                        // Framing bytes only: the decoder consumes every byte it is given
+                        // until data or the end, so an empty buffer means read more.
+                        if !step.done && (self.rbuf.is_empty() || step.consumed == 0) {
                             self.fill_rbuf()?;
                         }
                     }
