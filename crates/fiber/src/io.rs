@@ -25,7 +25,7 @@
 //! ```
 
 use std::io::{self, IoSlice, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::process::{ChildStderr, ChildStdin, ChildStdout};
 use std::time::{Duration, Instant};
 
@@ -178,28 +178,6 @@ impl TryFrom<ChildStderr> for PipeReader {
     fn try_from(c: ChildStderr) -> io::Result<PipeReader> {
         PipeReader::from_fd(OwnedFd::from(c))
     }
-}
-
-macro_rules! fd_traits {
-    ($t:ty) => {
-        impl AsRawFd for $t {
-            fn as_raw_fd(&self) -> RawFd {
-                self.src.raw()
-            }
-        }
-
-        impl AsFd for $t {
-            fn as_fd(&self) -> BorrowedFd<'_> {
-                self.src.owned().as_fd()
-            }
-        }
-
-        impl IntoRawFd for $t {
-            fn into_raw_fd(self) -> RawFd {
-                self.src.into_fd().into_raw_fd()
-            }
-        }
-    };
 }
 
 fd_traits!(PipeReader);

@@ -35,6 +35,30 @@
 //!
 //! Linux only (epoll, eventfd, sendfile, `MADV_GUARD_INSTALL` with an `mprotect` fallback).
 
+/// `AsRawFd`, `AsFd` and `IntoRawFd` for a type whose `src` field is a reactor `Source`
+/// (sockets in `net`, pipes in `io`).
+macro_rules! fd_traits {
+    ($t:ty) => {
+        impl std::os::fd::AsRawFd for $t {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                self.src.raw()
+            }
+        }
+
+        impl std::os::fd::AsFd for $t {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                std::os::fd::AsFd::as_fd(self.src.owned())
+            }
+        }
+
+        impl std::os::fd::IntoRawFd for $t {
+            fn into_raw_fd(self) -> std::os::fd::RawFd {
+                std::os::fd::IntoRawFd::into_raw_fd(self.src.into_fd())
+            }
+        }
+    };
+}
+
 mod blocking;
 mod guard;
 mod idle;

@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockRef, Socket, Type};
@@ -425,26 +425,9 @@ impl Write for TcpStream {
     }
 }
 
-macro_rules! fd_traits {
+/// `FromRawFd` for the socket types: the fd is switched to non-blocking mode on the way in.
+macro_rules! socket_from_raw_fd {
     ($t:ty) => {
-        impl AsRawFd for $t {
-            fn as_raw_fd(&self) -> RawFd {
-                self.src.raw()
-            }
-        }
-
-        impl AsFd for $t {
-            fn as_fd(&self) -> BorrowedFd<'_> {
-                self.src.owned().as_fd()
-            }
-        }
-
-        impl IntoRawFd for $t {
-            fn into_raw_fd(self) -> RawFd {
-                self.src.into_fd().into_raw_fd()
-            }
-        }
-
         impl FromRawFd for $t {
             /// Takes ownership of a socket fd, switching it to non-blocking mode.
             ///
@@ -464,3 +447,5 @@ macro_rules! fd_traits {
 
 fd_traits!(TcpStream);
 fd_traits!(TcpListener);
+socket_from_raw_fd!(TcpStream);
+socket_from_raw_fd!(TcpListener);
