@@ -72,15 +72,10 @@ pub fn accept_loop(
                     e.kind(),
                     io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
                 ) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
-                ) => {}
             Err(e) => {
-                // EMFILE, ENFILE, ENOBUFS, ENOMEM: keep serving open connections, retry later.
-                gate.warn(|| format!("{}: accept failed: {e}; backing off", lm.addr));
-                weft_fiber::sleep(ACCEPT_BACKOFF);
+                if gate.failed(&lm, &e) {
+                    weft_fiber::sleep(ACCEPT_BACKOFF);
+                }
             }
         }
     }

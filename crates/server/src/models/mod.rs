@@ -40,6 +40,19 @@ impl AcceptGate {
         }
     }
 
+    /// Sorts an accept error: false for the harmless ones (a signal, a client that gave up
+    /// before being accepted); true, with a rate-limited warning, for a real failure (EMFILE,
+    /// ENFILE, ENOBUFS, ENOMEM), after which the caller pauses [`ACCEPT_BACKOFF`] and keeps
+    /// serving the connections it has.
+    pub(crate) fn failed(&mut self, lm: &ListenerMetrics, e: &std::io::Error) -> bool {
+        use std::io::ErrorKind::{ConnectionAborted, Interrupted};
+        if matches!(e.kind(), Interrupted | ConnectionAborted) {
+            return false;
+        }
+        self.warn(|| format!("{}: accept failed: {e}; backing off", lm.addr));
+        true
+    }
+
     /// True (with a warning) while the listener has `limits.max_connections` open.
     pub(crate) fn at_capacity(&mut self, lm: &ListenerMetrics) -> bool {
         let full = lm.open.load(Relaxed) >= self.max_conns;

@@ -60,15 +60,10 @@ pub fn run(listener: TcpListener, app: Arc<App>, lm: Arc<ListenerMetrics>) -> io
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 sys::poll_readable(listener.as_raw_fd(), ACCEPT_POLL)?;
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
-                ) => {}
             Err(e) => {
-                // EMFILE, ENFILE, ENOBUFS, ENOMEM: keep serving open connections, retry later.
-                gate.warn(|| format!("{}: accept failed: {e}; backing off", lm.addr));
-                std::thread::sleep(ACCEPT_BACKOFF);
+                if gate.failed(&lm, &e) {
+                    std::thread::sleep(ACCEPT_BACKOFF);
+                }
             }
         }
     }
