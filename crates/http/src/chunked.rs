@@ -1,6 +1,7 @@
 //! The chunked transfer coding (RFC 9112 §7.1): a sans-I/O decoder with bounded chunk
 //! extensions and trailers, and the few bytes an encoder needs.
 
+use crate::request::is_tchar;
 use crate::{Error, Limits};
 
 /// The terminating chunk and an empty trailer section.
@@ -352,10 +353,6 @@ fn hex(b: u8) -> Option<u8> {
         b'A'..=b'F' => Some(b - b'A' + 10),
         _ => None,
     }
-}
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 #[cfg(test)]

@@ -288,6 +288,11 @@ pub struct Parser {
     head: RequestHead,
 }
 
+/// True if `b` is a `tchar` (RFC 9110 §5.6.2): the one token check of the crate.
+pub(crate) fn is_tchar(b: u8) -> bool {
+    TOKEN[b as usize]
+}
+
 /// `tchar` of RFC 9110 §5.6.2.
 static TOKEN: [bool; 256] = {
     let mut t = [false; 256];

@@ -68,10 +68,7 @@ impl std::error::Error for InvalidHeader {}
 
 /// True if `name` may be written as a field name.
 pub fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !name.is_empty() && name.iter().all(|&b| crate::request::is_tchar(b))
 }
 
 /// True if `value` may be written as a field value.
