@@ -6,6 +6,7 @@ use std::sync::Arc;
 use weft_http::Method;
 
 use crate::body::RequestBody;
+use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::handlers::{echo, static_files::StaticFiles, status};
 use crate::log::AccessLog;
@@ -85,13 +86,20 @@ impl App {
             });
         }
         let static_files = if cfg.static_files.enabled {
+            let cache = cfg
+                .cache
+                .enabled
+                .then(|| Arc::new(ResponseCache::new(&cfg.cache)));
+            metrics.set_cache(cache.clone());
             Some(
-                StaticFiles::new(&cfg.root, cfg.static_files.clone()).map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("document root {}: {e}", cfg.root.display()),
-                    )
-                })?,
+                StaticFiles::with_cache(&cfg.root, cfg.static_files.clone(), cache).map_err(
+                    |e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("document root {}: {e}", cfg.root.display()),
+                        )
+                    },
+                )?,
             )
         } else {
             None

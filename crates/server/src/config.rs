@@ -39,6 +39,15 @@
 //! park_idle = true            # idle keep-alive connections hold no fiber
 //! accept = "reuseport"       # or "dispatch": one acceptor fiber feeding all workers
 //!
+//! [cache]                   # response cache of static files
+//! enabled = true
+//! max_bytes = 67108864        # all entries together
+//! max_object_bytes = 4194304  # larger files are sent from disk with sendfile
+//! revalidate = "1s"           # a changed file is served stale at most this long
+//!
+//! [process]
+//! max_children = 256          # live connection processes per process listener
+//!
 //! [status]
 //! enabled = false
 //! allow = ["127.0.0.0/8", "::1/128"]
@@ -59,6 +68,8 @@ pub enum Model {
     Fiber,
     /// One OS thread per connection, blocking I/O (the fibers paper's baseline).
     Thread,
+    /// One forked process per connection (the threads-vs-processes paper).
+    Process,
 }
 
 impl Model {
@@ -70,6 +81,7 @@ impl Model {
         match self {
             Model::Fiber => "fiber",
             Model::Thread => "thread",
+            Model::Process => "process",
         }
     }
 }
@@ -86,10 +98,11 @@ impl FromStr for Model {
         match s {
             "fiber" => Ok(Model::Fiber),
             "thread" => Ok(Model::Thread),
-            "process" | "pipeline" => {
-                Err(format!("model `{s}` is not available in this build yet"))
-            }
-            _ => Err(format!("unknown model `{s}` (expected fiber or thread)")),
+            "process" => Ok(Model::Process),
+            "pipeline" => Err(format!("model `{s}` is not available in this build yet")),
+            _ => Err(format!(
+                "unknown model `{s}` (expected fiber, thread or process)"
+            )),
         }
     }
 }
@@ -293,6 +306,48 @@ impl Default for EchoConfig {
     }
 }
 
+/// The response cache of static files (see `cache.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Keep whole responses of small files in memory.
+    pub enabled: bool,
+    /// Bytes all entries may take together (bodies, heads and keys).
+    pub max_bytes: u64,
+    /// Files larger than this are never cached (they go out with `sendfile`).
+    pub max_object_bytes: u64,
+    /// An entry older than this is checked against the file (inode, size, mtime, ctime)
+    /// before it is served again: a changed file is served stale at most this long.
+    #[serde(deserialize_with = "de_duration")]
+    pub revalidate: Duration,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            enabled: true,
+            max_bytes: 64 * 1024 * 1024,
+            max_object_bytes: 4 * 1024 * 1024,
+            revalidate: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The `process` model.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProcessConfig {
+    /// Live connection processes per process listener (Apache prefork `MaxRequestWorkers`,
+    /// default 256); past it the listener stops accepting until a child exits.
+    pub max_children: usize,
+}
+
+impl Default for ProcessConfig {
+    fn default() -> Self {
+        ProcessConfig { max_children: 256 }
+    }
+}
+
 /// The status page and metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -420,6 +475,8 @@ pub struct Config {
     pub echo: EchoConfig,
     pub status: StatusConfig,
     pub fiber: FiberConfig,
+    pub cache: CacheConfig,
+    pub process: ProcessConfig,
 }
 
 impl Default for Config {
@@ -435,6 +492,8 @@ impl Default for Config {
             echo: EchoConfig::default(),
             status: StatusConfig::default(),
             fiber: FiberConfig::default(),
+            cache: CacheConfig::default(),
+            process: ProcessConfig::default(),
         }
     }
 }
@@ -550,11 +609,30 @@ mod tests {
         let l: Listen = "127.0.0.1:8081=thread".parse().unwrap();
         assert_eq!(l.model, Model::Thread);
         assert!("127.0.0.1:8081=nope".parse::<Listen>().is_err());
+        let p: Listen = "127.0.0.1:8082=process".parse().unwrap();
+        assert_eq!(p.model, Model::Process);
         assert!("nothost".parse::<Listen>().is_err());
         assert_eq!(
             Config::default().listeners()[0].addr,
             "127.0.0.1:8080".parse().unwrap()
         );
+    }
+
+    #[test]
+    fn cache_and_process_sections() {
+        let c = Config::default();
+        assert!(c.cache.enabled);
+        assert_eq!(c.cache.revalidate, Duration::from_secs(1));
+        let c = Config::from_toml(
+            "[cache]\nenabled = false\nmax_bytes = 1000\nmax_object_bytes = 10\nrevalidate = \"250ms\"\n[process]\nmax_children = 3",
+        )
+        .unwrap();
+        assert!(!c.cache.enabled);
+        assert_eq!(c.cache.max_bytes, 1000);
+        assert_eq!(c.cache.max_object_bytes, 10);
+        assert_eq!(c.cache.revalidate, Duration::from_millis(250));
+        assert_eq!(c.process.max_children, 3);
+        assert!(Config::from_toml("[cache]\nsize = 1").is_err());
     }
 
     #[test]

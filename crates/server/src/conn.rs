@@ -394,6 +394,9 @@ fn write_response<T: Transport>(
     req: Option<&Request>,
     keep_alive: bool,
 ) -> io::Result<u64> {
+    if let Body::Prepared(entry) = &resp.body {
+        return write_prepared(stream, wbuf, entry, req, keep_alive);
+    }
     let resp = match encode_head(wbuf, &resp, req, keep_alive) {
         Ok(()) => resp,
         Err(bad) => {
@@ -422,8 +425,43 @@ fn write_response<T: Transport>(
             stream.write_head(wbuf)?;
             stream.send_file(file, *offset, *len)?;
         }
+        Body::Prepared(_) => unreachable!("sent by write_prepared"),
     }
     Ok(head_len + resp.body.len())
+}
+
+/// Sends a cached response: its pre-encoded head with `Date` and `Connection` spliced in, and
+/// its shared body, in one vectored write (one write for a small body, copied after the head).
+fn write_prepared<T: Transport>(
+    stream: &mut T,
+    wbuf: &mut Vec<u8>,
+    entry: &crate::cache::Entry,
+    req: Option<&Request>,
+    keep_alive: bool,
+) -> io::Result<u64> {
+    wbuf.clear();
+    wbuf.extend_from_slice(crate::cache::HEAD_PREFIX);
+    enc::write_date(wbuf);
+    wbuf.extend_from_slice(entry.fields());
+    if !keep_alive {
+        wbuf.extend_from_slice(b"Connection: close\r\n");
+    } else if req.is_some_and(|r| r.version() == Version::Http10) {
+        wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    wbuf.extend_from_slice(b"\r\n");
+    let head_len = wbuf.len() as u64;
+    let body = entry.body();
+    if req.is_some_and(|r| r.method() == Method::Head) {
+        stream.write_all(wbuf)?;
+        return Ok(head_len);
+    }
+    if body.len() <= COALESCE_BODY {
+        wbuf.extend_from_slice(body);
+        stream.write_all(wbuf)?;
+    } else {
+        stream.write_all_vectored2(wbuf, body)?;
+    }
+    Ok(head_len + body.len() as u64)
 }
 
 /// Writes the head of `resp` into `wbuf`; on an invalid handler header returns its name.

@@ -18,6 +18,7 @@
 
 pub mod app;
 pub mod body;
+pub mod cache;
 pub mod config;
 pub mod conn;
 pub mod fileset;
@@ -31,6 +32,7 @@ pub mod response;
 pub mod server;
 pub mod shutdown;
 pub mod sys;
+pub mod sys_process;
 
 /// Blocking calls for handlers that cost a parked fiber on the fiber model and a blocked
 /// thread on the thread model, so one handler runs unchanged on both: sleep, run a blocking

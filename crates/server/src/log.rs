@@ -42,6 +42,7 @@ pub fn init_error_log() {
 #[derive(Clone)]
 pub struct AccessLog {
     out: Arc<Mutex<BufWriter<Box<dyn Write + Send>>>>,
+    flusher: Arc<std::sync::Once>,
 }
 
 impl std::fmt::Debug for AccessLog {
@@ -73,20 +74,31 @@ impl AccessLog {
                 Box::new(OpenOptions::new().create(true).append(true).open(p)?)
             }
         };
-        let log = AccessLog {
+        Ok(Some(AccessLog {
             out: Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, w))),
-        };
-        let flusher = Arc::downgrade(&log.out);
-        std::thread::Builder::new()
-            .name("weft-log-flush".into())
-            .spawn(move || {
-                while let Some(out) = flusher.upgrade() {
-                    let _ = out.lock().unwrap_or_else(|e| e.into_inner()).flush();
-                    drop(out);
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-            })?;
-        Ok(Some(log))
+            flusher: Arc::new(std::sync::Once::new()),
+        }))
+    }
+
+    /// Starts the thread that flushes the log once a second (once; later calls do nothing).
+    /// Not started by `open`, so a server can still fork a single-threaded process after
+    /// opening its log (the `process` model).
+    pub fn start_flusher(&self) -> io::Result<()> {
+        let mut result = Ok(());
+        self.flusher.call_once(|| {
+            let flusher = Arc::downgrade(&self.out);
+            result = std::thread::Builder::new()
+                .name("weft-log-flush".into())
+                .spawn(move || {
+                    while let Some(out) = flusher.upgrade() {
+                        let _ = out.lock().unwrap_or_else(|e| e.into_inner()).flush();
+                        drop(out);
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                })
+                .map(drop);
+        });
+        result
     }
 
     /// Appends one line.

@@ -38,7 +38,7 @@ struct ServeArgs {
     /// Document root.
     #[arg(long)]
     root: Option<PathBuf>,
-    /// ADDR or ADDR=MODEL (fiber, thread); may repeat, one model per port.
+    /// ADDR or ADDR=MODEL (fiber, thread, process); may repeat, one model per port.
     #[arg(long = "listen", value_name = "ADDR[=MODEL]")]
     listen: Vec<Listen>,
     /// Worker threads for models with a fixed pool (default: one per core).
@@ -50,6 +50,16 @@ struct ServeArgs {
     /// Mount /_weft/status, /_weft/status.json and /_weft/metrics (loopback only by default).
     #[arg(long)]
     status: bool,
+    /// The response cache of static files (config `[cache] enabled`, default on).
+    #[arg(long, value_name = "on|off")]
+    cache: Option<OnOff>,
+}
+
+/// `on` or `off`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
 }
 
 fn main() -> ExitCode {
@@ -90,6 +100,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     }
     if args.status {
         cfg.status.enabled = true;
+    }
+    if let Some(c) = args.cache {
+        cfg.cache.enabled = matches!(c, OnOff::On);
     }
     if cfg.static_files.enabled && !cfg.root.is_dir() {
         return Err(format!(

@@ -1,23 +1,45 @@
 //! Counters per listener, read by the status page and the Prometheus endpoint. Relaxed atomics:
 //! each counter is exact on its own; a snapshot across counters is not a transaction.
+//!
+//! A listener's counters live in shared memory ([`crate::sys_process::Shared`]): in the
+//! `process` model every connection is served by a child that exits afterwards, so the parent
+//! and all children must add to the same counters for the status page to see them.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::cache::{ResponseCache, Stats as CacheStats};
 use crate::config::Model;
+use crate::sys_process::{AtomicsOnly, Shared};
 
-/// Counters of one listening socket.
+/// Counters of one listening socket (its [`Counters`], reached through `Deref`).
 #[derive(Debug)]
 pub struct ListenerMetrics {
     pub addr: SocketAddr,
     pub model: Model,
+    counters: Shared<Counters>,
+}
+
+/// The counters proper, in memory shared with forked children.
+#[derive(Debug)]
+pub struct Counters {
     /// Responses by status class: index 0 = 1xx … 4 = 5xx.
     pub responses: [AtomicU64; 5],
     pub bytes_out: AtomicU64,
     pub accepted: AtomicU64,
     pub open: AtomicU64,
+}
+
+// SAFETY: only AtomicU64 fields; all-zero is every counter at 0.
+unsafe impl AtomicsOnly for Counters {}
+
+impl std::ops::Deref for ListenerMetrics {
+    type Target = Counters;
+    fn deref(&self) -> &Counters {
+        &self.counters
+    }
 }
 
 impl ListenerMetrics {
@@ -26,10 +48,7 @@ impl ListenerMetrics {
         ListenerMetrics {
             addr,
             model,
-            responses: Default::default(),
-            bytes_out: AtomicU64::new(0),
-            accepted: AtomicU64::new(0),
-            open: AtomicU64::new(0),
+            counters: Shared::new(),
         }
     }
 
@@ -70,6 +89,8 @@ impl Drop for OpenGuard {
 pub struct Metrics {
     pub started: Instant,
     listeners: Mutex<Vec<Arc<ListenerMetrics>>>,
+    /// The response cache, when it is on.
+    cache: std::sync::OnceLock<Arc<ResponseCache>>,
 }
 
 impl Default for Metrics {
@@ -77,6 +98,7 @@ impl Default for Metrics {
         Metrics {
             started: Instant::now(),
             listeners: Mutex::new(Vec::new()),
+            cache: std::sync::OnceLock::new(),
         }
     }
 }
@@ -92,6 +114,18 @@ impl Metrics {
             .unwrap_or_else(|e| e.into_inner())
             .push(m.clone());
         m
+    }
+
+    /// Reports `cache`'s counters with the listeners' (the first cache set stays).
+    pub fn set_cache(&self, cache: Option<Arc<ResponseCache>>) {
+        if let Some(c) = cache {
+            let _ = self.cache.set(c);
+        }
+    }
+
+    /// The response cache's counters (`None` when the cache is off).
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.cache.get().map(|c| c.stats())
     }
 
     /// All listeners.
@@ -128,11 +162,26 @@ impl Metrics {
                 })
             })
             .collect();
-        serde_json::json!({
+        let mut status = serde_json::json!({
             "server": concat!("weft/", env!("CARGO_PKG_VERSION")),
             "uptime_seconds": self.started.elapsed().as_secs(),
             "listeners": listeners,
-        })
+        });
+        status["cache"] = match self.cache_stats() {
+            Some(c) => serde_json::json!({
+                "enabled": true,
+                "hits": c.hits,
+                "misses": c.misses,
+                "evictions": c.evictions,
+                "fills": c.fills,
+                "bytes": c.bytes,
+                "entries": c.entries,
+                "max_bytes": c.max_bytes,
+                "max_object_bytes": c.max_object_bytes,
+            }),
+            None => serde_json::json!({ "enabled": false }),
+        };
+        status
     }
 
     /// The counters in Prometheus text exposition format (0.0.4).
@@ -181,6 +230,45 @@ impl Metrics {
             "Connections open now.",
             &|l| l.open.load(Relaxed),
         );
+        if let Some(c) = self.cache_stats() {
+            for (name, kind, help, v) in [
+                (
+                    "weft_cache_hits_total",
+                    "counter",
+                    "Static-file requests answered from the response cache.",
+                    c.hits,
+                ),
+                (
+                    "weft_cache_misses_total",
+                    "counter",
+                    "Static-file requests the cache could not answer (absent or changed).",
+                    c.misses,
+                ),
+                (
+                    "weft_cache_evictions_total",
+                    "counter",
+                    "Entries evicted to stay within cache.max_bytes.",
+                    c.evictions,
+                ),
+                (
+                    "weft_cache_bytes",
+                    "gauge",
+                    "Bytes the cache's entries take (bodies, heads, keys, overhead).",
+                    c.bytes,
+                ),
+                (
+                    "weft_cache_entries",
+                    "gauge",
+                    "Entries in the cache.",
+                    c.entries,
+                ),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP weft_uptime_seconds Seconds since start.\n# TYPE weft_uptime_seconds gauge\nweft_uptime_seconds {}",

@@ -22,6 +22,10 @@ pub enum Body {
         offset: u64,
         len: u64,
     },
+    /// A whole `200` response from the response cache: its head, encoded but for `Date` and
+    /// `Connection`, and its body, shared with every connection sending it. The driver sends
+    /// the entry's head, not the response's status and headers.
+    Prepared(Arc<crate::cache::Entry>),
 }
 
 impl Body {
@@ -31,6 +35,7 @@ impl Body {
             Body::Empty => 0,
             Body::Bytes(b) => b.len() as u64,
             Body::File { len, .. } => *len,
+            Body::Prepared(e) => e.body().len() as u64,
         }
     }
 

@@ -133,8 +133,40 @@ impl ServerBuilder {
                 metrics,
             });
         }
-        Ok(Server { app, bound })
+        let master = start_process_master(&app, &mut bound)?;
+        Ok(Server { app, bound, master })
     }
+}
+
+/// Forks the `process` model's master for the process listeners (now, while the process has
+/// one thread: building a server must come before starting threads when it has a process
+/// listener). The master takes those sockets; this process keeps them only for their
+/// addresses. Returns the master's pid.
+fn start_process_master(app: &Arc<App>, bound: &mut [Bound]) -> io::Result<Option<libc::pid_t>> {
+    use std::os::fd::AsRawFd;
+    if !bound.iter().any(|b| b.model == Model::Process) {
+        return Ok(None);
+    }
+    let mut process = Vec::new();
+    let mut others = Vec::new();
+    for b in bound.iter_mut() {
+        if b.model == Model::Process {
+            for l in std::mem::take(&mut b.listeners) {
+                process.push((l, b.metrics.clone()));
+            }
+        } else {
+            others.extend(b.listeners.iter().map(|l| l.as_raw_fd()));
+        }
+    }
+    let pid = models::process::start_master(process, app.clone(), &others).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot start the process model: {e} (build the server before starting threads)"
+            ),
+        )
+    })?;
+    Ok(Some(pid))
 }
 
 /// One core's worth of workers by default.
@@ -173,6 +205,7 @@ struct Bound {
 
 /// An accept loop to wait for at shutdown.
 enum Acceptor {
+    /// A thread: the thread model's accept loop, or the watcher of the process model's master.
     Thread(std::thread::JoinHandle<io::Result<()>>),
     Fiber(weft_fiber::JoinHandle<io::Result<()>>),
 }
@@ -182,6 +215,8 @@ enum Acceptor {
 pub struct Server {
     app: Arc<App>,
     bound: Vec<Bound>,
+    /// The `process` model's master (forked in `build`).
+    master: Option<libc::pid_t>,
 }
 
 /// Stops a running server from another thread (or a signal handler thread).
@@ -235,9 +270,21 @@ impl Server {
         } else {
             None
         };
+        if let Some(l) = &self.app.access_log {
+            l.start_flusher()?;
+        }
         let mut acceptors = Vec::new();
+        if let Some(pid) = self.master {
+            let app = self.app.clone();
+            let t = std::thread::Builder::new()
+                .name("weft-process-master".into())
+                .spawn(move || models::process::watch_master(pid, app))?;
+            acceptors.push(Acceptor::Thread(t));
+        }
         for b in self.bound {
             match b.model {
+                // Served by the master process.
+                Model::Process => {}
                 Model::Thread => {
                     let app = self.app.clone();
                     let listener = b.listeners.into_iter().next().expect("one socket");

@@ -16,7 +16,8 @@ use crate::sys;
 /// Shutdown state shared by listeners and connections.
 #[derive(Debug, Default)]
 pub struct Shutdown {
-    flag: AtomicBool,
+    /// Shared with signal handlers of the `process` model, which only store `true` into it.
+    flag: Arc<AtomicBool>,
     next: AtomicU64,
     conns: Mutex<HashMap<u64, (RawFd, Arc<AtomicBool>)>>,
 }
@@ -36,6 +37,12 @@ impl Shutdown {
                 let _ = sys::shutdown(*fd, libc::SHUT_RD);
             }
         }
+    }
+
+    /// The flag itself, for a signal handler that begins shutdown by setting it (no locks:
+    /// a process-model child wakes from its interrupted read and sees it).
+    pub(crate) fn flag(&self) -> Arc<AtomicBool> {
+        self.flag.clone()
     }
 
     /// Registers a connection's socket; the registration must be dropped before the socket

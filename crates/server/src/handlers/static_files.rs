@@ -2,18 +2,22 @@
 //! MIME types, `ETag`/`Last-Modified` with 304, single byte ranges with 206/416, HEAD,
 //! 405 with `Allow` for other methods, a redirect for a directory without its slash, no
 //! directory listing and no dotfiles unless configured.
+//!
+//! With the response cache, a file's whole `200` response is kept in memory after its first
+//! request (see `cache.rs`); a fresh entry answers without a system call, and 304, HEAD and
+//! ranges (slices of the cached body) are answered from it exactly as from the file.
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use weft_http::Method;
 
 use super::path::normalize;
 use super::range::{parse_range, RangeSpec};
+use crate::cache::{Entry, Lookup, ResponseCache, Validators};
 use crate::config::StaticConfig;
 use crate::response::{Body, Response};
 use crate::sys::{self, Resolve};
@@ -29,11 +33,27 @@ pub struct StaticFiles {
     root_path: PathBuf,
     cfg: StaticConfig,
     resolve: Resolve,
+    cache: Option<Arc<ResponseCache>>,
+}
+
+/// Where a response's body comes from.
+enum Source {
+    File(File),
+    Cached(Arc<Entry>),
 }
 
 impl StaticFiles {
     /// Opens `root` (which must be a directory).
     pub fn new(root: &Path, cfg: StaticConfig) -> io::Result<StaticFiles> {
+        StaticFiles::with_cache(root, cfg, None)
+    }
+
+    /// Opens `root`, answering from `cache` where it can.
+    pub fn with_cache(
+        root: &Path,
+        cfg: StaticConfig,
+        cache: Option<Arc<ResponseCache>>,
+    ) -> io::Result<StaticFiles> {
         let dir = File::open(root)?;
         if !dir.metadata()?.is_dir() {
             return Err(io::Error::new(
@@ -51,6 +71,7 @@ impl StaticFiles {
             root_path: root.to_path_buf(),
             cfg,
             resolve,
+            cache,
         })
     }
 
@@ -77,6 +98,15 @@ impl StaticFiles {
             return Response::error(403);
         }
         let rel: &[u8] = if norm.rel.is_empty() { b"." } else { &norm.rel };
+        // The key is the request's resolved path; a trailing slash names a directory's index.
+        let mut key = Vec::with_capacity(rel.len() + 1);
+        key.extend_from_slice(rel);
+        if norm.trailing_slash {
+            key.push(b'/');
+        }
+        if let Some(entry) = self.cached(&key) {
+            return answer(req, entry.validators().clone(), Source::Cached(entry));
+        }
         let file = match self.open(rel) {
             Ok(f) => f,
             Err(status) => return Response::error(status),
@@ -89,7 +119,7 @@ impl StaticFiles {
             }
         };
         if meta.is_dir() {
-            return self.directory(req, &norm.rel, norm.trailing_slash);
+            return self.directory(req, &norm.rel, norm.trailing_slash, &key);
         }
         if !meta.is_file() {
             return Response::error(403);
@@ -98,7 +128,28 @@ impl StaticFiles {
             // "/file.txt/" names a directory that does not exist (nginx: 404).
             return Response::error(404);
         }
-        self.file(req, rel, file, &meta)
+        self.file(req, rel, file, &meta, &key)
+    }
+
+    /// A current cache entry for `key`: fresh, or stale and confirmed unchanged by one open
+    /// and fstat of its file.
+    fn cached(&self, key: &[u8]) -> Option<Arc<Entry>> {
+        let cache = self.cache.as_ref()?;
+        match cache.lookup(key) {
+            Lookup::Fresh(e) => Some(e),
+            Lookup::Miss => None,
+            Lookup::Stale(e) => {
+                let current = self.open(e.file_rel()).ok().and_then(|f| f.metadata().ok());
+                match current {
+                    Some(meta) if cache.revalidate(key, &e, &meta) => Some(e),
+                    Some(_) => None,
+                    None => {
+                        cache.forget(key, &e);
+                        None
+                    }
+                }
+            }
+        }
     }
 
     fn open(&self, rel: &[u8]) -> Result<File, u16> {
@@ -119,7 +170,7 @@ impl StaticFiles {
         })
     }
 
-    fn directory(&self, req: &Request, rel: &[u8], trailing_slash: bool) -> Response {
+    fn directory(&self, req: &Request, rel: &[u8], trailing_slash: bool, key: &[u8]) -> Response {
         if !trailing_slash {
             let mut location = format!("{}/", req.path());
             if let Some(q) = req.query() {
@@ -135,7 +186,7 @@ impl StaticFiles {
         index.extend_from_slice(self.cfg.index.as_bytes());
         match self.open(&index) {
             Ok(f) => match f.metadata() {
-                Ok(m) if m.is_file() => self.file(req, &index, f, &m),
+                Ok(m) if m.is_file() => self.file(req, &index, f, &m, key),
                 _ => Response::error(403),
             },
             Err(404) if self.cfg.autoindex => self.listing(req, rel),
@@ -144,51 +195,21 @@ impl StaticFiles {
         }
     }
 
-    fn file(&self, req: &Request, rel: &[u8], file: File, meta: &std::fs::Metadata) -> Response {
-        let size = meta.len();
-        let mtime = meta.mtime().max(0) as u64;
-        let etag = format!("\"{:x}-{:x}\"", mtime, size);
-        let last_modified = weft_http::date::format(UNIX_EPOCH + Duration::from_secs(mtime));
-        let base = |status: u16| {
-            Response::new(status)
-                .header("Last-Modified", last_modified.to_vec())
-                .header("ETag", etag.clone())
-        };
-        if not_modified(req, &etag, mtime) {
-            return base(304);
-        }
-        let content_type = content_type(rel);
-        let whole = |file: File| {
-            base(200)
-                .header("Content-Type", content_type)
-                .header("Accept-Ranges", "bytes")
-                .body(Body::File {
-                    file: Arc::new(file),
-                    offset: 0,
-                    len: size,
-                })
-        };
-        let range = match req.header("Range") {
-            Some(r) if req.method() == Method::Get && if_range_holds(req, &etag, mtime) => {
-                parse_range(r, size)
+    fn file(
+        &self,
+        req: &Request,
+        rel: &[u8],
+        file: File,
+        meta: &std::fs::Metadata,
+        key: &[u8],
+    ) -> Response {
+        let v = Validators::new(meta, content_type(rel));
+        if let Some(cache) = &self.cache {
+            if let Some(entry) = cache.fill(key, rel, &file, meta, v.clone()) {
+                return answer(req, v, Source::Cached(entry));
             }
-            _ => RangeSpec::Full,
-        };
-        match range {
-            RangeSpec::Full => whole(file),
-            RangeSpec::Single { start, end } => base(206)
-                .header("Content-Type", content_type)
-                .header("Accept-Ranges", "bytes")
-                .header("Content-Range", format!("bytes {start}-{end}/{size}"))
-                .body(Body::File {
-                    file: Arc::new(file),
-                    offset: start,
-                    len: end - start + 1,
-                }),
-            RangeSpec::Unsatisfiable => Response::error(416)
-                .header("Content-Range", format!("bytes */{size}"))
-                .header("Accept-Ranges", "bytes"),
         }
+        answer(req, v, Source::File(file))
     }
 
     fn listing(&self, req: &Request, rel: &[u8]) -> Response {
@@ -223,6 +244,66 @@ impl StaticFiles {
         Response::new(200)
             .header("Content-Type", "text/html")
             .body(page)
+    }
+}
+
+/// The answer for a file with validators `v`: 304, 200, 206 or 416, the same whether the
+/// body comes from the file (sendfile) or from the cache (the entry, or a slice of it).
+fn answer(req: &Request, v: Validators, src: Source) -> Response {
+    let Validators {
+        size,
+        mtime,
+        etag,
+        last_modified,
+        content_type,
+    } = v;
+    if not_modified(req, &etag, mtime) {
+        return Response::new(304)
+            .header("Last-Modified", last_modified.to_vec())
+            .header("ETag", etag);
+    }
+    let range = match req.header("Range") {
+        Some(r) if req.method() == Method::Get && if_range_holds(req, &etag, mtime) => {
+            parse_range(r, size)
+        }
+        _ => RangeSpec::Full,
+    };
+    let with_validators = |status: u16| {
+        Response::new(status)
+            .header("Last-Modified", last_modified.to_vec())
+            .header("ETag", etag.clone())
+    };
+    match (range, src) {
+        (RangeSpec::Full, Source::Cached(e)) => Response::new(200).body(Body::Prepared(e)),
+        (RangeSpec::Full, Source::File(file)) => with_validators(200)
+            .header("Content-Type", content_type)
+            .header("Accept-Ranges", "bytes")
+            .body(Body::File {
+                file: Arc::new(file),
+                offset: 0,
+                len: size,
+            }),
+        (RangeSpec::Single { start, end }, src) => {
+            let len = end - start + 1;
+            let body = match src {
+                Source::File(file) => Body::File {
+                    file: Arc::new(file),
+                    offset: start,
+                    len,
+                },
+                Source::Cached(e) => {
+                    Body::Bytes(e.body().slice(start as usize..(end + 1) as usize))
+                }
+            };
+            with_validators(206)
+                .header("Content-Type", content_type)
+                .header("Accept-Ranges", "bytes")
+                .header("Content-Range", format!("bytes {start}-{end}/{size}"))
+                .body(body)
+        }
+        (RangeSpec::Unsatisfiable, _) => Response::error(416)
+            .header("Content-Range", format!("bytes */{size}"))
+            .header("Accept-Ranges", "bytes"),
     }
 }
 

@@ -13,7 +13,7 @@ fn requests(srv: &Server) -> u64 {
     let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
     let listeners = v["listeners"].as_array().expect("listeners array");
     assert_eq!(listeners.len(), 1);
-    assert_eq!(listeners[0]["model"], crate::MODEL);
+    assert_eq!(listeners[0]["model"], crate::common::model_name());
     assert_eq!(listeners[0]["addr"], srv.addr.to_string());
     listeners
         .iter()

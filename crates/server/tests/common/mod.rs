@@ -110,9 +110,10 @@ impl Builder {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
         cmd.arg("serve")
             .arg("--listen")
-            .arg(format!("127.0.0.1:0={}", crate::MODEL))
+            .arg(format!("127.0.0.1:0={}", model_name()))
             .arg("--root")
-            .arg(self.dir.join("root"));
+            .arg(self.dir.join("root"))
+            .args(crate::MODEL.split_ascii_whitespace().skip(1));
         if let Some(cfg) = &self.config {
             let path = self.dir.join("weft.toml");
             fs::write(&path, cfg).expect("write config");
@@ -154,6 +155,12 @@ impl Builder {
             dir: self.dir,
         }
     }
+}
+
+/// The model of this test binary's servers: the first word of `crate::MODEL` (the words after
+/// it are options every server of the binary gets, e.g. `"fiber --cache off"`).
+pub fn model_name() -> &'static str {
+    crate::MODEL.split_ascii_whitespace().next().unwrap_or("")
 }
 
 /// `weft: serving <root> on http://127.0.0.1:PORT/ (model: thread)` → the address.

@@ -1,0 +1,530 @@
+//! The response cache of static files, shared by every connection of every model in a process.
+//!
+//! An entry is a whole `200` response: its head, encoded once except for `Date` (spliced in at
+//! send time) and `Connection`, and its body. Both are reference counted (`Arc`, `Bytes`), so
+//! any number of connections send one entry at once without copying it, and an entry that is
+//! replaced or evicted while being sent stays valid until its last sender drops it (the
+//! paper's "cache v2"). Ranges are slices of the cached body; 304 and HEAD answers come from
+//! the entry's validators without touching the file.
+//!
+//! Promises:
+//! - the entries' weight (body + head + key + a fixed overhead) never exceeds `max_bytes`, and
+//!   no file larger than `max_object_bytes` is cached;
+//! - a file changed on disk (inode, size, mtime or ctime) is served stale for at most
+//!   `revalidate`: an entry is served without a system call while it was checked less than
+//!   `revalidate` ago, then the next request re-opens and `fstat`s the file once;
+//! - a file changed less than [`SETTLE`] before it would be cached is not cached (served from
+//!   disk), so an edit within the file system's timestamp granularity cannot leave a stale
+//!   entry whose metadata still matches ("racy" files, as git calls them);
+//! - a file that changed while it was being read into the cache is not cached.
+//!
+//! Admission and eviction: quick_cache's S3-FIFO with a byte weigher (no background threads).
+//! In the `process` model each child has its own cache, empty at fork and gone at exit; the
+//! hit, miss and eviction counters are shared by all processes, the byte and entry gauges are
+//! those of the process that answers the status request.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use weft_http::response as enc;
+
+use crate::config::CacheConfig;
+use crate::sys_process::{AtomicsOnly, Shared};
+
+/// A file whose ctime is less than this before now is not cached: its timestamps may not yet
+/// tell a further write apart (coarse file-system clocks tick every few milliseconds).
+pub const SETTLE: Duration = Duration::from_secs(1);
+/// Bytes an entry is charged beyond its body, head and key (the entry, the map slot).
+const ENTRY_OVERHEAD: u64 = 256;
+
+/// What the static-file handler needs to answer conditional and range requests.
+#[derive(Debug, Clone)]
+pub struct Validators {
+    pub size: u64,
+    /// Modification time, whole seconds (the resolution of `Last-Modified`).
+    pub mtime: u64,
+    pub etag: String,
+    pub last_modified: [u8; weft_http::date::DATE_LEN],
+    pub content_type: &'static str,
+}
+
+impl Validators {
+    /// The validators of a file with metadata `meta` and MIME type `content_type`.
+    pub fn new(meta: &std::fs::Metadata, content_type: &'static str) -> Validators {
+        let size = meta.len();
+        let mtime = meta.mtime().max(0) as u64;
+        Validators {
+            size,
+            mtime,
+            etag: format!("\"{mtime:x}-{size:x}\""),
+            last_modified: weft_http::date::format(UNIX_EPOCH + Duration::from_secs(mtime)),
+            content_type,
+        }
+    }
+}
+
+/// What identifies one version of a file: any change to its content changes one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    fn of(m: &std::fs::Metadata) -> Identity {
+        Identity {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// One cached response.
+#[derive(Debug)]
+pub struct Entry {
+    /// Header fields after `Date`, each ending in CRLF, `Content-Length` last; no blank line.
+    fields: Box<[u8]>,
+    body: Bytes,
+    validators: Validators,
+    /// The file that was read, relative to the root (the index file for a directory).
+    file_rel: Box<[u8]>,
+    identity: Identity,
+    /// When the entry was last checked against the file, ms since the cache's epoch.
+    checked: AtomicU64,
+}
+
+/// Written before every cached head: the status line and the `Server` field.
+pub const HEAD_PREFIX: &[u8] = b"HTTP/1.1 200 OK\r\nServer: weft\r\n";
+
+impl Entry {
+    /// Header fields after `Date` (`Last-Modified` … `Content-Length`), each ending in CRLF.
+    pub fn fields(&self) -> &[u8] {
+        &self.fields
+    }
+
+    /// The whole body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// Validators for conditional and range requests.
+    pub fn validators(&self) -> &Validators {
+        &self.validators
+    }
+
+    /// The file the entry was read from, relative to the document root.
+    pub fn file_rel(&self) -> &[u8] {
+        &self.file_rel
+    }
+
+    fn weight(&self, key: &[u8]) -> u64 {
+        self.body.len() as u64 + self.fields.len() as u64 + key.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// Hits, misses and evictions: in shared memory, so the `process` model's children add up.
+#[derive(Debug)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+    /// Files read into the cache.
+    fills: AtomicU64,
+}
+
+// SAFETY: only AtomicU64 fields; all zero is every counter at 0.
+unsafe impl AtomicsOnly for Counters {}
+
+#[derive(Clone)]
+struct Weigh;
+
+impl quick_cache::Weighter<Box<[u8]>, Arc<Entry>> for Weigh {
+    fn weight(&self, key: &Box<[u8]>, val: &Arc<Entry>) -> u64 {
+        val.weight(key)
+    }
+}
+
+/// Counts evictions (quick_cache reports them here, outside its shard lock).
+#[derive(Clone)]
+struct Evictions(Arc<Shared<Counters>>);
+
+impl quick_cache::Lifecycle<Box<[u8]>, Arc<Entry>> for Evictions {
+    type RequestState = ();
+    fn on_evict(&self, _: &mut (), _key: Box<[u8]>, _val: Arc<Entry>) {
+        self.0.evictions.fetch_add(1, Relaxed);
+    }
+}
+
+type Map = quick_cache::sync::Cache<
+    Box<[u8]>,
+    Arc<Entry>,
+    Weigh,
+    std::collections::hash_map::RandomState,
+    Evictions,
+>;
+
+/// A snapshot of the cache's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub fills: u64,
+    /// Weight of the entries now held (bytes).
+    pub bytes: u64,
+    pub entries: u64,
+    pub max_bytes: u64,
+    pub max_object_bytes: u64,
+}
+
+/// What a lookup found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// Checked against the file less than `revalidate` ago: serve it.
+    Fresh(Arc<Entry>),
+    /// Present but due for a check: [`ResponseCache::revalidate`] with the file's metadata.
+    Stale(Arc<Entry>),
+    Miss,
+}
+
+/// The cache.
+pub struct ResponseCache {
+    map: Map,
+    counters: Arc<Shared<Counters>>,
+    max_bytes: u64,
+    max_object_bytes: u64,
+    revalidate_ms: u64,
+    epoch: Instant,
+}
+
+impl std::fmt::Debug for ResponseCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseCache")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl ResponseCache {
+    /// A cache with `cfg`'s bounds.
+    pub fn new(cfg: &CacheConfig) -> ResponseCache {
+        let max_bytes = cfg.max_bytes.max(1);
+        let max_object_bytes = cfg.max_object_bytes.min(max_bytes);
+        // quick_cache splits the capacity evenly over its shards and refuses an item heavier
+        // than one shard: keep every shard able to hold the largest object (with its head).
+        let per_object = max_object_bytes + 4096 + ENTRY_OVERHEAD;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut shards = (cores * 4).next_power_of_two();
+        while shards > 1 && max_bytes / shards as u64 <= per_object {
+            shards /= 2;
+        }
+        let estimated_items = usize::try_from(max_bytes / 16384)
+            .unwrap_or(usize::MAX)
+            .max(64);
+        let counters = Arc::new(Shared::<Counters>::new());
+        let options = quick_cache::OptionsBuilder::new()
+            .shards(shards)
+            .estimated_items_capacity(estimated_items)
+            .weight_capacity(max_bytes)
+            .build()
+            .expect("every option is set");
+        let map = Map::with_options(
+            options,
+            Weigh,
+            Default::default(),
+            Evictions(counters.clone()),
+        );
+        ResponseCache {
+            map,
+            counters,
+            max_bytes,
+            max_object_bytes,
+            revalidate_ms: u64::try_from(cfg.revalidate.as_millis()).unwrap_or(u64::MAX),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Looks `key` up. A miss is counted here; a hit once the entry is known to be current.
+    pub fn lookup(&self, key: &[u8]) -> Lookup {
+        match self.map.get(key) {
+            Some(e) => {
+                let age = self.now_ms().saturating_sub(e.checked.load(Relaxed));
+                if age < self.revalidate_ms {
+                    self.counters.hits.fetch_add(1, Relaxed);
+                    Lookup::Fresh(e)
+                } else {
+                    Lookup::Stale(e)
+                }
+            }
+            None => {
+                self.counters.misses.fetch_add(1, Relaxed);
+                Lookup::Miss
+            }
+        }
+    }
+
+    /// Checks a stale entry against the file's current metadata. True: unchanged, the entry
+    /// is fresh again (counted as a hit). False: the entry is dropped (a miss); senders still
+    /// holding it finish with the old bytes.
+    pub fn revalidate(&self, key: &[u8], entry: &Arc<Entry>, meta: &std::fs::Metadata) -> bool {
+        if meta.is_file() && Identity::of(meta) == entry.identity {
+            entry.checked.store(self.now_ms(), Relaxed);
+            self.counters.hits.fetch_add(1, Relaxed);
+            return true;
+        }
+        self.forget(key, entry);
+        false
+    }
+
+    /// Drops `key`'s entry if it is still `entry` (a miss: the file went away or changed).
+    pub fn forget(&self, key: &[u8], entry: &Arc<Entry>) {
+        self.counters.misses.fetch_add(1, Relaxed);
+        self.map.remove_if(key, |v| Arc::ptr_eq(v, entry));
+    }
+
+    /// Reads `file` (opened as `file_rel`, metadata `meta`) into a new entry for `key`, or
+    /// `None` if it must not be cached (too large, not settled, changed while being read);
+    /// then the caller serves it from the file.
+    pub fn fill(
+        &self,
+        key: &[u8],
+        file_rel: &[u8],
+        file: &File,
+        meta: &std::fs::Metadata,
+        validators: Validators,
+    ) -> Option<Arc<Entry>> {
+        let size = meta.len();
+        if !meta.is_file() || size > self.max_object_bytes {
+            return None;
+        }
+        if !settled(meta) {
+            return None;
+        }
+        let body = match read_exact_size(file, size) {
+            Ok(b) => b,
+            Err(e) => {
+                log::debug!("not caching {:?}: {e}", String::from_utf8_lossy(file_rel));
+                return None;
+            }
+        };
+        let after = file.metadata().ok()?;
+        if Identity::of(&after) != Identity::of(meta) {
+            return None;
+        }
+        let mut fields = Vec::with_capacity(192);
+        enc::write_header_unchecked("Last-Modified", &validators.last_modified, &mut fields);
+        enc::write_header_unchecked("ETag", validators.etag.as_bytes(), &mut fields);
+        enc::write_header_unchecked(
+            "Content-Type",
+            validators.content_type.as_bytes(),
+            &mut fields,
+        );
+        enc::write_header_unchecked("Accept-Ranges", b"bytes", &mut fields);
+        enc::write_content_length(size, &mut fields);
+        let entry = Arc::new(Entry {
+            fields: fields.into_boxed_slice(),
+            body,
+            validators,
+            file_rel: file_rel.into(),
+            identity: Identity::of(meta),
+            checked: AtomicU64::new(self.now_ms()),
+        });
+        if entry.weight(key) > self.max_bytes {
+            return None;
+        }
+        self.counters.fills.fetch_add(1, Relaxed);
+        self.map.insert(key.into(), entry.clone());
+        Some(entry)
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            hits: self.counters.hits.load(Relaxed),
+            misses: self.counters.misses.load(Relaxed),
+            evictions: self.counters.evictions.load(Relaxed),
+            fills: self.counters.fills.load(Relaxed),
+            bytes: self.map.weight(),
+            entries: self.map.len() as u64,
+            max_bytes: self.max_bytes,
+            max_object_bytes: self.max_object_bytes,
+        }
+    }
+}
+
+/// True if the file's last change is at least [`SETTLE`] old.
+fn settled(meta: &std::fs::Metadata) -> bool {
+    let ctime = UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        );
+    SystemTime::now()
+        .duration_since(ctime)
+        .is_ok_and(|age| age >= SETTLE)
+}
+
+/// Reads exactly `size` bytes from the start of `file`; a file that is shorter or longer now
+/// is an error (it is being written).
+fn read_exact_size(file: &File, size: u64) -> io::Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let len = usize::try_from(size).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, 0)?;
+    let mut probe = [0u8; 1];
+    if file.read_at(&mut probe, size)? != 0 {
+        return Err(io::Error::other("file grew while being read"));
+    }
+    Ok(Bytes::from(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("weft-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Writes `body` to `path` and backdates nothing: waits out [`SETTLE`] instead, since
+    /// ctime cannot be set.
+    fn settled_file(path: &std::path::Path, body: &[u8]) -> (File, std::fs::Metadata) {
+        std::fs::write(path, body).unwrap();
+        std::thread::sleep(SETTLE + Duration::from_millis(50));
+        let f = File::open(path).unwrap();
+        let m = f.metadata().unwrap();
+        (f, m)
+    }
+
+    fn cfg(max_bytes: u64, max_object_bytes: u64, revalidate: Duration) -> CacheConfig {
+        CacheConfig {
+            enabled: true,
+            max_bytes,
+            max_object_bytes,
+            revalidate,
+        }
+    }
+
+    #[test]
+    fn fill_hit_slice_and_head_fields() {
+        let d = tmp("fill");
+        let (f, m) = settled_file(&d.join("a.txt"), b"hello world");
+        let c = ResponseCache::new(&cfg(1 << 20, 1 << 16, Duration::from_secs(60)));
+        assert!(matches!(c.lookup(b"a.txt"), Lookup::Miss));
+        let v = Validators::new(&m, "text/plain");
+        let e = c.fill(b"a.txt", b"a.txt", &f, &m, v).expect("cached");
+        assert_eq!(&e.body()[..], b"hello world");
+        let fields = String::from_utf8(e.fields().to_vec()).unwrap();
+        assert!(fields.starts_with("Last-Modified: "), "{fields}");
+        assert!(fields.contains("\r\nContent-Type: text/plain\r\nAccept-Ranges: bytes\r\n"));
+        assert!(fields.ends_with("Content-Length: 11\r\n"), "{fields}");
+        match c.lookup(b"a.txt") {
+            Lookup::Fresh(hit) => assert!(Arc::ptr_eq(&hit, &e)),
+            other => panic!("{other:?}"),
+        }
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.fills, s.entries), (1, 1, 1, 1));
+        assert_eq!(s.bytes, e.weight(b"a.txt"));
+    }
+
+    #[test]
+    fn stale_entries_are_checked_against_the_file() {
+        let d = tmp("stale");
+        let p = d.join("a.txt");
+        let (f, m) = settled_file(&p, b"one");
+        let c = ResponseCache::new(&cfg(1 << 20, 1 << 16, Duration::ZERO));
+        let e = c
+            .fill(b"k", b"a.txt", &f, &m, Validators::new(&m, "text/plain"))
+            .unwrap();
+        let Lookup::Stale(s) = c.lookup(b"k") else {
+            panic!("revalidate = 0 makes every lookup stale")
+        };
+        assert!(c.revalidate(b"k", &s, &std::fs::metadata(&p).unwrap()));
+        // Replaced by rename (a new inode): the entry goes, its holders keep the old bytes.
+        std::fs::write(d.join("new"), b"two!").unwrap();
+        std::fs::rename(d.join("new"), &p).unwrap();
+        let Lookup::Stale(s) = c.lookup(b"k") else {
+            panic!()
+        };
+        assert!(!c.revalidate(b"k", &s, &std::fs::metadata(&p).unwrap()));
+        assert!(matches!(c.lookup(b"k"), Lookup::Miss));
+        assert_eq!(&e.body()[..], b"one");
+    }
+
+    #[test]
+    fn unsettled_large_and_growing_files_are_not_cached() {
+        let d = tmp("refuse");
+        let c = ResponseCache::new(&cfg(1 << 20, 8, Duration::from_secs(1)));
+        let p = d.join("fresh");
+        std::fs::write(&p, b"abc").unwrap();
+        let f = File::open(&p).unwrap();
+        let m = f.metadata().unwrap();
+        assert!(c
+            .fill(b"k", b"fresh", &f, &m, Validators::new(&m, "x/y"))
+            .is_none());
+        let (f, m) = settled_file(&d.join("big"), b"0123456789");
+        assert!(c
+            .fill(b"k", b"big", &f, &m, Validators::new(&m, "x/y"))
+            .is_none());
+        let (f, m) = settled_file(&d.join("grow"), b"0123");
+        // Written again (same inode, longer) after its metadata was taken.
+        std::fs::write(d.join("grow"), b"012345").unwrap();
+        assert!(c
+            .fill(b"g", b"grow", &f, &m, Validators::new(&m, "x/y"))
+            .is_none());
+        assert_eq!(c.stats().entries, 0);
+    }
+
+    #[test]
+    fn the_byte_bound_holds_and_evictions_are_counted() {
+        let d = tmp("bound");
+        let body = vec![b'x'; 4000];
+        let mut files = Vec::new();
+        for i in 0..40 {
+            let p = d.join(format!("f{i}"));
+            std::fs::write(&p, &body).unwrap();
+            files.push(p);
+        }
+        std::thread::sleep(SETTLE + Duration::from_millis(50));
+        let max = 50_000;
+        let c = ResponseCache::new(&cfg(max, 8000, Duration::from_secs(60)));
+        let mut held = Vec::new();
+        for (i, p) in files.iter().enumerate() {
+            let f = File::open(p).unwrap();
+            let m = f.metadata().unwrap();
+            let key = format!("f{i}");
+            let e = c.fill(
+                key.as_bytes(),
+                key.as_bytes(),
+                &f,
+                &m,
+                Validators::new(&m, "x/y"),
+            );
+            held.push(e.expect("fits"));
+            assert!(c.stats().bytes <= max, "{:?}", c.stats());
+        }
+        let s = c.stats();
+        assert!(s.evictions > 0, "{s:?}");
+        assert!(s.entries < 40);
+        // Evicted entries held by a sender are intact.
+        assert!(held.iter().all(|e| e.body().len() == 4000));
+    }
+}

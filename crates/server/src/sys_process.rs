@@ -1,0 +1,384 @@
+//! Every raw process call weft makes: fork, waitpid, kill, the parent-death signal, `_exit`,
+//! the thread count that makes fork safe, and anonymous shared memory for counters that the
+//! processes of the `process` model add to together. One place to audit; each `unsafe` block
+//! says why it is sound.
+//!
+//! fork(2) copies only the calling thread: in a process with other threads, a lock one of
+//! them held stays locked forever in the child. So [`fork`] refuses unless the process has
+//! exactly one thread, checked from `/proc/self/stat` on every call (a few microseconds
+//! against the fork's hundred or so), which makes it a safe function.
+
+use std::io;
+use std::ops::Deref;
+use std::os::fd::RawFd;
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// A process id.
+pub type Pid = libc::pid_t;
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// The number of threads of this process (field 20 of `/proc/self/stat`).
+pub fn thread_count() -> io::Result<usize> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The command name (field 2) may contain spaces and parentheses: count from the last ')'.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| io::Error::other("malformed /proc/self/stat"))?;
+    // After ')': field 3 (state) is the first; num_threads is field 20.
+    rest.split_ascii_whitespace()
+        .nth(17)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| io::Error::other("malformed /proc/self/stat"))
+}
+
+/// Which side of a fork this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forked {
+    /// In the new process.
+    Child,
+    /// In the calling process; the child's id.
+    Parent(Pid),
+}
+
+/// fork(2), only from a single-threaded process (else an error of kind `Unsupported`).
+pub fn fork() -> io::Result<Forked> {
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("fork refused: the process has {threads} threads (fork needs exactly one)"),
+        ));
+    }
+    // SAFETY: the process has exactly one thread (checked just above, and only this thread
+    // could start another), so the child gets a consistent copy of every lock and allocator
+    // state; fork takes no pointers.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid)),
+    }
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// exit status
+    Code(i32),
+    /// killed by this signal
+    Signal(i32),
+}
+
+impl Exit {
+    fn from_status(status: libc::c_int) -> Exit {
+        if libc::WIFSIGNALED(status) {
+            Exit::Signal(libc::WTERMSIG(status))
+        } else {
+            Exit::Code(libc::WEXITSTATUS(status))
+        }
+    }
+}
+
+/// waitpid(2) without blocking: `pid` (or -1 for any child). `Ok(None)`: none has ended yet;
+/// `ECHILD` (no children at all) also reads as `Ok(None)`.
+pub fn try_wait(pid: Pid) -> io::Result<Option<(Pid, Exit)>> {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: `status` is a valid c_int for waitpid to fill.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        match r {
+            0 => return Ok(None),
+            -1 => {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::ECHILD) => return Ok(None),
+                    _ => return Err(e),
+                }
+            }
+            pid => return Ok(Some((pid, Exit::from_status(status)))),
+        }
+    }
+}
+
+/// waitpid(2), blocking until `pid` ends (restarted after signals).
+pub fn wait(pid: Pid) -> io::Result<Exit> {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: as in `try_wait`.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(Exit::from_status(status));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// kill(2). A process that is already gone (ESRCH) is not an error.
+pub fn kill(pid: Pid, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill takes no pointers. Callers pass only ids of their own unreaped children,
+    // which the kernel cannot reuse until they are reaped.
+    match cvt(unsafe { libc::kill(pid, sig) }) {
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+        r => r.map(drop),
+    }
+}
+
+/// Asks the kernel to send `sig` to this process when the thread that forked it exits
+/// (prctl `PR_SET_PDEATHSIG`), then checks that the parent is still `parent`: if it died
+/// before the request took effect, the signal would never come, so this returns false.
+pub fn die_with_parent(sig: libc::c_int, parent: Pid) -> io::Result<bool> {
+    // SAFETY: PR_SET_PDEATHSIG takes the signal number as an integer argument, no pointers.
+    cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) })?;
+    Ok(parent_pid() == parent)
+}
+
+/// getppid(2).
+pub fn parent_pid() -> Pid {
+    // SAFETY: getppid cannot fail and takes no arguments.
+    unsafe { libc::getppid() }
+}
+
+/// getpid(2).
+pub fn pid() -> Pid {
+    // SAFETY: getpid cannot fail and takes no arguments.
+    unsafe { libc::getpid() }
+}
+
+/// Ends this process at once with `code`: no destructors, no atexit handlers, no flushing of
+/// buffers the process inherited from its parent (a forked child must not write those twice).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit is async-signal-safe and never returns; nothing is left to unwind.
+    unsafe { libc::_exit(code) }
+}
+
+/// Closes a descriptor this process inherited and will never use (a forked child closing the
+/// listening sockets it copied). The owning object is never dropped in this process, so the
+/// number is not closed twice.
+pub fn close_inherited(fd: RawFd) {
+    // SAFETY: close takes no pointers; see the function's contract for double closes.
+    let _ = unsafe { libc::close(fd) };
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes; returns the readable ones' indexes.
+/// A signal ends the wait early with none (so the caller looks at its flags at once).
+pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<usize>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structures.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(Vec::new())
+        } else {
+            Err(e)
+        };
+    }
+    Ok(pfds
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents != 0)
+        .map(|(i, _)| i)
+        .collect())
+}
+
+/// Types that may live in memory shared between processes.
+///
+/// # Safety
+/// All-zero bytes must be a valid value; the type holds no pointers, descriptors or anything
+/// else that means something only in one process, needs no `Drop`, and is changed only through
+/// atomics (lock-free, hence address-free, on every target weft builds for).
+pub unsafe trait AtomicsOnly: Sync {}
+
+// SAFETY: a zeroed AtomicU64 is 0; it is a plain lock-free atomic.
+unsafe impl AtomicsOnly for AtomicU64 {}
+// SAFETY: an array of `AtomicsOnly` values is one too.
+unsafe impl<T: AtomicsOnly, const N: usize> AtomicsOnly for [T; N] {}
+
+/// A `T` in an anonymous `MAP_SHARED` mapping: a process forked after it was made sees the
+/// same memory, so counters one child adds to are seen by its parent and siblings. Falls back
+/// to ordinary memory if the mapping cannot be made (then nothing is shared).
+pub struct Shared<T: AtomicsOnly> {
+    ptr: NonNull<T>,
+    mapped: bool,
+}
+
+impl<T: AtomicsOnly> std::fmt::Debug for Shared<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("mapped", &self.mapped)
+            .finish()
+    }
+}
+
+// SAFETY: `T: Sync` and only shared references are handed out; the mapping is owned.
+unsafe impl<T: AtomicsOnly> Send for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T: AtomicsOnly> Sync for Shared<T> {}
+
+impl<T: AtomicsOnly> Shared<T> {
+    /// A zeroed `T` in shared memory.
+    pub fn new() -> Shared<T> {
+        let size = std::mem::size_of::<T>().max(1);
+        // SAFETY: an anonymous mapping of `size` bytes with no address hint; the result is
+        // checked against MAP_FAILED before use.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            if let Some(ptr) = NonNull::new(p.cast::<T>()) {
+                // Page-aligned, hence aligned for T; zero-filled by the kernel, which
+                // `AtomicsOnly` makes a valid T.
+                return Shared { ptr, mapped: true };
+            }
+        }
+        log::warn!("cannot map shared memory: {}", io::Error::last_os_error());
+        // SAFETY: `AtomicsOnly` makes all-zero bytes a valid T.
+        let b: Box<T> = Box::new(unsafe { std::mem::MaybeUninit::<T>::zeroed().assume_init() });
+        Shared {
+            ptr: NonNull::from(Box::leak(b)),
+            mapped: false,
+        }
+    }
+}
+
+impl<T: AtomicsOnly> Default for Shared<T> {
+    fn default() -> Self {
+        Shared::new()
+    }
+}
+
+impl<T: AtomicsOnly> Deref for Shared<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: `ptr` points to a valid, initialised T that lives until `drop`.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T: AtomicsOnly> Drop for Shared<T> {
+    fn drop(&mut self) {
+        if self.mapped {
+            // SAFETY: the mapping was made in `new` with this address and size and is unmapped
+            // once; other processes keep their own copy of the mapping.
+            unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), std::mem::size_of::<T>().max(1));
+            }
+        } else {
+            // SAFETY: made by `Box::leak` in `new`, released once.
+            drop(unsafe { Box::from_raw(self.ptr.as_ptr()) });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    #[test]
+    fn counts_threads() {
+        let n = thread_count().unwrap();
+        assert!(n >= 1);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        assert!(thread_count().unwrap() > n.min(1));
+        drop(tx);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn fork_refuses_a_threaded_process() {
+        // The test harness runs tests on threads, so this process always has more than one.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        let e = fork().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
+        drop(tx);
+        t.join().unwrap();
+    }
+
+    /// A child made with the raw call (this test process is threaded, so the child does only
+    /// async-signal-safe things: an atomic add and `_exit`) adds to shared memory; the parent
+    /// reaps it, sees its exit code and its addition, and has no child left.
+    #[test]
+    fn shared_counters_cross_fork_and_children_are_reaped() {
+        let counters: Shared<[AtomicU64; 2]> = Shared::new();
+        assert!(counters.mapped);
+        counters[0].store(5, SeqCst);
+        // SAFETY: the child performs only an atomic add and _exit, both async-signal-safe.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            counters[0].fetch_add(2, SeqCst);
+            exit_now(7);
+        }
+        assert_eq!(wait(pid).unwrap(), Exit::Code(7));
+        assert_eq!(counters[0].load(SeqCst), 7);
+        assert_eq!(try_wait(pid).unwrap(), None, "reaped once, nothing left");
+    }
+
+    #[test]
+    fn kill_and_signal_status() {
+        // SAFETY: the child only calls pause and _exit (async-signal-safe).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: pause takes no arguments.
+            unsafe { libc::pause() };
+            exit_now(0);
+        }
+        kill(pid, libc::SIGKILL).unwrap();
+        assert_eq!(wait(pid).unwrap(), Exit::Signal(libc::SIGKILL));
+        assert_eq!(try_wait(pid).unwrap(), None, "reaped once, nothing left");
+    }
+
+    #[test]
+    fn poll_any_reports_the_ready_one() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (c, _d) = std::os::unix::net::UnixStream::pair().unwrap();
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        (&b).write_all(b"x").unwrap();
+        let ready =
+            poll_readable_any(&[c.as_raw_fd(), a.as_raw_fd()], Duration::from_secs(1)).unwrap();
+        assert_eq!(ready, vec![1]);
+        assert!(
+            poll_readable_any(&[c.as_raw_fd()], Duration::from_millis(1))
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(parent_pid() > 0, pid() > 0);
+    }
+}
