@@ -36,6 +36,8 @@ for m in $MODELS; do
   port=$((port + 1)); PORTS[$m]=$port
   model=$m; printf '' >"$work/$m.toml"
   if [[ $m == fiber-parked ]]; then model=fiber; printf '[fiber]\npark_idle = false\n' >"$work/$m.toml"; fi
+  # "MODEL-nocache": the model with the response cache off (every file read with sendfile).
+  if [[ $m == *-nocache ]]; then model=${m%-nocache}; printf '[cache]\nenabled = false\n' >>"$work/$m.toml"; fi
   taskset -c 0 "$WEFT" serve --config "$work/$m.toml" --root "$ROOT" --threads "$THREADS" \
     --listen "127.0.0.1:$port=$model" >"$work/$m.log" 2>&1 &
   PIDS[$m]=$!
@@ -43,6 +45,11 @@ done
 if command -v nginx >/dev/null; then
   port=$((port + 1)); PORTS[nginx]=$port
   sed -e "s|PORT|$port|; s|WWW_ROOT|$ROOT|" scripts/peer-nginx.conf >"$work/nginx.conf"
+  # NGINX_OPEN_FILE_CACHE=1: nginx keeps descriptors and metadata of served files open
+  # (open_file_cache), the peer of weft's response cache.
+  if [[ ${NGINX_OPEN_FILE_CACHE:-0} == 1 ]]; then
+    sed -i 's|^    sendfile on;|    sendfile on;\n    open_file_cache max=10000 inactive=60s;\n    open_file_cache_valid 1s;|' "$work/nginx.conf"
+  fi
   taskset -c 0 nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
   PIDS[nginx]=$!
 else

@@ -124,3 +124,131 @@ pub fn chunked(data: &[u8]) {
     let pieces = decode(&limits, input, &sizes);
     assert_eq!(whole, pieces, "pieces of {sizes:?}");
 }
+
+/// A `Range` header against a size taken from the first eight bytes: never a panic, and a
+/// single range always lies inside the representation.
+pub fn range(data: &[u8]) {
+    use weft_http::range::{parse_range, RangeSpec};
+    if data.len() < 8 {
+        return;
+    }
+    let (size, value) = data.split_at(8);
+    // Sizes near zero and near u64::MAX both matter: let the control bytes pick either.
+    let size = u64::from_le_bytes(size.try_into().expect("eight bytes"));
+    let size = if size & 1 == 0 { size >> 40 } else { size };
+    match parse_range(value, size) {
+        RangeSpec::Single { start, end } => {
+            assert!(start <= end && end < size, "{start}-{end} of {size}");
+        }
+        RangeSpec::Full | RangeSpec::Unsatisfiable => {}
+    }
+}
+
+/// A request path: never a panic; a normalised path never climbs out of the root, holds no
+/// empty, `.` or `..` segment, no NUL or backslash, and normalises to itself.
+pub fn path(data: &[u8]) {
+    use weft_http::path::normalize;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(n) = normalize(text) else {
+        return;
+    };
+    let rel: &[u8] = &n.rel;
+    assert!(!rel.contains(&0) && !rel.contains(&b'\\'), "{rel:?}");
+    if !rel.is_empty() {
+        for seg in rel.split(|&b| b == b'/') {
+            assert!(!seg.is_empty() && seg != b"." && seg != b"..", "{rel:?}");
+        }
+    }
+    if n.has_dot_segment {
+        assert!(rel.starts_with(b".") || rel.windows(2).any(|w| w == b"/."));
+    }
+    // Normal form is a fixed point when it needs no escaping: text (an escape such as `%a2`
+    // can decode to a byte that is not UTF-8) without `%` (a decoded `%` would re-decode).
+    if let Ok(rel_text) = std::str::from_utf8(rel) {
+        if !rel.contains(&b'%') {
+            let again = format!("/{rel_text}");
+            let m = normalize(&again).expect("a normal form normalises");
+            assert_eq!(&*m.rel, &*n.rel, "{text:?}");
+        }
+    }
+}
+
+/// A response head (the proxy's upstream client), whole and in two pieces split where the
+/// control byte says (bit 6: the response answers a HEAD request): no panic, the same verdict
+/// and head either way, spans inside the head, and a framing that agrees with the fields.
+pub fn response_head(data: &[u8]) {
+    use weft_http::{ResponseFraming, ResponseParser};
+    let Some((&control, input)) = data.split_first() else {
+        return;
+    };
+    let limits = limits_for(control);
+    let head_request = control & 0x40 != 0;
+    let mut whole = ResponseParser::new(limits, head_request);
+    let w = whole.parse(input);
+    if let Ok(Some(n)) = w {
+        assert!(n <= input.len() && n <= limits.max_head_bytes);
+        assert!(input[..n].starts_with(b"HTTP/1.") && input[..n].ends_with(b"\r\n\r\n"));
+        let head = whole.head();
+        assert_eq!(head.len(), n);
+        assert!((100..600).contains(&head.status()));
+        assert!(head.headers().len() <= limits.max_headers);
+        let _ = head.reason(input);
+        for h in head.headers() {
+            assert!(h.name.end as usize <= n && h.value.end as usize <= n);
+            assert!(h.name.start < h.name.end && h.value.start <= h.value.end);
+        }
+        let no_body = head_request || head.is_interim() || matches!(head.status(), 204 | 304);
+        assert!(!(head.is_chunked() && head.content_length().is_some()));
+        match head.framing() {
+            ResponseFraming::None => assert!(no_body),
+            ResponseFraming::Chunked => assert!(!no_body && head.is_chunked()),
+            ResponseFraming::Length(l) => {
+                assert!(!no_body && head.content_length() == Some(l));
+            }
+            ResponseFraming::Close => {
+                assert!(!no_body && !head.keep_alive() && !head.is_chunked());
+                assert!(head.content_length().is_none());
+            }
+        }
+        // A completed parser keeps its verdict.
+        assert_eq!(whole.parse(input), w);
+    }
+    let split = usize::from(control & 0x3f) * input.len() / 0x3f;
+    let mut pieces = ResponseParser::new(limits, head_request);
+    let s = match pieces.parse(&input[..split]) {
+        Ok(None) => pieces.parse(input),
+        done => done,
+    };
+    assert_eq!(w, s, "split at {split} of {}", input.len());
+    if let Ok(Some(_)) = w {
+        assert_eq!(whole.head(), pieces.head(), "split at {split}");
+    }
+}
+
+/// A CGI script's output: never a panic; the header section found lies inside the input, and
+/// a parsed one holds only values a response head can carry.
+pub fn cgi_head(data: &[u8]) {
+    use weft_http::cgi::{find_blank_line, parse_head};
+    use weft_http::response::{valid_name, valid_value};
+    let Some((head_len, body_start)) = find_blank_line(data) else {
+        return;
+    };
+    assert!(head_len < body_start && body_start <= data.len());
+    assert!(data[head_len..body_start] == *b"\n" || data[head_len..body_start] == *b"\r\n");
+    let Ok(f) = parse_head(&data[..head_len]) else {
+        return;
+    };
+    assert!(f.status.is_none_or(|s| (200..=599).contains(&s)));
+    assert!((200..=599).contains(&f.status()));
+    if let Some(target) = f.local_redirect() {
+        assert!(target.starts_with('/') && !target.starts_with("//"));
+    }
+    for (name, value) in &f.headers {
+        assert!(
+            valid_name(name.as_bytes()) && valid_value(value),
+            "{name}: {value:?}"
+        );
+    }
+}

@@ -244,3 +244,26 @@ where
     };
     (handle, body)
 }
+
+/// Builds the coroutine body of a fiber running `f` that nobody joins: no handle and no shared
+/// result slot to allocate and complete (the reactor's idle connections, one per request). A
+/// panic is reported by the panic hook and ends only this fiber, as with a dropped handle.
+pub(crate) fn detached_body<F>(task: Arc<Task>, f: F) -> impl FnOnce(&FiberYielder, ()) + 'static
+where
+    F: FnOnce() + Send + 'static,
+{
+    move |yielder: &FiberYielder, ()| {
+        let ctx = FiberCtx {
+            yielder,
+            task: &task,
+        };
+        task::set_current(&ctx);
+        let result = panic::catch_unwind(AssertUnwindSafe(f));
+        task::set_current(std::ptr::null());
+        if let Err(payload) = result {
+            if CANCELLING.with(|c| c.get()) {
+                panic::resume_unwind(payload);
+            }
+        }
+    }
+}

@@ -205,7 +205,7 @@ impl TcpStream {
         let want = buf.len();
         self.src
             .io_until(Dir::Read, Deadline::At(deadline), short_read(want), |fd| {
-                sys::read(fd, buf)
+                sys::recv(fd, buf)
             })
     }
 
@@ -383,7 +383,7 @@ impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let want = buf.len();
         self.src
-            .io(Dir::Read, short_read(want), |fd| sys::read(fd, buf))
+            .io(Dir::Read, short_read(want), |fd| sys::recv(fd, buf))
     }
 }
 

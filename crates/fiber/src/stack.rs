@@ -55,6 +55,10 @@ struct PoolInner {
     bump_end: usize,
     /// Lowest addresses (guard start) of free stacks; the last pushed is reused first (warm).
     free: Vec<usize>,
+    /// `free[..discarded]` have had their pages given back; the rest are warm.
+    discarded: usize,
+    /// Stacks given back so far (for tests).
+    discards: u64,
     warm_limit: usize,
     guard_kind: Option<GuardKind>,
 }
@@ -76,6 +80,8 @@ impl StackPool {
                 bump: 0,
                 bump_end: 0,
                 free: Vec::new(),
+                discarded: 0,
+                discards: 0,
                 warm_limit,
                 guard_kind: None,
             })),
@@ -86,7 +92,11 @@ impl StackPool {
     pub(crate) fn get(&self) -> io::Result<PooledStack> {
         let mut p = self.inner.borrow_mut();
         let lo = match p.free.pop() {
-            Some(lo) => lo,
+            Some(lo) => {
+                // Popped below the warm part: a discarded stack, paged in again on use.
+                p.discarded = p.discarded.min(p.free.len());
+                lo
+            }
             None => p.carve()?,
         };
         Ok(PooledStack {
@@ -109,13 +119,26 @@ impl StackPool {
         self.inner.borrow().free.len()
     }
 
+    /// Returns a stack. At most `warm_limit` free stacks keep their pages: past it, the one
+    /// that falls out of the warm window (the oldest warm one) is discarded, never the stack
+    /// just returned — it is the next one `get` hands out, so discarding it would make every
+    /// request after a burst of fibers fault its stack back in (seen: half the throughput).
     fn put(&self, lo: usize) {
         let mut p = self.inner.borrow_mut();
-        if p.free.len() >= p.warm_limit {
-            // SAFETY: the usable part of a returned stack belongs to no fiber any more.
-            unsafe { sys::discard((lo + p.guard) as *mut u8, p.usable) };
-        }
         p.free.push(lo);
+        while p.free.len() - p.discarded > p.warm_limit {
+            let cold = p.free[p.discarded];
+            // SAFETY: the usable part of a free stack belongs to no fiber any more.
+            unsafe { sys::discard((cold + p.guard) as *mut u8, p.usable) };
+            p.discarded += 1;
+            p.discards += 1;
+        }
+    }
+
+    /// Stacks whose pages were given back so far.
+    #[cfg(test)]
+    fn discards(&self) -> u64 {
+        self.inner.borrow().discards
     }
 }
 
@@ -218,6 +241,33 @@ mod tests {
         // SAFETY: reads inside the usable part of a stack we own; discarded pages read as zero.
         let v = unsafe { *((s.base().get() - 8) as *const u64) };
         assert!(v == 0 || v == 7);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // mmap/madvise: not supported by miri
+    fn after_a_burst_a_steady_get_and_put_discards_nothing() {
+        let pool = StackPool::new(16 * 1024, 4);
+        let burst: Vec<_> = (0..100).map(|_| pool.get().unwrap()).collect();
+        drop(burst);
+        assert_eq!(pool.free_len(), 100);
+        // The burst's return gave back all but the warm four.
+        assert_eq!(pool.discards(), 96);
+        // A fiber per request from now on: the same warm stack, never discarded again.
+        let first = pool.get().unwrap().guard_range().0;
+        for _ in 0..1000 {
+            let s = pool.get().unwrap();
+            assert_eq!(s.guard_range().0, first);
+        }
+        assert_eq!(pool.discards(), 96);
+        // Taking more than the warm ones reaches discarded stacks, and they still work.
+        let many: Vec<_> = (0..10).map(|_| pool.get().unwrap()).collect();
+        for s in &many {
+            // SAFETY: writes inside the usable part of a stack we own.
+            unsafe { *((s.base().get() - 8) as *mut u64) = 9 };
+        }
+        drop(many);
+        assert_eq!(pool.free_len(), 100);
+        assert_eq!(pool.discards(), 96 + 6);
     }
 
     #[test]

@@ -303,6 +303,13 @@ pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     cvt_size(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })
 }
 
+/// `recv(2)` into `buf`: for sockets, the direct path (`read(2)` goes through the VFS layer
+/// first: `vfs_read`, `sock_read_iter`, about 100 ns more per call in a profile of the server).
+pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into the slice we borrow mutably.
+    cvt_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
+}
+
 /// `write(2)` from `buf`.
 pub(crate) fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: the kernel reads at most `buf.len()` bytes from the slice we borrow.

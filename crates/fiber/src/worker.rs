@@ -202,7 +202,9 @@ impl Local {
     }
 
     fn spawn_idle(&self, stream: TcpStream, f: IdleFn, r: Readiness) {
-        drop(self.spawn(move || f(stream, r)));
+        let task = Arc::new(Task::new(join::next_id(), self.index, self.shared.clone()));
+        let body = join::detached_body(task.clone(), move || f(stream, r));
+        self.adopt(task, body);
     }
 
     fn idle_gauge(&self) {

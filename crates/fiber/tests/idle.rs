@@ -351,3 +351,43 @@ fn from_a_plain_thread_a_polling_thread_runs_the_callback() {
         Readiness::TimedOut
     );
 }
+
+#[test]
+fn a_panicking_callback_ends_only_its_own_fiber() {
+    // One worker, so the callbacks after the panic run on the very thread it unwound.
+    let rt = rt(1);
+    let (tx, rx) = mpsc::channel::<usize>();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let acceptor = rt.spawn(move || {
+        for i in 0..3usize {
+            let (s, _) = l.accept().unwrap();
+            let tx = tx.clone();
+            s.when_readable(None, move |s, _| {
+                if i == 1 {
+                    panic!("callback {i} panics (expected by the test)");
+                }
+                let n = (&s).read(&mut [0u8; 16]).unwrap();
+                tx.send(n).unwrap();
+            });
+        }
+    });
+    let mut clients: Vec<_> = (0..3)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    acceptor.join().unwrap();
+    wait_until("all parked", || rt.stats().idle == 3);
+    for c in &mut clients {
+        c.write_all(b"ab").unwrap();
+    }
+    let got: Vec<usize> = (0..2)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
+    assert_eq!(got, [2, 2]);
+    wait_until("every fiber ended, the panicked one too", || {
+        let s = rt.stats();
+        s.finished == s.spawned
+    });
+    // The worker still runs fibers after the unwinding.
+    assert_eq!(rt.spawn(|| 7).join().unwrap(), 7);
+}

@@ -326,11 +326,21 @@ fn a_short_write_parks_the_next_write_until_the_peer_reads() {
         // Start late: the first send fills the buffer (short), the second finds it full
         // (EAGAIN: registered, drained); from then on each short send parks the next first.
         thread_sleep(Duration::from_millis(50));
+        // Read slowly (a pause every 256 KiB), so the writer keeps meeting a full buffer: a
+        // reader on another core that drains as fast as the writer fills lets one send move
+        // megabytes at once, and then no later send is short (seen once on a quiet machine:
+        // 3 calls in all).
         let mut buf = vec![0u8; 1 << 16];
         let mut total = 0;
+        let mut since_pause = 0;
         while total < LEN {
-            total += s.read(&mut buf).unwrap();
-            std::thread::yield_now();
+            let n = s.read(&mut buf).unwrap();
+            total += n;
+            since_pause += n;
+            if since_pause >= 256 << 10 {
+                since_pause = 0;
+                thread_sleep(Duration::from_millis(1));
+            }
         }
         total
     });

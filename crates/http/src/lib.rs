@@ -10,6 +10,10 @@
 //!   ([`BodyFraming`]), so every ambiguity that enables request smuggling is refused before any
 //!   handler sees the request.
 //! * [`ChunkedDecoder`] / [`chunked`] decode and encode the chunked transfer coding.
+//! * [`path`] turns a request path into a root-relative path that cannot leave the root;
+//!   [`range`] reads a `Range` header against a representation's size.
+//! * [`ResponseParser`] reads a response head (the reverse proxy's upstream client) and
+//!   decides its body framing for the request it answers, as strictly as [`Parser`] does.
 //! * [`response`] encodes a response head; [`date`] keeps the `Date` value, formatted once a
 //!   second.
 //!
@@ -25,13 +29,17 @@
 //! assert!(head.keep_alive());
 //! ```
 
+pub mod cgi;
 pub mod chunked;
 pub mod date;
 mod error;
 mod host;
 mod limits;
+pub mod path;
+pub mod range;
 mod request;
 pub mod response;
+mod response_head;
 
 pub use chunked::ChunkedDecoder;
 pub use error::Error;
@@ -40,3 +48,4 @@ pub use limits::Limits;
 pub use request::{
     BodyFraming, Expect, Header, Method, Parser, RequestHead, Span, TargetForm, Version,
 };
+pub use response_head::{ResponseError, ResponseFraming, ResponseHead, ResponseParser};

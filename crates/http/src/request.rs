@@ -23,7 +23,7 @@ pub struct Span {
 }
 
 impl Span {
-    fn new(start: usize, end: usize) -> Span {
+    pub(crate) fn new(start: usize, end: usize) -> Span {
         // Heads are bounded by `Limits::max_head_bytes`, far below u32::MAX.
         Span {
             start: start as u32,
@@ -148,6 +148,14 @@ pub struct RequestHead {
 
 impl Default for RequestHead {
     fn default() -> Self {
+        RequestHead::with_headers(Vec::with_capacity(16))
+    }
+}
+
+impl RequestHead {
+    /// An empty head that will store its fields in `headers` (cleared).
+    fn with_headers(mut headers: Vec<Header>) -> RequestHead {
+        headers.clear();
         RequestHead {
             method: Method::Get,
             method_span: Span::default(),
@@ -155,7 +163,7 @@ impl Default for RequestHead {
             path: Span::default(),
             form: TargetForm::Origin,
             version: Version::Http11,
-            headers: Vec::with_capacity(16),
+            headers,
             host: None,
             framing: BodyFraming::None,
             expect: Expect::None,
@@ -286,6 +294,37 @@ pub struct Parser {
     started: bool,
     seen: Seen,
     head: RequestHead,
+    /// Field storage for the next head, handed back by [`Parser::recycle`], so a connection
+    /// that takes a head per request allocates none.
+    spare: Vec<Header>,
+    /// The last `Host` value found valid: a keep-alive client repeats it in every request.
+    host_memo: HostMemo,
+}
+
+/// A `Host` value already validated, kept inline (longer values are simply validated again).
+#[derive(Debug, Clone, Copy)]
+struct HostMemo {
+    len: u8,
+    bytes: [u8; HostMemo::CAP],
+}
+
+impl HostMemo {
+    const CAP: usize = 48;
+    const EMPTY: HostMemo = HostMemo {
+        len: 0,
+        bytes: [0; HostMemo::CAP],
+    };
+
+    fn holds(&self, v: &[u8]) -> bool {
+        self.len > 0 && &self.bytes[..usize::from(self.len)] == v
+    }
+
+    fn remember(&mut self, v: &[u8]) {
+        if !v.is_empty() && v.len() <= Self::CAP {
+            self.bytes[..v.len()].copy_from_slice(v);
+            self.len = v.len() as u8;
+        }
+    }
 }
 
 /// True if `b` is a `tchar` (RFC 9110 §5.6.2): the one token check of the crate.
@@ -323,7 +362,7 @@ static TOKEN: [bool; 256] = {
 };
 
 /// `field-vchar`, SP and HTAB (RFC 9110 §5.5): everything but CTLs and DEL. obs-text allowed.
-static FIELD_VALUE: [bool; 256] = {
+pub(crate) static FIELD_VALUE: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {
@@ -360,6 +399,8 @@ impl Parser {
             started: false,
             seen: Seen::default(),
             head: RequestHead::default(),
+            spare: Vec::new(),
+            host_memo: HostMemo::EMPTY,
         }
     }
 
@@ -377,12 +418,8 @@ impl Parser {
         self.method_checked = false;
         self.started = false;
         self.seen = Seen::default();
-        let mut headers = std::mem::take(&mut self.head.headers);
-        headers.clear();
-        self.head = RequestHead {
-            headers,
-            ..RequestHead::default()
-        };
+        let headers = std::mem::take(&mut self.head.headers);
+        self.head = RequestHead::with_headers(headers);
     }
 
     /// True if some bytes of a request have been given but the head is not complete (so a
@@ -398,9 +435,21 @@ impl Parser {
 
     /// Take the parsed head, leaving the parser reset.
     pub fn take_head(&mut self) -> RequestHead {
-        let head = std::mem::take(&mut self.head);
+        let spare = match std::mem::take(&mut self.spare) {
+            v if v.capacity() > 0 => v,
+            _ => Vec::with_capacity(16),
+        };
+        let head = std::mem::replace(&mut self.head, RequestHead::with_headers(spare));
         self.reset();
         head
+    }
+
+    /// Gives back a head taken with [`Parser::take_head`] once its request is done, so its
+    /// field storage serves the next one.
+    pub fn recycle(&mut self, head: RequestHead) {
+        if head.headers.capacity() > self.spare.capacity() {
+            self.spare = head.headers;
+        }
     }
 
     /// Parse `buf`, which starts at the first byte of the request and holds every byte given
@@ -692,8 +741,11 @@ impl Parser {
                 if s.hosts > 1 {
                     return Err(Error::BadRequest("more than one Host field"));
                 }
-                if !valid_host(value) {
-                    return Err(Error::BadRequest("invalid Host"));
+                if !self.host_memo.holds(value) {
+                    if !valid_host(value) {
+                        return Err(Error::BadRequest("invalid Host"));
+                    }
+                    self.host_memo.remember(value);
                 }
                 self.head.host = Some(value_span);
             }
@@ -967,7 +1019,7 @@ fn classify_target(method: Method, t: &[u8]) -> Result<(TargetForm, (usize, usiz
     Ok((TargetForm::Absolute, (p_start, t.len())))
 }
 
-fn trim_ows(mut b: &[u8]) -> &[u8] {
+pub(crate) fn trim_ows(mut b: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = b {
         b = rest;
     }
@@ -978,14 +1030,14 @@ fn trim_ows(mut b: &[u8]) -> &[u8] {
 }
 
 /// Non-empty elements of a comma-separated list, whitespace trimmed.
-fn list_elements(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn list_elements(v: &[u8]) -> impl Iterator<Item = &[u8]> {
     v.split(|&b| b == b',')
         .map(trim_ows)
         .filter(|e| !e.is_empty())
 }
 
 /// `1*DIGIT` into a u64; `None` on anything else or overflow.
-fn parse_decimal(d: &[u8]) -> Option<u64> {
+pub(crate) fn parse_decimal(d: &[u8]) -> Option<u64> {
     if d.is_empty() || d.len() > 19 {
         return None;
     }

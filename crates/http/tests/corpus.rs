@@ -42,3 +42,23 @@ fn request_head_corpus() {
 fn chunked_corpus() {
     replay("chunked", checks::chunked);
 }
+
+#[test]
+fn range_corpus() {
+    replay("range", checks::range);
+}
+
+#[test]
+fn path_corpus() {
+    replay("path", checks::path);
+}
+
+#[test]
+fn response_head_corpus() {
+    replay("response_head", checks::response_head);
+}
+
+#[test]
+fn cgi_head_corpus() {
+    replay("cgi_head", checks::cgi_head);
+}

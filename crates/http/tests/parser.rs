@@ -855,3 +855,25 @@ fn a_completed_parser_keeps_its_verdict_until_reset() {
     assert!(p.head().is_empty());
     assert_eq!(p.parse(b"GET /y HTTP/1.0\r\n\r\n"), Ok(Some(19)));
 }
+
+/// One parser reused over a connection's requests remembers the last valid Host (so it is not
+/// validated again); an invalid Host after it is still refused, and a changed valid one taken.
+#[test]
+fn a_reused_parser_still_refuses_an_invalid_host_after_a_valid_one() {
+    let mut p = Parser::new(Limits::default());
+    let mut one = |host: &str| {
+        p.reset();
+        let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        p.parse(req.as_bytes()).map(|r| r.is_some())
+    };
+    assert_eq!(one("example.com:8080"), Ok(true));
+    assert_eq!(one("example.com:8080"), Ok(true));
+    assert!(one("0x7f.1").is_err(), "a hex IPv4 host");
+    assert!(
+        one("example.com:8080x").is_err(),
+        "a bad port after the same name"
+    );
+    assert!(one("example.com:80800").is_err(), "a port out of range");
+    assert_eq!(one("example.org"), Ok(true));
+    assert_eq!(one("example.com:8080"), Ok(true));
+}

@@ -8,6 +8,8 @@ use weft_http::Method;
 use crate::body::RequestBody;
 use crate::cache::ResponseCache;
 use crate::config::Config;
+use crate::handlers::cgi::{self, Cgi};
+use crate::handlers::proxy::Proxy;
 use crate::handlers::{echo, static_files::StaticFiles, status};
 use crate::log::AccessLog;
 use crate::metrics::Metrics;
@@ -54,19 +56,67 @@ impl Route {
 #[derive(Debug)]
 pub struct App {
     pub(crate) cfg: Config,
+    /// The embedder's routes, kept to build the next generation on reload.
+    user_routes: Vec<Route>,
     routes: Vec<Route>,
+    cgi: Option<Cgi>,
+    /// Scripts anywhere under the document root by file ending (`[cgi] extensions`).
+    cgi_ext: Option<Cgi>,
+    proxy: Option<Proxy>,
     static_files: Option<StaticFiles>,
+    cache: Option<Arc<ResponseCache>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) access_log: Option<AccessLog>,
     pub(crate) shutdown: Arc<Shutdown>,
 }
 
+/// What one generation of the application hands to the next on reload.
+struct Carried {
+    metrics: Arc<Metrics>,
+    shutdown: Arc<Shutdown>,
+    cache: Option<Arc<ResponseCache>>,
+    access_log: Option<AccessLog>,
+}
+
 impl App {
     /// Builds the application: the embedder's routes first, then the built-ins the config
-    /// enables (echo, status), then static files from the root.
+    /// enables (echo, status), then proxy prefixes, then CGI scripts under their prefix, then
+    /// static files from the root, then the fallback proxy for what is not a file.
     pub fn new(cfg: Config, user_routes: Vec<Route>) -> std::io::Result<App> {
-        let metrics = Arc::new(Metrics::default());
-        let mut routes = user_routes;
+        let carried = Carried {
+            metrics: Arc::new(Metrics::default()),
+            shutdown: Arc::new(Shutdown::default()),
+            cache: None,
+            access_log: None,
+        };
+        App::assemble(cfg, user_routes, carried)
+    }
+
+    /// The next generation for `cfg` (SIGHUP): the same counters, shutdown state and routes
+    /// of the embedder; the response cache and the access log are kept when their settings
+    /// (and the document root) did not change, and replaced otherwise.
+    pub fn reload(&self, cfg: Config) -> std::io::Result<App> {
+        let same_files = cfg.root == self.cfg.root && cfg.cache == self.cfg.cache;
+        let carried = Carried {
+            metrics: self.metrics.clone(),
+            shutdown: self.shutdown.clone(),
+            cache: self.cache.clone().filter(|_| same_files),
+            access_log: self
+                .access_log
+                .clone()
+                .filter(|_| cfg.access_log == self.cfg.access_log),
+        };
+        App::assemble(cfg, self.user_routes.clone(), carried)
+    }
+
+    fn assemble(cfg: Config, user_routes: Vec<Route>, carried: Carried) -> std::io::Result<App> {
+        let Carried {
+            metrics,
+            shutdown,
+            cache,
+            access_log,
+        } = carried;
+        let mut routes = user_routes.clone();
         if !cfg.echo.path.is_empty() {
             routes.push(Route {
                 method: None,
@@ -85,34 +135,52 @@ impl App {
                 handler: Arc::new(move |req, _| status::handle(req, &m, &allow)),
             });
         }
+        let cache = match cache {
+            Some(c) if cfg.static_files.enabled => Some(c),
+            _ => (cfg.static_files.enabled && cfg.cache.enabled)
+                .then(|| Arc::new(ResponseCache::new(&cfg.cache))),
+        };
+        metrics.set_cache(cache.clone());
         let static_files = if cfg.static_files.enabled {
-            let cache = cfg
-                .cache
-                .enabled
-                .then(|| Arc::new(ResponseCache::new(&cfg.cache)));
-            metrics.set_cache(cache.clone());
             Some(
-                StaticFiles::with_cache(&cfg.root, cfg.static_files.clone(), cache).map_err(
-                    |e| {
+                StaticFiles::with_cache(&cfg.root, cfg.static_files.clone(), cache.clone())
+                    .map_err(|e| {
                         std::io::Error::new(
                             e.kind(),
                             format!("document root {}: {e}", cfg.root.display()),
                         )
-                    },
-                )?,
+                    })?,
             )
         } else {
             None
         };
-        let access_log = AccessLog::open(&cfg.access_log)?;
+        let cgi = Cgi::new(&cfg.cgi, &cfg.root)?;
+        let cgi_ext = Cgi::by_extension(&cfg.cgi, &cfg.root)?;
+        let proxy = Proxy::new(&cfg.proxy)?;
+        let access_log = match access_log {
+            Some(l) => Some(l),
+            None => AccessLog::open(&cfg.access_log)?,
+        };
         Ok(App {
             cfg,
+            user_routes,
             routes,
+            cgi,
+            cgi_ext,
+            proxy,
             static_files,
+            cache,
             metrics,
             access_log,
-            shutdown: Arc::new(Shutdown::default()),
+            shutdown,
         })
+    }
+
+    /// Readies this application for a `process`-model connection process: no cache fills.
+    pub(crate) fn enter_connection_process(&self) {
+        if let Some(c) = &self.cache {
+            c.set_fills(false);
+        }
     }
 
     /// The configuration.
@@ -127,19 +195,131 @@ impl App {
 
     /// Routes `req` to its handler.
     pub fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
+        self.handle_redirected(req, body, 0)
+    }
+
+    /// Routes `req`, which is the `redirects`th local redirect of a CGI script's request.
+    fn handle_redirected(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        redirects: usize,
+    ) -> Response {
         let path = req.path();
         for r in &self.routes {
             if r.matches_path(path) && r.method.as_deref().is_none_or(|m| m == req.method_str()) {
                 return (r.handler)(req, body);
             }
         }
-        if req.method() == Method::Other {
+        if let Some(up) = self.proxy.as_ref().and_then(|p| p.route(path)) {
+            return up.forward(req, body);
+        }
+        let script = [&self.cgi, &self.cgi_ext]
+            .into_iter()
+            .flatten()
+            .find(|c| c.matches(path));
+        let outcome = script.map(|cgi| cgi.handle(req, body));
+        if let Some(outcome) = outcome.filter(|o| !matches!(o, cgi::Outcome::NotScript)) {
+            return match outcome {
+                cgi::Outcome::NotScript => unreachable!("filtered out above"),
+                cgi::Outcome::Response(r) => r,
+                cgi::Outcome::LocalRedirect(target) => {
+                    let next = (redirects < cgi::MAX_LOCAL_REDIRECTS)
+                        .then(|| cgi::redirected_request(req, &target, self.cfg.limits.http()))
+                        .flatten();
+                    match next {
+                        Some(next) => self.handle_redirected(&next, body, redirects + 1),
+                        None => {
+                            log::error!(
+                                "{}: CGI local redirect to {target:?} refused (invalid, or more \
+                                 than {} in a row); answering 500",
+                                req.peer_addr(),
+                                cgi::MAX_LOCAL_REDIRECTS
+                            );
+                            Response::error(500)
+                        }
+                    }
+                }
+            };
+        }
+        let fallback = self.proxy.as_ref().and_then(|p| p.fallback());
+        if let Some(up) = fallback {
+            // Everything that is not a file: methods a file does not answer, and 404s.
+            if !matches!(req.method(), Method::Get | Method::Head) {
+                return up.forward(req, body);
+            }
+        } else if req.method() == Method::Other {
             // RFC 9110 §9.1: an unrecognised method gets 501.
             return Response::error(501);
         }
-        match &self.static_files {
-            Some(s) => s.handle(req),
+        let resp = match &self.static_files {
+            Some(s) => s.handle_path(req, path),
             None => Response::error(404),
+        };
+        match fallback {
+            Some(up) if resp.status == 404 => up.forward(req, body),
+            _ => resp,
         }
+    }
+}
+
+/// Re-reads the configuration for a reload (the command line's file and flags again).
+pub type ReloadFn = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
+/// The application connections are handed now: each connection keeps the generation it was
+/// accepted with for its whole life, so a reload (SIGHUP) changes new connections only and
+/// drops none.
+pub struct LiveApp {
+    current: std::sync::RwLock<Arc<App>>,
+    reload: Option<ReloadFn>,
+}
+
+impl std::fmt::Debug for LiveApp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveApp")
+            .field("reloadable", &self.reload.is_some())
+            .finish()
+    }
+}
+
+impl LiveApp {
+    /// Starts with `app`; `reload` re-reads the configuration on [`LiveApp::reload`].
+    pub fn new(app: Arc<App>, reload: Option<ReloadFn>) -> LiveApp {
+        LiveApp {
+            current: std::sync::RwLock::new(app),
+            reload,
+        }
+    }
+
+    /// The generation new connections get.
+    pub fn current(&self) -> Arc<App> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Re-reads the configuration and makes it the current generation. On any error the
+    /// running configuration stays and the error is returned (and logged by the caller).
+    /// Listening addresses, worker threads and fiber settings need a restart: a change to
+    /// them is reported and otherwise ignored.
+    pub fn reload(&self) -> Result<(), String> {
+        let Some(read) = &self.reload else {
+            return Err("no configuration source to reload from".into());
+        };
+        let mut cfg = read()?;
+        let old = self.current();
+        if cfg.listeners() != old.cfg.listeners() {
+            log::warn!("reload: listening addresses changed; they take effect at restart");
+        }
+        if cfg.threads != old.cfg.threads || cfg.fiber != old.cfg.fiber {
+            log::warn!("reload: threads and [fiber] settings take effect at restart");
+        }
+        cfg.listen = old.cfg.listen.clone();
+        cfg.threads = old.cfg.threads;
+        cfg.fiber = old.cfg.fiber.clone();
+        let next = old.reload(cfg).map_err(|e| e.to_string())?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        Ok(())
     }
 }

@@ -155,6 +155,9 @@ pub struct RequestBody<'a> {
     timeout: Duration,
     read_buf_max: usize,
     error: Option<BodyError>,
+    /// Measure the time spent in reads (`[timing]`).
+    timed: bool,
+    read_time: Duration,
 }
 
 impl std::fmt::Debug for RequestBody<'_> {
@@ -209,7 +212,19 @@ impl<'a> RequestBody<'a> {
             timeout: limits.timeout,
             read_buf_max: limits.read_buf_max,
             error: None,
+            timed: false,
+            read_time: Duration::ZERO,
         }
+    }
+
+    /// Measures the time spent in reads from now on (see [`RequestBody::read_time`]).
+    pub fn set_timed(&mut self, on: bool) {
+        self.timed = on;
+    }
+
+    /// Time spent waiting for and reading body bytes while timed.
+    pub fn read_time(&self) -> Duration {
+        self.read_time
     }
 
     /// True once the whole body has been read (or the request had none).
@@ -379,7 +394,12 @@ impl Read for RequestBody<'_> {
         if out.is_empty() {
             return Ok(0);
         }
-        match self.read_inner(out) {
+        let started = self.timed.then(std::time::Instant::now);
+        let result = self.read_inner(out);
+        if let Some(t) = started {
+            self.read_time += t.elapsed();
+        }
+        match result {
             Ok(n) => {
                 self.received += n as u64;
                 if self.received > self.max {

@@ -28,7 +28,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use weft_http::response as enc;
@@ -41,6 +41,9 @@ use crate::sys_process::{AtomicsOnly, Shared};
 pub const SETTLE: Duration = Duration::from_secs(1);
 /// Bytes an entry is charged beyond its body, head and key (the entry, the map slot).
 const ENTRY_OVERHEAD: u64 = 256;
+/// quick_cache's share of a shard for its hot section (its default, set explicitly because it
+/// also bounds what is admitted: an item heavier than this share of a shard is refused).
+const HOT_ALLOCATION: f64 = 0.97;
 
 /// What the static-file handler needs to answer conditional and range requests.
 #[derive(Debug, Clone)]
@@ -58,10 +61,13 @@ impl Validators {
     pub fn new(meta: &std::fs::Metadata, content_type: &'static str) -> Validators {
         let size = meta.len();
         let mtime = meta.mtime().max(0) as u64;
+        // nginx's form (mtime-size) with the nanoseconds of the mtime added, so a same-size
+        // change within one second still changes the tag on file systems that keep them.
+        let nsec = meta.mtime_nsec().clamp(0, 999_999_999);
         Validators {
             size,
             mtime,
-            etag: format!("\"{mtime:x}-{size:x}\""),
+            etag: format!("\"{mtime:x}.{nsec:x}-{size:x}\""),
             last_modified: weft_http::date::format(UNIX_EPOCH + Duration::from_secs(mtime)),
             content_type,
         }
@@ -100,7 +106,7 @@ pub struct Entry {
     /// The file that was read, relative to the root (the index file for a directory).
     file_rel: Box<[u8]>,
     identity: Identity,
-    /// When the entry was last checked against the file, ms since the cache's epoch.
+    /// When the entry was last checked against the file, ms of the coarse monotonic clock.
     checked: AtomicU64,
 }
 
@@ -201,11 +207,17 @@ pub enum Lookup {
 /// The cache.
 pub struct ResponseCache {
     map: Map,
+    /// Off in a `process`-model connection process: it would fill entries only to exit.
+    fills_enabled: std::sync::atomic::AtomicBool,
     counters: Arc<Shared<Counters>>,
     max_bytes: u64,
     max_object_bytes: u64,
+    /// The heaviest entry quick_cache admits (the hot share of one shard).
+    max_weight: u64,
     revalidate_ms: u64,
-    epoch: Instant,
+    /// The coarse clock's resolution: an age is known to within one tick, so an entry counts
+    /// as fresh only while its age plus a tick is under `revalidate_ms`.
+    tick_ms: u64,
 }
 
 impl std::fmt::Debug for ResponseCache {
@@ -226,7 +238,7 @@ impl ResponseCache {
         let per_object = max_object_bytes + 4096 + ENTRY_OVERHEAD;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut shards = (cores * 4).next_power_of_two();
-        while shards > 1 && max_bytes / shards as u64 <= per_object {
+        while shards > 1 && hot_share(max_bytes / shards as u64) <= per_object {
             shards /= 2;
         }
         let estimated_items = usize::try_from(max_bytes / 16384)
@@ -236,7 +248,10 @@ impl ResponseCache {
         let options = quick_cache::OptionsBuilder::new()
             .shards(shards)
             .estimated_items_capacity(estimated_items)
-            .weight_capacity(max_bytes)
+            // quick_cache rounds a shard's capacity up: a multiple of the shards keeps the
+            // shards together within max_bytes.
+            .weight_capacity(max_bytes / shards as u64 * shards as u64)
+            .hot_allocation(HOT_ALLOCATION)
             .build()
             .expect("every option is set");
         let map = Map::with_options(
@@ -245,18 +260,21 @@ impl ResponseCache {
             Default::default(),
             Evictions(counters.clone()),
         );
+        let max_weight = hot_share(map.shard_capacity());
         ResponseCache {
             map,
+            fills_enabled: std::sync::atomic::AtomicBool::new(true),
             counters,
             max_bytes,
             max_object_bytes,
+            max_weight,
             revalidate_ms: u64::try_from(cfg.revalidate.as_millis()).unwrap_or(u64::MAX),
-            epoch: Instant::now(),
+            tick_ms: crate::sys::coarse_monotonic_resolution_ms(),
         }
     }
 
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        crate::sys::coarse_monotonic_ms()
     }
 
     /// Looks `key` up. A miss is counted here; a hit once the entry is known to be current.
@@ -264,7 +282,7 @@ impl ResponseCache {
         match self.map.get(key) {
             Some(e) => {
                 let age = self.now_ms().saturating_sub(e.checked.load(Relaxed));
-                if age < self.revalidate_ms {
+                if age + self.tick_ms < self.revalidate_ms {
                     self.counters.hits.fetch_add(1, Relaxed);
                     Lookup::Fresh(e)
                 } else {
@@ -276,6 +294,14 @@ impl ResponseCache {
                 Lookup::Miss
             }
         }
+    }
+
+    /// Stops (or resumes) reading files into the cache: lookups still answer from what it
+    /// holds. A `process`-model connection process turns fills off: it serves one connection
+    /// and exits, so an entry it filled would be read from disk, copied and dropped unused —
+    /// dearer than `sendfile` (BENCHMARKS.md, the threads-vs-processes experiment).
+    pub fn set_fills(&self, on: bool) {
+        self.fills_enabled.store(on, Relaxed);
     }
 
     /// Checks a stale entry against the file's current metadata. True: unchanged, the entry
@@ -309,7 +335,11 @@ impl ResponseCache {
         validators: Validators,
     ) -> Option<Arc<Entry>> {
         let size = meta.len();
-        if !meta.is_file() || size > self.max_object_bytes {
+        if !meta.is_file() || size > self.max_object_bytes || !self.fills_enabled.load(Relaxed) {
+            return None;
+        }
+        // An entry quick_cache would refuse is not worth reading (its weight is more than this).
+        if size + key.len() as u64 + ENTRY_OVERHEAD > self.max_weight {
             return None;
         }
         if !settled(meta) {
@@ -344,7 +374,7 @@ impl ResponseCache {
             identity: Identity::of(meta),
             checked: AtomicU64::new(self.now_ms()),
         });
-        if entry.weight(key) > self.max_bytes {
+        if entry.weight(key) > self.max_weight {
             return None;
         }
         self.counters.fills.fetch_add(1, Relaxed);
@@ -365,6 +395,11 @@ impl ResponseCache {
             max_object_bytes: self.max_object_bytes,
         }
     }
+}
+
+/// The heaviest item a quick_cache shard of `capacity` admits (its formula).
+fn hot_share(capacity: u64) -> u64 {
+    (capacity as f64 * HOT_ALLOCATION) as u64
 }
 
 /// True if the file's last change is at least [`SETTLE`] old.
@@ -412,6 +447,25 @@ mod tests {
         let f = File::open(path).unwrap();
         let m = f.metadata().unwrap();
         (f, m)
+    }
+
+    #[test]
+    fn a_same_size_change_within_one_second_changes_the_etag() {
+        let d = tmp("etag");
+        let path = d.join("f.txt");
+        let base = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut tags = Vec::new();
+        for (body, nanos) in [(b"aaaa", 100_000_000), (b"bbbb", 700_000_000)] {
+            std::fs::write(&path, body).unwrap();
+            let f = File::options().write(true).open(&path).unwrap();
+            f.set_modified(base + Duration::from_nanos(nanos)).unwrap();
+            let v = Validators::new(&f.metadata().unwrap(), "text/plain");
+            assert_eq!(v.mtime, 1_700_000_000);
+            tags.push(v.etag);
+        }
+        assert_ne!(tags[0], tags[1]);
+        assert!(tags[0].ends_with("-4\""), "{}", tags[0]);
+        std::fs::remove_dir_all(d).unwrap();
     }
 
     fn cfg(max_bytes: u64, max_object_bytes: u64, revalidate: Duration) -> CacheConfig {
@@ -491,6 +545,21 @@ mod tests {
             .fill(b"g", b"grow", &f, &m, Validators::new(&m, "x/y"))
             .is_none());
         assert_eq!(c.stats().entries, 0);
+    }
+
+    /// Regression: quick_cache rounds each shard's capacity up, so the shards together could
+    /// hold up to a byte per shard more than `max_bytes`.
+    #[test]
+    fn the_shards_together_never_exceed_max_bytes() {
+        for max in [100_001, (1 << 20) + 7, 64 * 1024 * 1024 + 3] {
+            let c = ResponseCache::new(&cfg(max, 4096, Duration::from_secs(1)));
+            assert!(
+                c.map.capacity() <= max,
+                "{} > {max} ({} shards)",
+                c.map.capacity(),
+                c.map.num_shards()
+            );
+        }
     }
 
     #[test]

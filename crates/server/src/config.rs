@@ -9,7 +9,7 @@
 //!
 //! [[listen]]
 //! addr = "127.0.0.1:8080"
-//! model = "fiber"            # or "thread"
+//! model = "fiber"            # or "thread", "process", "pipeline"
 //!
 //! [timeouts]                  # "60s", "500ms", "2m" or a number of seconds
 //! header_read = "60s"         # nginx client_header_timeout
@@ -48,9 +48,42 @@
 //! [process]
 //! max_children = 256          # live connection processes per process listener
 //!
+//! [pipeline]               # the pipeline model
+//! threads_total = 16          # M: all stages together
+//! accept = 1                  # initial threads per stage
+//! receive = 2
+//! process = 2
+//! send = 2
+//! queue = 1024                # capacity of each stage's queue
+//! period = "250ms"            # load monitor and controller period
+//! controller = true           # false: keep the initial allocation
+//! c1 = 1.5e-5                # U = c1*W + c2*R (W requests/s, R bytes/s); `weft calibrate`
+//! c2 = 1.5e-10
+//! min_idle_cpu = 0.1          # grow a stage only with this much CPU idle
+//!
 //! [status]
 //! enabled = false
 //! allow = ["127.0.0.0/8", "::1/128"]
+//!
+//! [cgi]                     # CGI/1.1 scripts; off unless `dir` or `extensions` is set
+//! dir = "cgi-bin"             # the scripts' directory
+//! prefix = "/cgi-bin/"        # the URL path they are mounted at
+//! timeout = "60s"             # a script still running after this is killed: 504
+//!
+//! [[proxy]]                 # reverse proxy (see handlers/proxy.rs); may repeat
+//! prefix = "/api/"            # requests whose path starts with this go upstream
+//! upstream = "http://127.0.0.1:9000"
+//! fallback = false            # true: also everything that is not a file (static 404s and
+//!                             # methods other than GET/HEAD); at most one entry
+//! host = "client"             # Host sent upstream: the client's, or "upstream" (its authority)
+//! connect_timeout = "5s"      # nginx proxy_connect_timeout; past it 504
+//! read_timeout = "60s"        # nginx proxy_read_timeout, between two reads (and writes); 504
+//! idle_timeout = "30s"        # an idle pooled upstream connection older than this is closed
+//! max_idle = 32               # idle keep-alive connections kept per upstream
+//!
+//! [timing]                  # where a request's time goes (off: no clock reads)
+//! phases = false              # per-phase histograms in the status JSON and metrics
+//! server_timing = false       # a Server-Timing header with the request's phases
 //! ```
 
 use std::fmt;
@@ -70,6 +103,9 @@ pub enum Model {
     Thread,
     /// One forked process per connection (the threads-vs-processes paper).
     Process,
+    /// Four stages (accept, receive, process, send), each a thread pool with a bounded queue,
+    /// and a controller that moves threads between them (the pipeline paper).
+    Pipeline,
 }
 
 impl Model {
@@ -82,6 +118,7 @@ impl Model {
             Model::Fiber => "fiber",
             Model::Thread => "thread",
             Model::Process => "process",
+            Model::Pipeline => "pipeline",
         }
     }
 }
@@ -99,9 +136,9 @@ impl FromStr for Model {
             "fiber" => Ok(Model::Fiber),
             "thread" => Ok(Model::Thread),
             "process" => Ok(Model::Process),
-            "pipeline" => Err(format!("model `{s}` is not available in this build yet")),
+            "pipeline" => Ok(Model::Pipeline),
             _ => Err(format!(
-                "unknown model `{s}` (expected fiber, thread or process)"
+                "unknown model `{s}` (expected fiber, thread, process or pipeline)"
             )),
         }
     }
@@ -348,6 +385,204 @@ impl Default for ProcessConfig {
     }
 }
 
+/// CGI/1.1 scripts (RFC 3875, see `handlers/cgi.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CgiConfig {
+    /// The directory the scripts live in; `None` (the default) turns CGI off.
+    pub dir: Option<PathBuf>,
+    /// The URL path prefix the directory is mounted at (starts and ends with `/`).
+    pub prefix: String,
+    /// How long a script may run, from its start to the end of its output (nginx
+    /// `fastcgi_read_timeout` is 60s); past it the script's process group is killed and the
+    /// client gets 504 (or, once the response has begun, a closed connection).
+    #[serde(deserialize_with = "de_duration")]
+    pub timeout: Duration,
+    /// File name endings (e.g. `[".cgi"]`) that make an executable file anywhere under the
+    /// document root a CGI script (Apache's `AddHandler cgi-script .cgi`); empty: off.
+    pub extensions: Vec<String>,
+}
+
+impl Default for CgiConfig {
+    fn default() -> Self {
+        CgiConfig {
+            dir: None,
+            prefix: "/cgi-bin/".into(),
+            timeout: Duration::from_secs(60),
+            extensions: Vec::new(),
+        }
+    }
+}
+
+/// The `pipeline` model: its stages' threads, queues and controller.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Most threads of all four stages together (the paper's M). Every stage starts this many
+    /// threads at once and parks those it is not allotted; none are created later.
+    pub threads_total: usize,
+    /// Threads the accept stage starts with (and returns to when the load falls).
+    pub accept: usize,
+    /// Threads the receive stage starts with.
+    pub receive: usize,
+    /// Threads the process stage starts with.
+    pub process: usize,
+    /// Threads the send stage starts with.
+    pub send: usize,
+    /// Capacity of each stage's task queue; a full queue makes the stage before it wait.
+    pub queue: usize,
+    /// How often the load monitor samples and the controller decides.
+    #[serde(deserialize_with = "de_duration")]
+    pub period: Duration,
+    /// Move threads between stages; `false` keeps the initial allocation.
+    pub controller: bool,
+    /// Seconds of server capacity one request costs, independent of its size (U = c1*W + c2*R).
+    pub c1: f64,
+    /// Seconds of server capacity one response byte costs.
+    pub c2: f64,
+    /// The controller grows a stage only while at least this fraction of the machine's CPU
+    /// is idle (0 disables the check): with the CPU saturated, more threads only contend.
+    pub min_idle_cpu: f64,
+}
+
+impl Eq for PipelineConfig {}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            threads_total: 16,
+            accept: 1,
+            receive: 2,
+            process: 2,
+            send: 2,
+            queue: 1024,
+            period: Duration::from_millis(250),
+            controller: true,
+            // `weft calibrate` on the 2-core development machine (pipeline model, 1k to 1m
+            // files, clients on the same machine; R^2 0.76): about 65,000 small responses/s
+            // or 6.5 GB/s of large ones fill it. Run it on yours.
+            c1: 1.5e-5,
+            c2: 1.5e-10,
+            min_idle_cpu: 0.1,
+        }
+    }
+}
+
+/// One reverse-proxy mount (see `handlers/proxy.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProxyConfig {
+    /// Requests whose path starts with this (and still does once normalised) are forwarded;
+    /// empty for a fallback-only entry.
+    pub prefix: String,
+    /// `http://HOST[:PORT]`, resolved once at start.
+    pub upstream: String,
+    /// Also forward everything that is not a file: requests the static files answer 404, and
+    /// methods other than GET and HEAD that no route took (as the pipeline paper hands
+    /// dynamic requests to a server behind it). At most one entry may set it.
+    pub fallback: bool,
+    /// The `Host` sent upstream.
+    pub host: ProxyHost,
+    /// Longest wait for the TCP handshake with the upstream (nginx `proxy_connect_timeout`,
+    /// 60 s there; 5 s here); past it, 504.
+    #[serde(deserialize_with = "de_duration")]
+    pub connect_timeout: Duration,
+    /// Longest wait between two reads from the upstream, and for each write to it (nginx
+    /// `proxy_read_timeout`, 60 s); past it, 504, or a cut response once it has begun.
+    #[serde(deserialize_with = "de_duration")]
+    pub read_timeout: Duration,
+    /// An idle pooled connection older than this is closed rather than reused (upstreams
+    /// close idle connections too: nginx after 75 s, Apache after 5 s).
+    #[serde(deserialize_with = "de_duration")]
+    pub idle_timeout: Duration,
+    /// Idle keep-alive connections kept per upstream (nginx `keepalive`); 0 disables reuse.
+    pub max_idle: usize,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            prefix: String::new(),
+            upstream: String::new(),
+            fallback: false,
+            host: ProxyHost::Client,
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
+            max_idle: 32,
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// The initial allocation in pipeline order: accept, receive, process, send.
+    pub fn initial(&self) -> [usize; 4] {
+        [self.accept, self.receive, self.process, self.send]
+    }
+
+    /// Checks that every stage starts with a thread and that they fit in `threads_total`.
+    pub fn validate(&self) -> Result<(), String> {
+        let init = self.initial();
+        if init.contains(&0) {
+            return Err("[pipeline] every stage needs at least one thread".into());
+        }
+        let sum: usize = init.iter().sum();
+        if sum > self.threads_total {
+            return Err(format!(
+                "[pipeline] the initial threads ({sum}) exceed threads_total ({})",
+                self.threads_total
+            ));
+        }
+        if self.queue == 0 || self.period.is_zero() {
+            return Err("[pipeline] queue and period must be positive".into());
+        }
+        if !(self.c1 >= 0.0 && self.c2 >= 0.0 && self.c1.is_finite() && self.c2.is_finite()) {
+            return Err("[pipeline] c1 and c2 must be finite and non-negative".into());
+        }
+        if !(0.0..=1.0).contains(&self.min_idle_cpu) {
+            return Err("[pipeline] min_idle_cpu must be between 0 and 1".into());
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for ProxyConfig {
+    type Err = String;
+    /// `/PREFIX=http://HOST:PORT`, or `*=http://HOST:PORT` for a fallback (everything that is
+    /// not a file), as `--proxy` takes it.
+    fn from_str(s: &str) -> Result<ProxyConfig, String> {
+        let (prefix, upstream) = s
+            .split_once('=')
+            .ok_or(format!("`{s}`: expected /PREFIX=http://HOST:PORT"))?;
+        let (prefix, fallback) = match prefix {
+            "*" => (String::new(), true),
+            p if p.starts_with('/') => (p.to_string(), false),
+            p => {
+                return Err(format!(
+                    "proxy prefix `{p}` must start with `/` (or be `*`)"
+                ))
+            }
+        };
+        Ok(ProxyConfig {
+            prefix,
+            upstream: upstream.to_string(),
+            fallback,
+            ..ProxyConfig::default()
+        })
+    }
+}
+
+/// The `Host` a proxied request carries upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyHost {
+    /// The client's `Host` (the upstream's authority if the client sent none): the upstream
+    /// sees the name the client asked for, as Apache's `ProxyPreserveHost On` and HAProxy do.
+    Client,
+    /// The upstream's authority from its URL (nginx's default, `$proxy_host`).
+    Upstream,
+}
+
 /// The status page and metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -477,6 +712,29 @@ pub struct Config {
     pub fiber: FiberConfig,
     pub cache: CacheConfig,
     pub process: ProcessConfig,
+    pub cgi: CgiConfig,
+    /// Reverse-proxy mounts (`[[proxy]]`, or `--proxy /PREFIX=URL`).
+    pub proxy: Vec<ProxyConfig>,
+    pub timing: TimingConfig,
+    pub pipeline: PipelineConfig,
+}
+
+/// Per-request phase timings (the CGI paper's question: where does a request's time go?).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimingConfig {
+    /// Histograms of every phase of every request (a few clock reads per request).
+    pub phases: bool,
+    /// A `Server-Timing` header on each response with its accept, head, body and handler
+    /// phases (implies measuring them).
+    pub server_timing: bool,
+}
+
+impl TimingConfig {
+    /// True if requests are timed at all.
+    pub fn on(&self) -> bool {
+        self.phases || self.server_timing
+    }
 }
 
 impl Default for Config {
@@ -494,6 +752,10 @@ impl Default for Config {
             fiber: FiberConfig::default(),
             cache: CacheConfig::default(),
             process: ProcessConfig::default(),
+            cgi: CgiConfig::default(),
+            proxy: Vec::new(),
+            timing: TimingConfig::default(),
+            pipeline: PipelineConfig::default(),
         }
     }
 }
@@ -611,6 +873,8 @@ mod tests {
         assert!("127.0.0.1:8081=nope".parse::<Listen>().is_err());
         let p: Listen = "127.0.0.1:8082=process".parse().unwrap();
         assert_eq!(p.model, Model::Process);
+        let p: Listen = "127.0.0.1:8083=pipeline".parse().unwrap();
+        assert_eq!(p.model, Model::Pipeline);
         assert!("nothost".parse::<Listen>().is_err());
         assert_eq!(
             Config::default().listeners()[0].addr,
@@ -633,6 +897,70 @@ mod tests {
         assert_eq!(c.cache.revalidate, Duration::from_millis(250));
         assert_eq!(c.process.max_children, 3);
         assert!(Config::from_toml("[cache]\nsize = 1").is_err());
+    }
+
+    #[test]
+    fn cgi_section() {
+        let c = Config::default();
+        assert_eq!(c.cgi.dir, None);
+        assert_eq!(c.cgi.prefix, "/cgi-bin/");
+        assert_eq!(c.cgi.timeout, Duration::from_secs(60));
+        let c =
+            Config::from_toml("[cgi]\ndir = \"/srv/cgi\"\nprefix = \"/run/\"\ntimeout = \"2s\"")
+                .unwrap();
+        assert_eq!(c.cgi.dir, Some(PathBuf::from("/srv/cgi")));
+        assert_eq!(c.cgi.prefix, "/run/");
+        assert_eq!(c.cgi.timeout, Duration::from_secs(2));
+        assert!(Config::from_toml("[cgi]\nscripts = 1").is_err());
+        let c = Config::from_toml("[cgi]\nextensions = [\".cgi\", \".pl\"]").unwrap();
+        assert_eq!(c.cgi.extensions, [".cgi", ".pl"]);
+        assert!(c.cgi.dir.is_none());
+    }
+
+    #[test]
+    fn pipeline_section() {
+        let c = Config::default();
+        assert!(c.pipeline.validate().is_ok());
+        assert_eq!(c.pipeline.period, Duration::from_millis(250));
+        let c = Config::from_toml(
+            "[pipeline]\nthreads_total = 8\naccept = 1\nreceive = 1\nprocess = 3\nsend = 3\nperiod = \"100ms\"\ncontroller = false\nc1 = 0.001\nc2 = 2e-9",
+        )
+        .unwrap();
+        assert_eq!(c.pipeline.initial(), [1, 1, 3, 3]);
+        assert!(!c.pipeline.controller);
+        assert_eq!(c.pipeline.c1, 0.001);
+        assert!(c.pipeline.validate().is_ok());
+        let mut bad = c.pipeline.clone();
+        bad.threads_total = 7;
+        assert!(bad.validate().unwrap_err().contains("exceed"));
+        bad.threads_total = 8;
+        bad.accept = 0;
+        assert!(bad.validate().is_err());
+        assert!(Config::from_toml("[pipeline]\nstages = 4").is_err());
+    }
+
+    #[test]
+    fn proxy_section_and_flag() {
+        let c = Config::from_toml(
+            "[[proxy]]\nprefix = \"/api/\"\nupstream = \"http://127.0.0.1:9000\"\n\
+             read_timeout = \"2s\"\nhost = \"upstream\"\n\
+             [[proxy]]\nupstream = \"http://127.0.0.1:9001\"\nfallback = true",
+        )
+        .unwrap();
+        assert_eq!(c.proxy.len(), 2);
+        assert_eq!(c.proxy[0].prefix, "/api/");
+        assert_eq!(c.proxy[0].read_timeout, Duration::from_secs(2));
+        assert_eq!(c.proxy[0].connect_timeout, Duration::from_secs(5));
+        assert_eq!(c.proxy[0].host, ProxyHost::Upstream);
+        assert!(c.proxy[1].fallback && c.proxy[1].host == ProxyHost::Client);
+        assert!(Config::from_toml("[[proxy]]\nupstream = \"x\"\nretries = 3").is_err());
+        let p: ProxyConfig = "/api/=http://127.0.0.1:9000".parse().unwrap();
+        assert_eq!((p.prefix.as_str(), p.fallback), ("/api/", false));
+        assert_eq!(p.upstream, "http://127.0.0.1:9000");
+        let f: ProxyConfig = "*=http://backend:8000".parse().unwrap();
+        assert!(f.fallback && f.prefix.is_empty());
+        assert!("api=http://x".parse::<ProxyConfig>().is_err());
+        assert!("/api".parse::<ProxyConfig>().is_err());
     }
 
     #[test]

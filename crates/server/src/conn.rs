@@ -17,21 +17,21 @@ use weft_http::{BodyFraming, Expect, Method, Parser, Version};
 use crate::app::App;
 use crate::body::{BodyLimits, ReadBuf, RequestBody};
 use crate::log::Entry;
-use crate::metrics::ListenerMetrics;
+use crate::metrics::{ListenerMetrics, Phase};
 use crate::net::Transport;
-use crate::response::{Body, Response};
+use crate::response::{Body, BodyStream, Response};
 use crate::shutdown::Registration;
 use crate::Request;
 
 /// Initial read buffer per connection; grows to the head limit for large heads.
-const READ_BUF: usize = 4096;
+pub(crate) const READ_BUF: usize = 4096;
 /// Body bytes a handler left unread that are read and dropped to keep the connection;
 /// more than this and the connection is closed instead (nginx discards similarly).
 const DRAIN_LIMIT: u64 = 64 * 1024;
 /// After the last response on a connection, how long unread input is drained before the
 /// socket closes, so a close with unread data cannot reset the response away (nginx
 /// `lingering_time`).
-const LINGER: Duration = Duration::from_secs(2);
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
 /// Largest body copied into the head buffer to go out in one write; larger bodies go out as
 /// a vectored write of head and body.
 const COALESCE_BODY: usize = 2048;
@@ -44,6 +44,8 @@ pub struct ConnInfo {
     pub listener: Arc<ListenerMetrics>,
     /// Registration for graceful shutdown (absent where a model handles it otherwise).
     pub registration: Option<Registration>,
+    /// When the connection was accepted, if requests are timed (`[timing]`).
+    pub accepted: Option<Instant>,
 }
 
 /// Why [`serve_until_idle`] returned.
@@ -59,7 +61,11 @@ pub enum Served {
 
 /// How a head read ended.
 enum HeadRead {
-    Complete(usize),
+    /// The head is `len` bytes; its first byte arrived at `started` (when timed).
+    Complete {
+        len: usize,
+        started: Option<Instant>,
+    },
     /// Nothing buffered and nothing to read yet between requests (only when asked to return).
     Idle,
     /// Clean end: peer closed, idle timeout, shutdown.
@@ -157,69 +163,140 @@ fn serve_with<T: Transport>(
     if first {
         stream.set_write_timeout(Some(cfg.timeouts.send))?;
     }
+    let timed = cfg.timing.on();
     loop {
         let may_idle = return_when_idle && served_any;
-        let head_len = match read_head(stream, rbuf, parser, app, info, first, may_idle) {
-            Ok(HeadRead::Complete(n)) => n,
+        let mut times = Times::default();
+        let read = read_head(stream, rbuf, parser, app, info, first, may_idle);
+        let head_len = match read {
+            Ok(HeadRead::Complete { len, started }) => {
+                times.start = started;
+                len
+            }
             Ok(HeadRead::Idle) => return Ok(Served::Idle),
             Ok(HeadRead::Closed) => return Ok(Served::Closed),
             Ok(HeadRead::Fail(status, reason)) => {
                 log::info!("{}: {status} {reason}", info.peer);
-                let mut resp = Response::error(status);
-                resp.close = true;
-                let bytes = write_response(stream, wbuf, resp, None, false).unwrap_or(0);
+                let bytes = write_response(stream, wbuf, failure(status), None, false, b"")
+                    .map_or(0, |s| s.0);
                 info.listener.response(status, bytes);
                 linger(stream, rbuf);
                 return Ok(Served::Closed);
             }
             Err(e) => return Err(e),
         };
+        if timed {
+            times.head = Some(Instant::now());
+            times.first = first;
+            times.record_head(info);
+        }
         first = false;
         served_any = true;
-        let head = parser.take_head();
-        let req = Request::new(
-            Bytes::copy_from_slice(&rbuf.data()[..head_len]),
-            head,
-            info.peer,
-            info.local,
-        );
-        rbuf.consume(head_len);
-
-        let (resp, body_ok) = respond(stream, rbuf, app, &req, &limits);
-        let keep_alive = body_ok && req.keep_alive() && !resp.close && !app.shutdown.is_set();
+        let req = take_request(parser, rbuf, head_len, info);
+        let (resp, keep_alive) = handle(stream, rbuf, app, &req, &limits, &mut times);
         let status = resp.status;
-        let body_len = resp.body.len();
-        let head_only = req.method() == Method::Head;
-        let result = write_response(stream, wbuf, resp, Some(&req), keep_alive);
-        match result {
-            Ok(bytes) => info.listener.response(status, bytes),
+        let result = if timed {
+            let extra = if cfg.timing.server_timing {
+                times.server_timing(info)
+            } else {
+                Vec::new()
+            };
+            let mut out = Stamped {
+                inner: &mut *stream,
+                first: None,
+            };
+            let r = write_response(&mut out, wbuf, resp, Some(&req), keep_alive, &extra);
+            times.record_out(info, out.first);
+            r
+        } else {
+            write_response(stream, wbuf, resp, Some(&req), keep_alive, b"")
+        };
+        let body_len = match result {
+            Ok((bytes, body_len)) => {
+                info.listener.response(status, bytes);
+                body_len
+            }
             Err(e) => {
                 log::debug!("{}: write failed: {e}", info.peer);
                 return Ok(Served::Closed);
             }
-        }
-        if let Some(log) = &app.access_log {
-            log.write(&Entry {
-                peer: info.peer.ip(),
-                method: req.method_str(),
-                target: req.target(),
-                version: version_str(req.version()),
-                status,
-                body_bytes: if head_only || status_has_no_body(status) {
-                    0
-                } else {
-                    body_len
-                },
-                referer: req.header("Referer"),
-                user_agent: req.header("User-Agent"),
-            });
-        }
+        };
+        log_access(app, info, &req, status, body_len);
         if !keep_alive {
             linger(stream, rbuf);
             return Ok(Served::Closed);
         }
+        parser.recycle(req.into_head());
         rbuf.shrink_if_idle(READ_BUF);
     }
+}
+
+/// Takes the request whose head of `head_len` bytes the parser just completed out of the read
+/// buffer (the bytes after it stay: a body or pipelined requests).
+pub(crate) fn take_request(
+    parser: &mut Parser,
+    rbuf: &mut ReadBuf,
+    head_len: usize,
+    info: &ConnInfo,
+) -> Request {
+    let head = parser.take_head();
+    let req = Request::new(
+        Bytes::copy_from_slice(&rbuf.data()[..head_len]),
+        head,
+        info.peer,
+        info.local,
+    );
+    rbuf.consume(head_len);
+    req
+}
+
+/// The response to a request head that could not be read (`status` from a parse error, a
+/// timeout or a size limit); the connection closes after it.
+pub(crate) fn failure(status: u16) -> Response {
+    let mut resp = Response::error(status);
+    resp.close = true;
+    resp
+}
+
+/// Runs the handler for `req` (reading its body from `rbuf`, then `stream`), settles the body,
+/// and decides whether the connection stays open after the response.
+pub(crate) fn handle<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut ReadBuf,
+    app: &App,
+    req: &Request,
+    limits: &weft_http::Limits,
+    times: &mut Times,
+) -> (Response, bool) {
+    let (resp, body_ok) = respond(stream, rbuf, app, req, limits, times);
+    // A stream of unknown length ends an HTTP/1.0 response by closing the connection.
+    let close_delimited = req.version() == Version::Http10
+        && matches!(&resp.body, Body::Stream(s) if s.known_len().is_none());
+    let keep_alive =
+        body_ok && req.keep_alive() && !resp.close && !close_delimited && !app.shutdown.is_set();
+    (resp, keep_alive)
+}
+
+/// Writes the access-log line of a response that went out (`body_len`: the body bytes sent).
+pub(crate) fn log_access(app: &App, info: &ConnInfo, req: &Request, status: u16, body_len: u64) {
+    let Some(log) = &app.access_log else {
+        return;
+    };
+    let head_only = req.method() == Method::Head;
+    log.write(&Entry {
+        peer: info.peer.ip(),
+        method: req.method_str(),
+        target: req.target(),
+        version: version_str(req.version()),
+        status,
+        body_bytes: if head_only || status_has_no_body(status) {
+            0
+        } else {
+            body_len
+        },
+        referer: req.header("Referer"),
+        user_agent: req.header("User-Agent"),
+    });
 }
 
 /// Runs the handler and settles the body. Returns the response and whether the connection is
@@ -230,6 +307,7 @@ fn respond<T: Transport>(
     app: &App,
     req: &Request,
     limits: &weft_http::Limits,
+    times: &mut Times,
 ) -> (Response, bool) {
     let cfg = &app.cfg;
     let head = req.head();
@@ -259,7 +337,16 @@ fn respond<T: Transport>(
             read_buf_max: limits.max_head_bytes.max(64 * 1024),
         },
     );
-    let resp = app.handle(req, &mut body);
+    let resp = if times.head.is_some() {
+        body.set_timed(true);
+        let t0 = Instant::now();
+        let resp = app.handle(req, &mut body);
+        times.body = body.read_time();
+        times.handler = Some(t0.elapsed().saturating_sub(times.body));
+        resp
+    } else {
+        app.handle(req, &mut body)
+    };
     if let Some(err) = body.error() {
         return match err.status() {
             Some(status) => {
@@ -304,6 +391,9 @@ fn read_head<T: Transport>(
     let cfg = &app.cfg;
     let max = cfg.limits.max_head_bytes + 1;
     let mut deadline: Option<Instant> = None;
+    let timed = cfg.timing.on();
+    // Pipelined, the request was already here.
+    let mut started = (timed && !rbuf.is_empty()).then(Instant::now);
     parser.reset();
     loop {
         if !rbuf.is_empty() {
@@ -312,7 +402,7 @@ fn read_head<T: Transport>(
                     if let Some(r) = &info.registration {
                         r.set_idle(false);
                     }
-                    return Ok(HeadRead::Complete(n));
+                    return Ok(HeadRead::Complete { len: n, started });
                 }
                 Ok(None) => {}
                 Err(e) => return Ok(HeadRead::Fail(e.status(), e.reason())),
@@ -351,6 +441,9 @@ fn read_head<T: Transport>(
             Ok(0) => return Ok(HeadRead::Closed),
             Ok(_) => {
                 if !partial {
+                    if timed {
+                        started = Some(Instant::now());
+                    }
                     if let Some(r) = &info.registration {
                         r.set_idle(false);
                     }
@@ -385,25 +478,91 @@ fn read_head<T: Transport>(
     }
 }
 
-/// Encodes and writes a response; returns the bytes written. `req` is `None` for a response
-/// to a request that could not be parsed.
+/// Encodes and writes a response; returns the bytes written and the body bytes among them.
+/// `req` is `None` for a response to a request that could not be parsed.
 fn write_response<T: Transport>(
     stream: &mut T,
     wbuf: &mut Vec<u8>,
     resp: Response,
     req: Option<&Request>,
     keep_alive: bool,
-) -> io::Result<u64> {
-    if let Body::Prepared(entry) = &resp.body {
-        return write_prepared(stream, wbuf, entry, req, keep_alive);
+    extra: &[u8],
+) -> io::Result<(u64, u64)> {
+    let out = encode_response(wbuf, resp, req, keep_alive, extra);
+    write_encoded(stream, wbuf, out)
+}
+
+/// Writes a response [`encode_response`] left in `wbuf` and `out`, blocking until it is all
+/// out; returns the bytes written and the body bytes among them.
+pub(crate) fn write_encoded<T: Transport>(
+    stream: &mut T,
+    wbuf: &[u8],
+    out: Encoded,
+) -> io::Result<(u64, u64)> {
+    match out.tail {
+        Tail::None => stream.write_all(wbuf)?,
+        Tail::Bytes(b) => stream.write_all_vectored2(wbuf, &b)?,
+        Tail::File { file, offset, len } => {
+            stream.write_head(wbuf)?;
+            stream.send_file(&file, offset, len)?;
+        }
+        Tail::Stream { mut body, chunked } => {
+            stream.write_all(wbuf)?;
+            let n = send_stream(stream, &mut body, chunked)?;
+            return Ok((wbuf.len() as u64 + n, n));
+        }
     }
-    let resp = match encode_head(wbuf, &resp, req, keep_alive) {
+    Ok((out.bytes, out.body_len))
+}
+
+/// What goes out after the bytes [`encode_response`] left in the write buffer.
+#[derive(Debug)]
+pub(crate) enum Tail {
+    /// Nothing: the buffer holds the whole response.
+    None,
+    /// Body bytes in memory (shared, not copied), sent with the head in one vectored write.
+    Bytes(Bytes),
+    /// `len` bytes of `file` from `offset`, sent with `sendfile(2)` after the head.
+    File {
+        file: Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+    },
+    /// A body read while it is sent ([`send_stream`]), chunked or not.
+    Stream { body: BodyStream, chunked: bool },
+}
+
+/// A response encoded for the wire: the head (with a small body copied after it) is in the
+/// write buffer and `tail` follows it; `bytes` is the length of the whole and `body_len` of
+/// the body (for a stream: of the head only and 0, as the rest is known once it is sent).
+#[derive(Debug)]
+pub(crate) struct Encoded {
+    pub(crate) tail: Tail,
+    pub(crate) bytes: u64,
+    pub(crate) body_len: u64,
+}
+
+/// Encodes `resp` for the wire into `wbuf` (cleared first), without any I/O: every model
+/// writes what this returns, a blocking one at once ([`write_encoded`]), the pipeline's send
+/// stage piece by piece. `req` is `None` for a response to a request that could not be
+/// parsed; `extra` is header lines to add (`Server-Timing`).
+pub(crate) fn encode_response(
+    wbuf: &mut Vec<u8>,
+    resp: Response,
+    req: Option<&Request>,
+    keep_alive: bool,
+    extra: &[u8],
+) -> Encoded {
+    if let Body::Prepared(entry) = &resp.body {
+        return encode_prepared(wbuf, entry, req, keep_alive, extra);
+    }
+    let resp = match encode_head(wbuf, &resp, req, keep_alive, extra) {
         Ok(()) => resp,
         Err(bad) => {
             log::error!("handler produced an invalid header {bad:?}; answering 500");
             let mut r = Response::error(500);
             r.close = !keep_alive;
-            encode_head(wbuf, &r, req, keep_alive).expect("built-in headers are valid");
+            encode_head(wbuf, &r, req, keep_alive, extra).expect("built-in headers are valid");
             r
         }
     };
@@ -411,38 +570,105 @@ fn write_response<T: Transport>(
         req.is_some_and(|r| r.method() == Method::Head) || status_has_no_body(resp.status);
     let head_len = wbuf.len() as u64;
     if head_only {
-        stream.write_all(wbuf)?;
-        return Ok(head_len);
+        return Encoded {
+            tail: Tail::None,
+            bytes: head_len,
+            body_len: 0,
+        };
     }
-    match &resp.body {
-        Body::Empty => stream.write_all(wbuf)?,
+    let body_len = resp.body.len();
+    let tail = match resp.body {
+        Body::Empty => Tail::None,
         Body::Bytes(b) if b.len() <= COALESCE_BODY => {
-            wbuf.extend_from_slice(b);
-            stream.write_all(wbuf)?;
+            wbuf.extend_from_slice(&b);
+            Tail::None
         }
-        Body::Bytes(b) => stream.write_all_vectored2(wbuf, b)?,
-        Body::File { file, offset, len } => {
-            stream.write_head(wbuf)?;
-            stream.send_file(file, *offset, *len)?;
+        Body::Bytes(b) => Tail::Bytes(b),
+        Body::File { file, offset, len } => Tail::File { file, offset, len },
+        Body::Stream(body) => {
+            let chunked =
+                body.known_len().is_none() && req.is_some_and(|r| r.version() == Version::Http11);
+            return Encoded {
+                tail: Tail::Stream { body, chunked },
+                bytes: head_len,
+                body_len: 0,
+            };
         }
-        Body::Prepared(_) => unreachable!("sent by write_prepared"),
+        Body::Prepared(_) => unreachable!("encoded by encode_prepared"),
+    };
+    Encoded {
+        tail,
+        bytes: head_len + body_len,
+        body_len,
     }
-    Ok(head_len + resp.body.len())
 }
 
-/// Sends a cached response: its pre-encoded head with `Date` and `Connection` spliced in, and
-/// its shared body, in one vectored write (one write for a small body, copied after the head).
-fn write_prepared<T: Transport>(
+/// Sends a streamed body as it is read: exactly its length if known, else chunked (HTTP/1.1)
+/// or raw until the reader ends (HTTP/1.0, the connection closes after it). Returns the body
+/// bytes sent. A read error, or a reader that ends before its length, is an error: the
+/// connection ends without the last chunk, so the client sees the body is incomplete.
+fn send_stream<T: Transport>(
     stream: &mut T,
+    body: &mut BodyStream,
+    chunked: bool,
+) -> io::Result<u64> {
+    /// Bytes read per write (one chunk each).
+    const PIECE: usize = 16 * 1024;
+    /// Room before the data for the chunk-size line.
+    const PAD: usize = 18;
+    let mut buf = vec![0u8; PAD + PIECE + 2];
+    let limit = body.known_len();
+    let mut sent = 0u64;
+    loop {
+        let want = limit.map_or(PIECE, |l| {
+            usize::try_from(l - sent).unwrap_or(PIECE).min(PIECE)
+        });
+        if want == 0 {
+            return Ok(sent);
+        }
+        let n = match body.reader().read(&mut buf[PAD..PAD + want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        sent += n as u64;
+        if chunked {
+            let mut line = [0u8; 18];
+            let k = weft_http::chunked::encode_size_line(n, &mut line);
+            buf[PAD - k..PAD].copy_from_slice(&line[..k]);
+            buf[PAD + n..PAD + n + 2].copy_from_slice(weft_http::chunked::CHUNK_END);
+            stream.write_all(&buf[PAD - k..PAD + n + 2])?;
+        } else {
+            stream.write_all(&buf[PAD..PAD + n])?;
+        }
+    }
+    if limit.is_some_and(|l| sent < l) {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "streamed body shorter than its length",
+        ));
+    }
+    if chunked {
+        stream.write_all(weft_http::chunked::LAST_CHUNK)?;
+    }
+    Ok(sent)
+}
+
+/// Encodes a cached response: its pre-encoded head with `Date` and `Connection` spliced in,
+/// and its shared body (copied after the head when small, so it goes out in one write).
+fn encode_prepared(
     wbuf: &mut Vec<u8>,
     entry: &crate::cache::Entry,
     req: Option<&Request>,
     keep_alive: bool,
-) -> io::Result<u64> {
+    extra: &[u8],
+) -> Encoded {
     wbuf.clear();
     wbuf.extend_from_slice(crate::cache::HEAD_PREFIX);
     enc::write_date(wbuf);
     wbuf.extend_from_slice(entry.fields());
+    wbuf.extend_from_slice(extra);
     if !keep_alive {
         wbuf.extend_from_slice(b"Connection: close\r\n");
     } else if req.is_some_and(|r| r.version() == Version::Http10) {
@@ -452,16 +678,23 @@ fn write_prepared<T: Transport>(
     let head_len = wbuf.len() as u64;
     let body = entry.body();
     if req.is_some_and(|r| r.method() == Method::Head) {
-        stream.write_all(wbuf)?;
-        return Ok(head_len);
+        return Encoded {
+            tail: Tail::None,
+            bytes: head_len,
+            body_len: 0,
+        };
     }
-    if body.len() <= COALESCE_BODY {
+    let tail = if body.len() <= COALESCE_BODY {
         wbuf.extend_from_slice(body);
-        stream.write_all(wbuf)?;
+        Tail::None
     } else {
-        stream.write_all_vectored2(wbuf, body)?;
+        Tail::Bytes(body.clone())
+    };
+    Encoded {
+        tail,
+        bytes: head_len + body.len() as u64,
+        body_len: body.len() as u64,
     }
-    Ok(head_len + body.len() as u64)
 }
 
 /// Writes the head of `resp` into `wbuf`; on an invalid handler header returns its name.
@@ -470,11 +703,13 @@ fn encode_head(
     resp: &Response,
     req: Option<&Request>,
     keep_alive: bool,
+    extra: &[u8],
 ) -> Result<(), String> {
     wbuf.clear();
     enc::write_status_line(resp.status, wbuf);
     wbuf.extend_from_slice(b"Server: weft\r\n");
     enc::write_date(wbuf);
+    wbuf.extend_from_slice(extra);
     for (name, value) in &resp.headers {
         if is_managed(name) {
             continue;
@@ -482,7 +717,14 @@ fn encode_head(
         enc::write_header(name, value, wbuf).map_err(|_| name.to_string())?;
     }
     if !(100..200).contains(&resp.status) && resp.status != 204 && resp.status != 304 {
-        enc::write_content_length(resp.body.len(), wbuf);
+        match &resp.body {
+            Body::Stream(s) if s.known_len().is_none() => {
+                if req.is_some_and(|r| r.version() == Version::Http11) {
+                    wbuf.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                }
+            }
+            body => enc::write_content_length(body.len(), wbuf),
+        }
     }
     if !keep_alive {
         wbuf.extend_from_slice(b"Connection: close\r\n");
@@ -526,6 +768,146 @@ fn linger<T: Transport>(stream: &mut T, rbuf: &mut ReadBuf) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// Clock readings of one request, taken only when `[timing]` is on.
+#[derive(Debug, Default)]
+pub(crate) struct Times {
+    /// The request's first byte arrived (or, pipelined, its turn came).
+    pub(crate) start: Option<Instant>,
+    /// Its head was complete.
+    pub(crate) head: Option<Instant>,
+    /// The connection's first request (the only one with an `accept` phase).
+    pub(crate) first: bool,
+    /// Time inside the handler's body reads.
+    body: Duration,
+    /// The handler's time less `body`.
+    handler: Option<Duration>,
+}
+
+impl Times {
+    fn since_accept(&self, info: &ConnInfo) -> Option<Duration> {
+        Some(self.start?.saturating_duration_since(info.accepted?))
+    }
+
+    fn head_time(&self) -> Option<Duration> {
+        Some(self.head?.saturating_duration_since(self.start?))
+    }
+
+    pub(crate) fn record_head(&self, info: &ConnInfo) {
+        if self.first {
+            if let Some(d) = self.since_accept(info) {
+                info.listener.phase(Phase::AcceptToFirstByte, d);
+            }
+        }
+        if let Some(d) = self.head_time() {
+            info.listener.phase(Phase::Head, d);
+        }
+    }
+
+    /// After the response: body, handler and output phases.
+    pub(crate) fn record_out(&self, info: &ConnInfo, first_out: Option<Instant>) {
+        let Some(head) = self.head else { return };
+        let l = &info.listener;
+        if let Some(h) = self.handler {
+            l.phase(Phase::BodyRead, self.body);
+            l.phase(Phase::Handler, h);
+        }
+        if let Some(t) = first_out {
+            l.phase(Phase::FirstByteOut, t.saturating_duration_since(head));
+            l.phase(Phase::LastByteOut, head.elapsed());
+        }
+    }
+
+    /// A `Server-Timing` field (milliseconds) with what is known before the response goes
+    /// out; `accept` only for a connection's first request.
+    pub(crate) fn server_timing(&self, info: &ConnInfo) -> Vec<u8> {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let mut parts = Vec::new();
+        if self.first {
+            if let Some(d) = self.since_accept(info) {
+                parts.push(format!("accept;dur={:.3}", ms(d)));
+            }
+        }
+        if let Some(d) = self.head_time() {
+            parts.push(format!("head;dur={:.3}", ms(d)));
+        }
+        if let Some(h) = self.handler {
+            parts.push(format!("body;dur={:.3}", ms(self.body)));
+            parts.push(format!("handler;dur={:.3}", ms(h)));
+        }
+        format!("Server-Timing: {}\r\n", parts.join(", ")).into_bytes()
+    }
+}
+
+/// A transport that notes when the first response byte went out (for `[timing]`).
+struct Stamped<'a, T: Transport> {
+    inner: &'a mut T,
+    first: Option<Instant>,
+}
+
+impl<T: Transport> Stamped<'_, T> {
+    fn stamp<V>(&mut self, r: &io::Result<V>) {
+        if self.first.is_none() && r.is_ok() {
+            self.first = Some(Instant::now());
+        }
+    }
+}
+
+impl<T: Transport> io::Read for Stamped<'_, T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf)
+    }
+}
+
+impl<T: Transport> io::Write for Stamped<'_, T> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.stamp(&r);
+        r
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let r = self.inner.write_vectored(bufs);
+        self.stamp(&r);
+        r
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<T: Transport> Transport for Stamped<'_, T> {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
+        let r = self.inner.write_head(head);
+        self.stamp(&r);
+        r
+    }
+
+    fn write_all_vectored2(&mut self, a: &[u8], b: &[u8]) -> io::Result<()> {
+        let r = self.inner.write_all_vectored2(a, b);
+        self.stamp(&r);
+        r
+    }
+
+    fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
+        let r = self.inner.send_file(file, offset, len);
+        self.stamp(&r);
+        r
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.inner.shutdown_write()
     }
 }
 

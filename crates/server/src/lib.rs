@@ -19,6 +19,7 @@
 pub mod app;
 pub mod body;
 pub mod cache;
+pub mod calibrate;
 pub mod config;
 pub mod conn;
 pub mod fileset;

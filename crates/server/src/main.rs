@@ -28,6 +28,31 @@ enum Cmd {
         /// Document root to fill.
         dir: PathBuf,
     },
+    /// Fit the pipeline's utilization constants c1 and c2 (U = c1*W + c2*R) from saturating
+    /// loads over several file sizes, served and generated in this process.
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(clap::Args)]
+struct CalibrateArgs {
+    /// Serve with this configuration; with --write, the file the constants are written to.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The model that serves the load.
+    #[arg(long, default_value = "pipeline")]
+    model: weft::Model,
+    /// File sizes, one saturating run each.
+    #[arg(long, value_delimiter = ',', default_value = "1k,16k,128k,1m", value_parser = weft::calibrate::parse_size)]
+    sizes: Vec<u64>,
+    /// Concurrent keep-alive clients.
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+    /// Measured time per size.
+    #[arg(long, default_value = "3s", value_parser = weft::config::parse_duration)]
+    duration: std::time::Duration,
+    /// Write c1 and c2 into the --config file (its comments are not kept).
+    #[arg(long, requires = "config")]
+    write: bool,
 }
 
 #[derive(clap::Args)]
@@ -38,7 +63,7 @@ struct ServeArgs {
     /// Document root.
     #[arg(long)]
     root: Option<PathBuf>,
-    /// ADDR or ADDR=MODEL (fiber, thread, process); may repeat, one model per port.
+    /// ADDR or ADDR=MODEL (fiber, thread, process, pipeline); may repeat, one model per port.
     #[arg(long = "listen", value_name = "ADDR[=MODEL]")]
     listen: Vec<Listen>,
     /// Worker threads for models with a fixed pool (default: one per core).
@@ -53,6 +78,21 @@ struct ServeArgs {
     /// The response cache of static files (config `[cache] enabled`, default on).
     #[arg(long, value_name = "on|off")]
     cache: Option<OnOff>,
+    /// Time every request's phases: histograms in the status JSON and metrics, and a
+    /// Server-Timing header on each response (config `[timing]`).
+    #[arg(long)]
+    timing: bool,
+    /// Run the executable files of DIR as CGI/1.1 scripts under /cgi-bin/ (config `[cgi] dir`).
+    #[arg(long, value_name = "DIR")]
+    cgi: Option<PathBuf>,
+    /// The pipeline model's thread controller (config `[pipeline] controller`, default on);
+    /// off keeps the initial allocation.
+    #[arg(long, value_name = "on|off")]
+    pipeline_controller: Option<OnOff>,
+    /// Forward requests under /PREFIX to an upstream HTTP/1.1 server (`*=URL`: everything
+    /// that is not a file); may repeat (config `[[proxy]]`).
+    #[arg(long = "proxy", value_name = "/PREFIX=http://HOST:PORT")]
+    proxy: Vec<weft::config::ProxyConfig>,
 }
 
 /// `on` or `off`.
@@ -70,6 +110,7 @@ fn main() -> ExitCode {
         Cmd::Fileset { dir } => fileset::ensure(&dir)
             .map(|n| println!("wrote {n} files under {}", dir.display()))
             .map_err(|e| format!("fileset: {e}")),
+        Cmd::Calibrate(args) => calibrate(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -80,23 +121,65 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(args: ServeArgs) -> Result<(), String> {
+fn calibrate(args: CalibrateArgs) -> Result<(), String> {
+    use weft::calibrate;
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let opts = calibrate::Options {
+        config,
+        model: args.model,
+        sizes: args.sizes,
+        connections: args.connections,
+        duration: args.duration,
+    };
+    println!(
+        "saturating the {} model with {} clients, {:?} per size",
+        opts.model, opts.connections, opts.duration
+    );
+    let points = calibrate::measure(&opts).map_err(|e| format!("calibrate: {e}"))?;
+    println!("{:>10} {:>12} {:>14}", "size", "W (req/s)", "R (bytes/s)");
+    for p in &points {
+        println!("{:>10} {:>12.0} {:>14.0}", p.size, p.w, p.r);
+    }
+    let fit = calibrate::fit(&points)
+        .ok_or("calibrate: the points do not give a capacity line (try more distinct sizes)")?;
+    println!("c1 = {:e}\nc2 = {:e}\nR^2 = {:.4}", fit.c1, fit.c2, fit.r2);
+    if args.write {
+        let path = args.config.expect("clap requires --config with --write");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let out = calibrate::write_config(&text, &fit)?;
+        std::fs::write(&path, out).map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote [pipeline] c1 and c2 to {}", path.display());
+    } else {
+        println!("[pipeline]\nc1 = {:e}\nc2 = {:e}", fit.c1, fit.c2);
+    }
+    Ok(())
+}
+
+/// The configuration: the file (if any) with the command line's options over it. Called
+/// again on SIGHUP, so a reload re-reads the file and keeps the options.
+fn load_config(args: &ServeArgs) -> Result<Config, String> {
     let mut cfg = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let default_root = args.root.is_none() && args.config.is_none();
-    if let Some(root) = args.root {
-        cfg.root = root;
+    if let Some(root) = &args.root {
+        cfg.root = root.clone();
     }
     if !args.listen.is_empty() {
-        cfg.listen = args.listen;
+        cfg.listen = args.listen.clone();
     }
     if args.threads.is_some() {
         cfg.threads = args.threads;
     }
-    if let Some(a) = args.access_log {
-        cfg.access_log = a;
+    if let Some(a) = &args.access_log {
+        cfg.access_log = a.clone();
+    }
+    if args.timing {
+        cfg.timing.phases = true;
+        cfg.timing.server_timing = true;
     }
     if args.status {
         cfg.status.enabled = true;
@@ -104,6 +187,20 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     if let Some(c) = args.cache {
         cfg.cache.enabled = matches!(c, OnOff::On);
     }
+    if let Some(dir) = &args.cgi {
+        cfg.cgi.dir = Some(dir.clone());
+        cfg.cgi.prefix = weft::config::CgiConfig::default().prefix;
+    }
+    if let Some(c) = args.pipeline_controller {
+        cfg.pipeline.controller = matches!(c, OnOff::On);
+    }
+    cfg.proxy.extend(args.proxy.iter().cloned());
+    Ok(cfg)
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let cfg = load_config(&args)?;
+    let default_root = args.root.is_none() && args.config.is_none();
     if cfg.static_files.enabled && !cfg.root.is_dir() {
         return Err(format!(
             "document root {} is not a directory (run from the repository, or pass --root DIR)",
@@ -125,6 +222,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let root = cfg.root.clone();
     let server = Server::builder()
         .config(cfg)
+        .reload_with(move || load_config(&args))
         .build()
         .map_err(|e| e.to_string())?;
     weft::server::shutdown_on_signals(server.shutdown_handle()).map_err(|e| e.to_string())?;

@@ -14,12 +14,21 @@ use crate::cache::{ResponseCache, Stats as CacheStats};
 use crate::config::Model;
 use crate::sys_process::{AtomicsOnly, Shared};
 
+/// Live figures a model adds to its listener's status (the pipeline's stages and controller).
+pub trait ModelReport: Send + Sync + std::fmt::Debug {
+    /// The figures as JSON, under the model's name in the listener's entry.
+    fn json(&self) -> serde_json::Value;
+    /// The figures as an HTML fragment for the status page.
+    fn html(&self) -> String;
+}
+
 /// Counters of one listening socket (its [`Counters`], reached through `Deref`).
 #[derive(Debug)]
 pub struct ListenerMetrics {
     pub addr: SocketAddr,
     pub model: Model,
     counters: Shared<Counters>,
+    report: std::sync::OnceLock<Arc<dyn ModelReport>>,
 }
 
 /// The counters proper, in memory shared with forked children.
@@ -30,10 +39,119 @@ pub struct Counters {
     pub bytes_out: AtomicU64,
     pub accepted: AtomicU64,
     pub open: AtomicU64,
+    /// Where requests' time went (`[timing]`), one histogram per [`Phase`].
+    pub phases: [PhaseHistogram; PHASES],
 }
 
-// SAFETY: only AtomicU64 fields; all-zero is every counter at 0.
+// SAFETY: only AtomicU64 fields (directly or in arrays of `PhaseHistogram`, itself only
+// AtomicU64s); all-zero is every counter at 0.
 unsafe impl AtomicsOnly for Counters {}
+
+/// The phases of a request that `[timing]` measures (the CGI paper's breakdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Connection accepted to the first byte of its first request.
+    AcceptToFirstByte,
+    /// First byte of a request to its head received and parsed.
+    Head,
+    /// Waiting for and reading request-body bytes (inside the handler's reads).
+    BodyRead,
+    /// The handler (or the CGI script's fork, exec and run) less its body reads.
+    Handler,
+    /// Head parsed to the first response byte handed to the kernel.
+    FirstByteOut,
+    /// Head parsed to the last response byte handed to the kernel.
+    LastByteOut,
+}
+
+/// How many [`Phase`]s there are.
+pub const PHASES: usize = 6;
+
+impl Phase {
+    /// Every phase, in request order.
+    pub const ALL: [Phase; PHASES] = [
+        Phase::AcceptToFirstByte,
+        Phase::Head,
+        Phase::BodyRead,
+        Phase::Handler,
+        Phase::FirstByteOut,
+        Phase::LastByteOut,
+    ];
+
+    /// The phase's name in the status JSON, the metrics and `Server-Timing`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::AcceptToFirstByte => "accept",
+            Phase::Head => "head",
+            Phase::BodyRead => "body",
+            Phase::Handler => "handler",
+            Phase::FirstByteOut => "first_byte_out",
+            Phase::LastByteOut => "last_byte_out",
+        }
+    }
+}
+
+/// Buckets of a phase histogram: bucket 0 counts durations under 1 µs, bucket `i` in
+/// 1..=30 those in [2^(i-1), 2^i) µs, bucket 31 everything from 2^30 µs (18 minutes) on.
+pub const PHASE_BUCKETS: usize = 32;
+
+/// A log2 histogram of durations, in shared memory like the other counters.
+#[derive(Debug)]
+pub struct PhaseHistogram {
+    pub buckets: [AtomicU64; PHASE_BUCKETS],
+    pub count: AtomicU64,
+    pub sum_ns: AtomicU64,
+}
+
+impl PhaseHistogram {
+    /// Counts one duration.
+    pub fn record(&self, d: std::time::Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.buckets[bucket_of(us)].fetch_add(1, Relaxed);
+        self.count.fetch_add(1, Relaxed);
+        self.sum_ns
+            .fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Relaxed);
+    }
+}
+
+/// The bucket of a duration of `us` microseconds.
+fn bucket_of(us: u64) -> usize {
+    let b = (u64::BITS - us.leading_zeros()) as usize; // 0 for 0 µs, 1 for 1 µs, 2 for 2-3 ...
+    b.min(PHASE_BUCKETS - 1)
+}
+
+/// The exclusive upper bound of bucket `i` in microseconds (`None`: unbounded).
+pub fn bucket_upper_us(i: usize) -> Option<u64> {
+    (i + 1 < PHASE_BUCKETS).then(|| 1u64 << i)
+}
+
+/// A phase's histogram summed over listeners.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseStats {
+    pub phase: Phase,
+    pub count: u64,
+    pub mean_us: f64,
+    pub buckets: [u64; PHASE_BUCKETS],
+}
+
+impl PhaseStats {
+    /// The upper bound (µs) of the bucket holding quantile `q` (0..1): the true value lies
+    /// within a factor of two below it. `None` when nothing was counted.
+    pub fn quantile_us(&self, q: f64) -> Option<u64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(bucket_upper_us(i).unwrap_or(u64::MAX));
+            }
+        }
+        None
+    }
+}
 
 impl std::ops::Deref for ListenerMetrics {
     type Target = Counters;
@@ -49,7 +167,18 @@ impl ListenerMetrics {
             addr,
             model,
             counters: Shared::new(),
+            report: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Adds the model's live figures to this listener's status (the first one set stays).
+    pub fn set_report(&self, report: Arc<dyn ModelReport>) {
+        let _ = self.report.set(report);
+    }
+
+    /// The model's live figures, if it reports any.
+    pub fn report(&self) -> Option<&Arc<dyn ModelReport>> {
+        self.report.get()
     }
 
     /// Counts one response.
@@ -57,6 +186,11 @@ impl ListenerMetrics {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.responses[class].fetch_add(1, Relaxed);
         self.bytes_out.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts `d` in `phase`'s histogram.
+    pub fn phase(&self, phase: Phase, d: std::time::Duration) {
+        self.phases[phase as usize].record(d);
     }
 
     /// Total responses.
@@ -89,8 +223,8 @@ impl Drop for OpenGuard {
 pub struct Metrics {
     pub started: Instant,
     listeners: Mutex<Vec<Arc<ListenerMetrics>>>,
-    /// The response cache, when it is on.
-    cache: std::sync::OnceLock<Arc<ResponseCache>>,
+    /// The response cache, when it is on (replaced when a reload replaces the cache).
+    cache: Mutex<Option<Arc<ResponseCache>>>,
 }
 
 impl Default for Metrics {
@@ -98,7 +232,7 @@ impl Default for Metrics {
         Metrics {
             started: Instant::now(),
             listeners: Mutex::new(Vec::new()),
-            cache: std::sync::OnceLock::new(),
+            cache: Mutex::new(None),
         }
     }
 }
@@ -116,16 +250,15 @@ impl Metrics {
         m
     }
 
-    /// Reports `cache`'s counters with the listeners' (the first cache set stays).
+    /// Reports `cache`'s counters with the listeners' (`None`: the cache is off).
     pub fn set_cache(&self, cache: Option<Arc<ResponseCache>>) {
-        if let Some(c) = cache {
-            let _ = self.cache.set(c);
-        }
+        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = cache;
     }
 
     /// The response cache's counters (`None` when the cache is off).
     pub fn cache_stats(&self) -> Option<CacheStats> {
-        self.cache.get().map(|c| c.stats())
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        cache.map(|c| c.stats())
     }
 
     /// All listeners.
@@ -141,8 +274,50 @@ impl Metrics {
         self.listeners().iter().map(|l| l.open.load(Relaxed)).sum()
     }
 
-    /// The status as JSON.
+    /// Each phase's histogram summed over every listener.
+    pub fn phase_stats(&self) -> Vec<PhaseStats> {
+        let ls = self.listeners();
+        Phase::ALL
+            .iter()
+            .map(|&phase| {
+                let mut st = PhaseStats {
+                    phase,
+                    count: 0,
+                    mean_us: 0.0,
+                    buckets: [0; PHASE_BUCKETS],
+                };
+                let mut sum_ns = 0u64;
+                for l in &ls {
+                    let h = &l.phases[phase as usize];
+                    st.count += h.count.load(Relaxed);
+                    sum_ns = sum_ns.saturating_add(h.sum_ns.load(Relaxed));
+                    for (b, c) in st.buckets.iter_mut().zip(&h.buckets) {
+                        *b += c.load(Relaxed);
+                    }
+                }
+                if st.count > 0 {
+                    st.mean_us = sum_ns as f64 / st.count as f64 / 1e3;
+                }
+                st
+            })
+            .collect()
+    }
+
+    /// The status as JSON. Built in parts, each in its own frame: the status page runs on a
+    /// connection's fiber, whose stack may be small (`fiber.stack_size`).
     pub fn to_json(&self) -> serde_json::Value {
+        let mut status = serde_json::json!({
+            "server": concat!("weft/", env!("CARGO_PKG_VERSION")),
+            "uptime_seconds": self.started.elapsed().as_secs(),
+        });
+        status["listeners"] = self.listeners_json();
+        status["cache"] = self.cache_json();
+        status["phases"] = self.phases_json();
+        status
+    }
+
+    #[inline(never)]
+    fn listeners_json(&self) -> serde_json::Value {
         let listeners: Vec<_> = self
             .listeners()
             .iter()
@@ -151,7 +326,7 @@ impl Metrics {
                 for (i, c) in CLASSES.iter().enumerate() {
                     by_class.insert((*c).into(), l.responses[i].load(Relaxed).into());
                 }
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "addr": l.addr.to_string(),
                     "model": l.model.name(),
                     "requests": l.requests(),
@@ -159,15 +334,19 @@ impl Metrics {
                     "bytes_out": l.bytes_out.load(Relaxed),
                     "connections_accepted": l.accepted.load(Relaxed),
                     "connections_open": l.open.load(Relaxed),
-                })
+                });
+                if let Some(r) = l.report() {
+                    entry[l.model.name()] = r.json();
+                }
+                entry
             })
             .collect();
-        let mut status = serde_json::json!({
-            "server": concat!("weft/", env!("CARGO_PKG_VERSION")),
-            "uptime_seconds": self.started.elapsed().as_secs(),
-            "listeners": listeners,
-        });
-        status["cache"] = match self.cache_stats() {
+        listeners.into()
+    }
+
+    #[inline(never)]
+    fn cache_json(&self) -> serde_json::Value {
+        match self.cache_stats() {
             Some(c) => serde_json::json!({
                 "enabled": true,
                 "hits": c.hits,
@@ -180,8 +359,26 @@ impl Metrics {
                 "max_object_bytes": c.max_object_bytes,
             }),
             None => serde_json::json!({ "enabled": false }),
-        };
-        status
+        }
+    }
+
+    #[inline(never)]
+    fn phases_json(&self) -> serde_json::Value {
+        let mut phases = serde_json::Map::new();
+        for p in self.phase_stats() {
+            let mut one = serde_json::Map::new();
+            one.insert("count".into(), p.count.into());
+            one.insert("mean_us".into(), ((p.mean_us * 10.0).round() / 10.0).into());
+            for (key, q) in [
+                ("p50_us_at_most", 0.5),
+                ("p90_us_at_most", 0.9),
+                ("p99_us_at_most", 0.99),
+            ] {
+                one.insert(key.into(), p.quantile_us(q).into());
+            }
+            phases.insert(p.phase.name().into(), one.into());
+        }
+        phases.into()
     }
 
     /// The counters in Prometheus text exposition format (0.0.4).
@@ -269,6 +466,31 @@ impl Metrics {
                 );
             }
         }
+        let stats = self.phase_stats();
+        if stats.iter().any(|p| p.count > 0) {
+            out.push_str("# HELP weft_request_phase_seconds Time of each phase of a request ([timing]).\n# TYPE weft_request_phase_seconds histogram\n");
+            for p in &stats {
+                let name = p.phase.name();
+                let mut cumulative = 0;
+                for (i, n) in p.buckets.iter().enumerate() {
+                    cumulative += n;
+                    let le = match bucket_upper_us(i) {
+                        Some(us) => format!("{}", us as f64 / 1e6),
+                        None => "+Inf".into(),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "weft_request_phase_seconds_bucket{{phase=\"{name}\",le=\"{le}\"}} {cumulative}"
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "weft_request_phase_seconds_sum{{phase=\"{name}\"}} {}\nweft_request_phase_seconds_count{{phase=\"{name}\"}} {}",
+                    p.mean_us * p.count as f64 / 1e6,
+                    p.count
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP weft_uptime_seconds Seconds since start.\n# TYPE weft_uptime_seconds gauge\nweft_uptime_seconds {}",
@@ -308,5 +530,52 @@ mod tests {
         assert!(p.contains(
             "weft_connections_accepted_total{listener=\"127.0.0.1:1\",model=\"thread\"} 1\n"
         ));
+        assert!(
+            !p.contains("weft_request_phase_seconds"),
+            "no phase timed: {p}"
+        );
+    }
+
+    #[test]
+    fn phase_histograms_bucket_by_powers_of_two() {
+        use std::time::Duration;
+        assert_eq!(bucket_of(0), 0);
+        assert_eq!(bucket_of(1), 1);
+        assert_eq!(bucket_of(3), 2);
+        assert_eq!(bucket_of(4), 3);
+        assert_eq!(bucket_of(u64::MAX), PHASE_BUCKETS - 1);
+        let m = Metrics::default();
+        let a = m.add_listener("127.0.0.1:1".parse().unwrap(), Model::Fiber);
+        let b = m.add_listener("127.0.0.1:2".parse().unwrap(), Model::Thread);
+        // 90 fast heads (3 µs: bucket [2, 4)) and 10 slow ones (1000 µs: bucket [512, 1024)).
+        for _ in 0..45 {
+            a.phase(Phase::Head, Duration::from_micros(3));
+            b.phase(Phase::Head, Duration::from_micros(3));
+        }
+        for _ in 0..10 {
+            a.phase(Phase::Head, Duration::from_micros(1000));
+        }
+        let head = m.phase_stats()[Phase::Head as usize];
+        assert_eq!(head.count, 100);
+        assert!((head.mean_us - 102.7).abs() < 0.01, "{}", head.mean_us);
+        assert_eq!(head.quantile_us(0.5), Some(4));
+        assert_eq!(head.quantile_us(0.9), Some(4));
+        assert_eq!(head.quantile_us(0.95), Some(1024));
+        assert_eq!(
+            m.phase_stats()[Phase::Handler as usize].quantile_us(0.5),
+            None
+        );
+        let j = m.to_json();
+        assert_eq!(j["phases"]["head"]["count"], 100);
+        assert_eq!(j["phases"]["head"]["p99_us_at_most"], 1024);
+        let p = m.to_prometheus();
+        assert!(
+            p.contains("weft_request_phase_seconds_bucket{phase=\"head\",le=\"0.000004\"} 90\n"),
+            "{p}"
+        );
+        assert!(
+            p.contains("weft_request_phase_seconds_count{phase=\"head\"} 100\n"),
+            "{p}"
+        );
     }
 }

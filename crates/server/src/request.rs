@@ -78,6 +78,11 @@ impl Request {
         })
     }
 
+    /// Takes the parsed head out (the connection gives its storage back to its parser).
+    pub(crate) fn into_head(self) -> RequestHead {
+        self.head
+    }
+
     /// The parsed head (framing, expectations, spans).
     pub fn head(&self) -> &RequestHead {
         &self.head

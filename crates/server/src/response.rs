@@ -1,6 +1,7 @@
-//! The response a handler returns: status, headers and a body that is either bytes in memory
-//! or a range of a file (sent with `sendfile`). `Content-Length`, `Date`, `Server` and
-//! `Connection` are written by the connection driver, never by handlers.
+//! The response a handler returns: status, headers and a body that is bytes in memory, a range
+//! of a file (sent with `sendfile`) or a stream read while it is sent (a CGI script's output).
+//! `Content-Length`, `Transfer-Encoding`, `Date`, `Server` and `Connection` are written by the
+//! connection driver, never by handlers.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 /// A response body.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub enum Body {
     /// No body (Content-Length: 0 unless the status forbids a body).
     #[default]
@@ -26,16 +27,65 @@ pub enum Body {
     /// `Connection`, and its body, shared with every connection sending it. The driver sends
     /// the entry's head, not the response's status and headers.
     Prepared(Arc<crate::cache::Entry>),
+    /// Bytes read from a reader while the response is sent: with `Content-Length` if the
+    /// length is known, else chunked to an HTTP/1.1 client and delimited by closing the
+    /// connection to an HTTP/1.0 one. A read error ends the connection mid-body, so the client
+    /// can tell the response is incomplete.
+    Stream(BodyStream),
+}
+
+/// The reader of a [`Body::Stream`] and its length, if known.
+pub struct BodyStream {
+    reader: Box<dyn std::io::Read + Send>,
+    len: Option<u64>,
+}
+
+impl BodyStream {
+    /// A body of unknown length read from `reader` until it ends.
+    pub fn new(reader: impl std::io::Read + Send + 'static) -> BodyStream {
+        BodyStream {
+            reader: Box::new(reader),
+            len: None,
+        }
+    }
+
+    /// A body of exactly `len` bytes (a reader that ends sooner ends the connection).
+    pub fn with_len(reader: impl std::io::Read + Send + 'static, len: u64) -> BodyStream {
+        BodyStream {
+            reader: Box::new(reader),
+            len: Some(len),
+        }
+    }
+
+    /// The length, if known in advance.
+    pub fn known_len(&self) -> Option<u64> {
+        self.len
+    }
+
+    /// The reader.
+    pub fn reader(&mut self) -> &mut (dyn std::io::Read + Send) {
+        &mut *self.reader
+    }
+}
+
+impl std::fmt::Debug for BodyStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BodyStream")
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl Body {
-    /// The number of body bytes.
+    /// The number of body bytes (for a stream of unknown length: 0, as nothing is known
+    /// before it is sent).
     pub fn len(&self) -> u64 {
         match self {
             Body::Empty => 0,
             Body::Bytes(b) => b.len() as u64,
             Body::File { len, .. } => *len,
             Body::Prepared(e) => e.body().len() as u64,
+            Body::Stream(s) => s.len.unwrap_or(0),
         }
     }
 
@@ -49,7 +99,7 @@ impl Body {
 pub type HeaderPair = (Cow<'static, str>, Cow<'static, [u8]>);
 
 /// A response: status, headers, body.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub headers: Vec<HeaderPair>,
@@ -162,5 +212,11 @@ impl From<Vec<u8>> for HeaderValue {
 impl From<&'static [u8]> for HeaderValue {
     fn from(v: &'static [u8]) -> Self {
         HeaderValue(Cow::Borrowed(v))
+    }
+}
+
+impl From<BodyStream> for Body {
+    fn from(s: BodyStream) -> Body {
+        Body::Stream(s)
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 
-use crate::app::{App, Route};
+use crate::app::{App, LiveApp, ReloadFn, Route};
 use crate::body::RequestBody;
 use crate::config::{Config, Listen, Model};
 use crate::metrics::ListenerMetrics;
@@ -21,12 +21,25 @@ use crate::{Request, Response};
 const BACKLOG: i32 = 4096;
 
 /// Builds a [`Server`].
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ServerBuilder {
     cfg: Config,
     routes: Vec<Route>,
     listen: Vec<(SocketAddr, Option<Model>)>,
     model: Option<Model>,
+    reload: Option<ReloadFn>,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("cfg", &self.cfg)
+            .field("routes", &self.routes)
+            .field("listen", &self.listen)
+            .field("model", &self.model)
+            .field("reloadable", &self.reload.is_some())
+            .finish()
+    }
 }
 
 impl ServerBuilder {
@@ -91,6 +104,16 @@ impl ServerBuilder {
         self
     }
 
+    /// How to re-read the configuration when the server is told to reload (SIGHUP, or
+    /// [`ShutdownHandle::reload`]): new connections get the new settings, open ones keep theirs.
+    pub fn reload_with<F>(mut self, read: F) -> Self
+    where
+        F: Fn() -> Result<Config, String> + Send + Sync + 'static,
+    {
+        self.reload = Some(Box::new(read));
+        self
+    }
+
     /// Builds the application and binds every listener.
     pub fn build(self) -> io::Result<Server> {
         let mut cfg = self.cfg;
@@ -110,6 +133,11 @@ impl ServerBuilder {
             }
         }
         let listens = cfg.listeners();
+        if listens.iter().any(|l| l.model == Model::Pipeline) {
+            cfg.pipeline
+                .validate()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        }
         let workers = cfg.threads.unwrap_or_else(default_workers).max(1);
         let app = Arc::new(App::new(cfg, self.routes)?);
         let mut bound = Vec::new();
@@ -133,8 +161,13 @@ impl ServerBuilder {
                 metrics,
             });
         }
-        let master = start_process_master(&app, &mut bound)?;
-        Ok(Server { app, bound, master })
+        let live = Arc::new(LiveApp::new(app, self.reload));
+        let master = start_process_master(&live, &mut bound)?;
+        Ok(Server {
+            live,
+            bound,
+            master,
+        })
     }
 }
 
@@ -142,7 +175,10 @@ impl ServerBuilder {
 /// one thread: building a server must come before starting threads when it has a process
 /// listener). The master takes those sockets; this process keeps them only for their
 /// addresses. Returns the master's pid.
-fn start_process_master(app: &Arc<App>, bound: &mut [Bound]) -> io::Result<Option<libc::pid_t>> {
+fn start_process_master(
+    live: &Arc<LiveApp>,
+    bound: &mut [Bound],
+) -> io::Result<Option<libc::pid_t>> {
     use std::os::fd::AsRawFd;
     if !bound.iter().any(|b| b.model == Model::Process) {
         return Ok(None);
@@ -158,7 +194,7 @@ fn start_process_master(app: &Arc<App>, bound: &mut [Bound]) -> io::Result<Optio
             others.extend(b.listeners.iter().map(|l| l.as_raw_fd()));
         }
     }
-    let pid = models::process::start_master(process, app.clone(), &others).map_err(|e| {
+    let pid = models::process::start_master(process, live.clone(), &others).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
@@ -213,22 +249,34 @@ enum Acceptor {
 /// A server with its listeners bound, ready to [`Server::run`].
 #[derive(Debug)]
 pub struct Server {
-    app: Arc<App>,
+    live: Arc<LiveApp>,
     bound: Vec<Bound>,
     /// The `process` model's master (forked in `build`).
     master: Option<libc::pid_t>,
 }
 
-/// Stops a running server from another thread (or a signal handler thread).
+/// Stops or reloads a running server from another thread (or a signal handler thread).
 #[derive(Debug, Clone)]
 pub struct ShutdownHandle {
-    app: Arc<App>,
+    live: Arc<LiveApp>,
+    master: Option<libc::pid_t>,
 }
 
 impl ShutdownHandle {
     /// Stops accepting, lets in-flight requests finish, closes idle connections.
     pub fn shutdown(&self) {
-        self.app.shutdown.begin();
+        self.live.current().shutdown.begin();
+    }
+
+    /// Re-reads the configuration (see [`ServerBuilder::reload_with`]); new connections get
+    /// it, open ones keep theirs. The `process` model's master is told to reload too.
+    pub fn reload(&self) -> Result<(), String> {
+        if let Some(pid) = self.master {
+            // SAFETY: kill takes no pointers; the master is our child and not yet reaped
+            // while the server runs.
+            unsafe { libc::kill(pid, libc::SIGHUP) };
+        }
+        self.live.reload()
     }
 }
 
@@ -243,39 +291,41 @@ impl Server {
         self.bound.iter().map(|b| (b.addr, b.model)).collect()
     }
 
-    /// The application (config, metrics).
-    pub fn app(&self) -> &Arc<App> {
-        &self.app
+    /// The application new connections get now (config, metrics).
+    pub fn app(&self) -> Arc<App> {
+        self.live.current()
     }
 
-    /// A handle that stops the server.
+    /// A handle that stops or reloads the server.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle {
-            app: self.app.clone(),
+            live: self.live.clone(),
+            master: self.master,
         }
     }
 
     /// Serves until shutdown, then waits up to the grace period for open connections.
     pub fn run(self) -> io::Result<()> {
+        let app = self.live.current();
         let needs_fibers = self.bound.iter().any(|b| b.model == Model::Fiber);
         let runtime = if needs_fibers {
-            let workers = self.app.cfg.threads.unwrap_or_else(default_workers).max(1);
+            let workers = app.cfg.threads.unwrap_or_else(default_workers).max(1);
             Some(
                 weft_fiber::Runtime::builder()
                     .workers(workers)
-                    .stack_size(self.app.cfg.fiber.stack_size)
+                    .stack_size(app.cfg.fiber.stack_size)
                     .name("weft-fiber")
                     .build()?,
             )
         } else {
             None
         };
-        if let Some(l) = &self.app.access_log {
+        if let Some(l) = &app.access_log {
             l.start_flusher()?;
         }
         let mut acceptors = Vec::new();
         if let Some(pid) = self.master {
-            let app = self.app.clone();
+            let app = app.clone();
             let t = std::thread::Builder::new()
                 .name("weft-process-master".into())
                 .spawn(move || models::process::watch_master(pid, app))?;
@@ -285,22 +335,30 @@ impl Server {
             match b.model {
                 // Served by the master process.
                 Model::Process => {}
+                Model::Pipeline => {
+                    let live = self.live.clone();
+                    let listener = b.listeners.into_iter().next().expect("one socket");
+                    let t = std::thread::Builder::new()
+                        .name(format!("weft-pipeline-{}", b.addr))
+                        .spawn(move || models::pipeline::run(listener, live, b.metrics))?;
+                    acceptors.push(Acceptor::Thread(t));
+                }
                 Model::Thread => {
-                    let app = self.app.clone();
+                    let live = self.live.clone();
                     let listener = b.listeners.into_iter().next().expect("one socket");
                     let t = std::thread::Builder::new()
                         .name(format!("weft-accept-{}", b.addr))
-                        .spawn(move || models::thread::run(listener, app, b.metrics))?;
+                        .spawn(move || models::thread::run(listener, live, b.metrics))?;
                     acceptors.push(Acceptor::Thread(t));
                 }
                 Model::Fiber => {
                     let rt = runtime.as_ref().expect("runtime built for fiber listeners");
                     for (worker, listener) in b.listeners.into_iter().enumerate() {
-                        let app = self.app.clone();
+                        let live = self.live.clone();
                         let m = b.metrics.clone();
                         let handle = rt.handle().clone();
                         acceptors.push(Acceptor::Fiber(rt.spawn_on(worker, move || {
-                            models::fiber::accept_loop(listener, app, m, handle)
+                            models::fiber::accept_loop(listener, live, m, handle)
                         })));
                     }
                 }
@@ -316,25 +374,25 @@ impl Server {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     log::error!("listener failed: {e}");
-                    self.app.shutdown.begin();
+                    app.shutdown.begin();
                     result = Err(e);
                 }
                 Err(()) => {
-                    self.app.shutdown.begin();
+                    app.shutdown.begin();
                     result = Err(io::Error::other("an acceptor panicked"));
                 }
             }
         }
-        let grace = self.app.cfg.timeouts.shutdown_grace;
+        let grace = self.live.current().cfg.timeouts.shutdown_grace;
         let end = Instant::now() + grace;
-        while self.app.metrics.open_connections() > 0 && Instant::now() < end {
+        while app.metrics.open_connections() > 0 && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let left = self.app.metrics.open_connections();
+        let left = app.metrics.open_connections();
         if left > 0 {
             log::warn!("{left} connections still open after the {grace:?} grace period; exiting");
         }
-        if let Some(l) = &self.app.access_log {
+        if let Some(l) = &app.access_log {
             l.flush();
         }
         if let Some(rt) = runtime {
@@ -344,21 +402,36 @@ impl Server {
     }
 }
 
-/// Starts a thread that begins graceful shutdown on SIGINT or SIGTERM.
+/// Starts a thread that begins graceful shutdown on SIGINT or SIGTERM and reloads the
+/// configuration on SIGHUP.
 pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     std::thread::Builder::new()
         .name("weft-signals".into())
         .spawn(move || {
-            let mut signals = signals.forever();
-            if let Some(sig) = signals.next() {
-                log::info!("signal {sig}: shutting down (a second signal exits at once)");
-                handle.shutdown();
-            }
-            if let Some(sig) = signals.next() {
-                log::warn!("signal {sig} again: exiting without waiting for open connections");
-                std::process::exit(1);
+            let mut stopping = false;
+            for sig in signals.forever() {
+                match sig {
+                    SIGHUP if !stopping => match handle.reload() {
+                        Ok(()) => log::info!("signal {sig}: configuration reloaded"),
+                        Err(e) => {
+                            log::error!("signal {sig}: reload failed, configuration kept: {e}")
+                        }
+                    },
+                    SIGHUP => {}
+                    _ if !stopping => {
+                        log::info!("signal {sig}: shutting down (a second signal exits at once)");
+                        stopping = true;
+                        handle.shutdown();
+                    }
+                    _ => {
+                        log::warn!(
+                            "signal {sig} again: exiting without waiting for open connections"
+                        );
+                        std::process::exit(1);
+                    }
+                }
             }
         })?;
     Ok(())

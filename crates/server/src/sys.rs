@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -88,6 +88,139 @@ fn poll_one(fd: RawFd, events: libc::c_short, timeout: Duration) -> io::Result<b
     }
 }
 
+/// An epoll(7) instance. Interest is registered per descriptor with a caller-chosen 64-bit
+/// token that comes back with each event.
+#[derive(Debug)]
+pub struct Epoll {
+    fd: OwnedFd,
+}
+
+/// One readiness event: the token registered with the descriptor and the ready `EPOLL*` bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpollEvent {
+    pub token: u64,
+    pub events: u32,
+}
+
+impl Epoll {
+    /// A new, close-on-exec epoll instance.
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: epoll_create1 takes no pointers; a non-negative result is a new descriptor
+        // that nothing else owns.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Epoll { fd })
+    }
+
+    /// Starts watching `fd` for `events` (`EPOLLIN | EPOLLONESHOT`, ...), reporting `token`.
+    pub fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
+    }
+
+    /// Changes what `fd` is watched for (and re-arms a one-shot registration).
+    pub fn modify(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call; `self.fd` is a
+        // live epoll descriptor; `fd` is borrowed from a live socket by the caller (a closed
+        // one fails with EBADF).
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) }).map(drop)
+    }
+
+    /// Waits up to `timeout` for events and replaces the contents of `out` with them (at most
+    /// `max`). A signal ends the wait early with no events.
+    pub fn wait(&self, out: &mut Vec<EpollEvent>, max: usize, timeout: Duration) -> io::Result<()> {
+        let mut raw = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        let max = max.clamp(1, raw.len());
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        out.clear();
+        // SAFETY: `raw` has room for `max` events (max <= raw.len()), and the kernel writes at
+        // most that many; `self.fd` is a live epoll descriptor.
+        let r = unsafe {
+            libc::epoll_wait(
+                self.fd.as_raw_fd(),
+                raw.as_mut_ptr(),
+                max as libc::c_int,
+                ms,
+            )
+        };
+        match cvt(r) {
+            Ok(n) => {
+                out.extend(raw[..n as usize].iter().map(|e| EpollEvent {
+                    token: e.u64,
+                    events: e.events,
+                }));
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// An eventfd(2) used to wake a thread blocked in [`Epoll::wait`].
+#[derive(Debug)]
+pub struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    /// A new non-blocking, close-on-exec eventfd.
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new descriptor that
+        // nothing else owns.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(EventFd { fd })
+    }
+
+    /// The descriptor, to register with an [`Epoll`].
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Makes the eventfd readable (a wake-up).
+    pub fn notify(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes the 8 bytes of `one`, a valid u64, to a live eventfd. A full counter
+        // (EAGAIN) already means "readable", so the result is ignored.
+        let _ = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Consumes pending wake-ups.
+    pub fn drain(&self) {
+        let mut n: u64 = 0;
+        // SAFETY: reads at most 8 bytes into `n`, a valid, exclusively borrowed u64; an empty
+        // eventfd (EAGAIN) is not an error here.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
+    }
+}
+
+/// Connections waiting in the accept queue of the listening socket `fd` (Linux reports it as
+/// `tcpi_unacked` of `TCP_INFO` for a socket in the LISTEN state).
+pub fn accept_backlog(fd: RawFd) -> io::Result<u32> {
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is a valid, exclusively borrowed tcp_info and `len` its size; the kernel
+    // writes at most `len` bytes. `fd` is borrowed from a live socket by the caller.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(info.tcpi_unacked)
+}
+
 /// `struct open_how` of openat2(2) (libc's is non-exhaustive); the kernel reads exactly the
 /// size passed, and these three u64 fields are the whole version-0 struct.
 #[repr(C)]
@@ -160,6 +293,38 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     Ok(lim.rlim_cur)
 }
 
+/// Milliseconds of `CLOCK_MONOTONIC_COARSE`: the time of the kernel's last tick, read without
+/// the TSC (cheaper than `Instant::now` on a VM; the response cache reads it per request).
+pub fn coarse_monotonic_ms() -> u64 {
+    coarse_ms(libc::CLOCK_MONOTONIC_COARSE, false)
+}
+
+/// The resolution of [`coarse_monotonic_ms`] in whole milliseconds, rounded up (one tick).
+pub fn coarse_monotonic_resolution_ms() -> u64 {
+    coarse_ms(libc::CLOCK_MONOTONIC_COARSE, true).max(1)
+}
+
+fn coarse_ms(clock: libc::clockid_t, resolution: bool) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: both calls write one timespec into the one we lend them.
+    let ret = unsafe {
+        if resolution {
+            libc::clock_getres(clock, &mut ts)
+        } else {
+            libc::clock_gettime(clock, &mut ts)
+        }
+    };
+    if ret != 0 {
+        // Not available (never on Linux since 2.6.32): a 10 ms tick is a safe over-estimate.
+        return if resolution { 10 } else { 0 };
+    }
+    let ms = u64::try_from(ts.tv_sec).unwrap_or(0) * 1000;
+    ms + u64::try_from(ts.tv_nsec).unwrap_or(0).div_ceil(1_000_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,6 +386,56 @@ mod tests {
         assert_eq!(got, b"3456!");
         assert!(poll_readable(a.as_raw_fd(), Duration::from_millis(10)).unwrap());
         a.write_all(b"x").unwrap();
+    }
+
+    #[test]
+    fn epoll_reports_a_readable_socket_once_per_arming() {
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let ep = Epoll::new().unwrap();
+        let flags = (libc::EPOLLIN | libc::EPOLLONESHOT) as u32;
+        ep.add(b.as_raw_fd(), flags, 7).unwrap();
+        let mut ev = Vec::new();
+        ep.wait(&mut ev, 8, Duration::from_millis(0)).unwrap();
+        assert!(ev.is_empty());
+        a.write_all(b"x").unwrap();
+        ep.wait(&mut ev, 8, Duration::from_secs(1)).unwrap();
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].token, 7);
+        // One-shot: still readable, but not reported until re-armed.
+        ep.wait(&mut ev, 8, Duration::from_millis(0)).unwrap();
+        assert!(ev.is_empty());
+        ep.modify(b.as_raw_fd(), flags, 8).unwrap();
+        ep.wait(&mut ev, 8, Duration::from_secs(1)).unwrap();
+        assert_eq!(ev.iter().map(|e| e.token).collect::<Vec<_>>(), [8]);
+
+        let wake = EventFd::new().unwrap();
+        ep.add(wake.raw_fd(), libc::EPOLLIN as u32, 9).unwrap();
+        wake.notify();
+        ep.wait(&mut ev, 8, Duration::from_secs(1)).unwrap();
+        assert_eq!(ev.iter().map(|e| e.token).collect::<Vec<_>>(), [9]);
+        wake.drain();
+        ep.wait(&mut ev, 8, Duration::from_millis(0)).unwrap();
+        assert!(ev.is_empty());
+    }
+
+    #[test]
+    fn accept_backlog_counts_unaccepted_connections() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert_eq!(accept_backlog(l.as_raw_fd()).unwrap(), 0);
+        let _c1 = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _c2 = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        // The handshake completes in the kernel; poll until both are queued.
+        let mut n = 0;
+        for _ in 0..100 {
+            n = accept_backlog(l.as_raw_fd()).unwrap();
+            if n == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(n, 2);
+        let _ = l.accept().unwrap();
+        assert_eq!(accept_backlog(l.as_raw_fd()).unwrap(), 1);
     }
 
     #[test]

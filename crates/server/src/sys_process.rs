@@ -136,6 +136,22 @@ pub fn kill(pid: Pid, sig: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// kill(2) of a whole process group: `sig` to every process in group `pgid` (a CGI script and
+/// whatever it started). A group that is already empty (ESRCH) is not an error.
+pub fn kill_group(pgid: Pid, sig: libc::c_int) -> io::Result<()> {
+    if pgid <= 1 {
+        // kill(0) or kill(-1) would signal our own group or every process we may signal.
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: kill takes no pointers. Callers pass the id of an unreaped child they started as
+    // the leader of its own group (`process_group(0)`): while the leader is unreaped its id
+    // cannot be reused, so the group is the one that child made.
+    match cvt(unsafe { libc::kill(-pgid, sig) }) {
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+        r => r.map(drop),
+    }
+}
+
 /// Asks the kernel to send `sig` to this process when the thread that forked it exits
 /// (prctl `PR_SET_PDEATHSIG`), then checks that the parent is still `parent`: if it died
 /// before the request took effect, the signal would never come, so this returns false.

@@ -5,14 +5,24 @@ const MODEL: &str = "fiber";
 
 #[path = "blackbox/access_log.rs"]
 mod access_log;
+#[path = "blackbox/cgi.rs"]
+mod cgi;
 #[path = "common/mod.rs"]
 mod common;
 #[path = "blackbox/connection.rs"]
 mod connection;
 #[path = "blackbox/echo.rs"]
 mod echo;
+#[path = "blackbox/limits.rs"]
+mod limits;
 #[path = "blackbox/malformed.rs"]
 mod malformed;
+#[path = "blackbox/nodelay.rs"]
+mod nodelay;
+#[path = "blackbox/proxy.rs"]
+mod proxy;
+#[path = "blackbox/reload.rs"]
+mod reload;
 #[path = "blackbox/shutdown.rs"]
 mod shutdown;
 #[path = "blackbox/stall.rs"]
@@ -21,6 +31,8 @@ mod stall;
 mod static_files;
 #[path = "blackbox/status.rs"]
 mod status;
+#[path = "blackbox/timing.rs"]
+mod timing;
 #[path = "blackbox/traversal.rs"]
 mod traversal;
 #[path = "blackbox/vectors.rs"]

@@ -12,8 +12,12 @@ mod common;
 mod connection;
 #[path = "blackbox/echo.rs"]
 mod echo;
+#[path = "blackbox/limits.rs"]
+mod limits;
 #[path = "blackbox/malformed.rs"]
 mod malformed;
+#[path = "blackbox/reload.rs"]
+mod reload;
 #[path = "blackbox/shutdown.rs"]
 mod shutdown;
 #[path = "blackbox/stall.rs"]
@@ -22,6 +26,8 @@ mod stall;
 mod static_files;
 #[path = "blackbox/status.rs"]
 mod status;
+#[path = "blackbox/timing.rs"]
+mod timing;
 #[path = "blackbox/traversal.rs"]
 mod traversal;
 #[path = "blackbox/vectors.rs"]

@@ -7,6 +7,7 @@
 //! request (see `cache.rs`); a fresh entry answers without a system call, and 304, HEAD and
 //! ranges (slices of the cached body) are answered from it exactly as from the file.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -82,12 +83,17 @@ impl StaticFiles {
 
     /// Answers `req` from the document root.
     pub fn handle(&self, req: &Request) -> Response {
+        self.handle_path(req, req.path())
+    }
+
+    /// Answers `req`, whose path (without query) the caller already holds.
+    pub fn handle_path(&self, req: &Request, path: &str) -> Response {
         match req.method() {
             Method::Get | Method::Head => {}
             Method::Options => return Response::new(204).header("Allow", ALLOW),
             _ => return Response::error(405).header("Allow", ALLOW),
         }
-        let norm = match normalize(req.path()) {
+        let norm = match normalize(path) {
             Ok(n) => n,
             Err(e) => {
                 log::info!("{}: refused path {:?}: {e:?}", req.peer_addr(), req.path());
@@ -99,11 +105,18 @@ impl StaticFiles {
         }
         let rel: &[u8] = if norm.rel.is_empty() { b"." } else { &norm.rel };
         // The key is the request's resolved path; a trailing slash names a directory's index.
-        let mut key = Vec::with_capacity(rel.len() + 1);
-        key.extend_from_slice(rel);
-        if norm.trailing_slash {
-            key.push(b'/');
-        }
+        // A path that needed no normalisation is its own key (it is `rel` plus that slash).
+        let key: Cow<'_, [u8]> = match &norm.rel {
+            Cow::Borrowed(r) if !r.is_empty() => Cow::Borrowed(&path.as_bytes()[1..]),
+            _ => {
+                let mut key = Vec::with_capacity(rel.len() + 1);
+                key.extend_from_slice(rel);
+                if norm.trailing_slash {
+                    key.push(b'/');
+                }
+                Cow::Owned(key)
+            }
+        };
         if let Some(entry) = self.cached(&key) {
             return answer(req, entry.validators().clone(), Source::Cached(entry));
         }

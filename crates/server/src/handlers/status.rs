@@ -41,7 +41,11 @@ pub fn handle(req: &Request, metrics: &Metrics, allow: &[Cidr]) -> Response {
 
 fn html(m: &Metrics) -> String {
     let mut rows = String::new();
+    let mut reports = String::new();
     for l in m.listeners() {
+        if let Some(r) = l.report() {
+            reports.push_str(&format!("<h2>{} ({})</h2>\n{}", l.addr, l.model, r.html()));
+        }
         let r: Vec<u64> = l.responses.iter().map(|c| c.load(Relaxed)).collect();
         rows.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
@@ -57,12 +61,18 @@ fn html(m: &Metrics) -> String {
             l.open.load(Relaxed),
         ));
     }
+    // A page with live model figures (the pipeline's stages) refreshes itself.
+    let refresh = if reports.is_empty() {
+        ""
+    } else {
+        "<meta http-equiv=\"refresh\" content=\"1\">"
+    };
     format!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>weft status</title>\n\
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">{refresh}<title>weft status</title>\n\
          <style>body{{font-family:sans-serif}}td,th{{padding:2px 10px;text-align:right}}</style></head>\n\
          <body><h1>weft status</h1><p>uptime {} s &middot; <a href=\"status.json\">JSON</a> &middot; <a href=\"metrics\">metrics</a></p>\n\
          <table><tr><th>listener</th><th>model</th><th>requests</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>\
-         <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table></body></html>\n",
+         <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table>\n{reports}</body></html>\n",
         m.started.elapsed().as_secs()
     )
 }

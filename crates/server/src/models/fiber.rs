@@ -16,7 +16,7 @@ use std::os::fd::AsRawFd;
 use weft_fiber::net::{Readiness, TcpListener as FiberListener, TcpStream as FiberStream};
 
 use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
-use crate::app::App;
+use crate::app::{App, LiveApp};
 use crate::config::AcceptMode;
 use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::{ListenerMetrics, OpenGuard};
@@ -24,10 +24,12 @@ use crate::metrics::{ListenerMetrics, OpenGuard};
 /// Runs one acceptor fiber (call it on the worker that owns `listener`) until shutdown.
 pub fn accept_loop(
     listener: TcpListener,
-    app: Arc<App>,
+    live: Arc<LiveApp>,
     lm: Arc<ListenerMetrics>,
     rt: weft_fiber::Handle,
 ) -> io::Result<()> {
+    // The shutdown state and the fiber settings are the same in every generation.
+    let app = live.current();
     let dispatch = app.cfg.fiber.accept == AcceptMode::Dispatch;
     let mut next_worker = 0usize;
     let listener = FiberListener::from_std(listener)?;
@@ -40,10 +42,18 @@ pub fn accept_loop(
         }
         match listener.accept() {
             Ok((stream, peer)) => {
+                // Another worker may have filled the last slot while this one waited in
+                // accept: hold the new connection unserved (as if still in the backlog) until
+                // a slot frees, so the limit is never exceeded.
+                while gate.at_capacity(&lm) && !app.shutdown.is_set() {
+                    weft_fiber::sleep(ACCEPT_BACKOFF);
+                }
                 let _ = stream.set_nodelay(true);
+                // The generation this connection keeps for its whole life.
+                let app = live.current();
+                let accepted = app.cfg.timing.on().then(std::time::Instant::now);
                 let local = stream.local_addr().unwrap_or(lm.addr);
                 let guard = OpenGuard::new(lm.clone());
-                let app = app.clone();
                 let lm = lm.clone();
                 let conn = move || {
                     let registration = Some(app.shutdown.register(stream.as_raw_fd()));
@@ -52,6 +62,7 @@ pub fn accept_loop(
                         local,
                         listener: lm,
                         registration,
+                        accepted,
                     };
                     let state = Box::new(ConnState {
                         app,

@@ -2,6 +2,7 @@
 //! accepts connections and drives `conn::serve` (or its stages); none re-implements HTTP.
 
 pub mod fiber;
+pub mod pipeline;
 pub mod process;
 pub mod thread;
 

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
-use crate::app::App;
+use crate::app::{App, LiveApp};
 use crate::conn::{self, ConnInfo};
 use crate::metrics::ListenerMetrics;
 use crate::net::BlockingStream;
@@ -54,7 +54,7 @@ const UNAVAILABLE: &[u8] =
 /// the other models' sockets, which the master must not hold.
 pub(crate) fn start_master(
     listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>,
-    app: Arc<App>,
+    live: Arc<LiveApp>,
     close_in_master: &[RawFd],
 ) -> io::Result<Pid> {
     let server = sp::pid();
@@ -66,7 +66,7 @@ pub(crate) fn start_master(
                     for &fd in close_in_master {
                         sp::close_inherited(fd);
                     }
-                    match master(listeners, &app) {
+                    match master(listeners, &live) {
                         Ok(()) => 0,
                         Err(e) => {
                             log::error!("process model master: {e}");
@@ -80,7 +80,7 @@ pub(crate) fn start_master(
                     1
                 }
             };
-            if let Some(l) = &app.access_log {
+            if let Some(l) = &live.current().access_log {
                 l.flush();
             }
             sp::exit_now(code)
@@ -93,8 +93,13 @@ struct Child {
     lm: Arc<ListenerMetrics>,
 }
 
-fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, app: &Arc<App>) -> io::Result<()> {
-    register_shutdown_signals(app)?;
+fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -> io::Result<()> {
+    let mut app = live.current();
+    register_shutdown_signals(&app)?;
+    // SIGHUP (forwarded by the server process): re-read the configuration between accepts;
+    // children forked afterwards serve with it.
+    let hup = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(libc::SIGHUP, hup.clone())?;
     for (l, _) in &listeners {
         l.set_nonblocking(true)?;
     }
@@ -108,10 +113,22 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, app: &Arc<App>) -
     let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
     let mut children: HashMap<Pid, Child> = HashMap::new();
     while !app.shutdown.is_set() {
+        if hup.swap(false, Relaxed) {
+            match live.reload() {
+                Ok(()) => log::info!("process model master: configuration reloaded"),
+                Err(e) => log::error!("process model master: reload failed, kept: {e}"),
+            }
+            app = live.current();
+        }
         reap(&mut children, false);
         if children.len() >= max_children {
+            let which = if max_children == app.cfg.process.max_children {
+                "process.max_children"
+            } else {
+                "limits.max_connections"
+            };
             gate.warn(|| {
-                format!("{max_children} connection processes live (process.max_children); not accepting")
+                format!("{max_children} connection processes live ({which}); not accepting")
             });
             std::thread::sleep(REAP_EVERY);
             continue;
@@ -124,7 +141,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, app: &Arc<App>) -
             }
             match listener.accept() {
                 Ok((stream, peer)) => {
-                    if let Some(pid) = fork_child(stream, peer, lm, app, &fds, &mut gate) {
+                    if let Some(pid) = fork_child(stream, peer, lm, &app, &fds, &mut gate) {
                         lm.accepted.fetch_add(1, Relaxed);
                         lm.open.fetch_add(1, Relaxed);
                         children.insert(pid, Child { lm: lm.clone() });
@@ -156,6 +173,8 @@ fn fork_child(
     gate: &mut AcceptGate,
 ) -> Option<Pid> {
     let master = sp::pid();
+    // Taken before the fork, so the `accept` phase includes it (the CGI paper's question).
+    let accepted = app.cfg.timing.on().then(std::time::Instant::now);
     match sp::fork() {
         Ok(Forked::Parent(pid)) => Some(pid),
         Ok(Forked::Child) => {
@@ -166,7 +185,7 @@ fn fork_child(
             if !matches!(sp::die_with_parent(libc::SIGTERM, master), Ok(true)) {
                 sp::exit_now(0);
             }
-            serve_child(stream, peer, lm, app);
+            serve_child(stream, peer, lm, app, accepted);
             sp::exit_now(0)
         }
         Err(e) => {
@@ -187,7 +206,9 @@ fn serve_child(
     peer: std::net::SocketAddr,
     lm: &Arc<ListenerMetrics>,
     app: &Arc<App>,
+    accepted: Option<std::time::Instant>,
 ) {
+    app.enter_connection_process();
     if let Some(l) = &app.access_log {
         if let Err(e) = l.start_flusher() {
             log::warn!("access log flusher: {e}");
@@ -202,6 +223,7 @@ fn serve_child(
         local,
         listener: lm.clone(),
         registration: Some(app.shutdown.register(stream.raw_fd())),
+        accepted,
     };
     if let Err(e) = conn::serve(&mut stream, app, &info) {
         log::debug!("{peer}: connection ended: {e}");

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
-use crate::app::App;
+use crate::app::LiveApp;
 use crate::conn::{self, ConnInfo};
 use crate::metrics::{ListenerMetrics, OpenGuard};
 use crate::net::BlockingStream;
@@ -18,7 +18,9 @@ use crate::sys;
 const THREAD_STACK: usize = 256 * 1024;
 
 /// Accepts on `listener` until shutdown, one thread per connection.
-pub fn run(listener: TcpListener, app: Arc<App>, lm: Arc<ListenerMetrics>) -> io::Result<()> {
+pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) -> io::Result<()> {
+    // The shutdown state is the same in every generation.
+    let app = live.current();
     listener.set_nonblocking(true)?;
     let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
     while !app.shutdown.is_set() {
@@ -29,9 +31,11 @@ pub fn run(listener: TcpListener, app: Arc<App>, lm: Arc<ListenerMetrics>) -> io
         match listener.accept() {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
+                // The generation this connection keeps for its whole life.
+                let app = live.current();
+                let accepted = app.cfg.timing.on().then(std::time::Instant::now);
                 let local = stream.local_addr().unwrap_or(lm.addr);
                 let guard = OpenGuard::new(lm.clone());
-                let app = app.clone();
                 let lm2 = lm.clone();
                 let spawned = std::thread::Builder::new()
                     .name("weft-conn".into())
@@ -45,6 +49,7 @@ pub fn run(listener: TcpListener, app: Arc<App>, lm: Arc<ListenerMetrics>) -> io
                             local,
                             listener: lm2,
                             registration,
+                            accepted,
                         };
                         if let Err(e) = conn::serve(&mut stream, &app, &info) {
                             log::debug!("{peer}: connection ended: {e}");

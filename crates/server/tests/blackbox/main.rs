@@ -14,12 +14,18 @@ const MODEL: &str = "thread";
 mod common;
 
 mod access_log;
+mod cgi;
 mod connection;
 mod echo;
+mod limits;
 mod malformed;
+mod nodelay;
+mod proxy;
+mod reload;
 mod shutdown;
 mod stall;
 mod static_files;
 mod status;
+mod timing;
 mod traversal;
 mod vectors;

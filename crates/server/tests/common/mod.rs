@@ -48,6 +48,8 @@ pub struct Builder {
     dir: PathBuf,
     config: Option<String>,
     args: Vec<String>,
+    /// RLIMIT_NOFILE (soft and hard) for the server process.
+    nofile: Option<u64>,
 }
 
 impl Builder {
@@ -62,6 +64,7 @@ impl Builder {
             dir,
             config: None,
             args: Vec::new(),
+            nofile: None,
         }
     }
 
@@ -99,6 +102,13 @@ impl Builder {
         self
     }
 
+    /// Starts the server with at most `n` open descriptors (soft and hard limit, so the
+    /// server cannot raise it).
+    pub fn nofile(mut self, n: u64) -> Builder {
+        self.nofile = Some(n);
+        self
+    }
+
     /// Adds command-line arguments after `serve`.
     pub fn args(mut self, args: &[&str]) -> Builder {
         self.args.extend(args.iter().map(|s| s.to_string()));
@@ -125,6 +135,24 @@ impl Builder {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .env("WEFT_LOG", "debug");
+        if let Some(n) = self.nofile {
+            use std::os::unix::process::CommandExt;
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: runs in the forked child before exec; setrlimit is async-signal-safe and
+            // reads only `lim`, a plain value copied into the closure.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         let mut child = cmd.spawn().expect("spawn weft");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = mpsc::channel();
@@ -339,6 +367,11 @@ impl Conn {
     pub fn connect(addr: SocketAddr) -> Conn {
         let stream = TcpStream::connect_timeout(&addr, READ_TIMEOUT)
             .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        Conn::from_stream(stream)
+    }
+
+    /// Wraps an already connected stream, with read and write timeouts set.
+    pub fn from_stream(stream: TcpStream) -> Conn {
         stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         stream.set_write_timeout(Some(READ_TIMEOUT)).unwrap();
         let _ = stream.set_nodelay(true);

@@ -18,9 +18,10 @@ pub enum PathError {
 
 /// A normalised path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Normalized {
-    /// Segments joined by `/`, no leading slash; empty for the root itself.
-    pub rel: Vec<u8>,
+pub struct Normalized<'a> {
+    /// Segments joined by `/`, no leading slash; empty for the root itself. Borrowed from the
+    /// request when it needed no decoding or normalisation (the common case).
+    pub rel: Cow<'a, [u8]>,
     /// The request path ended with `/` (or was the root).
     pub trailing_slash: bool,
     /// Some segment starts with `.` (a dotfile or dot-directory).
@@ -28,11 +29,40 @@ pub struct Normalized {
 }
 
 /// Decodes and normalises `path` (the request path without query).
-pub fn normalize(path: &str) -> Result<Normalized, PathError> {
+pub fn normalize(path: &str) -> Result<Normalized<'_>, PathError> {
     let raw = path.as_bytes();
     if raw.first() != Some(&b'/') {
         return Err(PathError::BadSyntax);
     }
+    if is_plain(raw) {
+        // Nothing to decode, no empty, `.` or `..` segment: the path is its own normal form.
+        let trailing_slash = raw.ends_with(b"/");
+        let rel = &raw[1..raw.len() - usize::from(trailing_slash && raw.len() > 1)];
+        return Ok(Normalized {
+            rel: Cow::Borrowed(rel),
+            trailing_slash,
+            has_dot_segment: false,
+        });
+    }
+    normalize_general(raw)
+}
+
+/// True if `raw` (starting with `/`) has no escape, NUL or backslash and no segment that is
+/// empty or starts with `.`, except an empty last one (a trailing slash).
+fn is_plain(raw: &[u8]) -> bool {
+    let mut prev_slash = false;
+    for &b in raw {
+        match b {
+            b'%' | b'\\' | 0 => return false,
+            b'/' | b'.' if prev_slash => return false,
+            _ => {}
+        }
+        prev_slash = b == b'/';
+    }
+    true
+}
+
+fn normalize_general(raw: &[u8]) -> Result<Normalized<'static>, PathError> {
     let decoded = percent_decode(raw)?;
     let mut segments: Vec<&[u8]> = Vec::new();
     for seg in decoded.split(|&b| b == b'/') {
@@ -50,11 +80,13 @@ pub fn normalize(path: &str) -> Result<Normalized, PathError> {
     let trailing_slash = segments.is_empty() || last.is_empty() || last == b"." || last == b"..";
     let has_dot_segment = segments.iter().any(|s| s[0] == b'.');
     Ok(Normalized {
-        rel: segments.join(&b'/'),
+        rel: Cow::Owned(segments.join(&b'/')),
         trailing_slash,
         has_dot_segment,
     })
 }
+
+use std::borrow::Cow;
 
 fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, PathError> {
     let mut out = Vec::with_capacity(raw.len());
@@ -89,7 +121,36 @@ mod tests {
     use super::*;
 
     fn rel(p: &str) -> Result<String, PathError> {
-        normalize(p).map(|n| String::from_utf8(n.rel).unwrap())
+        normalize(p).map(|n| String::from_utf8(n.rel.into_owned()).unwrap())
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_the_general_one() {
+        // Every path over a small alphabet up to 5 bytes after the leading slash.
+        let alphabet = [b'a', b'/', b'.', b'%', b'2', b'e'];
+        let mut paths = vec![b"/".to_vec()];
+        let mut frontier = paths.clone();
+        for _ in 0..5 {
+            let mut next = Vec::new();
+            for p in &frontier {
+                for &c in &alphabet {
+                    let mut q = p.clone();
+                    q.push(c);
+                    next.push(q);
+                }
+            }
+            paths.extend(next.iter().cloned());
+            frontier = next;
+        }
+        let mut plain = 0;
+        for p in &paths {
+            let s = std::str::from_utf8(p).unwrap();
+            if is_plain(p) {
+                plain += 1;
+            }
+            assert_eq!(normalize(s), normalize_general(p), "{s}");
+        }
+        assert!(plain > 100, "the fast path was taken {plain} times");
     }
 
     #[test]

@@ -1,0 +1,423 @@
+//! The command line: `weft-bench load` and `weft-bench groups`.
+
+use std::fs;
+use std::io::{self, IsTerminal};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::groups::{self, GroupsConfig};
+use crate::load::{self, LoadConfig, Stop};
+use crate::procstat::{self, ServerCpu};
+use crate::report::{GroupsReport, LoadReport};
+use crate::specweb::{self, SpecwebConfig};
+use crate::target::{check_header, BadInput, RequestSpec, Target};
+
+/// Duration of a load run when neither `-n` nor `-d` is given (wrk's default).
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// weft's load generator.
+#[derive(Debug, Parser)]
+#[command(name = "weft-bench", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// HTTP load on one or more URLs: closed loop like wrk (default), or open loop at a fixed
+    /// rate like wrk2 (--rate).
+    Load(LoadArgs),
+    /// The threads-vs-processes paper's client: CLIENTS clients run GROUPS sequential groups
+    /// of CONCURRENCY concurrent GETs, each on a fresh connection.
+    Groups(GroupsArgs),
+    /// SPECweb99-like static load on a file set written by `fileset-specweb`: paced
+    /// keep-alive connections of 5 requests; mean response time, weighted bandwidth,
+    /// conforming connections. `--step` varies the clients over time.
+    Specweb(SpecwebArgs),
+    /// Writes the SPECweb99-like file set for N connections under DIR.
+    FilesetSpecweb(FilesetSpecwebArgs),
+    /// Runs one of the papers' experiments against weft's models and the installed peers.
+    Experiment(crate::experiment::ExperimentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SpecwebArgs {
+    /// URL of the file set's root (e.g. http://127.0.0.1:8080/specweb/).
+    pub url: String,
+    /// Simultaneous clients (each one paced connection at a time); sets the directories.
+    #[arg(short, long, default_value_t = 10)]
+    pub connections: usize,
+    /// Length of the run (of each step with --step).
+    #[arg(short, long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Clients in each step, e.g. 50,300,50 (the directories follow the largest).
+    #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
+    pub step: Vec<usize>,
+    /// Length of each step (default: --duration).
+    #[arg(long, value_parser = parse_duration)]
+    pub step_duration: Option<Duration>,
+    /// Directories of the file set (default: the SPECweb99 formula for the clients).
+    #[arg(long)]
+    pub dirs: Option<usize>,
+    /// Seed of the request sequence.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the per-second timeline (CSV) after the summary (always with --step).
+    #[arg(long)]
+    pub timeline: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct FilesetSpecwebArgs {
+    /// Directory to write into (created if missing).
+    pub dir: std::path::PathBuf,
+    /// Simultaneous connections the set is sized for.
+    #[arg(short, long, default_value_t = 10)]
+    pub connections: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Worker threads of the client's fiber runtime.
+    #[arg(short, long, default_value_t = 1)]
+    pub threads: usize,
+    /// Longest wait for a connect, a write or a response (e.g. 10s, 500ms).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Measure the CPU time of this process and its descendants over the run.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+    /// Print one JSON object instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// URLs to request (http:// only); requests are spread over them round-robin.
+    #[arg(required = true, value_name = "URL")]
+    pub urls: Vec<String>,
+    /// Connections, each a fiber with one request in flight.
+    #[arg(short, long, default_value_t = 10)]
+    pub connections: usize,
+    /// Total requests (completed or failed), then stop.
+    #[arg(short = 'n', long, conflicts_with = "duration")]
+    pub requests: Option<u64>,
+    /// Run for this long (e.g. 5s, 1m); the default is 10s.
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Open loop: this many requests per second over all connections; latency is measured
+    /// from each request's intended send time (coordinated omission corrected).
+    #[arg(long, value_name = "REQ_PER_S")]
+    pub rate: Option<f64>,
+    /// A new connection for every request (sent with `Connection: close`).
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// Request method.
+    #[arg(short, long, default_value = "GET")]
+    pub method: String,
+    /// Extra request header, 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// Send this file as the request body.
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct GroupsArgs {
+    /// The URL every request asks for.
+    pub url: String,
+    /// Clients running at the same time.
+    #[arg(long, default_value_t = 2)]
+    pub clients: usize,
+    /// Sequential groups per client.
+    #[arg(long, default_value_t = 20)]
+    pub groups: usize,
+    /// Concurrent requests per group.
+    #[arg(long, default_value_t = 12)]
+    pub concurrency: usize,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `5s`, `250ms`, `100us`, `2m`, `1h`, or plain seconds (`1.5`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit (5s, 250ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?} (use us, ms, s, m or h)"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// Runs a parsed command line, printing its report.
+pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.command {
+        Command::Load(a) => run_load(a),
+        Command::Groups(a) => run_groups(a),
+        Command::Specweb(a) => run_specweb(a),
+        Command::FilesetSpecweb(a) => {
+            let n = specweb::write_fileset(&a.dir, a.connections)?;
+            println!(
+                "{}: {n} directories of 36 files ({} connections)",
+                a.dir.display(),
+                a.connections
+            );
+            Ok(())
+        }
+        Command::Experiment(a) => crate::experiment::run(a),
+    }
+}
+
+fn run_specweb(a: SpecwebArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let mut cfg = SpecwebConfig::new(&a.url, a.connections, a.duration)?;
+    if !a.step.is_empty() {
+        if a.step.iter().all(|&n| n == 0) {
+            return Err(BadInput("--step needs at least one client somewhere".into()).into());
+        }
+        cfg.steps = a.step.clone();
+        cfg.step_duration = a.step_duration.unwrap_or(a.duration);
+        cfg.dirs = specweb::directories(a.step.iter().copied().max().unwrap_or(1));
+    }
+    if let Some(d) = a.dirs {
+        cfg.dirs = d.max(1);
+    }
+    cfg.threads = a.common.threads.max(1);
+    cfg.timeout = a.common.timeout;
+    cfg.seed = a.seed;
+    let before = a.common.server_pid.map(procstat::sample).transpose()?;
+    let r = specweb::run(&cfg)?;
+    let server = server_cpu(a.common.server_pid, before, r.requests)?;
+    if a.common.json {
+        let mut v = serde_json::to_value(&r)?;
+        v["server"] = serde_json::to_value(server)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    print!("{}", r.human());
+    if let Some(s) = server {
+        println!(
+            "  server CPU {:.2} s, {:.1} us/request, {:.1}%",
+            s.cpu_s, s.cpu_us_per_request, s.utilization_pct
+        );
+    }
+    if a.timeline || !a.step.is_empty() {
+        print!("{}", r.timeline_csv());
+    }
+    Ok(())
+}
+
+fn run_load(a: LoadArgs) -> Result<(), Box<dyn std::error::Error>> {
+    for h in &a.headers {
+        check_header(h)?;
+    }
+    if a.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(BadInput("--rate must be a positive number".into()).into());
+    }
+    let body = match &a.body_file {
+        Some(f) => Some(fs::read(f).map_err(|e| io::Error::new(e.kind(), format!("{f}: {e}")))?),
+        None => None,
+    };
+    let spec = RequestSpec {
+        method: a.method.clone(),
+        headers: a.headers.clone(),
+        body,
+        close: a.no_keepalive,
+    };
+    let targets = a
+        .urls
+        .iter()
+        .map(|u| Target::new(u, &spec))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stop = match (a.requests, a.duration) {
+        (Some(n), _) => Stop::Requests(n),
+        (None, d) => Stop::Duration(d.unwrap_or(DEFAULT_DURATION)),
+    };
+    let cfg = LoadConfig {
+        targets,
+        connections: a.connections.max(1),
+        threads: a.common.threads.max(1),
+        stop,
+        rate: a.rate,
+        keepalive: !a.no_keepalive,
+        timeout: a.common.timeout,
+        progress: io::stderr().is_terminal(),
+    };
+    let before = a.common.server_pid.map(procstat::sample).transpose()?;
+    let r = load::run(&cfg)?;
+    let mut report = LoadReport::new(
+        a.urls.clone(),
+        a.rate,
+        cfg.connections,
+        cfg.threads,
+        cfg.keepalive,
+        &r.recorder,
+        r.elapsed.as_secs_f64(),
+        r.connects,
+    );
+    report.scheduled = r.scheduled;
+    report.server = server_cpu(a.common.server_pid, before, r.recorder.requests)?;
+    print(&report, a.common.json, LoadReport::human)
+}
+
+fn run_groups(a: GroupsArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let spec = RequestSpec {
+        close: true,
+        ..RequestSpec::default()
+    };
+    let cfg = GroupsConfig {
+        target: Target::new(&a.url, &spec)?,
+        clients: a.clients.max(1),
+        groups: a.groups,
+        concurrency: a.concurrency.max(1),
+        threads: a.common.threads.max(1),
+        timeout: a.common.timeout,
+    };
+    let before = a.common.server_pid.map(procstat::sample).transpose()?;
+    let r = groups::run(&cfg)?;
+    let mut report = GroupsReport::new(
+        a.url.clone(),
+        cfg.clients,
+        cfg.groups,
+        cfg.concurrency,
+        &r.recorder,
+        r.elapsed.as_secs_f64(),
+    );
+    report.server = server_cpu(a.common.server_pid, before, r.recorder.requests)?;
+    print(&report, a.common.json, GroupsReport::human)
+}
+
+fn server_cpu(
+    pid: Option<u32>,
+    before: Option<procstat::Sample>,
+    requests: u64,
+) -> io::Result<Option<ServerCpu>> {
+    let (Some(pid), Some(before)) = (pid, before) else {
+        return Ok(None);
+    };
+    let after = procstat::sample(pid)?;
+    let hz = procstat::ticks_per_second();
+    Ok(Some(ServerCpu::between(pid, before, after, requests, hz)))
+}
+
+fn print<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    human: fn(&R) -> String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", human(report));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("100us"), Ok(Duration::from_micros(100)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn command_line() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "weft-bench",
+            "load",
+            "-c50",
+            "-d3s",
+            "-H",
+            "X-A: 1",
+            "-H",
+            "X-B: 2",
+            "--no-keepalive",
+            "--rate",
+            "1000",
+            "http://a/",
+            "http://b/",
+        ])
+        .unwrap();
+        let Command::Load(a) = cli.command else {
+            panic!("load expected")
+        };
+        assert_eq!(a.connections, 50);
+        assert_eq!(a.duration, Some(Duration::from_secs(3)));
+        assert_eq!(a.headers, ["X-A: 1", "X-B: 2"]);
+        assert_eq!(a.urls.len(), 2);
+        assert!(a.no_keepalive);
+        assert_eq!(a.rate, Some(1000.0));
+        assert_eq!(a.common.threads, 1);
+        assert!(Cli::try_parse_from(["weft-bench", "load", "-n5", "-d1s", "http://a/"]).is_err());
+        let cli = Cli::try_parse_from(["weft-bench", "groups", "http://a/"]).unwrap();
+        let Command::Groups(g) = cli.command else {
+            panic!("groups expected")
+        };
+        assert_eq!((g.clients, g.groups, g.concurrency), (2, 20, 12));
+        let cli = Cli::try_parse_from([
+            "weft-bench",
+            "specweb",
+            "http://a/specweb/",
+            "--step",
+            "50,300,50",
+            "--step-duration",
+            "10s",
+        ])
+        .unwrap();
+        let Command::Specweb(s) = cli.command else {
+            panic!("specweb expected")
+        };
+        assert_eq!(s.step, [50, 300, 50]);
+        assert_eq!(s.step_duration, Some(Duration::from_secs(10)));
+        assert_eq!(s.connections, 10);
+        let cli = Cli::try_parse_from([
+            "weft-bench",
+            "experiment",
+            "fibers",
+            "--quick",
+            "--servers",
+            "fiber,nginx",
+        ])
+        .unwrap();
+        let Command::Experiment(e) = cli.command else {
+            panic!("experiment expected")
+        };
+        assert!(e.quick);
+        assert_eq!(e.servers, ["fiber", "nginx"]);
+        assert_eq!(e.out, std::path::Path::new("results"));
+    }
+}

@@ -1,0 +1,490 @@
+//! Bar charts as SVG, written by hand: no dependencies, no fonts to find (the viewer draws
+//! the text). One bar per labelled value, the value printed above it, a labelled y axis with
+//! round ticks.
+
+use std::fmt::Write as _;
+
+/// A round step for about five ticks up to `max`.
+pub fn tick_step(max: f64) -> f64 {
+    if max <= 0.0 || !max.is_finite() {
+        return 1.0;
+    }
+    let raw = max / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let nice = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A bar chart of `series` (label, value); NaN values are drawn as missing.
+pub fn bars(title: &str, unit: &str, series: &[(String, f64)]) -> String {
+    let (left, top, bar_w, gap, plot_h) = (70.0, 40.0, 28.0, 12.0, 260.0);
+    let n = series.len().max(1) as f64;
+    let width = left + n * (bar_w + gap) + 20.0;
+    let height = top + plot_h + 130.0;
+    let max = series
+        .iter()
+        .map(|s| s.1)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let step = tick_step(max);
+    let top_v = ((max / step).ceil() * step).max(step);
+    let y = |v: f64| top + plot_h - v / top_v * plot_h;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.0}" y="20" text-anchor="middle" font-size="14">{}</text>"#,
+        width / 2.0,
+        escape(title)
+    );
+    let mut t = 0.0;
+    while t <= top_v + step / 2.0 {
+        let ty = y(t);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" x2="{:.0}" y1="{ty:.1}" y2="{ty:.1}" stroke="#ddd"/><text x="{:.0}" y="{:.1}" text-anchor="end">{}</text>"##,
+            width - 10.0,
+            left - 5.0,
+            ty + 4.0,
+            num(t)
+        );
+        t += step;
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="15" y="{:.0}" transform="rotate(-90 15 {:.0})" text-anchor="middle">{}</text>"#,
+        top + plot_h / 2.0,
+        top + plot_h / 2.0,
+        escape(unit)
+    );
+    let palette = [
+        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+    ];
+    for (i, (label, v)) in series.iter().enumerate() {
+        let x = left + gap / 2.0 + i as f64 * (bar_w + gap);
+        if v.is_finite() {
+            let _ = writeln!(
+                s,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{bar_w}" height="{:.1}" fill="{}"/><text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{}</text>"#,
+                y(*v),
+                top + plot_h - y(*v),
+                palette[i % palette.len()],
+                x + bar_w / 2.0,
+                y(*v) - 3.0,
+                num(*v)
+            );
+        }
+        let lx = x + bar_w / 2.0;
+        let ly = top + plot_h + 10.0;
+        let _ = writeln!(
+            s,
+            r#"<text x="{lx:.1}" y="{ly:.1}" transform="rotate(45 {lx:.1} {ly:.1})">{}</text>"#,
+            escape(label)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<line x1="{left}" x2="{left}" y1="{top}" y2="{:.0}" stroke="black"/><line x1="{left}" x2="{:.0}" y1="{:.0}" y2="{:.0}" stroke="black"/>"#,
+        top + plot_h,
+        width - 10.0,
+        top + plot_h,
+        top + plot_h
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_ticks() {
+        assert_eq!(tick_step(10.0), 2.0);
+        assert_eq!(tick_step(1000.0), 200.0);
+        assert_eq!(tick_step(0.9), 0.2);
+        assert_eq!(tick_step(0.0), 1.0);
+        assert_eq!(tick_step(30_000.0), 10_000.0);
+    }
+
+    #[test]
+    fn one_bar_per_value() {
+        let svg = bars(
+            "t <x>",
+            "ms",
+            &[
+                ("a".into(), 1.0),
+                ("b&c".into(), 2.5),
+                ("gone".into(), f64::NAN),
+            ],
+        );
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        // Two bars plus the background rectangle; the missing value has a label, no bar.
+        assert_eq!(svg.matches("<rect").count(), 3);
+        assert!(svg.contains("t &lt;x&gt;") && svg.contains("b&amp;c") && svg.contains(">gone<"));
+        assert!(svg.contains(">2.50<"));
+    }
+}
+
+/// 5x7 glyphs, one byte per column, bit 0 the top row (digits, letters, a little punctuation;
+/// lower case is drawn as upper case, anything else as a blank).
+fn glyph(c: char) -> [u8; 5] {
+    match c.to_ascii_uppercase() {
+        '0' => [0x3E, 0x51, 0x49, 0x45, 0x3E],
+        '1' => [0x00, 0x42, 0x7F, 0x40, 0x00],
+        '2' => [0x42, 0x61, 0x51, 0x49, 0x46],
+        '3' => [0x21, 0x41, 0x45, 0x4B, 0x31],
+        '4' => [0x18, 0x14, 0x12, 0x7F, 0x10],
+        '5' => [0x27, 0x45, 0x45, 0x45, 0x39],
+        '6' => [0x3C, 0x4A, 0x49, 0x49, 0x30],
+        '7' => [0x01, 0x71, 0x09, 0x05, 0x03],
+        '8' => [0x36, 0x49, 0x49, 0x49, 0x36],
+        '9' => [0x06, 0x49, 0x49, 0x29, 0x1E],
+        'A' => [0x7E, 0x11, 0x11, 0x11, 0x7E],
+        'B' => [0x7F, 0x49, 0x49, 0x49, 0x36],
+        'C' => [0x3E, 0x41, 0x41, 0x41, 0x22],
+        'D' => [0x7F, 0x41, 0x41, 0x22, 0x1C],
+        'E' => [0x7F, 0x49, 0x49, 0x49, 0x41],
+        'F' => [0x7F, 0x09, 0x09, 0x09, 0x01],
+        'G' => [0x3E, 0x41, 0x49, 0x49, 0x7A],
+        'H' => [0x7F, 0x08, 0x08, 0x08, 0x7F],
+        'I' => [0x00, 0x41, 0x7F, 0x41, 0x00],
+        'J' => [0x20, 0x40, 0x41, 0x3F, 0x01],
+        'K' => [0x7F, 0x08, 0x14, 0x22, 0x41],
+        'L' => [0x7F, 0x40, 0x40, 0x40, 0x40],
+        'M' => [0x7F, 0x02, 0x0C, 0x02, 0x7F],
+        'N' => [0x7F, 0x04, 0x08, 0x10, 0x7F],
+        'O' => [0x3E, 0x41, 0x41, 0x41, 0x3E],
+        'P' => [0x7F, 0x09, 0x09, 0x09, 0x06],
+        'Q' => [0x3E, 0x41, 0x51, 0x21, 0x5E],
+        'R' => [0x7F, 0x09, 0x19, 0x29, 0x46],
+        'S' => [0x46, 0x49, 0x49, 0x49, 0x31],
+        'T' => [0x01, 0x01, 0x7F, 0x01, 0x01],
+        'U' => [0x3F, 0x40, 0x40, 0x40, 0x3F],
+        'V' => [0x1F, 0x20, 0x40, 0x20, 0x1F],
+        'W' => [0x3F, 0x40, 0x38, 0x40, 0x3F],
+        'X' => [0x63, 0x14, 0x08, 0x14, 0x63],
+        'Y' => [0x07, 0x08, 0x70, 0x08, 0x07],
+        'Z' => [0x61, 0x51, 0x49, 0x45, 0x43],
+        '.' => [0x00, 0x60, 0x60, 0x00, 0x00],
+        ',' => [0x00, 0x50, 0x30, 0x00, 0x00],
+        ':' => [0x00, 0x36, 0x36, 0x00, 0x00],
+        '-' => [0x08, 0x08, 0x08, 0x08, 0x08],
+        '=' => [0x14, 0x14, 0x14, 0x14, 0x14],
+        '/' => [0x20, 0x10, 0x08, 0x04, 0x02],
+        '_' => [0x40, 0x40, 0x40, 0x40, 0x40],
+        '(' => [0x00, 0x1C, 0x22, 0x41, 0x00],
+        ')' => [0x00, 0x41, 0x22, 0x1C, 0x00],
+        '%' => [0x23, 0x13, 0x08, 0x64, 0x62],
+        _ => [0; 5],
+    }
+}
+
+/// RGB palette of the PNG charts: white, black, grid grey, then the series colours.
+const PALETTE: [[u8; 3]; 10] = [
+    [255, 255, 255],
+    [0, 0, 0],
+    [221, 221, 221],
+    [0x4e, 0x79, 0xa7],
+    [0xf2, 0x8e, 0x2b],
+    [0xe1, 0x57, 0x59],
+    [0x76, 0xb7, 0xb2],
+    [0x59, 0xa1, 0x4f],
+    [0xed, 0xc9, 0x48],
+    [0xb0, 0x7a, 0xa1],
+];
+
+/// A paletted raster.
+struct Canvas {
+    w: usize,
+    h: usize,
+    px: Vec<u8>,
+}
+
+impl Canvas {
+    fn new(w: usize, h: usize) -> Canvas {
+        Canvas {
+            w,
+            h,
+            px: vec![0; w * h],
+        }
+    }
+
+    fn set(&mut self, x: i64, y: i64, c: u8) {
+        if x >= 0 && y >= 0 && (x as usize) < self.w && (y as usize) < self.h {
+            self.px[y as usize * self.w + x as usize] = c;
+        }
+    }
+
+    fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, c: u8) {
+        let (x0, y0) = (x.round() as i64, y.round() as i64);
+        let (x1, y1) = ((x + w).round() as i64, (y + h).round() as i64);
+        for yy in y0..y1 {
+            for xx in x0..x1 {
+                self.set(xx, yy, c);
+            }
+        }
+    }
+
+    /// Text with its top-left corner at (x, y), 6 pixels per character; `down` writes it
+    /// turned a quarter clockwise, reading downwards from (x, y).
+    fn text(&mut self, x: f64, y: f64, s: &str, c: u8, down: bool) {
+        let (x, y) = (x.round() as i64, y.round() as i64);
+        for (k, ch) in s.chars().enumerate() {
+            let g = glyph(ch);
+            for (col, bits) in g.iter().enumerate() {
+                for row in 0..7 {
+                    if bits >> row & 1 == 1 {
+                        let (dx, dy) = if down {
+                            (6 - row as i64, (k * 6 + col) as i64)
+                        } else {
+                            ((k * 6 + col) as i64, row as i64)
+                        };
+                        self.set(x + dx, y + dy, c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The same chart as [`bars`], as a PNG (text in a built-in 5x7 font).
+pub fn bars_png(title: &str, unit: &str, series: &[(String, f64)]) -> Vec<u8> {
+    let (left, top, bar_w, gap, plot_h) = (70.0, 40.0, 28.0, 12.0, 260.0);
+    let n = series.len().max(1) as f64;
+    let width = (left + n * (bar_w + gap) + 20.0).max(6.0 * title.len() as f64 + 20.0);
+    let height = top + plot_h + 130.0;
+    let max = series
+        .iter()
+        .map(|s| s.1)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let step = tick_step(max);
+    let top_v = ((max / step).ceil() * step).max(step);
+    let y = |v: f64| top + plot_h - v / top_v * plot_h;
+    let mut cv = Canvas::new(width as usize, height as usize);
+    cv.text(
+        width / 2.0 - 3.0 * title.len() as f64,
+        12.0,
+        title,
+        1,
+        false,
+    );
+    let mut t = 0.0;
+    while t <= top_v + step / 2.0 {
+        let ty = y(t);
+        cv.rect(left, ty, width - 10.0 - left, 1.0, 2);
+        let label = num(t);
+        cv.text(
+            left - 6.0 - 6.0 * label.len() as f64,
+            ty - 3.0,
+            &label,
+            1,
+            false,
+        );
+        t += step;
+    }
+    cv.text(
+        6.0,
+        top + plot_h / 2.0 - 3.0 * unit.len() as f64,
+        unit,
+        1,
+        true,
+    );
+    for (i, (label, v)) in series.iter().enumerate() {
+        let x = left + gap / 2.0 + i as f64 * (bar_w + gap);
+        if v.is_finite() {
+            cv.rect(x, y(*v), bar_w, top + plot_h - y(*v), 3 + (i % 7) as u8);
+            let s = num(*v);
+            cv.text(
+                x + bar_w / 2.0 - 3.0 * s.len() as f64,
+                y(*v) - 10.0,
+                &s,
+                1,
+                false,
+            );
+        }
+        let short: String = label.chars().take(20).collect();
+        cv.text(x + bar_w / 2.0 - 4.0, top + plot_h + 6.0, &short, 1, true);
+    }
+    cv.rect(left, top, 1.0, plot_h, 1);
+    cv.rect(left, top + plot_h, width - 10.0 - left, 1.0, 1);
+    png(&cv)
+}
+
+fn crc32(chunks: &[&[u8]]) -> u32 {
+    let mut table = [0u32; 256];
+    for (i, e) in table.iter_mut().enumerate() {
+        let mut c = i as u32;
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+        *e = c;
+    }
+    let mut c = 0xFFFF_FFFFu32;
+    for b in chunks.iter().flat_map(|s| s.iter()) {
+        c = table[((c ^ u32::from(*b)) & 0xFF) as usize] ^ (c >> 8);
+    }
+    c ^ 0xFFFF_FFFF
+}
+
+fn adler32(data: &[u8]) -> u32 {
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in data {
+        a = (a + u32::from(x)) % 65_521;
+        b = (b + a) % 65_521;
+    }
+    (b << 16) | a
+}
+
+fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(kind);
+    out.extend_from_slice(data);
+    out.extend_from_slice(&crc32(&[kind, data]).to_be_bytes());
+}
+
+/// A 4-bit paletted PNG; the image data in stored (uncompressed) deflate blocks.
+fn png(cv: &Canvas) -> Vec<u8> {
+    let row = cv.w.div_ceil(2);
+    let mut raw = Vec::with_capacity(cv.h * (row + 1));
+    for y in 0..cv.h {
+        raw.push(0); // filter: none
+        let line = &cv.px[y * cv.w..(y + 1) * cv.w];
+        for pair in line.chunks(2) {
+            raw.push(pair[0] << 4 | pair.get(1).copied().unwrap_or(0));
+        }
+    }
+    let mut z = vec![0x78, 0x01];
+    let blocks: Vec<&[u8]> = raw.chunks(65_535).collect();
+    for (i, b) in blocks.iter().enumerate() {
+        z.push(u8::from(i + 1 == blocks.len()));
+        let len = b.len() as u16;
+        z.extend_from_slice(&len.to_le_bytes());
+        z.extend_from_slice(&(!len).to_le_bytes());
+        z.extend_from_slice(b);
+    }
+    z.extend_from_slice(&adler32(&raw).to_be_bytes());
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = Vec::new();
+    ihdr.extend_from_slice(&(cv.w as u32).to_be_bytes());
+    ihdr.extend_from_slice(&(cv.h as u32).to_be_bytes());
+    ihdr.extend_from_slice(&[4, 3, 0, 0, 0]);
+    chunk(&mut out, b"IHDR", &ihdr);
+    let plte: Vec<u8> = PALETTE.iter().flatten().copied().collect();
+    chunk(&mut out, b"PLTE", &plte);
+    chunk(&mut out, b"IDAT", &z);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+#[cfg(test)]
+mod png_tests {
+    use super::*;
+
+    #[test]
+    fn checksums() {
+        assert_eq!(crc32(&[b"IEND"]), 0xAE42_6082);
+        assert_eq!(crc32(&[b"123456789"]), 0xCBF4_3926);
+        assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
+    }
+
+    /// Reads back the pixels of a PNG written by [`png`] (stored blocks only).
+    fn decode(p: &[u8]) -> (usize, usize, Vec<u8>) {
+        assert_eq!(&p[..8], b"\x89PNG\r\n\x1a\n");
+        let (mut i, mut w, mut h, mut z) = (8, 0, 0, Vec::new());
+        while i < p.len() {
+            let len = u32::from_be_bytes(p[i..i + 4].try_into().unwrap()) as usize;
+            let kind = &p[i + 4..i + 8];
+            let data = &p[i + 8..i + 8 + len];
+            let crc = u32::from_be_bytes(p[i + 8 + len..i + 12 + len].try_into().unwrap());
+            assert_eq!(crc, crc32(&[kind, data]));
+            match kind {
+                b"IHDR" => {
+                    w = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
+                    h = u32::from_be_bytes(data[4..8].try_into().unwrap()) as usize;
+                    assert_eq!(&data[8..], &[4, 3, 0, 0, 0]);
+                }
+                b"IDAT" => z.extend_from_slice(data),
+                _ => {}
+            }
+            i += 12 + len;
+        }
+        let (mut j, mut raw) = (2, Vec::new());
+        loop {
+            let last = z[j] & 1 == 1;
+            let len = u16::from_le_bytes([z[j + 1], z[j + 2]]) as usize;
+            assert_eq!(!u16::from_le_bytes([z[j + 3], z[j + 4]]) as usize, len);
+            raw.extend_from_slice(&z[j + 5..j + 5 + len]);
+            j += 5 + len;
+            if last {
+                break;
+            }
+        }
+        assert_eq!(
+            u32::from_be_bytes(z[j..j + 4].try_into().unwrap()),
+            adler32(&raw)
+        );
+        let row = w.div_ceil(2) + 1;
+        assert_eq!(raw.len(), h * row);
+        let mut px = Vec::new();
+        for y in 0..h {
+            assert_eq!(raw[y * row], 0);
+            for x in 0..w {
+                let b = raw[y * row + 1 + x / 2];
+                px.push(if x % 2 == 0 { b >> 4 } else { b & 15 });
+            }
+        }
+        (w, h, px)
+    }
+
+    #[test]
+    fn a_png_with_its_bars() {
+        let p = bars_png("t", "ms", &[("a".into(), 10.0), ("b".into(), 5.0)]);
+        let (w, h, px) = decode(&p);
+        assert_eq!((w, h), (170, 430));
+        // Bar 0 (left 70 + 6, 28 wide) reaches the top of the plot at 10; bar 1 only halfway.
+        let at = |x: usize, y: usize| px[y * w + x];
+        assert_eq!(at(90, 250), 3);
+        assert_eq!(at(90, 60), 3);
+        assert_eq!(at(130, 250), 4);
+        assert_eq!(at(130, 100), 0);
+        assert_eq!(at(70, 200), 1, "y axis");
+    }
+}

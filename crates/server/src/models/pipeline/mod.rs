@@ -1,0 +1,296 @@
+//! The `pipeline` model (the pipeline paper, open KETA): a request's handling split into four
+//! stages — accept, receive, process, send — each a pool of OS threads with a bounded queue,
+//! and a feedback controller that moves threads between the stages.
+//!
+//! ```text
+//!            listen backlog          queue            queue            queue
+//! client ──> [accept] ──────────> [receive] ──────> [process] ──────> [send] ──> client
+//!                                   ^   |  head          handler,         |  vectored write /
+//!                      readable     |   |  incomplete    cache, body      |  sendfile, partial:
+//!                 ┌──────────────── poller (one epoll) <──────────────────┘  wait writable;
+//!                 └── timeouts: header read (408), keep-alive idle, send, linger
+//! ```
+//!
+//! - A connection's state ([`Conn`]: socket, read buffer, parser, parsed request, response in
+//!   progress) is one boxed struct passed from stage to stage; exactly one thread owns it.
+//! - Keep-alive connections skip accept: after a response they wait in the poller and re-enter
+//!   at receive; pipelined requests already buffered go straight back to receive, so they are
+//!   served in order.
+//! - Sockets are non-blocking. Receive and send never block a thread on a socket: they park
+//!   the connection in the poller (see `poller.rs`: level-triggered, one-shot). Process may
+//!   block while a handler reads a request body (bounded by the body-read timeout): reading
+//!   bodies in receive would mean buffering them whole before the handler runs, and
+//!   `Expect: 100-continue` needs the handler to ask for the body first.
+//! - A full queue makes the stage before it wait (accept's waiting fills the kernel's listen
+//!   backlog); the one backward edge (send → receive, for buffered pipelined requests) never
+//!   waits, it goes through the poller when receive's queue is full, so stages cannot deadlock.
+//! - Every stage starts `threads_total` − 3 threads and parks those beyond its allocation; the
+//!   controller (`controller.rs`, a pure function) changes allocations from the load monitor's
+//!   samples (`monitor.rs`) every `[pipeline] period`.
+//! - HTTP is conn.rs's: parsing, routing, body framing and limits, response encoding.
+
+pub mod controller;
+mod monitor;
+mod poller;
+mod queue;
+mod stages;
+
+use std::io;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use self::poller::{Poller, Wait};
+use self::queue::Stage;
+use crate::app::{App, LiveApp};
+use crate::body::ReadBuf;
+use crate::conn::{ConnInfo, Tail};
+use crate::metrics::{ListenerMetrics, OpenGuard};
+use crate::models::{AcceptGate, ACCEPT_POLL};
+use crate::Request;
+
+/// Stack of a stage thread (handlers run on process threads; as the thread model's).
+const THREAD_STACK: usize = 256 * 1024;
+/// How often the monitor thread looks at the shutdown flag within a period.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(25);
+
+const ACCEPT: usize = 0;
+const RECEIVE: usize = 1;
+const PROCESS: usize = 2;
+const SEND: usize = 3;
+
+/// One connection's state, passed between stages in a box.
+pub(crate) struct Conn {
+    /// First field: its shutdown registration is dropped before the socket closes.
+    info: ConnInfo,
+    /// The configuration generation the connection was accepted with (a reload changes new
+    /// connections only).
+    app: Arc<App>,
+    stream: std::net::TcpStream,
+    _guard: OpenGuard,
+    parser: weft_http::Parser,
+    rbuf: ReadBuf,
+    /// The encoded head (and small body) of the response in progress.
+    wbuf: Vec<u8>,
+    /// No request has been received yet (its idle wait uses the header-read timeout).
+    first: bool,
+    /// When the head being received must be complete (from its first byte).
+    head_deadline: Option<Instant>,
+    /// When a lingering close gives up waiting for the client's end of stream.
+    linger_until: Option<Instant>,
+    /// The parsed request, from receive to process.
+    req: Option<Request>,
+    /// The response in progress, from process to send.
+    out: Option<Out>,
+    /// Clock readings of the request in progress (`[timing]`).
+    times: crate::conn::Times,
+    /// The socket is registered with the poller's epoll.
+    in_epoll: bool,
+}
+
+/// A response being sent: `wbuf` (the head) then `tail`.
+struct Out {
+    tail: Tail,
+    total: u64,
+    sent: u64,
+    keep_alive: bool,
+    status: u16,
+    body_len: u64,
+    /// When its first byte went out (`[timing]`).
+    first_out: Option<Instant>,
+    /// For the access log (none for an error before a request was parsed).
+    req: Option<Request>,
+}
+
+/// Where a connection goes after a stage's step.
+enum Next {
+    /// Into receive's queue (from accept; waits for room).
+    Receive(Box<Conn>),
+    /// Back to receive with a request already buffered (from send; never waits).
+    Reparse(Box<Conn>),
+    Process(Box<Conn>),
+    Send(Box<Conn>),
+    /// Into the poller until the socket is ready or the deadline passes.
+    Park(Box<Conn>, Wait, Instant),
+    Close(Box<Conn>),
+}
+
+/// Everything the pipeline's threads share.
+pub(crate) struct Pipeline {
+    /// The first generation: shutdown state, counters and the pipeline's own settings,
+    /// which a reload does not change.
+    app: Arc<App>,
+    /// The generation new connections get.
+    live: Arc<LiveApp>,
+    lm: Arc<ListenerMetrics>,
+    stages: [Stage<Box<Conn>>; 4],
+    poller: Poller,
+    /// The listening socket while accepting (taken out at shutdown, closing it once the
+    /// accept threads let go).
+    listener: Mutex<Option<Arc<TcpListener>>>,
+    /// Set at the very end: every thread exits.
+    stopped: AtomicBool,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("addr", &self.lm.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    fn receive(&self) -> &Stage<Box<Conn>> {
+        &self.stages[RECEIVE]
+    }
+
+    fn send(&self) -> &Stage<Box<Conn>> {
+        &self.stages[SEND]
+    }
+
+    /// Hands a connection on. `from_send`: the step was send's, which must not wait for room
+    /// in receive's queue (that would close a cycle of waiting stages).
+    fn dispatch(&self, next: Next, from_send: bool) {
+        // A push into a closed stage (final shutdown) gives the connection back: it closes.
+        match next {
+            Next::Receive(c) => drop(self.stages[RECEIVE].push(c)),
+            Next::Reparse(c) if from_send => {
+                if let Err(c) = self.stages[RECEIVE].try_push(c) {
+                    self.poller.ready(c);
+                }
+            }
+            Next::Reparse(c) => drop(self.stages[RECEIVE].push(c)),
+            Next::Process(c) => drop(self.stages[PROCESS].push(c)),
+            Next::Send(c) => drop(self.stages[SEND].push(c)),
+            Next::Park(c, wait, deadline) => self.poller.park(c, wait, deadline),
+            Next::Close(c) => drop(c),
+        }
+    }
+
+    /// The listening socket's accept queue length (0 once it is closed).
+    fn accept_backlog(&self) -> usize {
+        use std::os::fd::AsRawFd;
+        let l = self.listener.lock().unwrap_or_else(|e| e.into_inner());
+        l.as_ref()
+            .and_then(|l| crate::sys::accept_backlog(l.as_raw_fd()).ok())
+            .map_or(0, |n| n as usize)
+    }
+}
+
+/// Serves `listener` with the pipeline until shutdown, then lets open connections finish
+/// (within the grace period) and stops every thread.
+pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) -> io::Result<()> {
+    let app = live.current();
+    let pc = app.cfg.pipeline.clone();
+    pc.validate()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    listener.set_nonblocking(true)?;
+    let initial = pc.initial();
+    let p = Arc::new(Pipeline {
+        stages: std::array::from_fn(|k| Stage::new(pc.queue, initial[k])),
+        poller: Poller::new()?,
+        listener: Mutex::new(Some(Arc::new(listener))),
+        stopped: AtomicBool::new(false),
+        app: app.clone(),
+        live,
+        lm: lm.clone(),
+    });
+    let per_stage = pc.threads_total.saturating_sub(3).max(1);
+    let mut threads = Vec::new();
+    let mut accept_threads = Vec::new();
+    for k in 0..4 {
+        for idx in 0..per_stage {
+            let p = p.clone();
+            let name = format!("weft-{}-{idx}", controller::STAGES[k]);
+            let t = std::thread::Builder::new()
+                .name(name)
+                .stack_size(THREAD_STACK)
+                .spawn(move || {
+                    if k == ACCEPT {
+                        accept_worker(&p, idx)
+                    } else {
+                        worker(&p, k, idx)
+                    }
+                })?;
+            if k == ACCEPT {
+                accept_threads.push(t);
+            } else {
+                threads.push(t);
+            }
+        }
+    }
+    {
+        let p = p.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("weft-poller".into())
+                .spawn(move || poller::run(&p))?,
+        );
+    }
+    let report = Arc::new(monitor::Report::new(&p, &pc));
+    lm.set_report(report.clone());
+
+    // This thread is the load monitor and controller.
+    monitor::run(&p, &pc, &report, SHUTDOWN_POLL);
+
+    // Shutdown: stop accepting and close the listener.
+    p.stages[ACCEPT].close();
+    drop(p.listener.lock().unwrap_or_else(|e| e.into_inner()).take());
+    for t in accept_threads {
+        let _ = t.join();
+    }
+    // Let in-flight requests finish; idle connections were woken by the shutdown registry.
+    let grace = app.cfg.timeouts.shutdown_grace;
+    let end = Instant::now() + grace;
+    while lm.open.load(std::sync::atomic::Ordering::Relaxed) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p.stopped.store(true, SeqCst);
+    for s in &p.stages {
+        s.close();
+    }
+    p.poller.notify();
+    for t in threads {
+        let _ = t.join();
+    }
+    p.poller.clear();
+    Ok(())
+}
+
+/// A receive, process or send thread: takes tasks while it holds a permit.
+fn worker(p: &Pipeline, k: usize, idx: usize) {
+    let stage = &p.stages[k];
+    while let Some(conn) = stage.pop(idx) {
+        let t0 = stage.begin();
+        // A panicking handler ends its own connection (dropped while unwinding), not the
+        // stage's thread: threads are never replaced at run time.
+        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match k {
+            RECEIVE => stages::receive(conn),
+            PROCESS => stages::process(conn),
+            _ => stages::send(p, conn),
+        }));
+        stage.end(t0);
+        match step {
+            Ok(next) => p.dispatch(next, k == SEND),
+            Err(_) => log::error!(
+                "pipeline {} stage: a task panicked; its connection is closed",
+                controller::STAGES[k]
+            ),
+        }
+    }
+}
+
+/// An accept thread: accepts while it holds a permit, until shutdown.
+fn accept_worker(p: &Pipeline, idx: usize) {
+    let Some(listener) = p.listener.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+        return;
+    };
+    let mut gate = AcceptGate::new(p.app.cfg.limits.max_connections);
+    while p.stages[ACCEPT].wait_permit(idx) && !p.app.shutdown.is_set() {
+        if let Some(conn) = stages::accept(p, &listener, &mut gate, ACCEPT_POLL) {
+            p.dispatch(Next::Receive(conn), false);
+        }
+    }
+}

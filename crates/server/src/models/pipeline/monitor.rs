@@ -1,0 +1,373 @@
+//! The load monitor: every period it samples each stage (queue length, busy threads, service
+//! time per task) and the listener (W requests/s, R bytes/s), computes U = c1*W + c2*R, asks
+//! the controller for an allocation (when it is on) and applies it by changing each stage's
+//! permit count. It also keeps the recent history the status page shows.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use super::controller::{self, Sample, State, STAGES};
+use super::{Pipeline, ACCEPT};
+use crate::config::PipelineConfig;
+use crate::metrics::ModelReport;
+
+/// Samples kept for the status page (a minute at the default period).
+const HISTORY: usize = 240;
+
+/// What the status page shows of the pipeline.
+#[derive(Debug)]
+pub(crate) struct Report {
+    pipeline: Weak<Pipeline>,
+    controller: bool,
+    threads_total: usize,
+    period: Duration,
+    started: Instant,
+    view: Mutex<View>,
+}
+
+#[derive(Debug, Default)]
+struct View {
+    w: f64,
+    r: f64,
+    u: f64,
+    /// Mean service time per task over the last period, per stage (µs).
+    service_us: [f64; 4],
+    /// Idle fraction of the machine's CPU over the last period.
+    cpu_idle: f64,
+    history: VecDeque<Point>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    t: f64,
+    u: f64,
+    threads: [usize; 4],
+    queue: [usize; 4],
+}
+
+impl Report {
+    pub(crate) fn new(p: &Arc<Pipeline>, pc: &PipelineConfig) -> Report {
+        Report {
+            pipeline: Arc::downgrade(p),
+            controller: pc.controller,
+            threads_total: pc.threads_total,
+            period: pc.period,
+            started: Instant::now(),
+            view: Mutex::new(View::default()),
+        }
+    }
+
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        self.view.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Connections waiting in the poller (idle keep-alive, partial heads, partial writes).
+    fn parked(&self) -> usize {
+        self.pipeline.upgrade().map_or(0, |p| p.poller.len())
+    }
+
+    /// Live threads, queue and busy of each stage.
+    fn live(&self) -> Option<[(usize, usize, usize); 4]> {
+        let p = self.pipeline.upgrade()?;
+        Some(std::array::from_fn(|k| {
+            let s = &p.stages[k];
+            let queue = if k == ACCEPT {
+                p.accept_backlog()
+            } else {
+                s.len()
+            };
+            (s.active(), queue, s.busy())
+        }))
+    }
+}
+
+impl ModelReport for Report {
+    fn json(&self) -> serde_json::Value {
+        let live = self.live().unwrap_or_default();
+        let v = self.view();
+        let mut stages = serde_json::Map::new();
+        for (k, name) in STAGES.iter().enumerate() {
+            let (threads, queue, busy) = live[k];
+            stages.insert(
+                (*name).into(),
+                serde_json::json!({
+                    "threads": threads,
+                    "queue": queue,
+                    "busy": busy,
+                    "service_us": round(v.service_us[k]),
+                }),
+            );
+        }
+        let history: Vec<_> = v
+            .history
+            .iter()
+            .map(|h| serde_json::json!({ "t": round(h.t), "u": round(h.u), "threads": h.threads, "queue": h.queue }))
+            .collect();
+        serde_json::json!({
+            "stages": stages,
+            "order": STAGES,
+            "threads_total": self.threads_total,
+            "controller": self.controller,
+            "period_ms": self.period.as_millis() as u64,
+            "w": round(v.w),
+            "r": round(v.r),
+            "u": round(v.u),
+            "cpu_idle": round(v.cpu_idle),
+            "parked": self.parked(),
+            "history": history,
+        })
+    }
+
+    fn html(&self) -> String {
+        let live = self.live().unwrap_or_default();
+        let v = self.view();
+        let mut rows = String::new();
+        for (k, name) in STAGES.iter().enumerate() {
+            let (threads, queue, busy) = live[k];
+            rows.push_str(&format!(
+                "<tr><td>{name}</td><td>{threads}</td><td>{queue}</td><td>{busy}</td><td>{:.1}</td></tr>\n",
+                v.service_us[k]
+            ));
+        }
+        format!(
+            "<p>W {:.1} requests/s &middot; R {:.0} bytes/s &middot; U {:.3} &middot; CPU idle {:.0}% &middot; M {} &middot; controller {}</p>\n\
+             <table><tr><th>stage</th><th>threads</th><th>queue</th><th>busy</th><th>service µs</th></tr>\n{rows}</table>\n{}",
+            v.w,
+            v.r,
+            v.u,
+            v.cpu_idle * 100.0,
+            self.threads_total,
+            if self.controller { "on" } else { "off" },
+            chart(&v.history, self.threads_total),
+        )
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// An SVG chart of threads per stage and U (scaled to M) over the kept history.
+fn chart(history: &VecDeque<Point>, m: usize) -> String {
+    const W: f64 = 600.0;
+    const H: f64 = 160.0;
+    const COLORS: [&str; 4] = ["#888", "#1f77b4", "#2ca02c", "#d62728"];
+    if history.len() < 2 {
+        return String::new();
+    }
+    let n = (history.len() - 1) as f64;
+    let m = m.max(1) as f64;
+    let line = |f: &dyn Fn(&Point) -> f64| -> String {
+        history
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                format!(
+                    "{:.1},{:.1}",
+                    i as f64 / n * W,
+                    H - (f(h) / m).clamp(0.0, 1.0) * H
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut svg = format!(
+        "<p>threads per stage and U&times;M over the last {} samples: ",
+        history.len()
+    );
+    for (k, name) in STAGES.iter().enumerate() {
+        svg.push_str(&format!(
+            "<span style=\"color:{}\">{name}</span> ",
+            COLORS[k]
+        ));
+    }
+    svg.push_str(&format!(
+        "<span>U (dashed)</span></p>\n<svg width=\"{W}\" height=\"{H}\" style=\"border:1px solid #ccc\">\n"
+    ));
+    for (k, color) in COLORS.iter().enumerate() {
+        svg.push_str(&format!(
+            "<polyline fill=\"none\" stroke=\"{color}\" points=\"{}\"/>\n",
+            line(&|h| h.threads[k] as f64)
+        ));
+    }
+    svg.push_str(&format!(
+        "<polyline fill=\"none\" stroke=\"#000\" stroke-dasharray=\"4\" points=\"{}\"/>\n</svg>\n",
+        line(&|h| h.u * m)
+    ));
+    svg
+}
+
+/// Counters at the previous sample, to turn totals into rates.
+struct Last {
+    at: Instant,
+    requests: u64,
+    bytes: u64,
+    stages: [(u64, Duration); 4],
+    cpu: Option<CpuTimes>,
+}
+
+/// The machine's CPU time, idle and total, in clock ticks (the first line of /proc/stat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CpuTimes {
+    idle: u64,
+    total: u64,
+}
+
+impl CpuTimes {
+    fn read() -> Option<CpuTimes> {
+        let text = std::fs::read_to_string("/proc/stat").ok()?;
+        CpuTimes::parse(text.lines().next()?)
+    }
+
+    /// `cpu  user nice system idle iowait irq softirq steal ...`: idle counts idle and iowait.
+    fn parse(line: &str) -> Option<CpuTimes> {
+        let mut f = line.split_ascii_whitespace();
+        if f.next()? != "cpu" {
+            return None;
+        }
+        let v: Vec<u64> = f.take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+        Some(CpuTimes {
+            idle,
+            total: v.iter().sum(),
+        })
+    }
+
+    /// Idle fraction between `earlier` and `self` (1.0 when nothing can be told).
+    fn idle_since(self, earlier: Option<CpuTimes>) -> f64 {
+        let Some(e) = earlier else { return 1.0 };
+        let total = self.total.saturating_sub(e.total);
+        if total == 0 {
+            return 1.0;
+        }
+        self.idle.saturating_sub(e.idle) as f64 / total as f64
+    }
+}
+
+/// Runs the monitor (and controller) until shutdown begins.
+pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Duration) {
+    let ccfg = controller::Config {
+        min_idle: pc.min_idle_cpu,
+        ..controller::Config::new(pc.threads_total, pc.initial())
+    };
+    let mut state = State::initial(&ccfg);
+    let mut last = Last {
+        at: Instant::now(),
+        requests: p.lm.requests(),
+        bytes: p.lm.bytes_out.load(Relaxed),
+        stages: std::array::from_fn(|k| p.stages[k].totals()),
+        cpu: CpuTimes::read(),
+    };
+    let mut next_at = Instant::now() + pc.period;
+    loop {
+        while Instant::now() < next_at {
+            if p.app.shutdown.is_set() {
+                return;
+            }
+            std::thread::sleep(poll.min(next_at.saturating_duration_since(Instant::now())));
+        }
+        let now = Instant::now();
+        // After a stall, sample once and start the next period from now (no catch-up burst).
+        next_at = if now > next_at + pc.period {
+            now + pc.period
+        } else {
+            next_at + pc.period
+        };
+        let dt = now.duration_since(last.at).as_secs_f64().max(1e-3);
+        let requests = p.lm.requests();
+        let bytes = p.lm.bytes_out.load(Relaxed);
+        let w = requests.saturating_sub(last.requests) as f64 / dt;
+        let r = bytes.saturating_sub(last.bytes) as f64 / dt;
+        let u = pc.c1 * w + pc.c2 * r;
+        let totals: [(u64, Duration); 4] = std::array::from_fn(|k| p.stages[k].totals());
+        let service_us: [f64; 4] = std::array::from_fn(|k| {
+            let n = totals[k].0.saturating_sub(last.stages[k].0);
+            let t = totals[k].1.saturating_sub(last.stages[k].1);
+            if n == 0 {
+                0.0
+            } else {
+                t.as_secs_f64() * 1e6 / n as f64
+            }
+        });
+        let cpu = CpuTimes::read();
+        let cpu_idle = cpu.map_or(1.0, |c| c.idle_since(last.cpu));
+        let sample = Sample {
+            queue: std::array::from_fn(|k| {
+                if k == ACCEPT {
+                    p.accept_backlog()
+                } else {
+                    p.stages[k].len()
+                }
+            }),
+            busy: std::array::from_fn(|k| p.stages[k].busy()),
+            w,
+            u,
+            cpu_idle,
+        };
+        if pc.controller {
+            let alloc = controller::decide(&state, &sample, &ccfg);
+            for (k, &n) in alloc.threads.iter().enumerate() {
+                p.stages[k].set_active(n);
+            }
+            if alloc.threads != state.threads {
+                log::debug!(
+                    "{}: pipeline threads {:?} -> {:?} (queues {:?}, W {w:.0}/s, U {u:.2})",
+                    p.lm.addr,
+                    state.threads,
+                    alloc.threads,
+                    sample.queue
+                );
+            }
+            state = alloc.next;
+        }
+        let threads: [usize; 4] = std::array::from_fn(|k| p.stages[k].active());
+        {
+            let mut v = report.view();
+            v.w = w;
+            v.r = r;
+            v.u = u;
+            v.service_us = service_us;
+            v.cpu_idle = cpu_idle;
+            if v.history.len() == HISTORY {
+                v.history.pop_front();
+            }
+            v.history.push_back(Point {
+                t: now.duration_since(report.started).as_secs_f64(),
+                u,
+                threads,
+                queue: sample.queue,
+            });
+        }
+        last = Last {
+            at: now,
+            requests,
+            bytes,
+            stages: totals,
+            cpu,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_cpu_line() {
+        let a = CpuTimes::parse("cpu  100 0 50 800 50 0 0 0 0 0").unwrap();
+        assert_eq!(
+            a,
+            CpuTimes {
+                idle: 850,
+                total: 1000
+            }
+        );
+        let b = CpuTimes::parse("cpu  180 0 70 850 50 0 0 0 0 0").unwrap();
+        assert_eq!(b.idle_since(Some(a)), 50.0 / 150.0);
+        assert_eq!(b.idle_since(None), 1.0);
+        assert!(CpuTimes::parse("cpu0 1 2 3 4").is_none());
+        assert!(CpuTimes::read().is_some(), "/proc/stat on Linux");
+    }
+}

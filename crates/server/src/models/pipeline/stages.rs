@@ -1,0 +1,439 @@
+//! The four stages' work. Each takes one connection, does its step, and says where the
+//! connection goes next ([`Next`]); the worker loop in `mod.rs` measures the step and hands
+//! the connection on. HTTP is conn.rs's: receive parses with weft-http's parser, process runs
+//! `conn::handle` (routing, handlers, body framing and limits) and `conn::encode_response`,
+//! send writes what the encoding left.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use super::poller::Wait;
+use super::{Conn, Next, Out, Pipeline};
+use crate::conn::{self, ConnInfo, Tail};
+use crate::metrics::OpenGuard;
+use crate::models::AcceptGate;
+use crate::net::Transport;
+use crate::sys;
+
+/// Accept: takes one connection from the listener (waiting up to `poll` for one). `None`: no
+/// connection this time.
+pub(crate) fn accept(
+    p: &Pipeline,
+    listener: &std::net::TcpListener,
+    gate: &mut AcceptGate,
+    poll: Duration,
+) -> Option<Box<Conn>> {
+    if gate.at_capacity(&p.lm) {
+        std::thread::sleep(crate::models::ACCEPT_BACKOFF);
+        return None;
+    }
+    match listener.accept() {
+        Ok((stream, peer)) => {
+            // Another accept thread may have filled the last slot meanwhile: hold the new
+            // connection unserved (as if still in the backlog) until one frees.
+            while gate.at_capacity(&p.lm) && !p.app.shutdown.is_set() {
+                std::thread::sleep(crate::models::ACCEPT_BACKOFF);
+            }
+            let t0 = p.stages[0].begin();
+            let conn = new_conn(p, stream, peer);
+            p.stages[0].end(t0);
+            conn
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            let _ = sys::poll_readable(listener.as_raw_fd(), poll);
+            None
+        }
+        Err(e) => {
+            if gate.failed(&p.lm, &e) {
+                std::thread::sleep(crate::models::ACCEPT_BACKOFF);
+            }
+            None
+        }
+    }
+}
+
+fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Option<Box<Conn>> {
+    let app = p.live.current();
+    let accepted = app.cfg.timing.on().then(Instant::now);
+    let _ = stream.set_nodelay(true);
+    if let Err(e) = stream.set_nonblocking(true) {
+        log::debug!("{peer}: cannot make the socket non-blocking: {e}");
+        return None;
+    }
+    let local = stream.local_addr().unwrap_or(p.lm.addr);
+    let guard = OpenGuard::new(p.lm.clone());
+    let registration = Some(p.app.shutdown.register(stream.as_raw_fd()));
+    Some(Box::new(Conn {
+        info: ConnInfo {
+            peer,
+            local,
+            listener: p.lm.clone(),
+            registration,
+            accepted,
+        },
+        stream,
+        _guard: guard,
+        parser: weft_http::Parser::new(app.cfg.limits.http()),
+        app,
+        rbuf: crate::body::ReadBuf::new(conn::READ_BUF),
+        wbuf: Vec::with_capacity(512),
+        first: true,
+        head_deadline: None,
+        linger_until: None,
+        req: None,
+        out: None,
+        times: conn::Times::default(),
+        in_epoll: false,
+    }))
+}
+
+/// Receive: reads what the socket has and parses the request head. A complete head goes to
+/// process; an incomplete one waits in the poller (with the header-read deadline from its
+/// first byte); a bad one gets its error status.
+pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
+    let app = conn.app.clone();
+    let cfg = &app.cfg;
+    let max = cfg.limits.max_head_bytes + 1;
+    let timed = cfg.timing.on();
+    if timed && conn.times.start.is_none() && !conn.rbuf.is_empty() {
+        // Pipelined: the request was already here; its turn comes now.
+        conn.times.start = Some(Instant::now());
+    }
+    loop {
+        if !conn.rbuf.is_empty() {
+            let c = &mut *conn;
+            match c.parser.parse(c.rbuf.data()) {
+                Ok(Some(n)) => {
+                    set_idle(&conn, false);
+                    let c = &mut *conn;
+                    if timed {
+                        c.times.head = Some(Instant::now());
+                        c.times.first = c.first;
+                        c.times.record_head(&c.info);
+                    }
+                    c.req = Some(conn::take_request(&mut c.parser, &mut c.rbuf, n, &c.info));
+                    c.head_deadline = None;
+                    c.first = false;
+                    return Next::Process(conn);
+                }
+                Ok(None) => {}
+                Err(e) => return fail(conn, e.status(), e.reason()),
+            }
+            if conn.head_deadline.is_some_and(|d| d <= Instant::now()) {
+                return fail(conn, 408, "request head not received in time");
+            }
+        }
+        let c = &mut *conn;
+        let was_empty = c.rbuf.is_empty();
+        match c.rbuf.fill(&mut c.stream, max) {
+            Ok(0) => {
+                if !c.rbuf.is_empty() {
+                    log::debug!("{}: closed in the middle of a request head", c.info.peer);
+                }
+                return Next::Close(conn);
+            }
+            Ok(_) => {
+                if timed && was_empty {
+                    c.times.start = Some(Instant::now());
+                }
+                if c.head_deadline.is_none() {
+                    c.head_deadline = Some(Instant::now() + cfg.timeouts.header_read);
+                }
+                set_idle(&conn, false);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return wait_for_request(conn),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
+                return fail(conn, 431, "request head too large")
+            }
+            Err(e) => {
+                log::debug!("{}: read failed: {e}", conn.info.peer);
+                return Next::Close(conn);
+            }
+        }
+    }
+}
+
+/// Parks a connection until its next request bytes arrive: a partial head until its
+/// header-read deadline, an idle connection until the keep-alive timeout (the header-read
+/// timeout before its first request), unless shutdown has begun.
+fn wait_for_request(conn: Box<Conn>) -> Next {
+    let t = conn.app.cfg.timeouts.clone();
+    if let Some(d) = conn.head_deadline {
+        return Next::Park(conn, Wait::Request, d);
+    }
+    if !set_idle(&conn, true) {
+        return Next::Close(conn);
+    }
+    let idle = if conn.first {
+        t.header_read
+    } else {
+        t.keepalive
+    };
+    Next::Park(conn, Wait::Request, Instant::now() + idle)
+}
+
+/// Marks the connection idle or busy for graceful shutdown; false if shutdown has begun.
+fn set_idle(conn: &Conn, idle: bool) -> bool {
+    conn.info
+        .registration
+        .as_ref()
+        .is_none_or(|r| r.set_idle(idle))
+}
+
+/// Answers `status` to a request head that could not be read, then closes.
+pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
+    log::info!("{}: {status} {reason}", conn.info.peer);
+    let enc = conn::encode_response(&mut conn.wbuf, conn::failure(status), None, false, b"");
+    conn.out = Some(Out {
+        tail: enc.tail,
+        total: enc.bytes,
+        sent: 0,
+        keep_alive: false,
+        status,
+        body_len: 0,
+        first_out: None,
+        req: None,
+    });
+    Next::Send(conn)
+}
+
+/// Process: runs the handler (which may read the request body, blocking this thread up to the
+/// body-read timeout), settles the body and encodes the response for send. A streamed body (a
+/// CGI script's output) is written here, blocking up to the send timeout per write: its
+/// reader blocks anyway, and send's threads must never wait on a handler's pipe.
+pub(crate) fn process(mut conn: Box<Conn>) -> Next {
+    let Some(req) = conn.req.take() else {
+        return Next::Close(conn);
+    };
+    let app = conn.app.clone();
+    let cfg = &app.cfg;
+    let limits = cfg.limits.http();
+    let c = &mut *conn;
+    let mut stream = PollStream {
+        stream: &c.stream,
+        read_timeout: None,
+        write_timeout: Some(cfg.timeouts.send),
+    };
+    let (resp, keep_alive) =
+        conn::handle(&mut stream, &mut c.rbuf, &app, &req, &limits, &mut c.times);
+    let status = resp.status;
+    let extra = if cfg.timing.server_timing && c.times.head.is_some() {
+        c.times.server_timing(&c.info)
+    } else {
+        Vec::new()
+    };
+    let enc = conn::encode_response(&mut c.wbuf, resp, Some(&req), keep_alive, &extra);
+    let mut out = Out {
+        total: enc.bytes,
+        body_len: enc.body_len,
+        tail: Tail::None,
+        sent: 0,
+        keep_alive,
+        status,
+        first_out: None,
+        req: Some(req),
+    };
+    if matches!(enc.tail, Tail::Stream { .. }) {
+        out.first_out = Some(Instant::now());
+        match conn::write_encoded(&mut stream, &c.wbuf, enc) {
+            Ok((bytes, body_len)) => {
+                out.total = bytes;
+                out.sent = bytes;
+                out.body_len = body_len;
+            }
+            Err(e) => {
+                log::debug!("{}: streamed response failed: {e}", c.info.peer);
+                return Next::Close(conn);
+            }
+        }
+    } else {
+        out.tail = enc.tail;
+    }
+    c.out = Some(out);
+    Next::Send(conn)
+}
+
+/// Send: writes as much of the response as the socket takes (vectored head and body, or head
+/// and `sendfile`). A partial write waits in the poller for writability, with the send
+/// timeout; a finished response is counted and logged, and the connection goes on to its next
+/// request (receive at once if bytes of it are buffered) or to a lingering close.
+pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
+    let Some(mut out) = conn.out.take() else {
+        return Next::Close(conn);
+    };
+    loop {
+        match write_some(&conn, &out) {
+            Ok(None) => break,
+            Ok(Some(0)) => {
+                log::debug!("{}: write returned 0", conn.info.peer);
+                return Next::Close(conn);
+            }
+            Ok(Some(n)) => {
+                out.sent += n as u64;
+                if out.first_out.is_none() && conn.app.cfg.timing.on() {
+                    out.first_out = Some(Instant::now());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                conn.out = Some(out);
+                let deadline = Instant::now() + conn.app.cfg.timeouts.send;
+                return Next::Park(conn, Wait::Writable, deadline);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                log::debug!("{}: write failed: {e}", conn.info.peer);
+                return Next::Close(conn);
+            }
+        }
+    }
+    p.lm.response(out.status, out.total);
+    if conn.times.head.is_some() {
+        conn.times.record_out(&conn.info, out.first_out);
+    }
+    conn.times = conn::Times::default();
+    if let Some(req) = out.req {
+        conn::log_access(&conn.app, &conn.info, &req, out.status, out.body_len);
+        conn.parser.recycle(req.into_head());
+    }
+    if !out.keep_alive {
+        return linger(conn);
+    }
+    conn.rbuf.shrink_if_idle(conn::READ_BUF);
+    if conn.rbuf.is_empty() {
+        wait_for_request(conn)
+    } else {
+        Next::Reparse(conn)
+    }
+}
+
+/// Writes the next piece of `out`: `Ok(None)` once everything is out.
+fn write_some(conn: &Conn, out: &Out) -> io::Result<Option<usize>> {
+    let head = conn.wbuf.as_slice();
+    let head_len = head.len() as u64;
+    if out.sent >= out.total {
+        return Ok(None);
+    }
+    let mut s = &conn.stream;
+    if out.sent < head_len {
+        let rest = &head[out.sent as usize..];
+        return match &out.tail {
+            Tail::None => s.write(rest),
+            Tail::Bytes(b) => s.write_vectored(&[IoSlice::new(rest), IoSlice::new(b)]),
+            Tail::File { .. } => sys::send_more(conn.stream.as_raw_fd(), rest),
+            Tail::Stream { .. } => Err(io::Error::other("a streamed body is written by process")),
+        }
+        .map(Some);
+    }
+    let done = out.sent - head_len;
+    match &out.tail {
+        Tail::None | Tail::Stream { .. } => Ok(None),
+        Tail::Bytes(b) => s.write(&b[done as usize..]).map(Some),
+        Tail::File { file, offset, len } => {
+            let mut at = offset + done;
+            let chunk = usize::try_from(len - done)
+                .unwrap_or(usize::MAX)
+                .min(1 << 30);
+            match sys::sendfile(conn.stream.as_raw_fd(), file, &mut at, chunk)? {
+                0 => Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                )),
+                n => Ok(Some(n)),
+            }
+        }
+    }
+}
+
+/// After the last response: half-close, then let the poller drain what the client still
+/// sends for a short while, so unread data cannot reset the response away (conn.rs's linger,
+/// without holding a thread).
+fn linger(mut conn: Box<Conn>) -> Next {
+    if conn.stream.shutdown(std::net::Shutdown::Write).is_err() {
+        return Next::Close(conn);
+    }
+    let n = conn.rbuf.len();
+    conn.rbuf.consume(n);
+    let until = Instant::now() + conn::LINGER;
+    conn.linger_until = Some(until);
+    Next::Park(conn, Wait::Linger, until)
+}
+
+/// The process stage's view of a non-blocking socket as a blocking [`Transport`]: a read or
+/// write that would block waits in poll(2) up to the timeout the body reader set. Only request
+/// bodies (and `100 Continue`) go through it; heads and responses never block a thread.
+struct PollStream<'a> {
+    stream: &'a TcpStream,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+impl PollStream<'_> {
+    fn wait(&self, writable: bool) -> io::Result<()> {
+        let fd = self.stream.as_raw_fd();
+        let (timeout, ready) = if writable {
+            let t = self.write_timeout.unwrap_or(Duration::MAX);
+            (t, sys::poll_writable(fd, t)?)
+        } else {
+            let t = self.read_timeout.unwrap_or(Duration::MAX);
+            (t, sys::poll_readable(fd, t)?)
+        };
+        if ready {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no progress in {timeout:?}"),
+            ))
+        }
+    }
+}
+
+impl Read for PollStream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.stream.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(false)?,
+                r => return r,
+            }
+        }
+    }
+}
+
+impl Write for PollStream<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.stream.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(true)?,
+                r => return r,
+            }
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        loop {
+            match self.stream.write_vectored(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(true)?,
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Transport for PollStream<'_> {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.read_timeout = timeout;
+        Ok(())
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.write_timeout = timeout;
+        Ok(())
+    }
+}

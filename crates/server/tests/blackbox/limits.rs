@@ -1,0 +1,179 @@
+//! Limits under pressure (hardening): the connection limit pauses accepting without dropping
+//! anyone, running out of descriptors backs off without a busy loop and recovers, and slow
+//! clients that trickle a request head do not starve normal ones.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use crate::common::{model_name, Builder, Conn, Server};
+
+const ECHO: &[u8] = b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n";
+
+/// A keep-alive connection that has been served once (so the server holds it open).
+fn served_conn(srv: &Server) -> Conn {
+    let mut c = srv.connect();
+    c.send(ECHO);
+    let r = c.read_response().expect("echo response");
+    assert_eq!(r.status, 200);
+    c
+}
+
+/// True if a response starts arriving on `c` within `wait`.
+fn answered_within(c: &mut Conn, wait: Duration) -> bool {
+    c.stream.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 1];
+    let got = matches!(c.stream.peek(&mut b), Ok(n) if n > 0);
+    c.stream
+        .set_read_timeout(Some(crate::common::READ_TIMEOUT))
+        .unwrap();
+    got
+}
+
+/// utime + stime of the server (every thread), in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("server stat");
+    // The command name may hold spaces: count fields after the last ')'.
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn the_connection_limit_pauses_accepting_until_a_connection_closes() {
+    let srv = Builder::new("conn-limit")
+        .config("[limits]\nmax_connections = 4\n")
+        .start();
+    let mut held: Vec<Conn> = (0..4).map(|_| served_conn(&srv)).collect();
+    // The fifth client completes its TCP handshake (the listen backlog) but is not served.
+    let mut fifth = srv.connect();
+    fifth.send(ECHO);
+    assert!(
+        !answered_within(&mut fifth, Duration::from_millis(600)),
+        "a fifth connection was served past max_connections = 4"
+    );
+    drop(held.pop());
+    let r = fifth.read_response().expect("served once a slot freed");
+    assert_eq!(r.status, 200);
+    for c in &mut held {
+        c.send(ECHO);
+        assert_eq!(c.read_response().expect("held connection").status, 200);
+    }
+    assert!(
+        srv.log().contains("limits.max_connections"),
+        "{}",
+        srv.log()
+    );
+}
+
+#[test]
+fn running_out_of_descriptors_backs_off_and_recovers() {
+    // Few enough descriptors that 60 clients exhaust them (the server itself needs ~15).
+    let srv = Builder::new("emfile").nofile(48).start();
+    let mut early: Vec<Conn> = Vec::new();
+    let mut pending: Vec<Conn> = Vec::new();
+    for _ in 0..60 {
+        let mut c = srv.connect();
+        c.send(ECHO);
+        if answered_within(&mut c, Duration::from_millis(300)) {
+            assert_eq!(c.read_response().expect("response").status, 200);
+            early.push(c);
+        } else {
+            pending.push(c);
+        }
+    }
+    if model_name() == "process" {
+        // The master hands every connection to a child and closes its copy: it never runs
+        // out of descriptors, every client is served.
+        assert!(pending.is_empty(), "{} not served", pending.len());
+        return;
+    }
+    assert!(
+        !pending.is_empty(),
+        "all 60 clients were served with 48 descriptors"
+    );
+    // Out of descriptors the accept loop backs off instead of spinning on EMFILE.
+    let t0 = cpu_ticks(srv.pid());
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = cpu_ticks(srv.pid()) - t0;
+    // SAFETY: sysconf takes no pointers.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap_or(100);
+    assert!(
+        spent * 4 < hz,
+        "{spent} ticks of CPU in 1 s while out of descriptors (busy loop?)"
+    );
+    // Connections already open are still served.
+    early[0].send(ECHO);
+    assert_eq!(early[0].read_response().expect("open conn").status, 200);
+    // Freeing descriptors lets the waiting clients in.
+    drop(early);
+    for c in &mut pending {
+        let r = c.read_response().expect("served after descriptors freed");
+        assert_eq!(r.status, 200);
+    }
+    srv.assert_alive();
+    assert!(srv.log().contains("accept failed"), "{}", srv.log());
+}
+
+#[test]
+fn slow_clients_trickling_a_head_do_not_starve_normal_ones() {
+    const SLOW: usize = 200;
+    let srv = Server::start("slow-clients");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = srv.addr;
+    let st = stop.clone();
+    let trickler = std::thread::spawn(move || {
+        let mut slow: Vec<Conn> = (0..SLOW).map(|_| Conn::connect(addr)).collect();
+        for c in &mut slow {
+            c.send(b"GET / HTTP/1.1\r\nHost: test\r\nX-Slow: ");
+        }
+        let mut sent = 0;
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            for c in &mut slow {
+                let _ = c.try_send(b"a");
+            }
+            sent += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Every slow connection is still open and waiting (none was answered or dropped).
+        for c in &mut slow {
+            c.stream.set_nonblocking(true).unwrap();
+            let mut b = [0u8; 1];
+            let r = c.stream.read(&mut b);
+            assert!(
+                matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+                "a slow connection got {r:?}"
+            );
+        }
+        sent
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let normal: Vec<_> = (0..10)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = Conn::connect(addr);
+                let mut slowest = Duration::ZERO;
+                for _ in 0..20 {
+                    let t = Instant::now();
+                    c.send(ECHO);
+                    let r = c.read_response().expect("echo");
+                    assert_eq!(r.status, 200);
+                    slowest = slowest.max(t.elapsed());
+                }
+                slowest
+            })
+        })
+        .collect();
+    let slowest = normal
+        .into_iter()
+        .map(|h| h.join().expect("normal client"))
+        .max()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = trickler.join().expect("trickler");
+    assert!(rounds > 0);
+    // A generous bound: starved clients would wait for a slow head's 60 s timeout.
+    assert!(
+        slowest < Duration::from_secs(3),
+        "a normal request took {slowest:?} beside {SLOW} slow clients"
+    );
+}

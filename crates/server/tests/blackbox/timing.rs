@@ -1,0 +1,91 @@
+//! Where a request's time goes (`[timing]`, `--timing`): per-phase histograms in the status
+//! JSON and a `Server-Timing` header, measured where the time is really spent.
+
+use std::time::Duration;
+
+use crate::common::Builder;
+
+fn phases(srv: &crate::common::Server) -> serde_json::Value {
+    let r = srv.get("/_weft/status.json");
+    assert_eq!(r.status, 200);
+    let j: serde_json::Value = serde_json::from_slice(&r.body).expect("status JSON");
+    j["phases"].clone()
+}
+
+/// `name;dur=MS` from a Server-Timing value.
+fn dur_ms(server_timing: &str, name: &str) -> Option<f64> {
+    server_timing.split(',').find_map(|part| {
+        let (n, d) = part.trim().split_once(";dur=")?;
+        (n == name).then(|| d.parse().ok())?
+    })
+}
+
+#[test]
+fn a_body_sent_late_shows_in_the_body_phase_and_the_histograms() {
+    let srv = Builder::new("timing")
+        .args(&["--timing", "--status"])
+        .start();
+    let mut c = srv.connect();
+    // The head now, the body 150 ms later: the server cannot have read it sooner.
+    c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(150));
+    c.send(b"hello");
+    let r = c.read_response().expect("echo");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"hello");
+    let st = r
+        .header("Server-Timing")
+        .expect("Server-Timing header")
+        .to_string();
+    let body = dur_ms(&st, "body").expect("body phase");
+    assert!(body >= 140.0, "body read took {body} ms in {st}");
+    for name in ["accept", "head", "handler"] {
+        assert!(dur_ms(&st, name).is_some(), "{name} missing from {st}");
+    }
+    // A second request on the connection has no accept phase.
+    c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_response().expect("echo");
+    let st = r
+        .header("Server-Timing")
+        .expect("Server-Timing header")
+        .to_string();
+    assert!(dur_ms(&st, "accept").is_none(), "{st}");
+    assert!(dur_ms(&st, "head").is_some(), "{st}");
+
+    // The output phases are counted just after the last write returns, which can be after
+    // the client has the response: poll.
+    let names = ["head", "body", "handler", "first_byte_out", "last_byte_out"];
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let p = loop {
+        let p = phases(&srv);
+        if names.iter().all(|n| p[n]["count"].as_u64().unwrap() >= 2) {
+            break p;
+        }
+        assert!(std::time::Instant::now() < end, "phases not counted: {p}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // One of the body reads waited 150 ms: the histogram's top bucket holds it.
+    assert!(
+        p["body"]["p99_us_at_most"].as_u64().unwrap() >= 131_072,
+        "{p}"
+    );
+}
+
+#[test]
+fn untimed_requests_carry_no_header_and_fill_no_histogram() {
+    let srv = Builder::new("untimed").args(&["--status"]).start();
+    let r = srv.get("/echo");
+    assert_eq!(r.status, 200);
+    assert!(r.header("Server-Timing").is_none());
+    let p = phases(&srv);
+    for name in [
+        "accept",
+        "head",
+        "body",
+        "handler",
+        "first_byte_out",
+        "last_byte_out",
+    ] {
+        assert_eq!(p[name]["count"], 0, "{name}: {p}");
+    }
+}

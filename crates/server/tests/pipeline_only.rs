@@ -1,0 +1,353 @@
+//! Tests only the pipeline model has: its stages in the status page, the controller switch,
+//! stage threads that are parked rather than created, and the smallest pools and queues
+//! under many pipelining clients (every hand-off waits for room, and send's way back to
+//! receive goes through the poller).
+
+/// The model every server of this binary is started with.
+const MODEL: &str = "pipeline";
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{Builder, Conn, Server};
+
+const STAGES: [&str; 4] = ["accept", "receive", "process", "send"];
+
+fn status(srv: &Server) -> serde_json::Value {
+    let r = srv.get("/_weft/status.json");
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON");
+    v["listeners"][0]["pipeline"].clone()
+}
+
+/// Threads of the server process, from /proc.
+fn os_threads(srv: &Server) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", srv.pid()))
+        .expect("/proc/PID/task")
+        .count()
+}
+
+/// `n` requests on one connection, pipelined in one write, mixing GET and POST bodies.
+fn pipelined_batch(c: &mut Conn, n: usize, tag: usize) {
+    let mut raw = Vec::new();
+    for i in 0..n {
+        if i % 2 == 0 {
+            raw.extend_from_slice(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+        } else {
+            let body = format!("body-{tag}-{i}");
+            raw.extend_from_slice(
+                format!(
+                    "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    }
+    c.send(&raw);
+    for i in 0..n {
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("{tag}/{i}: {e:?}"));
+        assert_eq!(r.status, 200);
+        if i % 2 == 0 {
+            assert_eq!(r.body, b"echo");
+        } else {
+            assert_eq!(r.text(), format!("body-{tag}-{i}"));
+        }
+    }
+}
+
+#[test]
+fn status_shows_each_stage_with_threads_and_queue_and_w_r_u() {
+    let srv = Builder::new("pipe-status")
+        .config("[pipeline]\nthreads_total = 10\nperiod = \"50ms\"\n")
+        .args(&["--status"])
+        .start();
+    for _ in 0..5 {
+        srv.assert_alive();
+    }
+    let p = status(&srv);
+    assert_eq!(p["controller"], true, "{p}");
+    assert_eq!(p["threads_total"], 10, "{p}");
+    let mut sum = 0;
+    for name in STAGES {
+        let s = &p["stages"][name];
+        let threads = s["threads"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: {p}"));
+        assert!(threads >= 1, "{name}: {p}");
+        sum += threads;
+        assert!(s["queue"].is_u64(), "{name}: {p}");
+        assert!(s["busy"].is_u64(), "{name}: {p}");
+    }
+    assert!(sum <= 10, "{p}");
+    for k in ["w", "r", "u"] {
+        assert!(p[k].as_f64().is_some_and(|x| x >= 0.0), "{k}: {p}");
+    }
+    // The history fills as the monitor samples (poll: its period is 50 ms).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while status(&srv)["history"].as_array().map_or(0, Vec::len) < 2 {
+        assert!(std::time::Instant::now() < deadline, "no history: {p}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let html = srv.get("/_weft/status").text();
+    for name in STAGES {
+        assert!(html.contains(&format!("<td>{name}</td>")), "{html}");
+    }
+    assert!(html.contains("http-equiv=\"refresh\""), "{html}");
+    assert!(html.contains("<svg"), "{html}");
+}
+
+#[test]
+fn controller_off_keeps_the_initial_allocation() {
+    let srv = Builder::new("pipe-off")
+        .config("[pipeline]\nthreads_total = 12\naccept = 1\nreceive = 1\nprocess = 1\nsend = 1\nqueue = 2\nperiod = \"20ms\"\n")
+        .args(&["--status", "--pipeline-controller", "off"])
+        .start();
+    let clients: Vec<_> = (0..16)
+        .map(|t| {
+            let addr = srv.addr;
+            std::thread::spawn(move || {
+                let mut c = Conn::connect(addr);
+                for round in 0..5 {
+                    pipelined_batch(&mut c, 8, t * 100 + round);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("client");
+    }
+    let p = status(&srv);
+    assert_eq!(p["controller"], false, "{p}");
+    for name in STAGES {
+        assert_eq!(p["stages"][name]["threads"], 1, "{name}: {p}");
+    }
+    for h in p["history"].as_array().expect("history") {
+        assert_eq!(h["threads"], serde_json::json!([1, 1, 1, 1]), "{p}");
+    }
+}
+
+#[test]
+fn smallest_pools_and_queues_serve_many_pipelining_clients_in_order() {
+    // One thread per stage, room for one task per queue, a controller with no room to move:
+    // every hand-off waits for the next stage, and none of it may deadlock or reorder.
+    let srv = Builder::new("pipe-tiny")
+        .config("[pipeline]\nthreads_total = 4\naccept = 1\nreceive = 1\nprocess = 1\nsend = 1\nqueue = 1\n")
+        .start();
+    let clients: Vec<_> = (0..40)
+        .map(|t| {
+            let addr = srv.addr;
+            std::thread::spawn(move || {
+                let mut c = Conn::connect(addr);
+                for round in 0..10 {
+                    pipelined_batch(&mut c, 6, t * 100 + round);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("client");
+    }
+    srv.assert_alive();
+}
+
+#[test]
+fn stage_threads_are_started_once_and_parked_not_created_under_load() {
+    let srv = Builder::new("pipe-threads")
+        .config("[pipeline]\nthreads_total = 8\nperiod = \"20ms\"\n")
+        .args(&["--status"])
+        .start();
+    // The pipeline reports its stages once every thread has started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while status(&srv).is_null() {
+        assert!(std::time::Instant::now() < deadline, "no pipeline status");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let before = os_threads(&srv);
+    // Every stage starts threads_total - 3 threads.
+    assert!(before >= 4 * 5, "{before} threads");
+    let clients: Vec<_> = (0..24)
+        .map(|t| {
+            let addr = srv.addr;
+            std::thread::spawn(move || {
+                let mut c = Conn::connect(addr);
+                for round in 0..10 {
+                    pipelined_batch(&mut c, 8, t * 100 + round);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("client");
+    }
+    let p = status(&srv);
+    let sum: u64 = STAGES
+        .iter()
+        .map(|n| p["stages"][n]["threads"].as_u64().unwrap())
+        .sum();
+    assert!(sum <= 8, "{p}");
+    assert_eq!(
+        os_threads(&srv),
+        before,
+        "threads were created or ended under load"
+    );
+}
+
+#[test]
+fn an_allocation_over_threads_total_is_refused_at_start() {
+    let dir = common::unique_dir("pipe-bad");
+    std::fs::create_dir(dir.join("root")).unwrap();
+    std::fs::write(
+        dir.join("weft.toml"),
+        "[pipeline]\nthreads_total = 5\naccept = 1\nreceive = 2\nprocess = 2\nsend = 2\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["serve", "--listen", "127.0.0.1:0=pipeline", "--root"])
+        .arg(dir.join("root"))
+        .arg("--config")
+        .arg(dir.join("weft.toml"))
+        .output()
+        .expect("run weft");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("threads_total"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_panicking_handler_closes_its_connection_and_the_stage_keeps_its_thread() {
+    let dir = common::unique_dir("pipe-panic");
+    let cfg = weft::Config {
+        root: dir.clone(),
+        // One process thread: if the panic took it, nothing would answer afterwards.
+        pipeline: weft::config::PipelineConfig {
+            threads_total: 4,
+            accept: 1,
+            receive: 1,
+            process: 1,
+            send: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let server = weft::Server::builder()
+        .config(cfg)
+        .route("GET", "/panic", |_, _| panic!("handler bug"))
+        .listen("127.0.0.1:0".parse().unwrap(), weft::Model::Pipeline)
+        .build()
+        .expect("build");
+    let addr = server.local_addrs()[0].0;
+    let handle = server.shutdown_handle();
+    let running = std::thread::spawn(move || server.run());
+
+    let mut c = Conn::connect(addr);
+    c.send(b"GET /panic HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(
+        matches!(c.read_response(), Err(common::ReadError::Closed)),
+        "a panicking handler's connection must close without a response"
+    );
+    for _ in 0..3 {
+        let mut c = Conn::connect(addr);
+        c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(
+            c.read_response().expect("served after the panic").body,
+            b"echo"
+        );
+    }
+    handle.shutdown();
+    running.join().expect("run thread").expect("run");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Threads per stage of the in-process server's pipeline listener.
+fn allocation(metrics: &weft::metrics::Metrics) -> Vec<u64> {
+    let j = metrics.to_json();
+    let p = &j["listeners"][0]["pipeline"];
+    if p.is_null() {
+        return Vec::new();
+    }
+    STAGES
+        .iter()
+        .map(|n| p["stages"][n]["threads"].as_u64().expect("threads"))
+        .collect()
+}
+
+#[test]
+fn a_blocking_handler_grows_the_process_stage_and_the_allocation_returns_when_load_ends() {
+    let dir = common::unique_dir("pipe-grow");
+    let cfg = weft::Config {
+        root: dir.clone(),
+        pipeline: weft::config::PipelineConfig {
+            threads_total: 12,
+            accept: 1,
+            receive: 1,
+            process: 1,
+            send: 1,
+            period: std::time::Duration::from_millis(20),
+            // The machine is shared: other work must not keep the controller from acting.
+            min_idle_cpu: 0.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let server = weft::Server::builder()
+        .config(cfg)
+        .route("GET", "/slow", |_, _| {
+            // A handler waiting on something slow (a disk, an upstream).
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            weft::Response::text(200, "slow")
+        })
+        .listen("127.0.0.1:0".parse().unwrap(), weft::Model::Pipeline)
+        .build()
+        .expect("build");
+    let addr = server.local_addrs()[0].0;
+    let handle = server.shutdown_handle();
+    let metrics = server.app().metrics().clone();
+    assert_eq!(
+        allocation(&metrics),
+        Vec::<u64>::new(),
+        "no pipeline before run"
+    );
+    let running = std::thread::spawn(move || server.run());
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..16)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = Conn::connect(addr);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    c.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+                    assert_eq!(c.read_response().expect("slow").body, b"slow");
+                }
+            })
+        })
+        .collect();
+    // Generous bounds: they only keep a broken controller from hanging the test.
+    let wait_for = |what: &str, f: &dyn Fn(&[u64]) -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let a = allocation(&metrics);
+            if a.len() == 4 && f(&a) {
+                return a;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}: {a:?}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let grown = wait_for("process never grew", &|a| a[2] > 1);
+    assert!(grown.iter().sum::<u64>() <= 12, "{grown:?}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for c in clients {
+        c.join().expect("client");
+    }
+    wait_for("never returned to the initial allocation", &|a| {
+        a == [1, 1, 1, 1]
+    });
+    handle.shutdown();
+    running.join().expect("run thread").expect("run");
+    let _ = std::fs::remove_dir_all(&dir);
+}

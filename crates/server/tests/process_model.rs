@@ -1,0 +1,274 @@
+//! The `process` model's own promises (issue 5), black-box: every connection process is
+//! reaped (no zombies), `process.max_children` bounds the live ones, and SIGTERM reaches them
+//! and the server waits for them.
+//!
+//! The process tree: the test starts `weft` (the server process), which forks the model's
+//! master before it starts any thread; the master forks one child per connection. The tree is
+//! read from `/proc/<pid>/stat` (parent id and state).
+
+/// The model every server of this binary is started with.
+const MODEL: &str = "process";
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Builder, Server, INDEX_HTML};
+
+/// Longest wait for the process tree to reach an expected shape.
+const TREE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// One process as `/proc/<pid>/stat` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    state: char,
+}
+
+fn read_proc(pid: i32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields after it follow the last ')'.
+    let mut rest = stat.rsplit_once(')')?.1.split_ascii_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some(Proc { pid, ppid, state })
+}
+
+/// Every process whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<Proc> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc") {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(p) = read_proc(pid) {
+            if p.ppid == parent {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// The process model's master: the one child of the server process.
+fn master(srv: &Server) -> i32 {
+    let server = srv.pid() as i32;
+    let deadline = Instant::now() + TREE_DEADLINE;
+    loop {
+        let kids = children_of(server);
+        if kids.len() == 1 {
+            return kids[0].pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server process should have exactly one child (the master): {kids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls until `master` has no child left, not even a zombie.
+#[track_caller]
+fn assert_children_reach_zero(master: i32) {
+    let deadline = Instant::now() + TREE_DEADLINE;
+    loop {
+        let kids = children_of(master);
+        if kids.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "connection processes left {TREE_DEADLINE:?} after their connections closed: {kids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// True if `pid` is gone (or is no longer one of the weft processes: the id was reused).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        Err(_) => true,
+        Ok(comm) => !comm.starts_with("weft"),
+    }
+}
+
+#[test]
+fn every_connection_process_is_reaped() {
+    let srv = Server::start("process-reap");
+    let master = master(&srv);
+    // Connections closed by the client after one request, by the server (Connection: close),
+    // and after several keep-alive requests.
+    for i in 0..12 {
+        let mut c = srv.connect();
+        let requests = 1 + i % 3;
+        for _ in 0..requests {
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            let r = c.read_response().expect("response");
+            assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
+        }
+        if i % 2 == 0 {
+            drop(c);
+        } else {
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            assert!(c.read_response().expect("response").closes());
+            assert!(c.closed_within(Duration::from_secs(5)));
+        }
+    }
+    assert_children_reach_zero(master);
+    // Still serving, and that connection's process is reaped too.
+    srv.assert_alive();
+    assert_children_reach_zero(master);
+    let zombies: Vec<Proc> = children_of(srv.pid() as i32)
+        .into_iter()
+        .filter(|p| p.state == 'Z')
+        .collect();
+    assert!(zombies.is_empty(), "the master is a zombie: {zombies:?}");
+}
+
+#[test]
+fn max_children_holds_a_third_connection_until_one_closes() {
+    let srv = Builder::new("process-limit")
+        .config("[process]\nmax_children = 2\n")
+        .start();
+    let master = master(&srv);
+    let mut held: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(c.read_response().expect("response").body, INDEX_HTML);
+            c
+        })
+        .collect();
+    assert_eq!(children_of(master).len(), 2);
+
+    // The kernel completes the handshake (the backlog), but no process serves it yet.
+    let mut third = srv.connect();
+    third.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    third
+        .stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    match third.stream.peek(&mut byte) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) => {}
+        other => panic!("a third connection was served with max_children = 2: {other:?}"),
+    }
+    assert_eq!(children_of(master).len(), 2, "more than max_children live");
+
+    // One closes: its process exits, is reaped, and the third connection gets its own.
+    drop(held.remove(0));
+    let r = third
+        .read_response()
+        .expect("the third connection is served");
+    assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
+    assert!(children_of(master).len() <= 2);
+    // The one still held is served on as before.
+    held[0].send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(held[0].read_response().expect("response").body, INDEX_HTML);
+    drop(held);
+    drop(third);
+    assert_children_reach_zero(master);
+}
+
+#[test]
+fn sigterm_reaches_connection_processes_and_the_server_waits_for_them() {
+    // A grace period far longer than the test may take: an exit within it that is also well
+    // under it shows the children ended on SIGTERM, not killed when the grace ran out.
+    let mut srv = Builder::new("process-sigterm")
+        .config("[timeouts]\nshutdown_grace = \"20s\"\n")
+        .start();
+    let master = master(&srv);
+    let mut idle = srv.connect();
+    idle.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(idle.read_response().expect("response").body, INDEX_HTML);
+    let kids = children_of(master);
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    let child = kids[0].pid;
+
+    let start = Instant::now();
+    srv.signal(libc::SIGTERM);
+    assert!(
+        idle.closed_within(Duration::from_secs(5)),
+        "the idle keep-alive connection is still open after SIGTERM"
+    );
+    let status = srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("the server did not exit after SIGTERM");
+    assert!(status.success(), "{status:?}; log:\n{}", srv.log());
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "exit took {:?}",
+        start.elapsed()
+    );
+    // The server reaps the master, the master its children: both are gone by now.
+    assert!(gone(master), "the master outlived the server");
+    assert!(gone(child), "a connection process outlived the server");
+    let log = srv.log();
+    assert!(
+        !log.contains("grace period"),
+        "children had to be killed after the grace period:\n{log}"
+    );
+}
+
+/// The `cache` object of `/_weft/status.json`, asked on a connection of its own (so of a
+/// connection process of its own).
+fn cache_status(srv: &Server) -> serde_json::Value {
+    let r = srv.get("/_weft/status.json");
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+    v["cache"].clone()
+}
+
+#[test]
+fn connection_processes_fill_no_cache_and_count_their_misses() {
+    let body = b"served by a connection process\n".repeat(10);
+    let srv = Builder::new("process-cache")
+        .args(&["--status"])
+        .file("page.txt", &body)
+        .start();
+    let counter = |c: &serde_json::Value, name: &str| {
+        c[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {name} in {c}"))
+    };
+    // Wait past the cache's settle time, so a fill would be allowed on every other model.
+    std::thread::sleep(Duration::from_millis(1200));
+    // A connection process serves one connection and exits: filling its cache would read,
+    // copy and drop the file, dearer than sendfile. Every GET is a miss served from disk,
+    // counted in the counters every process shares.
+    let before = cache_status(&srv);
+    let mut c = srv.connect();
+    for _ in 0..3 {
+        c.send(b"GET /page.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.read_response().expect("response").body, body);
+    }
+    drop(c);
+    let after = cache_status(&srv);
+    assert_eq!(
+        counter(&after, "fills"),
+        counter(&before, "fills"),
+        "{after}"
+    );
+    assert_eq!(counter(&after, "hits"), counter(&before, "hits"), "{after}");
+    assert_eq!(
+        counter(&after, "misses"),
+        counter(&before, "misses") + 3,
+        "{before} then {after}"
+    );
+    assert_eq!(
+        (counter(&after, "entries"), counter(&after, "bytes")),
+        (0, 0),
+        "{after}"
+    );
+}
