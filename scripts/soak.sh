@@ -8,6 +8,7 @@
 #
 #   REQUESTS=5000000 MODELS="fiber thread process" scripts/soak.sh
 #
+# CONFIG=FILE passes a config file to every model (e.g. a [pipeline] section).
 # Needs wrk, curl and a release build (cargo build --release -p weft). Writes
 # bench/results/<date>-soak.csv (or OUT=FILE) (model, second, served, rss_kib) and one summary line a model.
 set -euo pipefail
@@ -41,7 +42,7 @@ port=18400
 fail=0
 for m in $MODELS; do
   port=$((port + 1))
-  taskset -c 0 "$WEFT" serve --root "$ROOT" --threads 1 --status \
+  taskset -c 0 "$WEFT" serve ${CONFIG:+--config "$CONFIG"} --root "$ROOT" --threads 1 --status \
     --listen "127.0.0.1:$port=$m" >"$work/$m.log" 2>&1 &
   pid=$!
   sleep 1

@@ -64,6 +64,10 @@ pub struct SpecwebArgs {
     /// Seed of the request sequence.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Pace of each connection in kbit/s (SPECweb99: 400); 0 sends each request as soon as
+    /// the previous response is in, to find the server's saturated throughput.
+    #[arg(long, default_value_t = 400.0)]
+    pub pace_kbit: f64,
     /// Print the per-second timeline (CSV) after the summary (always with --step).
     #[arg(long)]
     pub timeline: bool,
@@ -207,6 +211,7 @@ fn run_specweb(a: SpecwebArgs) -> Result<(), Box<dyn std::error::Error>> {
     cfg.threads = a.common.threads.max(1);
     cfg.timeout = a.common.timeout;
     cfg.seed = a.seed;
+    cfg.pace_bps = specweb::pace_bps(a.pace_kbit)?;
     let before = a.common.server_pid.map(procstat::sample).transpose()?;
     let r = specweb::run(&cfg)?;
     let server = server_cpu(a.common.server_pid, before, r.requests)?;

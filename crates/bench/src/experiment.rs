@@ -61,12 +61,22 @@ pub struct ExperimentArgs {
     /// Document root shared by all servers (weft's sample files are generated into it).
     #[arg(long, default_value = "www")]
     pub root: PathBuf,
+    /// Put the client behind a link shaped to this rate (tc syntax: 10mbit, the fibers
+    /// paper's), in its own network namespace joined by a veth pair; needs root. Results go
+    /// to OUT/NAME-RATE/.
+    #[arg(long, value_name = "RATE")]
+    pub link: Option<String>,
 }
 
 /// A server an experiment can start.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kind {
-    Weft { model: &'static str, cache: bool },
+    /// A weft model; `config` is more of its TOML config (after the `[cache]` section).
+    Weft {
+        model: &'static str,
+        cache: bool,
+        config: &'static str,
+    },
     Nginx,
     Lighttpd,
     Apache,
@@ -82,6 +92,8 @@ pub struct Spec {
 #[derive(Debug)]
 pub struct Server {
     pub name: String,
+    /// The address it listens on (loopback, or the server's end of a shaped link).
+    pub host: std::net::Ipv4Addr,
     pub port: u16,
     pub pid: u32,
     child: Child,
@@ -162,13 +174,21 @@ pub fn candidates(models: &[&'static str], both_caches: bool) -> Vec<Spec> {
                 let name = format!("{model}-cache-{}", if cache { "on" } else { "off" });
                 v.push(Spec {
                     name,
-                    kind: Kind::Weft { model, cache },
+                    kind: Kind::Weft {
+                        model,
+                        cache,
+                        config: "",
+                    },
                 });
             }
         } else {
             v.push(Spec {
                 name: model.to_string(),
-                kind: Kind::Weft { model, cache: true },
+                kind: Kind::Weft {
+                    model,
+                    cache: true,
+                    config: "",
+                },
             });
         }
     }
@@ -201,7 +221,7 @@ http {
     types { text/html html; application/octet-stream bin; }
     default_type application/octet-stream;
     server {
-        listen 127.0.0.1:PORT reuseport;
+        listen ADDR:PORT reuseport;
         root ROOT;
         location = /echo { default_type text/plain; return 200 \"echo\"; }
     }
@@ -209,7 +229,7 @@ http {
 ";
 
 const LIGHTTPD_CONF: &str = "server.document-root = \"ROOT\"
-server.bind = \"127.0.0.1\"
+server.bind = \"ADDR\"
 server.port = PORT
 server.errorlog = \"WORK/lighttpd.err\"
 server.max-keep-alive-requests = 1000000
@@ -224,7 +244,7 @@ $HTTP[\"url\"] =~ \"^/cgi-bin/\" { cgi.assign = (\"\" => \"\") }
 
 const APACHE_CONF: &str = "ServerRoot \"WORK\"
 ServerName localhost
-Listen 127.0.0.1:PORT
+Listen ADDR:PORT
 LoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so
 LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
 LoadModule mime_module /usr/lib/apache2/modules/mod_mime.so
@@ -260,6 +280,7 @@ pub fn start(
     work: &Path,
     pin: bool,
     cgi: bool,
+    bind: std::net::Ipv4Addr,
 ) -> io::Result<Option<Server>> {
     if cgi && matches!(spec.kind, Kind::Nginx | Kind::Apache) {
         eprintln!("# {}: no CGI set up for this peer; skipped", spec.name);
@@ -270,11 +291,16 @@ pub fn start(
         t.replace("PORT", &port.to_string())
             .replace("ROOT", &root.display().to_string())
             .replace("WORK", &work.display().to_string())
+            .replace("ADDR", &bind.to_string())
     };
     let (program, args): (PathBuf, Vec<String>) = match &spec.kind {
-        Kind::Weft { model, cache } => {
+        Kind::Weft {
+            model,
+            cache,
+            config,
+        } => {
             let conf = work.join(format!("{}.toml", spec.name));
-            fs::write(&conf, format!("[cache]\nenabled = {cache}\n"))?;
+            fs::write(&conf, format!("[cache]\nenabled = {cache}\n{config}"))?;
             let mut args: Vec<String> = vec![
                 "serve".into(),
                 "--config".into(),
@@ -284,7 +310,7 @@ pub fn start(
                 "--threads".into(),
                 "1".into(),
                 "--listen".into(),
-                format!("127.0.0.1:{port}={model}"),
+                format!("{bind}:{port}={model}"),
             ];
             if cgi {
                 args.push("--cgi".into());
@@ -371,11 +397,12 @@ pub fn start(
     };
     let mut server = Server {
         name: spec.name.clone(),
+        host: bind,
         port,
         pid: child.id(),
         child,
     };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let addr = SocketAddr::from((bind, port));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
@@ -473,7 +500,22 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.name == "cgi" {
         write_echo_script(&root)?;
     }
-    let dir = a.out.join(&a.name);
+    let link = match &a.link {
+        Some(rate) => crate::link::Link::shaped(rate)?,
+        None => None,
+    };
+    if a.link.is_some() && link.is_none() {
+        return Err(io::Error::other("the shaped link could not be set up (see above)").into());
+    }
+    let bind = if link.is_some() {
+        crate::link::SERVER_ADDR
+    } else {
+        std::net::Ipv4Addr::LOCALHOST
+    };
+    let dir = match &a.link {
+        Some(rate) => a.out.join(format!("{}-{rate}", a.name)),
+        None => a.out.join(&a.name),
+    };
     fs::create_dir_all(&dir)?;
     let work = std::env::temp_dir().join(format!("weft-experiment-{}", std::process::id()));
     fs::create_dir_all(&work)?;
@@ -486,6 +528,24 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("# one core: server and client share it (no pinning)");
     }
     let mut specs = candidates(models, both_caches);
+    if a.name == "specweb" {
+        // The pipeline paper's Table 4: the same pipeline with its controller off.
+        let at = specs
+            .iter()
+            .position(|s| s.name == "pipeline")
+            .map_or(0, |i| i + 1);
+        specs.insert(
+            at,
+            Spec {
+                name: "pipeline-off".into(),
+                kind: Kind::Weft {
+                    model: "pipeline",
+                    cache: true,
+                    config: "[pipeline]\ncontroller = false\n",
+                },
+            },
+        );
+    }
     if !a.servers.is_empty() {
         for s in &a.servers {
             if !specs.iter().any(|c| &c.name == s) {
@@ -496,7 +556,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut servers = Vec::new();
     for spec in &specs {
-        if let Some(s) = start(spec, &weft, &root, &work, pin, a.name == "cgi")? {
+        if let Some(s) = start(spec, &weft, &root, &work, pin, a.name == "cgi", bind)? {
             servers.push(s);
         }
     }
@@ -513,11 +573,19 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
             .join(", ")
     );
     let machine = format!(
-        "{ncores} cores{}",
+        "{ncores} cores{}{}",
         if pin {
             ", server on core 0, client on core 1"
         } else {
             ""
+        },
+        match &link {
+            Some(l) => format!(
+                ", the client in its own network namespace behind a veth link shaped to {} \
+                 Mbit/s both ways (tc tbf)",
+                l.bps as f64 / 1e6
+            ),
+            None => String::new(),
         }
     );
     let mut b = Bench {
@@ -528,13 +596,17 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         root,
         machine,
     };
+    // The client's side of the link: the load threads started from here inherit it.
+    let in_link = link.as_ref().map(|l| l.enter()).transpose()?;
     let r = match a.name.as_str() {
         "threads-cache" => threads_cache(&b),
         "fibers" => fibers(&b),
         "cgi" => cgi_experiment(&b),
         _ => specweb_experiment(&b),
     };
+    drop(in_link);
     b.servers.clear();
+    drop(link);
     let _ = fs::remove_dir_all(&work);
     r?;
     eprintln!("# wrote {}", b.dir.join("report.md").display());
@@ -567,7 +639,7 @@ fn order(b: &Bench, run: usize) -> Vec<&Server> {
 }
 
 fn url(s: &Server, path: &str) -> String {
-    format!("http://127.0.0.1:{}{path}", s.port)
+    format!("http://{}:{}{path}", s.host, s.port)
 }
 
 fn quick_note(b: &Bench) -> String {
@@ -691,6 +763,7 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     let mut rps: BTreeMap<(String, &str, usize), Vec<f64>> = BTreeMap::new();
     let mut cpu: BTreeMap<(String, &str, usize), Vec<f64>> = BTreeMap::new();
+    let mut util: BTreeMap<(String, &str, usize), Vec<f64>> = BTreeMap::new();
     let peer_has = |s: &Server, path: &str| {
         // Only nginx among the peers has an echo (configured); the others serve files only.
         path != "/echo" || !(s.name == "lighttpd" || s.name == "apache2")
@@ -734,7 +807,10 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                     );
                     let k = (s.name.clone(), path, c);
                     rps.entry(k.clone()).or_default().push(x);
-                    cpu.entry(k).or_default().push(sc.cpu_us_per_request);
+                    cpu.entry(k.clone())
+                        .or_default()
+                        .push(sc.cpu_us_per_request);
+                    util.entry(k).or_default().push(sc.utilization_pct);
                 }
             }
         }
@@ -748,7 +824,8 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     let get = |m: &BTreeMap<(String, &str, usize), Vec<f64>>, s: &str, p: &str, c: usize| {
         median(m.get(&(s.to_string(), p, c)).map_or(&[][..], |v| v))
     };
-    let mut csv = String::from("server,path,conns,median_rps,median_cpu_us_per_req\n");
+    let mut csv =
+        String::from("server,path,conns,median_rps,median_cpu_us_per_req,median_cpu_pct\n");
     let mut md = format!(
         "# fibers: requests/s and server CPU, like the paper's ab runs\n\n{}\
          Paper: papers/fibers-adapted-multithreading.md (ab, a connection per request). Here \
@@ -757,7 +834,9 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
          and apache2 have no `/echo` (n/a).\n\n\
          The paper (local client, concurrency at least 5, 100% CPU): its fiber server had 26% \
          more throughput than the thread server on the 10,541-byte page and 50% more on the \
-         4-byte echo.\n\n",
+         4-byte echo; over a 10 Mbit/s link, which both saturated, the fiber server used about \
+         40% of the CPU and the thread server about 80%. Each cell: requests/s (server CPU \
+         microseconds per request, server CPU utilization of one core).\n\n",
         quick_note(b),
         b.runs,
         b.machine
@@ -768,7 +847,7 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             "## {path}\n\n| server | {} |\n|---|{}",
             concs
                 .iter()
-                .map(|c| format!("c={c} req/s (us CPU/req)"))
+                .map(|c| format!("c={c} req/s (us CPU/req, CPU)"))
                 .collect::<Vec<_>>()
                 .join(" | "),
             "---|".repeat(concs.len())
@@ -778,11 +857,12 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                 .iter()
                 .map(|&c| {
                     let (x, u) = (get(&rps, s, path, c), get(&cpu, s, path, c));
+                    let pct = get(&util, s, path, c);
                     if x.is_nan() {
                         "n/a".into()
                     } else {
-                        let _ = writeln!(csv, "{s},{path},{c},{x:.1},{u:.2}");
-                        format!("{x:.0} ({u:.1})")
+                        let _ = writeln!(csv, "{s},{path},{c},{x:.1},{u:.2},{pct:.1}");
+                        format!("{x:.0} ({u:.1}, {pct:.0}%)")
                     }
                 })
                 .collect();
@@ -895,7 +975,7 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             for &path in paths {
                 let target = Target {
                     url: url(s, path),
-                    addr: SocketAddr::from(([127, 0, 0, 1], s.port)),
+                    addr: SocketAddr::from((s.host, s.port)),
                     request: paper_request(path).into(),
                     head: false,
                 };
@@ -996,7 +1076,7 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     let (clients, secs): (&[usize], u64) = if b.quick {
         (&[20], 5)
     } else {
-        (&[50, 100, 200], 20)
+        (&[300, 600, 1000], 10)
     };
     let max = clients.iter().copied().max().unwrap_or(1);
     let set = b.root.join("specweb");
@@ -1009,6 +1089,7 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     let mut conf: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
     let mut resp: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
     let mut ops: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
+    let mut wbw: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
     for &c in clients {
         for run in 0..b.runs {
             for s in order(b, run) {
@@ -1040,7 +1121,8 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                 let k = (s.name.clone(), c);
                 conf.entry(k.clone()).or_default().push(r.conforming_pct);
                 resp.entry(k.clone()).or_default().push(r.mean_response_ms);
-                ops.entry(k).or_default().push(r.ops_per_s);
+                ops.entry(k.clone()).or_default().push(r.ops_per_s);
+                wbw.entry(k).or_default().push(r.weighted_kbit_per_s);
             }
         }
     }
@@ -1053,7 +1135,9 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     let get = |m: &BTreeMap<(String, usize), Vec<f64>>, s: &str, c: usize| {
         median(m.get(&(s.to_string(), c)).map_or(&[][..], |v| v))
     };
-    let mut csv = String::from("server,clients,conforming_pct,mean_response_ms,ops_per_s\n");
+    let mut csv = String::from(
+        "server,clients,conforming_pct,mean_response_ms,ops_per_s,weighted_kbit_per_s\n",
+    );
     let mut md = format!(
         "# specweb: SPECweb99-like static load\n\n{}\
          Paper: papers/pipeline-dynamic-threads.md (SPECweb99 at 300/600/1000 connections). \
@@ -1065,7 +1149,8 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
          769; Tux 456.1, 600, 1296; open KETA 352.4, 600, 1702. At 1000: Apache 1247.2 ms, 0, \
          750; Tux 791.1, 678, 1244; open KETA 437.7, 35, 2285. Its response times include \
          the real network; ours are on loopback, so only conformance and the ranking compare.\n\n\
-         | server | clients | conforming % | mean response ms | ops/s |\n|---|---|---|---|---|\n",
+         | server | clients | conforming % | mean response ms | ops/s | weighted kbit/s |\n\
+         |---|---|---|---|---|---|\n",
         quick_note(b),
         b.runs,
         b.machine
@@ -1073,8 +1158,9 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     for s in &names {
         for &c in clients {
             let (x, y, z) = (get(&conf, s, c), get(&resp, s, c), get(&ops, s, c));
-            writeln!(csv, "{s},{c},{x:.1},{y:.3},{z:.1}")?;
-            writeln!(md, "| {s} | {c} | {x:.1} | {y:.2} | {z:.0} |")?;
+            let w = get(&wbw, s, c);
+            writeln!(csv, "{s},{c},{x:.1},{y:.3},{z:.1},{w:.1}")?;
+            writeln!(md, "| {s} | {c} | {x:.1} | {y:.2} | {z:.0} | {w:.0} |")?;
         }
     }
     let resp_r = &resp;
@@ -1154,7 +1240,8 @@ mod tests {
             c[3].kind,
             Kind::Weft {
                 model: "fiber",
-                cache: false
+                cache: false,
+                config: ""
             }
         );
         assert_eq!(candidates(&["fiber"], false)[0].name, "fiber");

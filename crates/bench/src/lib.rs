@@ -27,6 +27,7 @@ pub mod cli;
 pub mod client;
 pub mod experiment;
 pub mod groups;
+pub mod link;
 pub mod load;
 pub mod plot;
 pub mod procstat;

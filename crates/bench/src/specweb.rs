@@ -200,6 +200,20 @@ impl Mix {
     }
 }
 
+/// The pace in bits per second for `kbit` kbit/s; 0 means unpaced (infinitely fast).
+pub fn pace_bps(kbit: f64) -> Result<f64, BadInput> {
+    if !kbit.is_finite() || kbit < 0.0 {
+        return Err(BadInput(format!(
+            "--pace-kbit {kbit}: needs a rate of 0 (unpaced) or more"
+        )));
+    }
+    Ok(if kbit == 0.0 {
+        f64::INFINITY
+    } else {
+        kbit * 1000.0
+    })
+}
+
 /// When a paced connection may send its next request: the bytes it has received so far, at
 /// `bps` bits per second, counted from its start.
 pub fn paced_until(start: Instant, bytes: u64, bps: f64) -> Instant {
@@ -765,6 +779,19 @@ mod tests {
             PACE_BPS
         )));
         assert_eq!(bit_rate(0, Duration::ZERO, PACE_BPS), 0.0);
+    }
+
+    #[test]
+    fn unpaced_connections_send_at_once_and_conform_at_any_speed() {
+        assert_eq!(pace_bps(400.0).unwrap(), PACE_BPS);
+        let bps = pace_bps(0.0).unwrap();
+        let start = Instant::now();
+        assert_eq!(paced_until(start, 10_000_000, bps), start);
+        // Unpaced, the rate is the measured one: 50,000 bytes in 1 s is 400 kbit/s.
+        let r = bit_rate(50_000, Duration::from_secs(1), bps);
+        assert!((r - 400_000.0).abs() < 1e-6);
+        assert!(pace_bps(-1.0).is_err());
+        assert!(pace_bps(f64::NAN).is_err());
     }
 
     #[test]

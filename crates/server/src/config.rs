@@ -440,7 +440,7 @@ pub struct PipelineConfig {
     pub c1: f64,
     /// Seconds of server capacity one response byte costs.
     pub c2: f64,
-    /// The controller grows a stage only while at least this fraction of the machine's CPU
+    /// The controller grows a stage only while at least this fraction of the CPU it may run on
     /// is idle (0 disables the check): with the CPU saturated, more threads only contend.
     pub min_idle_cpu: f64,
 }

@@ -223,7 +223,11 @@ fn serve_with<T: Transport>(
         };
         log_access(app, info, &req, status, body_len);
         if !keep_alive {
-            linger(stream, rbuf);
+            if closes_cleanly(&req, rbuf) {
+                let _ = stream.flush();
+            } else {
+                linger(stream, rbuf);
+            }
             return Ok(Served::Closed);
         }
         parser.recycle(req.into_head());
@@ -747,6 +751,21 @@ fn is_managed(name: &str) -> bool {
     ]
     .iter()
     .any(|m| name.eq_ignore_ascii_case(m))
+}
+
+/// Whether the connection can be closed at once after answering `req`, without the half-close
+/// and drain of [`linger`]: the client itself asked to close (`Connection: close`, or HTTP/1.0
+/// without keep-alive), so it sends no further request (RFC 9112 §9.6); the request had no
+/// body; and nothing after it was received. No unread byte can then turn the close into a
+/// reset (nginx closes such connections at once too; lingering costs a shutdown, a read and
+/// the client's round trip). Anything else lingers.
+fn closes_cleanly(req: &Request, rbuf: &ReadBuf) -> bool {
+    !req.head().keep_alive()
+        && matches!(
+            req.head().framing(),
+            BodyFraming::None | BodyFraming::Length(0)
+        )
+        && rbuf.is_empty()
 }
 
 /// Half-closes and drains what the client still sends, briefly, so the kernel does not

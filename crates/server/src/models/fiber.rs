@@ -48,11 +48,10 @@ pub fn accept_loop(
                 while gate.at_capacity(&lm) && !app.shutdown.is_set() {
                     weft_fiber::sleep(ACCEPT_BACKOFF);
                 }
-                let _ = stream.set_nodelay(true);
                 // The generation this connection keeps for its whole life.
                 let app = live.current();
                 let accepted = app.cfg.timing.on().then(std::time::Instant::now);
-                let local = stream.local_addr().unwrap_or(lm.addr);
+                let local = super::local_addr(&lm, || stream.local_addr());
                 let guard = OpenGuard::new(lm.clone());
                 let lm = lm.clone();
                 let conn = move || {

@@ -70,3 +70,43 @@ impl AcceptGate {
         full
     }
 }
+
+/// The local address of a connection accepted on `lm`'s listener: the listener's own address
+/// when it is bound to one IP (every connection arrives there), and `getsockname` only for a
+/// wildcard listener (0.0.0.0 or ::), where the IP depends on the connection.
+pub(crate) fn local_addr(
+    lm: &ListenerMetrics,
+    query: impl FnOnce() -> std::io::Result<std::net::SocketAddr>,
+) -> std::net::SocketAddr {
+    if lm.addr.ip().is_unspecified() {
+        query().unwrap_or(lm.addr)
+    } else {
+        lm.addr
+    }
+}
+
+#[cfg(test)]
+mod local_addr_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_wildcard_listener_asks_the_socket() {
+        let specific = ListenerMetrics::new(
+            "127.0.0.1:8080".parse().unwrap(),
+            crate::config::Model::Fiber,
+        );
+        let asked = std::cell::Cell::new(false);
+        let got = local_addr(&specific, || {
+            asked.set(true);
+            Ok("127.0.0.2:8080".parse().unwrap())
+        });
+        assert_eq!(got, "127.0.0.1:8080".parse().unwrap());
+        assert!(!asked.get());
+        let wildcard =
+            ListenerMetrics::new("0.0.0.0:8080".parse().unwrap(), crate::config::Model::Fiber);
+        let got = local_addr(&wildcard, || Ok("10.0.0.5:8080".parse().unwrap()));
+        assert_eq!(got, "10.0.0.5:8080".parse().unwrap());
+        let got = local_addr(&wildcard, || Err(std::io::Error::other("gone")));
+        assert_eq!(got, "0.0.0.0:8080".parse().unwrap());
+    }
+}

@@ -214,9 +214,8 @@ fn serve_child(
             log::warn!("access log flusher: {e}");
         }
     }
-    let _ = stream.set_nodelay(true);
     let _ = stream.set_nonblocking(false);
-    let local = stream.local_addr().unwrap_or(lm.addr);
+    let local = super::local_addr(lm, || stream.local_addr());
     let mut stream = BlockingStream::new(stream);
     let info = ConnInfo {
         peer,

@@ -30,11 +30,10 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
         }
         match listener.accept() {
             Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
                 // The generation this connection keeps for its whole life.
                 let app = live.current();
                 let accepted = app.cfg.timing.on().then(std::time::Instant::now);
-                let local = stream.local_addr().unwrap_or(lm.addr);
+                let local = super::local_addr(&lm, || stream.local_addr());
                 let guard = OpenGuard::new(lm.clone());
                 let lm2 = lm.clone();
                 let spawned = std::thread::Builder::new()

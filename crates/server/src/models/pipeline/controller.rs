@@ -23,7 +23,7 @@
 //!   handler waiting on a disk or an upstream: more threads help) or because the CPU is
 //!   saturated (more threads only add switching and contention: in a quick wrk run on 2
 //!   cores, growing a CPU-bound pipeline took it from about 58k to 54k requests/s). So a stage
-//!   grows only while at least `min_idle` of the machine's CPU was idle over the period;
+//!   grows only while at least `min_idle` of the CPU it may run on was idle over the period;
 //!   otherwise the allocation holds.
 //! - **Return to the initial allocation** at once after `calm_periods` of low utilization
 //!   (U < `low_u`) with every queue empty, and one thread per calm window otherwise (a stage

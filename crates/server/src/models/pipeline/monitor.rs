@@ -208,25 +208,84 @@ struct Last {
     cpu: Option<CpuTimes>,
 }
 
-/// The machine's CPU time, idle and total, in clock ticks (the first line of /proc/stat).
+/// CPU time, idle and total, in clock ticks, of the CPUs this server may run on (its affinity
+/// set, from the `cpuN` lines of /proc/stat), or of the whole machine (the `cpu` line) when
+/// the set cannot be read. A server pinned to some cores asks whether *those* have time to
+/// spare: another program saturating the other cores is not its capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct CpuTimes {
     idle: u64,
     total: u64,
 }
 
+/// The CPUs the calling thread may run on, as a bit per CPU number; `None` if unknown.
+fn affinity() -> Option<Vec<bool>> {
+    // SAFETY: cpu_set_t is plain data for which all zeroes is a valid (empty) value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live, writable cpu_set_t of exactly the size passed; pid 0 is the
+    // calling thread.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return None;
+    }
+    let n = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: CPU_ISSET reads bit `i` of `set`, and `i` is below the set's size in bits.
+    Some(
+        (0..n)
+            .map(|i| unsafe { libc::CPU_ISSET(i, &set) })
+            .collect(),
+    )
+}
+
 impl CpuTimes {
     fn read() -> Option<CpuTimes> {
         let text = std::fs::read_to_string("/proc/stat").ok()?;
+        CpuTimes::from_stat(&text, affinity().as_deref())
+    }
+
+    /// From the text of /proc/stat: the sum of the `cpuN` lines whose N is in `cpus`, or the
+    /// aggregate `cpu` line where `cpus` is `None` or names no CPU listed.
+    fn from_stat(text: &str, cpus: Option<&[bool]>) -> Option<CpuTimes> {
+        if let Some(cpus) = cpus {
+            let mut sum: Option<CpuTimes> = None;
+            for line in text.lines() {
+                let Some(n) = line
+                    .split_ascii_whitespace()
+                    .next()
+                    .and_then(|w| w.strip_prefix("cpu"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                else {
+                    continue;
+                };
+                if !cpus.get(n).copied().unwrap_or(false) {
+                    continue;
+                }
+                if let Some(t) = CpuTimes::parse_fields(line) {
+                    let s = sum.get_or_insert(CpuTimes { idle: 0, total: 0 });
+                    s.idle += t.idle;
+                    s.total += t.total;
+                }
+            }
+            if sum.is_some() {
+                return sum;
+            }
+        }
         CpuTimes::parse(text.lines().next()?)
     }
 
     /// `cpu  user nice system idle iowait irq softirq steal ...`: idle counts idle and iowait.
     fn parse(line: &str) -> Option<CpuTimes> {
-        let mut f = line.split_ascii_whitespace();
-        if f.next()? != "cpu" {
+        if line.split_ascii_whitespace().next()? != "cpu" {
             return None;
         }
+        CpuTimes::parse_fields(line)
+    }
+
+    /// The fields after the line's first word (`cpu` or `cpuN`).
+    fn parse_fields(line: &str) -> Option<CpuTimes> {
+        let mut f = line.split_ascii_whitespace();
+        f.next()?;
         let v: Vec<u64> = f.take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
         let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
         Some(CpuTimes {
@@ -369,5 +428,47 @@ mod tests {
         assert_eq!(b.idle_since(None), 1.0);
         assert!(CpuTimes::parse("cpu0 1 2 3 4").is_none());
         assert!(CpuTimes::read().is_some(), "/proc/stat on Linux");
+    }
+
+    #[test]
+    fn only_the_cpus_the_server_may_use_count() {
+        let stat = "cpu  300 0 100 500 100 0 0 0 0 0\n\
+                    cpu0 200 0 50 50 0 0 0 0 0 0\n\
+                    cpu1 100 0 50 450 100 0 0 0 0 0\n\
+                    intr 12345\n";
+        // Pinned to CPU 0, which is busy: 50 idle of 300, though the machine is half idle.
+        let t = CpuTimes::from_stat(stat, Some(&[true, false])).unwrap();
+        assert_eq!(
+            t,
+            CpuTimes {
+                idle: 50,
+                total: 300
+            }
+        );
+        // CPU 1 only: its idle and iowait.
+        let t = CpuTimes::from_stat(stat, Some(&[false, true])).unwrap();
+        assert_eq!(
+            t,
+            CpuTimes {
+                idle: 550,
+                total: 700
+            }
+        );
+        // Both, no set, or a set naming no listed CPU: the whole machine.
+        let all = CpuTimes {
+            idle: 600,
+            total: 1000,
+        };
+        assert_eq!(CpuTimes::from_stat(stat, Some(&[true, true])), Some(all));
+        assert_eq!(CpuTimes::from_stat(stat, None), Some(all));
+        assert_eq!(
+            CpuTimes::from_stat(stat, Some(&[false, false, true])),
+            Some(all)
+        );
+        let mine = affinity().expect("sched_getaffinity on Linux");
+        assert!(
+            mine.iter().any(|&b| b),
+            "the calling thread may run somewhere"
+        );
     }
 }

@@ -57,12 +57,11 @@ pub(crate) fn accept(
 fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Option<Box<Conn>> {
     let app = p.live.current();
     let accepted = app.cfg.timing.on().then(Instant::now);
-    let _ = stream.set_nodelay(true);
     if let Err(e) = stream.set_nonblocking(true) {
         log::debug!("{peer}: cannot make the socket non-blocking: {e}");
         return None;
     }
-    let local = stream.local_addr().unwrap_or(p.lm.addr);
+    let local = crate::models::local_addr(&p.lm, || stream.local_addr());
     let guard = OpenGuard::new(p.lm.clone());
     let registration = Some(p.app.shutdown.register(stream.as_raw_fd()));
     Some(Box::new(Conn {
