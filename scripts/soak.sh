@@ -9,12 +9,22 @@
 #   REQUESTS=5000000 MODELS="fiber thread process" scripts/soak.sh
 #
 # CONFIG=FILE passes a config file to every model (e.g. a [pipeline] section).
+# COUNT=wrk (the default) counts the requests from wrk's own totals (rounds of 5 s), so the
+# server sees only the mixed requests; COUNT=status asks the server's /_weft/status.json
+# every second instead (itself a request, which under load costs the pipeline model memory:
+# see BENCHMARKS.md, Soak).
 # Needs wrk, curl and a release build (cargo build --release -p weft). Writes
 # bench/results/<date>-soak.csv (or OUT=FILE) (model, second, served, rss_kib) and one summary line a model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${REQUESTS:-5000000}; MODELS=${MODELS:-"fiber thread process"}
 CONNS=${CONNS:-50}; WEFT=${WEFT:-target/release/weft}
+COUNT=${COUNT:-wrk}
+case $COUNT in
+  wrk) ROUND=5s ;;
+  status) ROUND=30s ;;
+  *) echo "COUNT must be wrk or status" >&2; exit 2 ;;
+esac
 ROOT=$(pwd)/www
 "$WEFT" fileset "$ROOT" >/dev/null
 out=${OUT:-bench/results/$(date +%F)-soak.csv}
@@ -49,15 +59,22 @@ for m in $MODELS; do
   fd0=$(fds "$pid")
   warm=$((REQUESTS / 10)); rss_warm=""; sec=0; n=0; wrk_pid=""
   start=$(date +%s)
+  : >"$work/$m.wrk"
   while [[ $n -lt $REQUESTS ]]; do
     # wrk in bounded rounds: each round ends by itself; a new one starts while requests remain.
     if [[ -z $wrk_pid ]] || ! kill -0 "$wrk_pid" 2>/dev/null; then
-      taskset -c 1 wrk -t1 -c"$CONNS" -d30s -s scripts/soak.lua "http://127.0.0.1:$port/" \
+      [[ -n $wrk_pid ]] && wait "$wrk_pid" 2>/dev/null || true
+      if [[ $COUNT == wrk ]]; then
+        n=$(awk '/ requests in / {s += $1} END {print s + 0}' "$work/$m.wrk")
+        [[ $n -ge $REQUESTS ]] && break
+      fi
+      taskset -c 1 wrk -t1 -c"$CONNS" -d"$ROUND" -s scripts/soak.lua "http://127.0.0.1:$port/" \
         >>"$work/$m.wrk" 2>&1 &
       wrk_pid=$!
     fi
     sleep 1; sec=$((sec + 1))
-    n=$(served "$port"); rss=$(rss_tree "$pid")
+    if [[ $COUNT == status ]]; then n=$(served "$port"); fi
+    rss=$(rss_tree "$pid")
     echo "$m,$sec,$n,$rss" >>"$out"
     if [[ -z $rss_warm && $n -ge $warm ]]; then rss_warm=$rss; fi
     if [[ $sec -gt 3600 ]]; then echo "# $m: gave up after an hour" >&2; break; fi
