@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Slow clients beside normal ones (hardening): for each model, normal clients' throughput
 (`weft-bench load -c50 -d5s /echo`) alone and while N connections each send one byte of a
-request head every 10 s (a slowloris), alternating, median of RUNS. The server is pinned to
-core 0 with one worker, the clients to core 1.
+request head every 10 s (a slowloris: the bytes are spread evenly, N/10 a second, so about
+half of the slow connections send during each 5 s load), alternating in the order
+alone, beside, beside, alone, ... so neither phase always goes first; median of RUNS of each,
+and the median of the RUNS paired (same-round) ratios. The server is pinned to core 0 with
+one worker, the clients to core 1.
 
     RUNS=5 SLOW=5000 MODELS="fiber pipeline thread" scripts/slow_clients.py
 
@@ -13,7 +16,8 @@ import os, socket, statistics, subprocess, sys, threading, time, json, resource
 RUNS = int(os.environ.get("RUNS", "5"))
 SLOW = int(os.environ.get("SLOW", "5000"))
 MODELS = os.environ.get("MODELS", "fiber pipeline thread").split()
-WEFT, BENCH = "target/release/weft", "target/release/weft-bench"
+WEFT = os.environ.get("WEFT", "target/release/weft")
+BENCH = "target/release/weft-bench"
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
 # The slow clients run here: keep them off the server's core.
@@ -31,12 +35,20 @@ def start(model, port):
     return p
 
 
-def load(port):
+def cpu_ticks(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])
+
+
+def load(port, pid):
+    t0 = cpu_ticks(pid)
     out = subprocess.run(["taskset", "-c", "1", BENCH, "load", "-c50", "-d5s", "--json",
                           f"http://127.0.0.1:{port}/echo"], capture_output=True, text=True).stdout
     r = json.loads(out)
     errors = sum(r["errors"].values()) if isinstance(r["errors"], dict) else r["errors"]
-    return r["requests_per_s"], errors
+    ticks = cpu_ticks(pid) - t0
+    us_per_req = ticks * 1e6 / os.sysconf("SC_CLK_TCK") / max(r["requests"], 1)
+    return r["requests_per_s"], errors, us_per_req
 
 
 def slowloris(port, stop):
@@ -48,38 +60,56 @@ def slowloris(port, stop):
             socks.append(s)
         except OSError:
             break
-    while not stop.wait(10):
-        for s in socks:
+    # One byte to each connection in turn, N/10 a second: each gets one every 10 s.
+    gap = 10.0 / max(len(socks), 1)
+    i = 0
+    while socks and not stop.wait(gap * 50):
+        for s in socks[i:i + 50]:
             try:
                 s.send(b"a")
             except OSError:
                 pass
+        i = (i + 50) % len(socks)
     for s in socks:
         s.close()
     return len(socks)
 
 
-print("model,run,slow_connections,rps,errors")
+print("model,run,slow_connections,rps,server_us_cpu_per_request,errors")
 rows = []
 for i, model in enumerate(MODELS):
     port = 18700 + i
     srv = start(model, port)
-    for run in range(1, RUNS + 1):
-        rps, err = load(port)
-        rows.append((model, 0, rps)); print(f"{model},{run},0,{rps:.0f},{err}", flush=True)
+    def alone(run):
+        rps, err, us = load(port, srv.pid)
+        rows.append((model, run, 0, rps, us))
+        print(f"{model},{run},0,{rps:.0f},{us:.2f},{err}", flush=True)
+
+    def beside(run):
         stop = threading.Event()
         opened = []
         t = threading.Thread(target=lambda: opened.append(slowloris(port, stop)))
         t.start()
         time.sleep(3)  # let the slow connections open
-        rps, err = load(port)
+        rps, err, us = load(port, srv.pid)
         stop.set(); t.join()
         n = opened[0] if opened else 0
-        rows.append((model, SLOW, rps)); print(f"{model},{run},{n},{rps:.0f},{err}", flush=True)
+        rows.append((model, run, SLOW, rps, us))
+        print(f"{model},{run},{n},{rps:.0f},{us:.2f},{err}", flush=True)
         time.sleep(3)  # the server closes the slow connections before the next run
+
+    for run in range(1, RUNS + 1):
+        for phase in ((alone, beside) if run % 2 else (beside, alone)):
+            phase(run)
     srv.terminate(); srv.wait()
-print("\nmedian req/s: model, alone, beside slow clients, ratio")
+print("\nmedians: model, req/s alone, req/s beside, ratio of medians, median paired ratio,"
+      " us CPU/request alone, beside, ratio of medians, median paired ratio")
 for model in MODELS:
-    a = statistics.median(r[2] for r in rows if r[0] == model and r[1] == 0)
-    b = statistics.median(r[2] for r in rows if r[0] == model and r[1] == SLOW)
-    print(f"{model},{a:.0f},{b:.0f},{b / a:.3f}")
+    line = [model]
+    for col, fmt in ((3, "{:.0f}"), (4, "{:.2f}")):
+        a = {r[1]: r[col] for r in rows if r[0] == model and r[2] == 0}
+        b = {r[1]: r[col] for r in rows if r[0] == model and r[2] == SLOW}
+        ma, mb = statistics.median(a.values()), statistics.median(b.values())
+        paired = statistics.median(b[k] / a[k] for k in a)
+        line += [fmt.format(ma), fmt.format(mb), f"{mb / ma:.3f}", f"{paired:.3f}"]
+    print(",".join(line))

@@ -34,6 +34,7 @@ mod monitor;
 mod poller;
 mod queue;
 mod stages;
+mod wheel;
 
 use std::io;
 use std::net::TcpListener;

@@ -9,17 +9,19 @@
 //! Registrations are level-triggered and one-shot (`EPOLLONESHOT`): a connection is armed only
 //! while it is here, so exactly one thread owns it at any time, and bytes that arrived before
 //! it was armed are still reported (edge-triggered would lose them). Each parking gets a new
-//! token; an event or timer for a token no longer here is stale and ignored. A connection is
+//! token (a key of the timing wheel in `wheel.rs`, which holds the parked connections and
+//! their deadlines, O(1) to park, wake and expire); an event for a token no longer here is
+//! stale and ignored. A connection is
 //! armed under the same lock that the poller takes to remove it, so the poller can never close
 //! a socket between its registration and its arming.
 
-use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::wheel::Wheel;
 use super::{Conn, Pipeline};
 use crate::sys::{Epoll, EpollEvent, EventFd};
 
@@ -45,15 +47,13 @@ const LINGER_READS: usize = 16;
 struct Parked {
     conn: Box<Conn>,
     wait: Wait,
-    deadline: Instant,
 }
 
 struct Room {
-    parked: HashMap<u64, Parked>,
-    /// The deadline of every parked connection, earliest first (removed with it, so this
-    /// never holds more than the connections parked).
-    deadlines: BTreeSet<(Instant, u64)>,
-    next_token: u64,
+    /// The parked connections, by token, with their deadlines.
+    parked: Wheel<Parked>,
+    /// Until when the poller thread sleeps in `epoll_wait` (a park due earlier wakes it).
+    sleep_until: Instant,
     /// Connections with a request already buffered, for receive, that found its queue full.
     #[allow(clippy::vec_box)] // reason: the boxes move on into stage queues as they are
     ready: Vec<Box<Conn>>,
@@ -81,9 +81,8 @@ impl Poller {
             epoll,
             wake,
             room: Mutex::new(Room {
-                parked: HashMap::new(),
-                deadlines: BTreeSet::new(),
-                next_token: 0,
+                parked: Wheel::new(Instant::now()),
+                sleep_until: Instant::now(),
                 ready: Vec::new(),
             }),
         })
@@ -103,29 +102,23 @@ impl Poller {
         } as u32
             | libc::EPOLLONESHOT as u32;
         let mut room = self.lock();
-        let token = room.next_token;
-        room.next_token += 1;
-        let armed = if conn.in_epoll {
+        let was_in_epoll = conn.in_epoll;
+        conn.in_epoll = true;
+        let token = room.parked.insert(Parked { conn, wait }, deadline);
+        let armed = if was_in_epoll {
             self.epoll.modify(fd, events, token)
         } else {
             self.epoll.add(fd, events, token)
         };
         if let Err(e) = armed {
+            let parked = room.parked.remove(token);
             drop(room);
-            log::debug!("{}: cannot wait for the socket: {e}", conn.info.peer);
+            if let Some(Parked { conn, .. }) = parked {
+                log::debug!("{}: cannot wait for the socket: {e}", conn.info.peer);
+            }
             return;
         }
-        conn.in_epoll = true;
-        room.parked.insert(
-            token,
-            Parked {
-                conn,
-                wait,
-                deadline,
-            },
-        );
-        let wake = room.deadlines.first().is_none_or(|(d, _)| deadline < *d);
-        room.deadlines.insert((deadline, token));
+        let wake = room.parked.fires_at(deadline) < room.sleep_until;
         drop(room);
         if wake {
             // The poller may sleep past this deadline otherwise.
@@ -154,11 +147,7 @@ impl Poller {
     pub(crate) fn clear(&self) {
         let (parked, ready) = {
             let mut room = self.lock();
-            room.deadlines.clear();
-            (
-                std::mem::take(&mut room.parked),
-                std::mem::take(&mut room.ready),
-            )
+            (room.parked.drain(), std::mem::take(&mut room.ready))
         };
         drop(parked);
         drop(ready);
@@ -171,29 +160,28 @@ pub(crate) fn run(p: &Pipeline) {
     let mut events: Vec<EpollEvent> = Vec::with_capacity(64);
     while !p.stopped.load(SeqCst) {
         let timeout = {
-            let room = poller.lock();
-            room.deadlines.first().map_or(TICK, |(d, _)| {
-                d.saturating_duration_since(Instant::now()).min(TICK)
-            })
+            let mut room = poller.lock();
+            let now = Instant::now();
+            let timeout = room
+                .parked
+                .next_due()
+                .map_or(TICK, |d| d.saturating_duration_since(now).min(TICK));
+            room.sleep_until = now + timeout;
+            timeout
         };
         if let Err(e) = poller.epoll.wait(&mut events, 64, timeout) {
             log::error!("pipeline poller: epoll_wait failed: {e}");
             std::thread::sleep(TICK);
             continue;
         }
+        // Awake: a park need not wake the thread until it waits again.
+        poller.lock().sleep_until = Instant::now();
         for ev in &events {
             if ev.token == WAKE {
                 poller.wake.drain();
                 continue;
             }
-            let parked = {
-                let mut room = poller.lock();
-                let parked = room.parked.remove(&ev.token);
-                if let Some(pk) = &parked {
-                    room.deadlines.remove(&(pk.deadline, ev.token));
-                }
-                parked
-            };
+            let parked = poller.lock().parked.remove(ev.token);
             if let Some(parked) = parked {
                 ready(p, parked);
             }
@@ -237,18 +225,7 @@ fn ready(p: &Pipeline, parked: Parked) {
 fn expire(p: &Pipeline) {
     let now = Instant::now();
     let mut due = Vec::new();
-    {
-        let mut room = p.poller.lock();
-        while let Some(&(d, token)) = room.deadlines.first() {
-            if d > now {
-                break;
-            }
-            room.deadlines.pop_first();
-            if let Some(parked) = room.parked.remove(&token) {
-                due.push(parked);
-            }
-        }
-    }
+    p.poller.lock().parked.expire(now, &mut due);
     for Parked { conn, wait, .. } in due {
         match wait {
             Wait::Request if !conn.rbuf.is_empty() => {

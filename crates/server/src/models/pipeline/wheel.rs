@@ -1,0 +1,319 @@
+//! The poller's parked connections: a slab of entries, each also on the list of a timing
+//! wheel slot, so parking, waking and expiring are O(1) whatever the number of connections
+//! waiting (5,000 slow clients cost the normal ones nothing per request).
+//!
+//! A key is a slab index and that slot's generation, so an event or timer for an entry that
+//! has left (and whose index was reused) is recognised as stale. The wheel has `SLOTS` slots
+//! of `SLOT` each; an entry sits in the slot of its deadline's tick and fires once that tick
+//! has passed (at most one `SLOT` late); an entry more than one turn ahead stays in its slot
+//! when the slot is scanned on the way.
+
+use std::time::{Duration, Instant};
+
+/// Time one slot covers.
+pub(crate) const SLOT: Duration = Duration::from_millis(10);
+/// Slots in one turn of the wheel (10.24 s).
+const SLOTS: usize = 1024;
+const NIL: u32 = u32::MAX;
+
+struct Entry<T> {
+    item: Option<(T, Instant)>,
+    gen: u32,
+    prev: u32,
+    next: u32,
+    slot: u32,
+}
+
+/// Items with a deadline each, by key.
+pub(crate) struct Wheel<T> {
+    entries: Vec<Entry<T>>,
+    free: Vec<u32>,
+    heads: Vec<u32>,
+    origin: Instant,
+    /// The first tick not yet scanned: every tick before it has been expired.
+    cursor: u64,
+    len: usize,
+}
+
+impl<T> std::fmt::Debug for Wheel<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wheel").field("len", &self.len).finish()
+    }
+}
+
+impl<T> Wheel<T> {
+    pub(crate) fn new(origin: Instant) -> Wheel<T> {
+        Wheel {
+            entries: Vec::new(),
+            free: Vec::new(),
+            heads: vec![NIL; SLOTS],
+            origin,
+            cursor: 0,
+            len: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn tick_of(&self, at: Instant) -> u64 {
+        let nanos = at.saturating_duration_since(self.origin).as_nanos();
+        u64::try_from(nanos / SLOT.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The tick whose passing fires a deadline: its own, or the next one to scan if that
+    /// tick has already been scanned.
+    fn fire_tick(&self, deadline: Instant) -> u64 {
+        self.tick_of(deadline).max(self.cursor)
+    }
+
+    /// When an item inserted now with `deadline` would fire.
+    pub(crate) fn fires_at(&self, deadline: Instant) -> Instant {
+        self.instant_of(self.fire_tick(deadline).saturating_add(1))
+    }
+
+    fn instant_of(&self, tick: u64) -> Instant {
+        let nanos = u128::from(tick) * SLOT.as_nanos();
+        let d = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        self.origin.checked_add(d).unwrap_or(self.origin)
+    }
+
+    /// Adds `item`, due at `deadline`; returns its key.
+    pub(crate) fn insert(&mut self, item: T, deadline: Instant) -> u64 {
+        let slot = (self.fire_tick(deadline) % SLOTS as u64) as u32;
+        let head = self.heads[slot as usize];
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                let i = u32::try_from(self.entries.len()).expect("fewer than 2^32 parked");
+                assert!(i != NIL, "fewer than 2^32 - 1 parked");
+                self.entries.push(Entry {
+                    item: None,
+                    gen: 0,
+                    prev: NIL,
+                    next: NIL,
+                    slot: 0,
+                });
+                i
+            }
+        };
+        let e = &mut self.entries[idx as usize];
+        e.item = Some((item, deadline));
+        e.prev = NIL;
+        e.next = head;
+        e.slot = slot;
+        let gen = e.gen;
+        if head != NIL {
+            self.entries[head as usize].prev = idx;
+        }
+        self.heads[slot as usize] = idx;
+        self.len += 1;
+        (u64::from(gen) << 32) | u64::from(idx)
+    }
+
+    /// Takes out the item of `key`, if it is still here.
+    pub(crate) fn remove(&mut self, key: u64) -> Option<T> {
+        let idx = key as u32;
+        let gen = (key >> 32) as u32;
+        let e = self.entries.get(idx as usize)?;
+        if e.gen != gen || e.item.is_none() {
+            return None;
+        }
+        Some(self.take(idx).0)
+    }
+
+    /// Unlinks entry `idx` (which holds an item) and frees it.
+    fn take(&mut self, idx: u32) -> (T, Instant) {
+        let (prev, next, slot) = {
+            let e = &self.entries[idx as usize];
+            (e.prev, e.next, e.slot)
+        };
+        if prev == NIL {
+            self.heads[slot as usize] = next;
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next != NIL {
+            self.entries[next as usize].prev = prev;
+        }
+        let e = &mut self.entries[idx as usize];
+        let item = e.item.take().expect("a linked entry holds an item");
+        e.gen = e.gen.wrapping_add(1);
+        e.prev = NIL;
+        e.next = NIL;
+        self.free.push(idx);
+        self.len -= 1;
+        item
+    }
+
+    /// Takes out every item whose deadline is at or before `now`, into `due`, scanning the
+    /// ticks that have passed.
+    pub(crate) fn expire(&mut self, now: Instant, due: &mut Vec<T>) {
+        let now_tick = self.tick_of(now);
+        if now_tick <= self.cursor {
+            return;
+        }
+        // Past a full turn, every slot is scanned once.
+        let first = self.cursor.max(now_tick.saturating_sub(SLOTS as u64));
+        for tick in first..now_tick {
+            let mut idx = self.heads[(tick % SLOTS as u64) as usize];
+            while idx != NIL {
+                let e = &self.entries[idx as usize];
+                let next = e.next;
+                if e.item.as_ref().is_some_and(|(_, d)| *d <= now) {
+                    due.push(self.take(idx).0);
+                }
+                idx = next;
+            }
+        }
+        self.cursor = now_tick;
+    }
+
+    /// When the next non-empty slot's tick passes (`None` when nothing is here). A slot may
+    /// hold only items of a later turn: the caller then wakes early and finds nothing due.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        if self.len == 0 {
+            return None;
+        }
+        (0..SLOTS as u64)
+            .map(|i| self.cursor + i)
+            .find(|t| self.heads[(t % SLOTS as u64) as usize] != NIL)
+            .map(|t| self.instant_of(t + 1))
+    }
+
+    /// Takes out every item.
+    pub(crate) fn drain(&mut self) -> Vec<T> {
+        let mut all = Vec::with_capacity(self.len);
+        for e in &mut self.entries {
+            if let Some((item, _)) = e.item.take() {
+                e.gen = e.gen.wrapping_add(1);
+                all.push(item);
+            }
+        }
+        self.free = (0..self.entries.len() as u32).rev().collect();
+        self.heads.iter_mut().for_each(|h| *h = NIL);
+        self.len = 0;
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn an_item_fires_after_its_deadline_and_not_before() {
+        let t0 = Instant::now();
+        let mut w = Wheel::new(t0);
+        w.insert("a", t0 + ms(55));
+        let mut due = Vec::new();
+        w.expire(t0 + ms(50), &mut due);
+        assert!(due.is_empty());
+        w.expire(t0 + ms(54), &mut due);
+        assert!(due.is_empty());
+        // Its tick (50..60 ms) has passed.
+        w.expire(t0 + ms(60), &mut due);
+        assert_eq!(due, vec!["a"]);
+        assert_eq!(w.len(), 0);
+    }
+
+    #[test]
+    fn removed_items_never_fire_and_stale_keys_find_nothing() {
+        let t0 = Instant::now();
+        let mut w = Wheel::new(t0);
+        let a = w.insert(1, t0 + ms(20));
+        let b = w.insert(2, t0 + ms(20));
+        let c = w.insert(3, t0 + ms(20));
+        assert_eq!(w.remove(b), Some(2));
+        assert_eq!(w.remove(b), None);
+        // The freed index is reused with a new generation: the old key stays stale.
+        let d = w.insert(4, t0 + ms(500));
+        assert_eq!(d as u32, b as u32);
+        assert_ne!(d, b);
+        assert_eq!(w.remove(b), None);
+        let mut due = Vec::new();
+        w.expire(t0 + ms(100), &mut due);
+        due.sort();
+        assert_eq!(due, vec![1, 3]);
+        assert_eq!(w.remove(a), None);
+        assert_eq!(w.remove(c), None);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w.remove(d), Some(4));
+        assert_eq!(w.len(), 0);
+    }
+
+    #[test]
+    fn an_item_a_turn_or_more_ahead_waits_for_its_own_turn() {
+        let t0 = Instant::now();
+        let mut w = Wheel::new(t0);
+        let turn = SLOT * SLOTS as u32;
+        // Same slot as the 5 ms item, one and two turns later.
+        w.insert("later", t0 + turn + ms(5));
+        w.insert("much later", t0 + turn * 2 + ms(5));
+        w.insert("now", t0 + ms(5));
+        let mut due = Vec::new();
+        w.expire(t0 + ms(20), &mut due);
+        assert_eq!(due, vec!["now"]);
+        due.clear();
+        w.expire(t0 + turn, &mut due);
+        assert!(due.is_empty());
+        w.expire(t0 + turn + ms(10), &mut due);
+        assert_eq!(due, vec!["later"]);
+        due.clear();
+        // A stall longer than a turn: every slot is scanned once and only what is due fires.
+        w.expire(t0 + turn * 3, &mut due);
+        assert_eq!(due, vec!["much later"]);
+    }
+
+    #[test]
+    fn a_deadline_already_past_fires_at_the_next_scan() {
+        let t0 = Instant::now();
+        let mut w = Wheel::new(t0);
+        let mut due = Vec::new();
+        w.expire(t0 + ms(1000), &mut due);
+        w.insert("late", t0 + ms(10));
+        assert!(w.fires_at(t0 + ms(10)) <= t0 + ms(1010));
+        w.expire(t0 + ms(1010), &mut due);
+        assert_eq!(due, vec!["late"]);
+    }
+
+    #[test]
+    fn next_due_is_the_earliest_occupied_slot() {
+        let t0 = Instant::now();
+        let mut w = Wheel::new(t0);
+        assert_eq!(w.next_due(), None);
+        w.insert(1, t0 + ms(300));
+        let k = w.insert(2, t0 + ms(125));
+        assert_eq!(w.next_due(), Some(t0 + ms(130)));
+        w.remove(k);
+        assert_eq!(w.next_due(), Some(t0 + ms(310)));
+        assert_eq!(w.fires_at(t0 + ms(300)), t0 + ms(310));
+    }
+
+    #[test]
+    fn drain_takes_everything_and_leaves_an_empty_wheel() {
+        let t0 = Instant::now();
+        let mut w = Wheel::new(t0);
+        let keys: Vec<u64> = (0..100).map(|i| w.insert(i, t0 + ms(i * 37))).collect();
+        for k in keys.iter().step_by(3) {
+            w.remove(*k);
+        }
+        let mut all = w.drain();
+        all.sort();
+        assert_eq!(all, (0..100).filter(|i| i % 3 != 0).collect::<Vec<_>>());
+        assert_eq!(w.len(), 0);
+        assert_eq!(w.next_due(), None);
+        for k in keys {
+            assert_eq!(w.remove(k), None);
+        }
+        let mut due = Vec::new();
+        w.insert(7, t0 + ms(5));
+        w.expire(t0 + ms(10_000), &mut due);
+        assert_eq!(due, vec![7]);
+    }
+}
