@@ -83,6 +83,11 @@ impl ReadBuf {
         Ok(n)
     }
 
+    /// The last `fill` (with this `max`) took all the room it had: the source may hold more.
+    pub fn is_full(&self, max: usize) -> bool {
+        self.end == self.buf.len() || self.len() >= max
+    }
+
     /// Releases memory beyond `capacity` once the buffer is empty (after a large request).
     pub fn shrink_if_idle(&mut self, capacity: usize) {
         if self.is_empty() && self.buf.len() > capacity {

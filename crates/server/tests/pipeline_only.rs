@@ -351,3 +351,71 @@ fn a_blocking_handler_grows_the_process_stage_and_the_allocation_returns_when_lo
     running.join().expect("run thread").expect("run");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The poller's edge-triggered waits (see `models/pipeline/poller.rs`): bytes that arrive
+/// while a connection is away in a stage, or that a read left behind because it filled the
+/// buffer, or that come one at a time, are all served; each case hangs (and the read times
+/// out) if a wait sleeps through them.
+#[test]
+fn edge_triggered_waits_lose_no_bytes() {
+    let big: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    let srv = Builder::new("pipe-edge")
+        .config("[pipeline]\nthreads_total = 4\naccept = 1\nreceive = 1\nprocess = 1\nsend = 1\n")
+        .file("big.bin", &big)
+        .start();
+
+    // 400 requests in one write: far more than one 4 KiB read takes, and 32 bytes each, so
+    // the first read (4,096 bytes) ends exactly at the end of the 128th request and the
+    // buffer is empty after it while the socket still holds the rest.
+    let mut c = srv.connect();
+    let one = b"GET /echo HTTP/1.1\r\nHost: xx\r\n\r\n";
+    assert_eq!(one.len(), 32);
+    c.send(&one.repeat(400));
+    for i in 0..400 {
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("batch {i}: {e:?}"));
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"echo"[..]),
+            "batch {i}"
+        );
+    }
+
+    // The next request sent while the previous one is being served.
+    for i in 0..200 {
+        c.send(one);
+        if i % 2 == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        c.send(one);
+        for j in 0..2 {
+            let r = c
+                .read_response()
+                .unwrap_or_else(|e| panic!("overlap {i}/{j}: {e:?}"));
+            assert_eq!(r.status, 200);
+        }
+    }
+
+    // A head one byte at a time.
+    for b in one.iter() {
+        c.send(&[*b]);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let r = c.read_response().expect("trickled request");
+    assert_eq!(r.body, b"echo");
+
+    // A response larger than the send buffer waits for room to send; a request sent while it
+    // waits is answered after it.
+    c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    c.send(one);
+    let r = c.read_response().expect("big response");
+    assert_eq!(r.status, 200);
+    assert!(r.body == big, "big.bin came back changed");
+    let r = c
+        .read_response()
+        .expect("request sent during the big response");
+    assert_eq!(r.body, b"echo");
+    srv.assert_alive();
+}

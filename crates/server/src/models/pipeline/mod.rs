@@ -86,8 +86,10 @@ pub(crate) struct Conn {
     out: Option<Out>,
     /// Clock readings of the request in progress (`[timing]`).
     times: crate::conn::Times,
-    /// The socket is registered with the poller's epoll.
-    in_epoll: bool,
+    /// The socket's entry in the poller (registered at its first wait).
+    reg: Option<poller::Registration>,
+    /// The last read filled the buffer: the socket may hold more (see `poller.rs`).
+    maybe_unread: bool,
 }
 
 /// A response being sent: `wbuf` (the head) then `tail`.
@@ -126,7 +128,7 @@ pub(crate) struct Pipeline {
     live: Arc<LiveApp>,
     lm: Arc<ListenerMetrics>,
     stages: [Stage<Box<Conn>>; 4],
-    poller: Poller,
+    poller: Arc<Poller>,
     /// The listening socket while accepting (taken out at shutdown, closing it once the
     /// accept threads let go).
     listener: Mutex<Option<Arc<TcpListener>>>,
@@ -165,7 +167,13 @@ impl Pipeline {
             Next::Reparse(c) => drop(self.stages[RECEIVE].push(c)),
             Next::Process(c) => drop(self.stages[PROCESS].push(c)),
             Next::Send(c) => drop(self.stages[SEND].push(c)),
-            Next::Park(c, wait, deadline) => self.poller.park(c, wait, deadline),
+            Next::Park(c, wait, deadline) => {
+                // Bytes may be waiting: back to receive, without waiting for room in its
+                // queue (this may be a receive thread).
+                if let Some(c) = self.poller.park(c, wait, deadline) {
+                    self.dispatch(Next::Reparse(c), true);
+                }
+            }
             Next::Close(c) => drop(c),
         }
     }
@@ -191,7 +199,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     let initial = pc.initial();
     let p = Arc::new(Pipeline {
         stages: std::array::from_fn(|k| Stage::new(pc.queue, initial[k])),
-        poller: Poller::new()?,
+        poller: Arc::new(Poller::new()?),
         listener: Mutex::new(Some(Arc::new(listener))),
         stopped: AtomicBool::new(false),
         app: app.clone(),

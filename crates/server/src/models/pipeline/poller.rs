@@ -6,19 +6,28 @@
 //! are the config's timeouts (header read, keep-alive idle, send); on expiry the poller closes
 //! the connection, or for a head cut short queues a 408 for send.
 //!
-//! Registrations are level-triggered and one-shot (`EPOLLONESHOT`): a connection is armed only
-//! while it is here, so exactly one thread owns it at any time, and bytes that arrived before
-//! it was armed are still reported (edge-triggered would lose them). Each parking gets a new
-//! token (a key of the timing wheel in `wheel.rs`, which holds the parked connections and
-//! their deadlines, O(1) to park, wake and expire); an event for a token no longer here is
-//! stale and ignored. A connection is
-//! armed under the same lock that the poller takes to remove it, so the poller can never close
-//! a socket between its registration and its arming.
+//! A connection is registered once, at its first wait, edge-triggered (`EPOLLET`) for input,
+//! under a key that stays its own until it closes (an entry of the slab in `wheel.rs`, which
+//! also holds the parked connections on a timing wheel of their deadlines: O(1) to park, wake
+//! and expire). Waiting for the next request then costs no system call. The rules that keep
+//! edge-triggering from losing bytes:
+//! - an event for a connection that is away in a stage marks its entry ready; its next wait
+//!   for a request takes the mark and goes straight back to receive instead of parking;
+//! - a connection parks for a request only when its last read found the socket empty (short
+//!   or `EAGAIN`; `Conn::maybe_unread` otherwise), so any byte that arrives later makes an
+//!   edge;
+//! - waits for room to send and for a lingering close re-arm with `EPOLL_CTL_MOD`, which
+//!   reports a socket that is ready already (these are rare: a response larger than the send
+//!   buffer, a close).
+//!
+//! A connection is parked under the lock the poller takes to remove it, so exactly one thread
+//! owns it at any time; an event for a released key (a closed connection) is stale and
+//! ignored.
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::wheel::Wheel;
@@ -93,30 +102,54 @@ impl Poller {
     }
 
     /// Parks `conn` until its socket is ready for `wait` or `deadline` passes. A socket that
-    /// cannot be watched (closed by the peer meanwhile) is closed.
-    pub(crate) fn park(&self, mut conn: Box<Conn>, wait: Wait, deadline: Instant) {
+    /// cannot be watched (closed by the peer meanwhile) is closed. Gives `conn` back when bytes
+    /// of its next request may be waiting already: it goes to receive instead.
+    pub(crate) fn park(
+        self: &Arc<Self>,
+        mut conn: Box<Conn>,
+        wait: Wait,
+        deadline: Instant,
+    ) -> Option<Box<Conn>> {
         let fd = conn.stream.as_raw_fd();
+        let base = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
         let events = match wait {
-            Wait::Request | Wait::Linger => libc::EPOLLIN | libc::EPOLLRDHUP,
-            Wait::Writable => libc::EPOLLOUT,
-        } as u32
-            | libc::EPOLLONESHOT as u32;
+            Wait::Request | Wait::Linger => base,
+            Wait::Writable => base | libc::EPOLLOUT as u32,
+        };
         let mut room = self.lock();
-        let was_in_epoll = conn.in_epoll;
-        conn.in_epoll = true;
-        let token = room.parked.insert(Parked { conn, wait }, deadline);
-        let armed = if was_in_epoll {
-            self.epoll.modify(fd, events, token)
-        } else {
-            self.epoll.add(fd, events, token)
+        let (key, armed) = match conn.reg.as_ref() {
+            Some(reg) => {
+                let key = reg.key;
+                let armed = match wait {
+                    Wait::Request => {
+                        let unread = std::mem::take(&mut conn.maybe_unread);
+                        if room.parked.take_ready(key) || unread {
+                            return Some(conn);
+                        }
+                        Ok(())
+                    }
+                    Wait::Writable | Wait::Linger => self.epoll.modify(fd, events, key),
+                };
+                (key, armed)
+            }
+            None => {
+                let key = room.parked.alloc();
+                conn.reg = Some(Registration {
+                    key,
+                    poller: self.clone(),
+                });
+                (key, self.epoll.add(fd, events, key))
+            }
         };
         if let Err(e) = armed {
-            let parked = room.parked.remove(token);
             drop(room);
-            if let Some(Parked { conn, .. }) = parked {
-                log::debug!("{}: cannot wait for the socket: {e}", conn.info.peer);
-            }
-            return;
+            log::debug!("{}: cannot wait for the socket: {e}", conn.info.peer);
+            return None;
+        }
+        if let Err(parked) = room.parked.park(key, Parked { conn, wait }, deadline) {
+            drop(room);
+            log::error!("{}: parked twice", parked.conn.info.peer);
+            return None;
         }
         let wake = room.parked.fires_at(deadline) < room.sleep_until;
         drop(room);
@@ -124,6 +157,7 @@ impl Poller {
             // The poller may sleep past this deadline otherwise.
             self.wake.notify();
         }
+        None
     }
 
     /// Hands `conn` (a request already buffered) to receive from the poller thread, for a
@@ -154,6 +188,21 @@ impl Poller {
     }
 }
 
+/// A connection's entry in the poller, from its first wait until it closes.
+pub(crate) struct Registration {
+    key: u64,
+    poller: Arc<Poller>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // A parked connection is owned by the poller and never dropped with its entry held;
+        // anything handed back is dropped after the lock.
+        let left = self.poller.lock().parked.release(self.key);
+        drop(left);
+    }
+}
+
 /// The poller thread: waits for events and deadlines until the pipeline stops.
 pub(crate) fn run(p: &Pipeline) {
     let poller = &p.poller;
@@ -181,7 +230,29 @@ pub(crate) fn run(p: &Pipeline) {
                 poller.wake.drain();
                 continue;
             }
-            let parked = poller.lock().parked.remove(ev.token);
+            let input = ev.events
+                & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32
+                != 0;
+            let output = ev.events & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
+            let parked = {
+                let mut room = poller.lock();
+                let wait = room.parked.get(ev.token).map(|pk| pk.wait);
+                // Input not taken by this wake-up (the connection is away in a stage, or
+                // waits to send) is kept for its next wait for a request.
+                if input && !matches!(wait, Some(Wait::Request | Wait::Linger)) {
+                    room.parked.set_ready(ev.token);
+                }
+                let wanted = match wait {
+                    Some(Wait::Request | Wait::Linger) => input,
+                    Some(Wait::Writable) => output,
+                    None => false,
+                };
+                if wanted {
+                    room.parked.remove(ev.token)
+                } else {
+                    None
+                }
+            };
             if let Some(parked) = parked {
                 ready(p, parked);
             }
@@ -216,7 +287,8 @@ fn ready(p: &Pipeline, parked: Parked) {
                 }
             }
             let deadline = conn.linger_until.unwrap_or_else(Instant::now);
-            p.poller.park(conn, Wait::Linger, deadline);
+            // A wait to linger never hands the connection back.
+            drop(p.poller.park(conn, Wait::Linger, deadline));
         }
     }
 }

@@ -84,7 +84,8 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         req: None,
         out: None,
         times: conn::Times::default(),
-        in_epoll: false,
+        reg: None,
+        maybe_unread: false,
     }))
 }
 
@@ -134,6 +135,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                 return Next::Close(conn);
             }
             Ok(_) => {
+                c.maybe_unread = c.rbuf.is_full(max);
                 if timed && was_empty {
                     c.times.start = Some(Instant::now());
                 }
@@ -142,7 +144,10 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                 }
                 set_idle(&conn, false);
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return wait_for_request(conn),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                c.maybe_unread = false;
+                return wait_for_request(conn);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
                 return fail(conn, 431, "request head too large")

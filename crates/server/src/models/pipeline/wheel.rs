@@ -1,9 +1,11 @@
-//! The poller's parked connections: a slab of entries, each also on the list of a timing
-//! wheel slot, so parking, waking and expiring are O(1) whatever the number of connections
-//! waiting (5,000 slow clients cost the normal ones nothing per request).
+//! The poller's connections: a slab of entries, one a connection from its first wait to its
+//! close, each parked one also on the list of a timing wheel slot, so parking, waking and
+//! expiring are O(1) whatever the number of connections waiting (5,000 slow clients cost the
+//! normal ones nothing per request).
 //!
-//! A key is a slab index and that slot's generation, so an event or timer for an entry that
-//! has left (and whose index was reused) is recognised as stale. The wheel has `SLOTS` slots
+//! A key is a slab index and that entry's generation, so an event for an entry that has been
+//! released (and whose index was reused) is recognised as stale. An entry also keeps a
+//! `ready` mark: an event that came while its connection was away in a stage. The wheel has `SLOTS` slots
 //! of `SLOT` each; an entry sits in the slot of its deadline's tick and fires once that tick
 //! has passed (at most one `SLOT` late); an entry more than one turn ahead stays in its slot
 //! when the slot is scanned on the way.
@@ -17,11 +19,15 @@ const SLOTS: usize = 1024;
 const NIL: u32 = u32::MAX;
 
 struct Entry<T> {
+    /// The parked item and its deadline (`None` while away or free).
     item: Option<(T, Instant)>,
     gen: u32,
     prev: u32,
     next: u32,
     slot: u32,
+    /// Allocated (by `alloc`, until `release`).
+    owned: bool,
+    ready: bool,
 }
 
 /// Items with a deadline each, by key.
@@ -79,51 +85,116 @@ impl<T> Wheel<T> {
         self.origin.checked_add(d).unwrap_or(self.origin)
     }
 
-    /// Adds `item`, due at `deadline`; returns its key.
-    pub(crate) fn insert(&mut self, item: T, deadline: Instant) -> u64 {
-        let slot = (self.fire_tick(deadline) % SLOTS as u64) as u32;
-        let head = self.heads[slot as usize];
+    /// A new entry, away (not parked); returns its key.
+    pub(crate) fn alloc(&mut self) -> u64 {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
-                let i = u32::try_from(self.entries.len()).expect("fewer than 2^32 parked");
-                assert!(i != NIL, "fewer than 2^32 - 1 parked");
+                let i = u32::try_from(self.entries.len()).expect("fewer than 2^32 entries");
+                assert!(i != NIL, "fewer than 2^32 - 1 entries");
                 self.entries.push(Entry {
                     item: None,
                     gen: 0,
                     prev: NIL,
                     next: NIL,
                     slot: 0,
+                    owned: false,
+                    ready: false,
                 });
                 i
             }
         };
         let e = &mut self.entries[idx as usize];
+        e.owned = true;
+        e.ready = false;
+        (u64::from(e.gen) << 32) | u64::from(idx)
+    }
+
+    /// The owned entry of `key`, if the key is not stale.
+    fn entry(&self, key: u64) -> Option<u32> {
+        let idx = key as u32;
+        let e = self.entries.get(idx as usize)?;
+        (e.owned && e.gen == (key >> 32) as u32).then_some(idx)
+    }
+
+    /// Parks `item` in the entry of `key` (owned and away), due at `deadline`; gives the item
+    /// back for a stale key or an entry already parked.
+    pub(crate) fn park(&mut self, key: u64, item: T, deadline: Instant) -> Result<(), T> {
+        let Some(idx) = self.entry(key) else {
+            return Err(item);
+        };
+        if self.entries[idx as usize].item.is_some() {
+            return Err(item);
+        }
+        let slot = (self.fire_tick(deadline) % SLOTS as u64) as u32;
+        let head = self.heads[slot as usize];
+        let e = &mut self.entries[idx as usize];
         e.item = Some((item, deadline));
         e.prev = NIL;
         e.next = head;
         e.slot = slot;
-        let gen = e.gen;
         if head != NIL {
             self.entries[head as usize].prev = idx;
         }
         self.heads[slot as usize] = idx;
         self.len += 1;
-        (u64::from(gen) << 32) | u64::from(idx)
+        Ok(())
     }
 
-    /// Takes out the item of `key`, if it is still here.
+    /// A new entry with `item` parked in it, due at `deadline`; returns its key.
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, item: T, deadline: Instant) -> u64 {
+        let key = self.alloc();
+        assert!(self.park(key, item, deadline).is_ok());
+        key
+    }
+
+    /// Takes out the item parked under `key`, if any; the entry stays, away.
     pub(crate) fn remove(&mut self, key: u64) -> Option<T> {
-        let idx = key as u32;
-        let gen = (key >> 32) as u32;
-        let e = self.entries.get(idx as usize)?;
-        if e.gen != gen || e.item.is_none() {
-            return None;
-        }
+        let idx = self.entry(key)?;
+        self.entries[idx as usize].item.as_ref()?;
         Some(self.take(idx).0)
     }
 
-    /// Unlinks entry `idx` (which holds an item) and frees it.
+    /// The item parked under `key`, if any.
+    pub(crate) fn get(&self, key: u64) -> Option<&T> {
+        let idx = self.entry(key)?;
+        self.entries[idx as usize].item.as_ref().map(|(t, _)| t)
+    }
+
+    /// Marks the entry of `key` ready (an event while away); false for a stale key.
+    pub(crate) fn set_ready(&mut self, key: u64) -> bool {
+        match self.entry(key) {
+            Some(idx) => {
+                self.entries[idx as usize].ready = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the entry of `key` was marked ready, clearing the mark.
+    pub(crate) fn take_ready(&mut self, key: u64) -> bool {
+        self.entry(key)
+            .is_some_and(|idx| std::mem::take(&mut self.entries[idx as usize].ready))
+    }
+
+    /// Frees the entry of `key` (its key goes stale), giving back an item still parked in it.
+    pub(crate) fn release(&mut self, key: u64) -> Option<T> {
+        let idx = self.entry(key)?;
+        let item = self.entries[idx as usize]
+            .item
+            .is_some()
+            .then(|| self.take(idx).0);
+        let e = &mut self.entries[idx as usize];
+        e.owned = false;
+        e.ready = false;
+        e.gen = e.gen.wrapping_add(1);
+        self.free.push(idx);
+        item
+    }
+
+    /// Unlinks entry `idx` (which holds an item); it stays owned, away.
     fn take(&mut self, idx: u32) -> (T, Instant) {
         let (prev, next, slot) = {
             let e = &self.entries[idx as usize];
@@ -139,10 +210,8 @@ impl<T> Wheel<T> {
         }
         let e = &mut self.entries[idx as usize];
         let item = e.item.take().expect("a linked entry holds an item");
-        e.gen = e.gen.wrapping_add(1);
         e.prev = NIL;
         e.next = NIL;
-        self.free.push(idx);
         self.len -= 1;
         item
     }
@@ -182,14 +251,18 @@ impl<T> Wheel<T> {
             .map(|t| self.instant_of(t + 1))
     }
 
-    /// Takes out every item.
+    /// Takes out every item and frees every entry (every key goes stale).
     pub(crate) fn drain(&mut self) -> Vec<T> {
         let mut all = Vec::with_capacity(self.len);
         for e in &mut self.entries {
             if let Some((item, _)) = e.item.take() {
-                e.gen = e.gen.wrapping_add(1);
                 all.push(item);
             }
+            if e.owned {
+                e.gen = e.gen.wrapping_add(1);
+            }
+            e.owned = false;
+            e.ready = false;
         }
         self.free = (0..self.entries.len() as u32).rev().collect();
         self.heads.iter_mut().for_each(|h| *h = NIL);
@@ -231,11 +304,18 @@ mod tests {
         let c = w.insert(3, t0 + ms(20));
         assert_eq!(w.remove(b), Some(2));
         assert_eq!(w.remove(b), None);
+        // Away, the entry keeps its key: it parks again under it.
+        assert!(w.park(b, 22, t0 + ms(20)).is_ok());
+        assert_eq!(w.park(b, 23, t0 + ms(20)), Err(23));
+        assert_eq!(w.release(b), Some(22));
+        assert_eq!(w.release(b), None);
         // The freed index is reused with a new generation: the old key stays stale.
         let d = w.insert(4, t0 + ms(500));
         assert_eq!(d as u32, b as u32);
         assert_ne!(d, b);
         assert_eq!(w.remove(b), None);
+        assert_eq!(w.park(b, 5, t0), Err(5));
+        assert!(!w.set_ready(b));
         let mut due = Vec::new();
         w.expire(t0 + ms(100), &mut due);
         due.sort();
@@ -243,7 +323,9 @@ mod tests {
         assert_eq!(w.remove(a), None);
         assert_eq!(w.remove(c), None);
         assert_eq!(w.len(), 1);
+        assert_eq!(w.get(d), Some(&4));
         assert_eq!(w.remove(d), Some(4));
+        assert_eq!(w.get(d), None);
         assert_eq!(w.len(), 0);
     }
 
@@ -296,6 +378,23 @@ mod tests {
     }
 
     #[test]
+    fn a_ready_mark_is_taken_once_and_dies_with_the_entry() {
+        let t0 = Instant::now();
+        let mut w: Wheel<u8> = Wheel::new(t0);
+        let k = w.alloc();
+        assert!(!w.take_ready(k));
+        assert!(w.set_ready(k));
+        assert!(w.take_ready(k));
+        assert!(!w.take_ready(k));
+        assert!(w.set_ready(k));
+        w.release(k);
+        let k2 = w.alloc();
+        assert_eq!(k2 as u32, k as u32);
+        assert!(!w.take_ready(k2));
+        assert!(!w.take_ready(k));
+    }
+
+    #[test]
     fn drain_takes_everything_and_leaves_an_empty_wheel() {
         let t0 = Instant::now();
         let mut w = Wheel::new(t0);
@@ -303,6 +402,7 @@ mod tests {
         for k in keys.iter().step_by(3) {
             w.remove(*k);
         }
+        let away = w.alloc();
         let mut all = w.drain();
         all.sort();
         assert_eq!(all, (0..100).filter(|i| i % 3 != 0).collect::<Vec<_>>());
@@ -311,6 +411,7 @@ mod tests {
         for k in keys {
             assert_eq!(w.remove(k), None);
         }
+        assert!(!w.set_ready(away));
         let mut due = Vec::new();
         w.insert(7, t0 + ms(5));
         w.expire(t0 + ms(10_000), &mut due);
