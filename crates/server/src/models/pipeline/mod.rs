@@ -17,7 +17,8 @@
 //!   at receive; pipelined requests already buffered go straight back to receive, so they are
 //!   served in order.
 //! - Sockets are non-blocking. Receive and send never block a thread on a socket: they park
-//!   the connection in the poller (see `poller.rs`: level-triggered, one-shot). Process may
+//!   the connection in the poller (see `poller.rs`: one edge-triggered registration per
+//!   connection, so waiting for the next request costs no system call). Process may
 //!   block while a handler reads a request body (bounded by the body-read timeout): reading
 //!   bodies in receive would mean buffering them whole before the handler runs, and
 //!   `Expect: 100-continue` needs the handler to ask for the body first.
