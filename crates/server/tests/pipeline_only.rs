@@ -417,5 +417,21 @@ fn edge_triggered_waits_lose_no_bytes() {
         .read_response()
         .expect("request sent during the big response");
     assert_eq!(r.body, b"echo");
+
+    // A request and the client's end of stream close behind it, often in one wake-up: the
+    // connection is answered and then closed, not left waiting for a request.
+    for i in 0..300 {
+        let mut c = srv.connect();
+        c.send(one);
+        c.shutdown_write();
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("half-closed {i}: {e:?}"));
+        assert_eq!(r.status, 200);
+        assert!(
+            c.closed_within(std::time::Duration::from_secs(3)),
+            "half-closed {i}: still open"
+        );
+    }
     srv.assert_alive();
 }

@@ -16,6 +16,9 @@
 //! - a connection parks for a request only when its last read found the socket empty (short
 //!   or `EAGAIN`; `Conn::maybe_unread` otherwise), so any byte that arrives later makes an
 //!   edge;
+//! - a wake-up that reports the peer's end of stream (`EPOLLRDHUP`, `EPOLLHUP`, `EPOLLERR`)
+//!   also marks the entry ready: the end may have come in the same edge as the bytes, and a
+//!   short read of those bytes does not show it;
 //! - waits for room to send and for a lingering close re-arm with `EPOLL_CTL_MOD`, which
 //!   reports a socket that is ready already (these are rare: a response larger than the send
 //!   buffer, a close).
@@ -248,7 +251,15 @@ pub(crate) fn run(p: &Pipeline) {
                     None => false,
                 };
                 if wanted {
-                    room.parked.remove(ev.token)
+                    let parked = room.parked.remove(ev.token);
+                    // The peer's end of stream (or an error) may have come in the same edge
+                    // as the bytes receive will read: a short read does not show it, so the
+                    // next wait for a request goes back to receive to find it.
+                    if ev.events & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0
+                    {
+                        room.parked.set_ready(ev.token);
+                    }
+                    parked
                 } else {
                     None
                 }
