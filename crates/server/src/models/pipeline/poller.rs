@@ -233,9 +233,9 @@ pub(crate) fn run(p: &Pipeline) {
                 poller.wake.drain();
                 continue;
             }
-            let input = ev.events
-                & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32
-                != 0;
+            // The peer's end of stream, or an error: there is input to read (its end).
+            let end = ev.events & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
+            let input = end || ev.events & libc::EPOLLIN as u32 != 0;
             let output = ev.events & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
             let parked = {
                 let mut room = poller.lock();
@@ -255,8 +255,7 @@ pub(crate) fn run(p: &Pipeline) {
                     // The peer's end of stream (or an error) may have come in the same edge
                     // as the bytes receive will read: a short read does not show it, so the
                     // next wait for a request goes back to receive to find it.
-                    if ev.events & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0
-                    {
+                    if end {
                         room.parked.set_ready(ev.token);
                     }
                     parked

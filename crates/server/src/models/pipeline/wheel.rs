@@ -5,15 +5,16 @@
 //!
 //! A key is a slab index and that entry's generation, so an event for an entry that has been
 //! released (and whose index was reused) is recognised as stale. An entry also keeps a
-//! `ready` mark: an event that came while its connection was away in a stage. The wheel has `SLOTS` slots
-//! of `SLOT` each; an entry sits in the slot of its deadline's tick and fires once that tick
-//! has passed (at most one `SLOT` late); an entry more than one turn ahead stays in its slot
-//! when the slot is scanned on the way.
+//! `ready` mark: an event that came while its connection was away in a stage.
+//!
+//! The wheel has `SLOTS` slots of `SLOT` each; an entry sits in the slot of its deadline's
+//! tick and fires once that tick has passed (at most one `SLOT` late); an entry more than one
+//! turn ahead stays in its slot when the slot is scanned on the way.
 
 use std::time::{Duration, Instant};
 
 /// Time one slot covers.
-pub(crate) const SLOT: Duration = Duration::from_millis(10);
+const SLOT: Duration = Duration::from_millis(10);
 /// Slots in one turn of the wheel (10.24 s).
 const SLOTS: usize = 1024;
 const NIL: u32 = u32::MAX;
