@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # The pipeline's thread allocations under a saturating SPECweb99-like load (issue 7): the
 # controller against fixed allocations (the default start, an equal split of M, and others
-# to find the best static one), alternating run by run, medians of RUNS.
+# to find the best static one), alternating run by run, medians of RUNS; the throughput of
+# the whole run and of its steady state (from second WARM, default 2).
 #
 #   RUNS=5 CLIENTS=300 DUR=8s scripts/pipeline_alloc.sh
+#   DYNAMIC=30 DELAY=5ms RUNS=5 CLIENTS=300 DUR=15s scripts/pipeline_alloc.sh
+#
+# DYNAMIC=PCT makes that share of operations dynamic (SPECweb99: 30%): the server proxies
+# /dyn/ to `weft-bench backend` (core 1, beside the client), which answers after DELAY, so the
+# process stage's threads block on it as they would on a database or a disk.
 #
 # The server (pipeline model, M = 16) is pinned to core 0, `weft-bench specweb` to core 1,
 # each connection unpaced (--pace-kbit 0) so the server is the bottleneck. ROOT holds the
 # file set (written there when missing). ALLOCS overrides the list ("ctl" = controller on
-# from the default start; "a r p s" = that allocation, controller off). Output: one line per
-# run, then the medians; raw lines in OUT (default bench/results/pipeline-alloc.txt).
+# from the default start; "a r p s" = that allocation, controller off; "fiber" = weft's fiber
+# model with one worker and "nginx" = nginx with one worker, as peers on the same load, with
+# /dyn/ proxied to the backend, upstream keep-alive on). Output: one line per
+# run, then the medians; raw lines in OUT (default bench/results/pipeline-alloc.txt), the
+# allocation each controller run ended with in OUT.ctl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -20,39 +29,84 @@ PORT=${PORT:-8096}
 OUT=${OUT:-bench/results/pipeline-alloc.txt}
 WEFT=${WEFT:-target/release/weft}
 BENCH=${BENCH:-target/release/weft-bench}
-if [[ -z "${ALLOCS:-}" ]]; then
+DYNAMIC=${DYNAMIC:-0}
+DELAY=${DELAY:-5ms}
+WARM=${WARM:-2}
+BACKEND_PORT=${BACKEND_PORT:-9000}
+if [[ -z "${ALLOCS:-}" && $DYNAMIC != 0 ]]; then
+  ALLOCS=("ctl" "1 2 2 2" "4 4 4 4" "1 1 12 2" "1 1 13 1" "1 2 11 2" "2 2 8 4")
+elif [[ -z "${ALLOCS:-}" ]]; then
   ALLOCS=("ctl" "1 2 2 2" "4 4 4 4" "1 1 1 1" "1 1 1 3" "1 1 2 6" "1 1 4 4" "2 2 6 6")
 else
   IFS=';' read -r -a ALLOCS <<<"$ALLOCS"
 fi
 [[ -x $WEFT && -x $BENCH ]] || cargo build --release -p weft -p weft-bench
 [[ -d $ROOT/specweb ]] || "$BENCH" fileset-specweb "$ROOT/specweb" -c "$CLIENTS"
+# Read the file set once, so that the first run (the controller's, in the first round) does
+# not pay for reading from disk what the later runs find in the page cache.
+find "$ROOT/specweb" -type f -exec cat {} + >/dev/null
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+backend=
+trap '[[ -n $backend ]] && kill $backend; rm -rf "$work"' EXIT
 : >"$OUT"
+: >"$OUT.ctl"
+extra=()
+proxy=
+if [[ $DYNAMIC != 0 ]]; then
+  taskset -c 1 "$BENCH" backend --listen "127.0.0.1:$BACKEND_PORT" --delay "$DELAY" \
+    >"$work/backend.log" 2>&1 &
+  backend=$!
+  extra=(--dynamic "$DYNAMIC" --dynamic-prefix /dyn/)
+  proxy=$(printf '[[proxy]]\nprefix = "/dyn/"\nupstream = "http://127.0.0.1:%s"\n' "$BACKEND_PORT")
+fi
 
 run_one() { # $1 = allocation
-  local conf=$work/p.toml a r p s ctl
-  if [[ $1 == ctl ]]; then
-    printf '[pipeline]\ncontroller = true\n' >"$conf"
+  local conf=$work/p.toml a r p s ctl model=pipeline
+  if [[ $1 == nginx ]]; then
+    sed -e "s|PORT|$PORT|; s|WWW_ROOT|$ROOT|" scripts/peer-nginx.conf >"$work/nginx.conf"
+    sed -i "s|^    server {|    upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 32; }\n    server {\n        location /dyn/ { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }|" \
+      "$work/nginx.conf"
+  elif [[ $1 == fiber ]]; then
+    printf 'threads = 1\n' >"$conf"
+    model=fiber
+  elif [[ $1 == ctl ]]; then
+    printf '[status]\nenabled = true\n[pipeline]\ncontroller = true\n' >"$conf"
   else
     read -r a r p s <<<"$1"
     printf '[pipeline]\ncontroller = false\naccept = %s\nreceive = %s\nprocess = %s\nsend = %s\n' \
       "$a" "$r" "$p" "$s" >"$conf"
   fi
-  taskset -c 0 "$WEFT" serve --config "$conf" --root "$ROOT" \
-    --listen "127.0.0.1:$PORT=pipeline" >"$work/server.log" 2>&1 &
+  [[ -z $proxy ]] || echo "$proxy" >>"$conf"
+  if [[ $1 == nginx ]]; then
+    taskset -c 0 nginx -p "$work" -c "$work/nginx.conf" >"$work/server.log" 2>&1 &
+  else
+    taskset -c 0 "$WEFT" serve --config "$conf" --root "$ROOT" \
+      --listen "127.0.0.1:$PORT=$model" >"$work/server.log" 2>&1 &
+  fi
   local pid=$!
   for _ in $(seq 50); do
     curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break
     sleep 0.1
   done
-  local ops
-  ops=$(taskset -c 1 "$BENCH" specweb "http://127.0.0.1:$PORT/specweb/" -c "$CLIENTS" -d "$DUR" \
-    --pace-kbit 0 | sed -n 's/.* requests, \([0-9.]*\) ops\/s.*/\1/p')
+  local out ops steady
+  out=$(taskset -c 1 "$BENCH" specweb "http://127.0.0.1:$PORT/specweb/" -c "$CLIENTS" -d "$DUR" \
+    --pace-kbit 0 --timeline "${extra[@]}")
+  if [[ $1 == ctl ]]; then
+    # The allocation the controller ended with, beside OUT.
+    curl -s "http://127.0.0.1:$PORT/_weft/status.json" | python3 -c '
+import json, sys
+print(json.load(sys.stdin)["listeners"][0]["pipeline"]["history"][-1]["threads"])' \
+      >>"$OUT.ctl" || true
+  fi
   kill "$pid"
   wait "$pid" 2>/dev/null || true
-  echo "$1,${ops:-0}" | tee -a "$OUT"
+  ops=$(sed -n 's/.* requests, \([0-9.]*\) ops\/s.*/\1/p' <<<"$out")
+  # Steady state: the operations of whole seconds from WARM on (SPECweb99 leaves out a
+  # ramp-up period too); the last, partial second is left out.
+  steady=$(awk -F, -v warm="$WARM" '/^[0-9]+,/ { n[$1] = $3; last = $1 }
+    END { s = 0; c = 0; for (i = warm; i < last; i++) { s += n[i]; c++ }
+          if (c > 0) printf "%.1f", s / c; else print 0 }' <<<"$out")
+  echo "$1,${ops:-0},${steady:-0}" | tee -a "$OUT"
 }
 
 for ((run = 0; run < RUNS; run++)); do
@@ -63,20 +117,28 @@ for ((run = 0; run < RUNS; run++)); do
   done
 done
 
-echo "# medians of $RUNS runs, $CLIENTS unpaced clients, $DUR each (ops/s)"
+echo "# medians of $RUNS runs, $CLIENTS unpaced clients, $DUR each, dynamic $DYNAMIC% (delay $DELAY)"
+echo "# ops/s over the whole run, and steady (whole seconds from second $WARM on)"
 python3 - "$OUT" <<'EOF'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    k, v = line.rsplit(",", 1)
-    rows.setdefault(k, []).append(float(v))
-med = {k: statistics.median(v) for k, v in rows.items()}
-static = {k: v for k, v in med.items() if k != "ctl"}
-best = max(static, key=static.get)
-for k, v in med.items():
-    print(f"{k:>10}: {v:9.0f}  (runs {min(rows[k]):.0f}-{max(rows[k]):.0f})")
-if "ctl" in med:
-    print(f"controller / best static ({best}): {med['ctl'] / static[best]:.3f}")
-    if "4 4 4 4" in med:
-        print(f"controller / equal split (4 4 4 4): {med['ctl'] / med['4 4 4 4']:.3f}")
+    k, whole, steady = line.strip().rsplit(",", 2)
+    rows.setdefault(k, []).append((float(whole), float(steady)))
+for col, name in ((0, "whole run"), (1, "steady")):
+    med = {k: statistics.median(v[col] for v in r) for k, r in rows.items()}
+    static = {k: v for k, v in med.items() if k not in ("ctl", "fiber", "nginx")}
+    best = max(static, key=static.get)
+    print(f"## {name}")
+    for k, v in med.items():
+        lo = min(x[col] for x in rows[k])
+        hi = max(x[col] for x in rows[k])
+        print(f"{k:>10}: {v:9.0f}  (runs {lo:.0f}-{hi:.0f})")
+    if "ctl" in med:
+        print(f"controller / best static ({best}): {med['ctl'] / static[best]:.3f}")
+        if "4 4 4 4" in med:
+            print(f"controller / equal split (4 4 4 4): {med['ctl'] / med['4 4 4 4']:.3f}")
+        for peer in ("fiber", "nginx"):
+            if peer in med:
+                print(f"controller / {peer}: {med['ctl'] / med[peer]:.3f}")
 EOF

@@ -15,7 +15,9 @@ to the last change of the allocation within it) and the CPU the controller threa
 Environment: ROOT (document root holding specweb/, default /tmp/swroot; the file set is
 written there when missing), FEW (20), MANY (600), STEP (15 s), PACE (kbit/s per
 connection, default 0 = unpaced), OUT (bench/results/pipeline-step), CONFIG (more
-[pipeline] lines), WEFT and BENCH (binaries; default target/release/).
+[pipeline] lines), WEFT and BENCH (binaries; default target/release/), DYNAMIC (percent of
+operations sent to /dyn/, which the server proxies to `weft-bench backend` on core 1;
+default 0) and DELAY (the backend's delay, default 5ms).
 """
 import json
 import os
@@ -34,6 +36,9 @@ EXTRA = os.environ.get("CONFIG", "")
 WEFT = os.environ.get("WEFT", "target/release/weft")
 BENCH = os.environ.get("BENCH", "target/release/weft-bench")
 PORT = int(os.environ.get("PORT", "8097"))
+DYNAMIC = os.environ.get("DYNAMIC", "0")
+DELAY = os.environ.get("DELAY", "5ms")
+BACKEND_PORT = int(os.environ.get("BACKEND_PORT", "9001"))
 STAGES = ["accept", "receive", "process", "send"]
 COLORS = ["#888888", "#1f77b4", "#2ca02c", "#d62728"]
 
@@ -96,8 +101,18 @@ def main():
         subprocess.run([BENCH, "fileset-specweb", os.path.join(ROOT, "specweb"), "-c", str(MANY)],
                        check=True)
     conf = os.path.join(OUT, "step.toml")
+    dynamic = float(DYNAMIC) > 0
     with open(conf, "w") as f:
         f.write(f"[pipeline]\ncontroller = true\n{EXTRA}\n")
+        if dynamic:
+            f.write(f'[[proxy]]\nprefix = "/dyn/"\nupstream = "http://127.0.0.1:{BACKEND_PORT}"\n')
+    backend = None
+    load_extra = []
+    if dynamic:
+        backend = subprocess.Popen(
+            ["taskset", "-c", "1", BENCH, "backend", "--listen", f"127.0.0.1:{BACKEND_PORT}",
+             "--delay", DELAY], stdout=subprocess.DEVNULL)
+        load_extra = ["--dynamic", DYNAMIC, "--dynamic-prefix", "/dyn/"]
     srv = subprocess.Popen(
         ["taskset", "-c", "0", WEFT, "serve", "--config", conf, "--root", ROOT, "--status",
          "--listen", f"127.0.0.1:{PORT}=pipeline"],
@@ -119,13 +134,16 @@ def main():
         subprocess.run(
             ["taskset", "-c", "1", BENCH, "specweb", base + "/specweb/",
              "--step", f"{FEW},{MANY},{FEW}", "--step-duration", f"{STEP}s",
-             "--pace-kbit", PACE, "--server-pid", str(srv.pid)],
+             "--pace-kbit", PACE, "--server-pid", str(srv.pid)] + load_extra,
             check=True, stdout=open(os.path.join(OUT, "load.txt"), "w"))
         cpu1, t1 = thread_cpu(srv.pid, "weft-pipeline"), time.time()
         status = json.load(urllib.request.urlopen(base + "/_weft/status.json"))
     finally:
         srv.terminate()
         srv.wait()
+        if backend:
+            backend.terminate()
+            backend.wait()
     pl = status["listeners"][0]["pipeline"]
     rows = [r for r in pl["history"] if r["t"] > t_start]
     for r in rows:

@@ -38,6 +38,9 @@ pub enum Command {
     Specweb(SpecwebArgs),
     /// Writes the SPECweb99-like file set for N connections under DIR.
     FilesetSpecweb(FilesetSpecwebArgs),
+    /// An emulated application server for the dynamic share (`specweb --dynamic`): answers
+    /// every request after --delay with a body sized like the SPECweb99 file its path names.
+    Backend(BackendArgs),
     /// Runs one of the papers' experiments against weft's models and the installed peers.
     Experiment(crate::experiment::ExperimentArgs),
 }
@@ -71,8 +74,26 @@ pub struct SpecwebArgs {
     /// Print the per-second timeline (CSV) after the summary (always with --step).
     #[arg(long)]
     pub timeline: bool,
+    /// Percent of operations that are dynamic (SPECweb99: 30): a GET of the file's path under
+    /// --dynamic-prefix instead of the file set's root.
+    #[arg(long, default_value_t = 0.0, value_name = "PCT")]
+    pub dynamic: f64,
+    /// Path prefix of dynamic operations on the same server (e.g. one it proxies to
+    /// `weft-bench backend`).
+    #[arg(long, default_value = "/dyn/", value_name = "PATH")]
+    pub dynamic_prefix: String,
     #[command(flatten)]
     pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct BackendArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub listen: String,
+    /// Wait before each response (the application's work: a query, a disk read).
+    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    pub delay: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -192,6 +213,17 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Command::Experiment(a) => crate::experiment::run(a),
+        Command::Backend(a) => {
+            let l = std::net::TcpListener::bind(&a.listen)
+                .map_err(|e| BadInput(format!("--listen {}: {e}", a.listen)))?;
+            println!(
+                "weft-bench backend on http://{} (delay {:?})",
+                l.local_addr()?,
+                a.delay
+            );
+            crate::backend::serve(l, crate::backend::BackendConfig { delay: a.delay })?;
+            Ok(())
+        }
     }
 }
 
@@ -212,6 +244,25 @@ fn run_specweb(a: SpecwebArgs) -> Result<(), Box<dyn std::error::Error>> {
     cfg.timeout = a.common.timeout;
     cfg.seed = a.seed;
     cfg.pace_bps = specweb::pace_bps(a.pace_kbit)?;
+    if !(0.0..=100.0).contains(&a.dynamic) {
+        return Err(BadInput(format!(
+            "--dynamic {}: needs a percent from 0 to 100",
+            a.dynamic
+        ))
+        .into());
+    }
+    cfg.dynamic = a.dynamic / 100.0;
+    if !a.dynamic_prefix.starts_with('/') {
+        return Err(BadInput(format!(
+            "--dynamic-prefix {}: needs a path starting with /",
+            a.dynamic_prefix
+        ))
+        .into());
+    }
+    cfg.dynamic_prefix = a.dynamic_prefix.clone();
+    if !cfg.dynamic_prefix.ends_with('/') {
+        cfg.dynamic_prefix.push('/');
+    }
     let before = a.common.server_pid.map(procstat::sample).transpose()?;
     let r = specweb::run(&cfg)?;
     let server = server_cpu(a.common.server_pid, before, r.requests)?;

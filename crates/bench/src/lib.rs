@@ -11,7 +11,9 @@
 //! * `weft-bench specweb URL` — a SPECweb99-like static load ([`specweb`]): paced keep-alive
 //!   connections of 5 requests over a Zipf-distributed file set (`fileset-specweb` writes
 //!   it); conforming connections, mean response time, weighted bandwidth; `--step` for
-//!   controller studies.
+//!   controller studies; `--dynamic PCT` sends that share to a dynamic path, which
+//!   `weft-bench backend` (an application server that answers after a delay) can serve
+//!   behind the server's reverse proxy.
 //! * `weft-bench experiment NAME` — one paper's experiment ([`experiment`]): starts weft's
 //!   models and the installed peers, pins and alternates them, writes CSV, charts ([`plot`])
 //!   and a report with the paper's numbers beside ours.
@@ -23,6 +25,7 @@
 //! The modules are public for the tests and for the experiments to come; the command line
 //! ([`cli`]) is the supported interface.
 
+pub mod backend;
 pub mod cli;
 pub mod client;
 pub mod experiment;

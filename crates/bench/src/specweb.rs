@@ -1,4 +1,5 @@
-//! A SPECweb99-like static workload (papers/pipeline-dynamic-threads.md).
+//! A SPECweb99-like workload (papers/pipeline-dynamic-threads.md): static files, and
+//! optionally a dynamic share.
 //!
 //! * The file set: `25 + (400000/122000 x connections)/5` directories (truncated), each with
 //!   36 files in four classes of nine: class 0 is 102..922 bytes in steps of 102.4, class 1
@@ -13,6 +14,10 @@
 //!   the connect; after the last one the connection is held until its schedule ends too. A
 //!   connection conforms when its bit rate (bytes received over its whole life, paced end
 //!   included) is at least 320 kbit/s.
+//!
+//! * With `dynamic` > 0, that share of operations (SPECweb99: 30%) asks for the picked
+//!   file's path under `dynamic_prefix` instead: content the server makes or fetches (a
+//!   handler, CGI, or an upstream such as `weft-bench backend`), sized like the file.
 //!
 //! The run reports the mean response time, the weighted bandwidth (all connections' bits over
 //! all their time: the byte-weighted mean of their bit rates), the conforming connections,
@@ -257,6 +262,11 @@ pub struct SpecwebConfig {
     pub seed: u64,
     /// Pace of each connection, bits per second.
     pub pace_bps: f64,
+    /// Share of operations (0.0 to 1.0) that are dynamic: a GET of the same file's path under
+    /// `dynamic_prefix` (SPECweb99: 30%), served by whatever the server maps there.
+    pub dynamic: f64,
+    /// Path prefix of dynamic operations, ending in `/`.
+    pub dynamic_prefix: String,
 }
 
 impl SpecwebConfig {
@@ -283,6 +293,8 @@ impl SpecwebConfig {
             timeout: Duration::from_secs(10),
             seed: 1,
             pace_bps: PACE_BPS,
+            dynamic: 0.0,
+            dynamic_prefix: "/dyn/".into(),
         })
     }
 }
@@ -585,10 +597,17 @@ fn connection(
             }
         }
         let (dir, class, file) = sh.mix.pick(rng);
+        // The draw is made only when dynamic operations are on, so that a static run's
+        // sequence stays what it was.
+        let prefix = if cfg.dynamic > 0.0 && rng.next_f64() < cfg.dynamic {
+            &cfg.dynamic_prefix
+        } else {
+            &cfg.prefix
+        };
         let last = i + 1 == REQUESTS_PER_CONNECTION;
         let request = format!(
             "GET {}{} HTTP/1.1\r\nHost: {}\r\n{}\r\n",
-            cfg.prefix,
+            prefix,
             file_path(dir, class, file),
             cfg.authority,
             if last { "Connection: close\r\n" } else { "" }

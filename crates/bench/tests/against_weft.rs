@@ -25,12 +25,17 @@ struct Weft {
 
 impl Weft {
     fn start(name: &str) -> Weft {
+        Weft::start_with(name, weft::Config::default())
+    }
+
+    fn start_with(name: &str, cfg: weft::Config) -> Weft {
         let dir = std::env::temp_dir().join(format!("weft-bench-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let page: Vec<u8> = (0..PAGE_LEN).map(|i| b'a' + (i % 26) as u8).collect();
         fs::write(dir.join("page.html"), page).unwrap();
         let server = weft::Server::builder()
+            .config(cfg)
             .root(&dir)
             .listen("127.0.0.1:0".parse().unwrap(), weft::Model::Fiber)
             .build()
@@ -322,4 +327,61 @@ fn specweb_paced_connections_on_a_file_set() {
     let timeline = r["timeline"].as_array().unwrap();
     let ops: u64 = timeline.iter().map(|s| s["ops"].as_u64().unwrap()).sum();
     assert_eq!(ops, n("requests"));
+}
+
+#[test]
+fn specweb_dynamic_share_goes_through_the_proxy_to_the_backend() {
+    // The emulated application server, in this process on port 0, answering at once.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let backend = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        weft_bench::backend::serve(
+            l,
+            weft_bench::backend::BackendConfig {
+                delay: std::time::Duration::ZERO,
+            },
+        )
+    });
+    let cfg = weft::Config::from_toml(&format!(
+        "[[proxy]]\nprefix = \"/dyn/\"\nupstream = \"http://{backend}\"\n"
+    ))
+    .unwrap();
+    let w = Weft::start_with("specweb-dynamic", cfg);
+    weft_bench::specweb::write_dirs(&w.dir.join("specweb"), 1).unwrap();
+    let run = |pct: &str| {
+        bench(&[
+            "specweb",
+            &w.url("/specweb/"),
+            "--connections",
+            "4",
+            "--dirs",
+            "1",
+            "--duration",
+            "1s",
+            "--pace-kbit",
+            "0",
+            "--dynamic",
+            pct,
+        ])
+    };
+    // All dynamic: every answer comes from the backend through the proxy (a path under
+    // /dyn/ is no file, so a wrong route would be a 404 and count as an error).
+    let r = run("100");
+    assert_no_errors(&r);
+    assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
+    // A mix: still every request answered.
+    let r = run("30");
+    assert_no_errors(&r);
+    assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
+    // The option's range is checked.
+    let out = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
+        .args(["specweb", &w.url("/specweb/"), "--dynamic", "101"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--dynamic 101"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -16,9 +16,15 @@
 //! - **Proportional, bounded steps.** Growth is `ceil(a_k * queue + b_k * rise)`, where `rise`
 //!   is the relative increase of W (an absolute ΔW would make the gain depend on the load's
 //!   scale), capped at `max_step` per period, so one noisy sample cannot swing the allocation.
-//! - **Donors are only earlier stages that are not under pressure**, taken from the front of
-//!   the pipeline first (accept, then receive, ...), never below one thread, so moving
-//!   threads "toward later stages" cannot starve a stage that is itself queueing.
+//! - **Donors are earlier stages that are not under pressure**, taken from the front of the
+//!   pipeline first (accept, then receive, ...), never below one thread, so moving threads
+//!   "toward later stages" cannot starve a stage that is itself queueing; **then later stages
+//!   that have been calm for a whole window**, which lend only the threads idle at the sample.
+//!   When a blocking handler makes process the bottleneck, the send stage (which never
+//!   blocks: a partial write waits in the poller) needs one thread, not its initial share;
+//!   without the loan, process stops three threads short of what the best fixed allocation
+//!   gives it (in `scripts/pipeline_alloc.sh` with DYNAMIC=30: 1/1/12/2 served 7,313 ops/s,
+//!   1/1/13/1 8,001).
 //! - **No growth without idle CPU.** A queue can form because a stage's threads block (a
 //!   handler waiting on a disk or an upstream: more threads help) or because the CPU is
 //!   saturated (more threads only add switching and contention: in a quick wrk run on 2
@@ -111,7 +117,7 @@ impl Config {
             grow_at: 2.0,
             a: [0.25, 0.25, 0.5, 0.5],
             b: [0.0, 1.0, 1.0, 2.0],
-            max_step: 4,
+            max_step: 8,
             calm_periods: 4,
             low_u: 0.05,
             min_idle: 0.1,
@@ -181,6 +187,25 @@ pub fn decide(state: &State, s: &Sample, cfg: &Config) -> Allocation {
                 continue;
             }
             let give = want.min(threads[n].saturating_sub(1));
+            threads[n] -= give;
+            threads[k] += give;
+            want -= give;
+            if give > 0 {
+                next.calm[n] = 0;
+            }
+        }
+        // Then later stages that have had nothing waiting for a whole calm window lend the
+        // threads they leave idle (keeping those busy now, and at least one).
+        for n in (k + 1)..4 {
+            if want == 0 {
+                break;
+            }
+            // Calm through this period too (checked before the calm rule below would hand a
+            // thread above the initial share back to the free pool instead).
+            if pressed[n] || s.queue[n] > 0 || state.calm[n] + 1 < cfg.calm_periods {
+                continue;
+            }
+            let give = want.min(threads[n].saturating_sub(s.busy[n].max(1)));
             threads[n] -= give;
             threads[k] += give;
             want -= give;
@@ -344,8 +369,8 @@ mod tests {
         assert_eq!(last.iter().sum::<usize>(), c.total, "{allocs:?}");
         // Earlier stages, not queueing, gave threads to send, down to one each.
         assert_eq!(last, [1, 1, 1, c.total - 3], "{allocs:?}");
-        // A later stage never gives to an earlier one: with process queueing and send at
-        // the cap, send keeps its threads.
+        // A later stage whose threads are all busy gives none to an earlier one: with
+        // process queueing and every send thread at work, send keeps its threads.
         let mut st = State {
             threads: last,
             ..State::initial(&c)
@@ -356,6 +381,47 @@ mod tests {
         }
         assert_eq!(st.threads[SEND], last[SEND], "{:?}", st.threads);
         assert!(st.threads.iter().sum::<usize>() <= c.total);
+    }
+
+    #[test]
+    fn a_calm_later_stage_lends_its_idle_threads_to_an_earlier_bottleneck() {
+        let c = cfg();
+        // At M; process queues behind a blocking handler; send has had nothing waiting and
+        // uses one of its four threads.
+        let st = State {
+            threads: [1, 1, 6, 4],
+            ..State::initial(&c)
+        };
+        let s = sample([0, 0, 40, 0], [0, 1, 6, 1], 2000.0, 0.3);
+        let mut allocs = Vec::new();
+        let mut cur = st;
+        for _ in 0..12 {
+            let a = decide(&cur, &s, &c);
+            cur = a.next;
+            allocs.push(a.threads);
+        }
+        check_bounds(&c, &allocs);
+        // Not before send has been calm for a whole window (this sample the last of it).
+        for a in &allocs[..c.calm_periods as usize - 1] {
+            assert_eq!(a[SEND], 4, "{allocs:?}");
+        }
+        // Then its idle threads go to process, down to the one it uses.
+        assert_eq!(*allocs.last().unwrap(), [1, 1, 9, 1], "{allocs:?}");
+
+        // A send stage with a task waiting now, or every thread busy, lends nothing.
+        for s in [
+            sample([0, 0, 40, 1], [0, 1, 6, 1], 2000.0, 0.3),
+            sample([0, 0, 40, 0], [0, 1, 6, 4], 2000.0, 0.3),
+        ] {
+            let mut cur = State {
+                threads: [1, 1, 6, 4],
+                ..State::initial(&c)
+            };
+            for _ in 0..12 {
+                cur = decide(&cur, &s, &c).next;
+            }
+            assert_eq!(cur.threads, [1, 1, 6, 4], "{s:?}");
+        }
     }
 
     #[test]
