@@ -9,9 +9,9 @@
 //! and adds what both lack:
 //!
 //! - **Hysteresis.** A stage grows only while its smoothed queue (EWMA, α = ½) is at least
-//!   `grow_at` *and* tasks wait now; it gives a thread back only after `calm_periods`
-//!   consecutive periods with an empty queue and a thread idle at the sample. Between the two
-//!   (a queue of one, or empty but every thread busy) it holds. So a steady load that the
+//!   `grow_at` in this period and the one before *and* tasks wait now; it gives a thread back
+//!   only after `calm_periods` consecutive periods with an empty queue and a thread idle at
+//!   the sample. Between the two (a queue of one, or empty but every thread busy) it holds. So a steady load that the
 //!   allocation copes with produces no moves, and one burst produces at most one growth.
 //! - **Proportional, bounded steps.** Growth is `ceil(a_k * queue + b_k * rise)`, where `rise`
 //!   is the relative increase of W (an absolute ΔW would make the gain depend on the load's
@@ -168,7 +168,11 @@ pub fn decide(state: &State, s: &Sample, cfg: &Config) -> Allocation {
     let can_grow = s.cpu_idle >= cfg.min_idle;
     let cap = cfg.total.saturating_sub(3).max(1);
     for k in FUNNEL {
-        if !pressed[k] || !can_grow {
+        // Growth needs pressure in the previous period too: the period in which a load
+        // begins reports idle CPU from before it began, and growing on it would add threads
+        // that a CPU-bound load then keeps (its queues never drain for the calm rule).
+        let sustained = pressed[k] && state.queue_avg[k] >= cfg.grow_at;
+        if !sustained || !can_grow {
             continue;
         }
         let raw = cfg.a[k] * next.queue_avg[k] + cfg.b[k] * rise;
@@ -293,8 +297,10 @@ mod tests {
         let s = sample([0, 0, 12, 0], [0, 1, 2, 1], 2000.0, 0.5);
         let allocs = run(&c, &[s.clone(), s.clone(), s]);
         check_bounds(&c, &allocs);
-        assert!(allocs[0][PROCESS] > 2, "{allocs:?}");
-        assert!(allocs[2][PROCESS] > allocs[0][PROCESS], "{allocs:?}");
+        // One period of pressure is not yet a trend; the second grows the stage.
+        assert_eq!(allocs[0], c.initial, "{allocs:?}");
+        assert!(allocs[1][PROCESS] > 2, "{allocs:?}");
+        assert!(allocs[2][PROCESS] > allocs[1][PROCESS], "{allocs:?}");
         for k in [ACCEPT, RECEIVE, SEND] {
             assert_eq!(allocs[2][k], c.initial[k], "stage {k} moved: {allocs:?}");
         }
@@ -307,15 +313,25 @@ mod tests {
             cpu_idle: 0.02,
             ..sample([0, 20, 20, 20], [1, 2, 2, 2], 50_000.0, 1.2)
         };
-        let allocs = run(&c, &vec![busy_cpu.clone(); 20]);
+        let mut samples = vec![busy_cpu.clone(); 20];
+        let allocs = run(&c, &samples);
         assert!(allocs.iter().all(|a| *a == c.initial), "{allocs:?}");
         // Once threads could run, the bottleneck grows.
         let idle_cpu = Sample {
             cpu_idle: 0.5,
-            ..busy_cpu
+            ..busy_cpu.clone()
         };
-        let allocs = run(&c, &[idle_cpu]);
-        assert!(allocs[0][SEND] > c.initial[SEND], "{allocs:?}");
+        samples.push(idle_cpu.clone());
+        let allocs = run(&c, &samples);
+        assert!(allocs[20][SEND] > c.initial[SEND], "{allocs:?}");
+
+        // A load that starts within a period: that period still shows the idle CPU from
+        // before the load, the next ones a saturated core. Nothing grows.
+        let mut samples = vec![sample([0; 4], [0; 4], 0.0, 0.0); 4];
+        samples.push(idle_cpu);
+        samples.extend(vec![busy_cpu; 20]);
+        let allocs = run(&c, &samples);
+        assert!(allocs.iter().all(|a| *a == c.initial), "{allocs:?}");
     }
 
     #[test]
