@@ -33,7 +33,8 @@ DYNAMIC=${DYNAMIC:-0}
 DELAY=${DELAY:-5ms}
 WARM=${WARM:-2}
 BACKEND_PORT=${BACKEND_PORT:-9000}
-if [[ -z "${ALLOCS:-}" && $DYNAMIC != 0 ]]; then
+dynamic_on=$(awk -v d="$DYNAMIC" 'BEGIN { print (d + 0 > 0) ? 1 : 0 }')
+if [[ -z "${ALLOCS:-}" && $dynamic_on == 1 ]]; then
   ALLOCS=("ctl" "1 2 2 2" "4 4 4 4" "1 1 12 2" "1 1 13 1" "1 2 11 2" "2 2 8 4")
 elif [[ -z "${ALLOCS:-}" ]]; then
   ALLOCS=("ctl" "1 2 2 2" "4 4 4 4" "1 1 1 1" "1 1 1 3" "1 1 2 6" "1 1 4 4" "2 2 6 6")
@@ -47,16 +48,31 @@ fi
 find "$ROOT/specweb" -type f -exec cat {} + >/dev/null
 work=$(mktemp -d)
 backend=
-trap '[[ -n $backend ]] && kill $backend; rm -rf "$work"' EXIT
+server=
+cleanup() {
+  [[ -z $server ]] || kill "$server" 2>/dev/null || true
+  [[ -z $backend ]] || kill "$backend" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 : >"$OUT"
 : >"$OUT.ctl"
-extra=()
+extra=(--timeline)
 proxy=
-if [[ $DYNAMIC != 0 ]]; then
+if [[ $dynamic_on == 1 ]]; then
   taskset -c 1 "$BENCH" backend --listen "127.0.0.1:$BACKEND_PORT" --delay "$DELAY" \
     >"$work/backend.log" 2>&1 &
   backend=$!
-  extra=(--dynamic "$DYNAMIC" --dynamic-prefix /dyn/)
+  for _ in $(seq 50); do
+    curl -s -o /dev/null "http://127.0.0.1:$BACKEND_PORT/" && break
+    sleep 0.1
+  done
+  if ! kill -0 "$backend" 2>/dev/null; then
+    echo "weft-bench backend did not start:" >&2
+    cat "$work/backend.log" >&2
+    exit 1
+  fi
+  extra+=(--dynamic "$DYNAMIC" --dynamic-prefix /dyn/)
   proxy=$(printf '[[proxy]]\nprefix = "/dyn/"\nupstream = "http://127.0.0.1:%s"\n' "$BACKEND_PORT")
 fi
 
@@ -66,6 +82,7 @@ run_one() { # $1 = allocation
     sed -e "s|PORT|$PORT|; s|WWW_ROOT|$ROOT|" scripts/peer-nginx.conf >"$work/nginx.conf"
     sed -i "s|^    server {|    upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 32; }\n    server {\n        location /dyn/ { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }|" \
       "$work/nginx.conf"
+    grep -q 'location /dyn/' "$work/nginx.conf" || { echo "nginx.conf: no /dyn/ location" >&2; exit 1; }
   elif [[ $1 == fiber ]]; then
     printf 'threads = 1\n' >"$conf"
     model=fiber
@@ -84,25 +101,38 @@ run_one() { # $1 = allocation
       --listen "127.0.0.1:$PORT=$model" >"$work/server.log" 2>&1 &
   fi
   local pid=$!
+  server=$pid
   for _ in $(seq 50); do
     curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break
     sleep 0.1
   done
   local out ops steady
   out=$(taskset -c 1 "$BENCH" specweb "http://127.0.0.1:$PORT/specweb/" -c "$CLIENTS" -d "$DUR" \
-    --pace-kbit 0 --timeline "${extra[@]}")
+    --pace-kbit 0 "${extra[@]}")
   if [[ $1 == ctl ]]; then
-    # The allocation the controller ended with, beside OUT.
+    # The allocations the controller held during the load (the history's last 60 s, of
+    # which the last second, after the load, is left out), most held first, beside OUT.
     curl -s "http://127.0.0.1:$PORT/_weft/status.json" | python3 -c '
-import json, sys
-print(json.load(sys.stdin)["listeners"][0]["pipeline"]["history"][-1]["threads"])' \
-      >>"$OUT.ctl" || true
+import collections, json, sys
+h = json.load(sys.stdin)["listeners"][0]["pipeline"]["history"]
+end = h[-1]["t"] - 1.0
+n = collections.Counter(tuple(x["threads"]) for x in h if x["t"] <= end and x["u"] > 0.01)
+print(" ".join(f"{list(k)}x{v}" for k, v in n.most_common()))' >>"$OUT.ctl" || true
   fi
   kill "$pid"
   wait "$pid" 2>/dev/null || true
+  server=
+  local errors
+  errors=$(sed -n 's/^ *errors \([0-9]*\).*/\1/p' <<<"$out")
+  if [[ ${errors:-1} != 0 ]]; then
+    # A failed request (a 502 from a dead backend, a 404 from a wrong route) is cheap and
+    # would inflate ops/s: such a run is reported and not counted.
+    echo "# $1: ${errors:-?} errors, run not counted" | tee -a "$OUT.errors" >&2
+    return
+  fi
   ops=$(sed -n 's/.* requests, \([0-9.]*\) ops\/s.*/\1/p' <<<"$out")
-  # Steady state: the operations of whole seconds from WARM on (SPECweb99 leaves out a
-  # ramp-up period too); the last, partial second is left out.
+  # Steady state: the operations of the seconds from WARM on (SPECweb99 leaves out a
+  # ramp-up period too); the last second is left out (it can be cut short).
   steady=$(awk -F, -v warm="$WARM" '/^[0-9]+,/ { n[$1] = $3; last = $1 }
     END { s = 0; c = 0; for (i = warm; i < last; i++) { s += n[i]; c++ }
           if (c > 0) printf "%.1f", s / c; else print 0 }' <<<"$out")
@@ -128,13 +158,13 @@ for line in open(sys.argv[1]):
 for col, name in ((0, "whole run"), (1, "steady")):
     med = {k: statistics.median(v[col] for v in r) for k, r in rows.items()}
     static = {k: v for k, v in med.items() if k not in ("ctl", "fiber", "nginx")}
-    best = max(static, key=static.get)
+    best = max(static, key=static.get) if static else None
     print(f"## {name}")
     for k, v in med.items():
         lo = min(x[col] for x in rows[k])
         hi = max(x[col] for x in rows[k])
         print(f"{k:>10}: {v:9.0f}  (runs {lo:.0f}-{hi:.0f})")
-    if "ctl" in med:
+    if "ctl" in med and best:
         print(f"controller / best static ({best}): {med['ctl'] / static[best]:.3f}")
         if "4 4 4 4" in med:
             print(f"controller / equal split (4 4 4 4): {med['ctl'] / med['4 4 4 4']:.3f}")

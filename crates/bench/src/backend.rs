@@ -2,20 +2,23 @@
 //! every request after a fixed delay, as a backend that waits on a database or a disk would,
 //! so that a web server in front of it (a reverse proxy) has handlers that block.
 //!
-//! * One OS thread per connection, HTTP/1.1 keep-alive; a request body given by
-//!   `Content-Length` is read and discarded; a chunked body gets 501 and the connection closes.
+//! * One OS thread per connection, HTTP/1.1 keep-alive (HTTP/1.0 with `Connection:
+//!   keep-alive`); a request body given by `Content-Length` is read and discarded; a chunked
+//!   body gets 501 and the connection closes; HEAD gets the head only. A connection idle, or
+//!   a peer not reading, for [`IO_TIMEOUT`] is closed.
 //! * The response body's size follows the SPECweb99 file named by the path's last segment
 //!   (`.../class2_3` is 40 KiB, as [`specweb::file_size`] has it), 1 KiB for any other path:
 //!   a dynamic page as large as the static file it renders.
 //! * Bad requests get 400 and the connection closes; nothing a client sends panics it.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use weft_http::{BodyFraming, Limits, Parser};
+use weft_http::{BodyFraming, Limits, Method, Parser, Version};
 
 use crate::specweb;
 
@@ -23,12 +26,22 @@ use crate::specweb;
 pub const DEFAULT_BODY: u64 = 1024;
 /// Largest body the backend sends (the largest SPECweb99 file).
 pub const MAX_BODY: u64 = 900 * 1024;
+/// Longest wait for a read or a write on a connection before it is closed.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The backend's settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct BackendConfig {
     /// Wait before each response.
     pub delay: Duration,
+    /// Counts the responses sent (200s).
+    pub served: Arc<AtomicU64>,
+}
+
+/// Sleeps this OS thread: the backend's threads are its own, not fiber workers.
+fn pause(d: Duration) {
+    #[allow(clippy::disallowed_methods)]
+    thread::sleep(d);
 }
 
 /// Body size for `path`: the size of the SPECweb99 file its last segment names
@@ -54,36 +67,44 @@ pub fn serve(listener: TcpListener, cfg: BackendConfig) -> io::Result<()> {
     loop {
         let (s, _) = match listener.accept() {
             Ok(c) => c,
-            Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
-                eprintln!("weft-bench backend: accept: {e}; waiting 100 ms");
-                // An OS thread of its own, not a fiber worker: sleeping blocks only it.
-                #[allow(clippy::disallowed_methods)]
-                thread::sleep(Duration::from_millis(100));
-                continue;
-            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
-            Err(e) => return Err(e),
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) => return Err(e),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Err(e),
+            Err(e) => {
+                // Out of descriptors, memory or buffers: the connections open go on; wait.
+                eprintln!("weft-bench backend: accept: {e}; waiting 100 ms");
+                pause(Duration::from_millis(100));
+                continue;
+            }
         };
         let (cfg, body) = (cfg.clone(), body.clone());
-        thread::Builder::new()
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                if let Err(e) = connection(s, &cfg, &body) {
-                    if !matches!(
-                        e.kind(),
-                        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
-                    ) {
-                        eprintln!("weft-bench backend: connection: {e}");
-                    }
+        let spawned = thread::Builder::new().stack_size(64 * 1024).spawn(move || {
+            if let Err(e) = connection(s, &cfg, &body) {
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::BrokenPipe
+                        | io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                ) {
+                    eprintln!("weft-bench backend: connection: {e}");
                 }
-            })?;
+            }
+        });
+        if let Err(e) = spawned {
+            // The connection (moved into the closure) is closed; later ones may fit.
+            eprintln!("weft-bench backend: no thread for a connection: {e}; waiting 100 ms");
+            pause(Duration::from_millis(100));
+        }
     }
 }
 
 /// One keep-alive connection: request after request until the client closes or asks to.
 fn connection(mut s: TcpStream, cfg: &BackendConfig, body: &[u8]) -> io::Result<()> {
     s.set_nodelay(true)?;
+    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut buf = vec![0u8; 16 * 1024];
     let mut have = 0usize;
     let mut parser = Parser::new(Limits::default());
@@ -105,6 +126,8 @@ fn connection(mut s: TcpStream, cfg: &BackendConfig, body: &[u8]) -> io::Result<
         let head = parser.head();
         let size = body_size(head.path(&buf)) as usize;
         let keep = head.keep_alive();
+        let http10 = head.version() == Version::Http10;
+        let send_body = head.method() != Method::Head;
         let mut skip = match head.framing() {
             BodyFraming::None => 0,
             BodyFraming::Length(n) => n,
@@ -112,13 +135,13 @@ fn connection(mut s: TcpStream, cfg: &BackendConfig, body: &[u8]) -> io::Result<
         };
         // Drop the head and as much of the body as is here; read and drop the rest.
         let mut used = head_len;
-        let here = (skip as usize).min(have - used);
+        let here = skip.min((have - used) as u64) as usize;
         used += here;
         skip -= here as u64;
         buf.copy_within(used..have, 0);
         have -= used;
         while skip > 0 {
-            let want = (skip as usize).min(buf.len());
+            let want = skip.min(buf.len() as u64) as usize;
             let n = s.read(&mut buf[..want])?;
             if n == 0 {
                 return Ok(());
@@ -127,13 +150,20 @@ fn connection(mut s: TcpStream, cfg: &BackendConfig, body: &[u8]) -> io::Result<
         }
         // This connection's own OS thread (not a fiber worker): the delay blocks only it.
         #[allow(clippy::disallowed_methods)]
-        thread::sleep(cfg.delay);
+        pause(cfg.delay);
         let head = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {size}\r\n{}\r\n",
-            if keep { "" } else { "Connection: close\r\n" }
+            match (keep, http10) {
+                (false, _) => "Connection: close\r\n",
+                (true, true) => "Connection: keep-alive\r\n",
+                (true, false) => "",
+            }
         );
         s.write_all(head.as_bytes())?;
-        s.write_all(&body[..size])?;
+        if send_body {
+            s.write_all(&body[..size])?;
+        }
+        cfg.served.fetch_add(1, Ordering::Relaxed);
         if !keep {
             return Ok(());
         }
@@ -150,7 +180,21 @@ fn reply_close(s: &mut TcpStream, status: u16) -> io::Result<()> {
     write!(
         s,
         "HTTP/1.1 {status} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
+    )?;
+    // Closing with unread bytes would send a reset that can destroy the answer before the
+    // client reads it: end the sending side, then read what the client still sends (for a
+    // moment) before closing.
+    s.shutdown(Shutdown::Write)?;
+    s.set_read_timeout(Some(Duration::from_millis(500)))?;
+    let mut sink = [0u8; 4096];
+    let mut left = 1 << 20;
+    while left > 0 {
+        match s.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left -= n.min(left),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -174,7 +218,15 @@ mod tests {
     fn start(delay: Duration) -> std::net::SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        thread::spawn(move || serve(l, BackendConfig { delay }));
+        thread::spawn(move || {
+            serve(
+                l,
+                BackendConfig {
+                    delay,
+                    ..Default::default()
+                },
+            )
+        });
         addr
     }
 
@@ -210,13 +262,39 @@ mod tests {
             .unwrap();
         assert_eq!(response(&mut r), (200, 3 * 1024));
         assert!(t.elapsed() >= Duration::from_millis(30));
-        // A POST body split from its head, then a pipelined GET on the same connection.
+        // A POST body split from its head (the rest arrives later), a 40 KB body larger
+        // than the read buffer, a HEAD, then a pipelined GET on the same connection.
+        w.set_nodelay(true).unwrap();
         w.write_all(b"POST /dyn/x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab")
             .unwrap();
+        pause(Duration::from_millis(50));
         w.write_all(b"cde").unwrap();
+        w.write_all(b"POST /dyn/y HTTP/1.1\r\nHost: a\r\nContent-Length: 40000\r\n\r\n")
+            .unwrap();
+        w.write_all(&[b'z'; 40_000]).unwrap();
+        w.write_all(b"HEAD /dyn/dir00000/class2_0 HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
         w.write_all(b"GET /dyn/dir00000/class0_0 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
             .unwrap();
         assert_eq!(response(&mut r), (200, DEFAULT_BODY as usize));
+        assert_eq!(response(&mut r), (200, DEFAULT_BODY as usize));
+        // HEAD: the length of the body it would have, and no body (the next response's
+        // status line follows at once).
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert_eq!(line, "HTTP/1.1 200 OK\r\n");
+        let mut len = None;
+        loop {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("Content-Length: ") {
+                len = Some(v.trim().to_string());
+            }
+        }
+        assert_eq!(len.as_deref(), Some("10240"));
         assert_eq!(response(&mut r), (200, 102));
         let mut rest = Vec::new();
         r.read_to_end(&mut rest).unwrap();
@@ -229,7 +307,7 @@ mod tests {
         for (req, status) in [
             (&b"GARBAGE\r\n\r\n"[..], 400),
             (
-                b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
                 501,
             ),
         ] {

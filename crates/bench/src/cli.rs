@@ -221,7 +221,11 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 l.local_addr()?,
                 a.delay
             );
-            crate::backend::serve(l, crate::backend::BackendConfig { delay: a.delay })?;
+            let cfg = crate::backend::BackendConfig {
+                delay: a.delay,
+                ..Default::default()
+            };
+            crate::backend::serve(l, cfg)?;
             Ok(())
         }
     }
