@@ -11,8 +11,9 @@
 //! - **Hysteresis.** A stage grows only while its smoothed queue (EWMA, α = ½) is at least
 //!   `grow_at` in this period and the one before *and* tasks wait now; it gives a thread back
 //!   only after `calm_periods` consecutive periods with an empty queue and a thread idle at
-//!   the sample. Between the two (a queue of one, or empty but every thread busy) it holds. So a steady load that the
-//!   allocation copes with produces no moves, and one burst produces at most one growth.
+//!   the sample. Between the two (a queue of one, or empty but every thread busy) it holds.
+//!   So a steady load that the allocation copes with produces no moves, and a burst within
+//!   one period none at all.
 //! - **Proportional, bounded steps.** Growth is `ceil(a_k * queue + b_k * rise)`, where `rise`
 //!   is the relative increase of W (an absolute ΔW would make the gain depend on the load's
 //!   scale), capped at `max_step` per period, so one noisy sample cannot swing the allocation.
@@ -22,9 +23,10 @@
 //!   that have been calm for a whole window**, which lend only the threads idle at the sample.
 //!   When a blocking handler makes process the bottleneck, the send stage (which never
 //!   blocks: a partial write waits in the poller) needs one thread, not its initial share;
-//!   without the loan, process stops three threads short of what the best fixed allocation
-//!   gives it (in `scripts/pipeline_alloc.sh` with DYNAMIC=30: 1/1/12/2 served 7,313 ops/s,
-//!   1/1/13/1 8,001).
+//!   without the loan, process stops a thread short of what the best fixed allocation gives
+//!   it (in `scripts/pipeline_alloc.sh` with DYNAMIC=30: 1/1/12/2 served 7,313 ops/s,
+//!   1/1/13/1 8,001). A lender gets threads back from the free pool or from an earlier stage
+//!   that is not queueing, not from a borrower that still queues.
 //! - **No growth without idle CPU.** A queue can form because a stage's threads block (a
 //!   handler waiting on a disk or an upstream: more threads help) or because the CPU is
 //!   saturated (more threads only add switching and contention: in a quick wrk run on 2
