@@ -412,7 +412,7 @@ mod tests {
         };
         let s = sample([0, 0, 40, 0], [0, 1, 6, 1], 2000.0, 0.3);
         let mut allocs = Vec::new();
-        let mut cur = st;
+        let mut cur = st.clone();
         for _ in 0..12 {
             let a = decide(&cur, &s, &c);
             cur = a.next;
@@ -423,8 +423,22 @@ mod tests {
         for a in &allocs[..c.calm_periods as usize - 1] {
             assert_eq!(a[SEND], 4, "{allocs:?}");
         }
-        // Then its idle threads go to process, down to the one it uses.
+        // Then, in the period that completes the window, its idle threads go to process,
+        // down to the one it uses.
+        assert_eq!(
+            allocs[c.calm_periods as usize - 1],
+            [1, 1, 9, 1],
+            "{allocs:?}"
+        );
         assert_eq!(*allocs.last().unwrap(), [1, 1, 9, 1], "{allocs:?}");
+
+        // Two send threads busy: it keeps both and lends the other two.
+        let s2 = sample([0, 0, 40, 0], [0, 1, 6, 2], 2000.0, 0.3);
+        let mut cur = st;
+        for _ in 0..12 {
+            cur = decide(&cur, &s2, &c).next;
+        }
+        assert_eq!(cur.threads, [1, 1, 8, 2], "{:?}", cur.threads);
 
         // A send stage with a task waiting now, or every thread busy, lends nothing.
         for s in [
