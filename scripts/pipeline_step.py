@@ -107,17 +107,17 @@ def main():
         if dynamic:
             f.write(f'[[proxy]]\nprefix = "/dyn/"\nupstream = "http://127.0.0.1:{BACKEND_PORT}"\n')
     backend = None
-    load_extra = []
-    if dynamic:
-        backend = subprocess.Popen(
-            ["taskset", "-c", "1", BENCH, "backend", "--listen", f"127.0.0.1:{BACKEND_PORT}",
-             "--delay", DELAY], stdout=subprocess.DEVNULL)
-        load_extra = ["--dynamic", DYNAMIC, "--dynamic-prefix", "/dyn/"]
+    load_extra = ["--dynamic", DYNAMIC, "--dynamic-prefix", "/dyn/"] if dynamic else []
     srv = subprocess.Popen(
         ["taskset", "-c", "0", WEFT, "serve", "--config", conf, "--root", ROOT, "--status",
          "--listen", f"127.0.0.1:{PORT}=pipeline"],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(OUT, "server.log"), "w"))
     try:
+        if dynamic:
+            # Started inside the try, so that the finally below stops it whatever fails.
+            backend = subprocess.Popen(
+                ["taskset", "-c", "1", BENCH, "backend", "--listen",
+                 f"127.0.0.1:{BACKEND_PORT}", "--delay", DELAY], stdout=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{PORT}"
         for _ in range(50):
             try:

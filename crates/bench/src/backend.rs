@@ -230,12 +230,12 @@ mod tests {
         addr
     }
 
-    /// Reads one response; returns its status and body length.
-    fn response(r: &mut io::BufReader<TcpStream>) -> (u16, usize) {
+    /// Reads one response head; returns its status line and its Content-Length value.
+    fn head(r: &mut io::BufReader<TcpStream>) -> (String, Option<String>) {
+        let mut status = String::new();
+        r.read_line(&mut status).unwrap();
+        let mut len = None;
         let mut line = String::new();
-        r.read_line(&mut line).unwrap();
-        let status = line.split(' ').nth(1).unwrap().parse().unwrap();
-        let mut len = 0;
         loop {
             line.clear();
             r.read_line(&mut line).unwrap();
@@ -243,9 +243,17 @@ mod tests {
                 break;
             }
             if let Some(v) = line.strip_prefix("Content-Length: ") {
-                len = v.trim().parse().unwrap();
+                len = Some(v.trim().to_string());
             }
         }
+        (status, len)
+    }
+
+    /// Reads one response; returns its status and body length.
+    fn response(r: &mut io::BufReader<TcpStream>) -> (u16, usize) {
+        let (line, len) = head(r);
+        let status = line.split(' ').nth(1).unwrap().parse().unwrap();
+        let len = len.map_or(0, |v| v.parse().unwrap());
         let mut body = vec![0; len];
         r.read_exact(&mut body).unwrap();
         (status, len)
@@ -280,20 +288,8 @@ mod tests {
         assert_eq!(response(&mut r), (200, DEFAULT_BODY as usize));
         // HEAD: the length of the body it would have, and no body (the next response's
         // status line follows at once).
-        let mut line = String::new();
-        r.read_line(&mut line).unwrap();
+        let (line, len) = head(&mut r);
         assert_eq!(line, "HTTP/1.1 200 OK\r\n");
-        let mut len = None;
-        loop {
-            line.clear();
-            r.read_line(&mut line).unwrap();
-            if line == "\r\n" {
-                break;
-            }
-            if let Some(v) = line.strip_prefix("Content-Length: ") {
-                len = Some(v.trim().to_string());
-            }
-        }
         assert_eq!(len.as_deref(), Some("10240"));
         assert_eq!(response(&mut r), (200, 102));
         let mut rest = Vec::new();

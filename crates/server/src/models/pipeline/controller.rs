@@ -269,7 +269,11 @@ mod tests {
 
     /// Runs the controller over `samples`, returning the allocation after each.
     fn run(cfg: &Config, samples: &[Sample]) -> Vec<[usize; 4]> {
-        let mut st = State::initial(cfg);
+        run_from(cfg, State::initial(cfg), samples)
+    }
+
+    /// Runs the controller from `st` over `samples`, returning the allocation after each.
+    fn run_from(cfg: &Config, mut st: State, samples: &[Sample]) -> Vec<[usize; 4]> {
         samples
             .iter()
             .map(|s| {
@@ -411,13 +415,7 @@ mod tests {
             ..State::initial(&c)
         };
         let s = sample([0, 0, 40, 0], [0, 1, 6, 1], 2000.0, 0.3);
-        let mut allocs = Vec::new();
-        let mut cur = st.clone();
-        for _ in 0..12 {
-            let a = decide(&cur, &s, &c);
-            cur = a.next;
-            allocs.push(a.threads);
-        }
+        let allocs = run_from(&c, st.clone(), &vec![s; 12]);
         check_bounds(&c, &allocs);
         // Not before send has been calm for a whole window (this sample the last of it).
         for a in &allocs[..c.calm_periods as usize - 1] {
@@ -434,25 +432,16 @@ mod tests {
 
         // Two send threads busy: it keeps both and lends the other two.
         let s2 = sample([0, 0, 40, 0], [0, 1, 6, 2], 2000.0, 0.3);
-        let mut cur = st;
-        for _ in 0..12 {
-            cur = decide(&cur, &s2, &c).next;
-        }
-        assert_eq!(cur.threads, [1, 1, 8, 2], "{:?}", cur.threads);
+        let allocs = run_from(&c, st.clone(), &vec![s2; 12]);
+        assert_eq!(*allocs.last().unwrap(), [1, 1, 8, 2], "{allocs:?}");
 
         // A send stage with a task waiting now, or every thread busy, lends nothing.
         for s in [
             sample([0, 0, 40, 1], [0, 1, 6, 1], 2000.0, 0.3),
             sample([0, 0, 40, 0], [0, 1, 6, 4], 2000.0, 0.3),
         ] {
-            let mut cur = State {
-                threads: [1, 1, 6, 4],
-                ..State::initial(&c)
-            };
-            for _ in 0..12 {
-                cur = decide(&cur, &s, &c).next;
-            }
-            assert_eq!(cur.threads, [1, 1, 6, 4], "{s:?}");
+            let allocs = run_from(&c, st.clone(), &vec![s.clone(); 12]);
+            assert_eq!(*allocs.last().unwrap(), [1, 1, 6, 4], "{s:?}");
         }
     }
 
