@@ -17,8 +17,9 @@
 # from the default start; "a r p s" = that allocation, controller off; "fiber" = weft's fiber
 # model with one worker and "nginx" = nginx with one worker, as peers on the same load, with
 # /dyn/ proxied to the backend, upstream keep-alive on). Output: one line per
-# run, then the medians; raw lines in OUT (default bench/results/pipeline-alloc.txt), the
-# allocation each controller run ended with in OUT.ctl.
+# run (allocation, ops/s whole, ops/s steady, round), then the medians and, per allocation,
+# the median of the controller's ratio to it within each round; raw lines in OUT (default
+# bench/results/pipeline-alloc.txt), the allocations each controller run held in OUT.ctl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -43,18 +44,40 @@ else
 fi
 [[ -x $WEFT && -x $BENCH ]] || cargo build --release -p weft -p weft-bench
 [[ -d $ROOT/specweb ]] || "$BENCH" fileset-specweb "$ROOT/specweb" -c "$CLIENTS"
-# Read the file set once, so that the first run (the controller's, in the first round) does
-# not pay for reading from disk what the later runs find in the page cache.
-find "$ROOT/specweb" -type f -exec cat {} + >/dev/null
 work=$(mktemp -d)
 backend=
 server=
+locker=
 cleanup() {
   [[ -z $server ]] || kill "$server" 2>/dev/null || true
   [[ -z $backend ]] || kill "$backend" 2>/dev/null || true
+  [[ -z $locker ]] || kill "$locker" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
+# LOCK=1 (the default where vmtouch is installed: apt-get install vmtouch) locks the file set
+# into the page cache for the whole series (mlock through `vmtouch -l`), so that no run reads
+# from disk what another found in memory: a VM that reclaims idle page cache (a DAMON pageout
+# scheme) otherwise sends part of the file set to disk between runs, and the spread of the
+# runs then hides the allocations' differences. LOCK=0 only reads it once beforehand, so the
+# first run does not pay for what the later ones find in the page cache.
+LOCK=${LOCK:-$(command -v vmtouch >/dev/null && echo 1 || echo 0)}
+if [[ $LOCK == 1 ]]; then
+  vmtouch -l -m 64G "$ROOT/specweb" >"$work/vmtouch.log" 2>&1 &
+  locker=$!
+  # Locked when the kernel's count of locked memory stops growing.
+  prev=-1
+  while :; do
+    sleep 2
+    kill -0 "$locker" 2>/dev/null || { echo "vmtouch failed:" >&2; cat "$work/vmtouch.log" >&2; exit 1; }
+    now=$(awk '/^Mlocked:/ { print $2 }' /proc/meminfo)
+    [[ $now == "$prev" ]] && break
+    prev=$now
+  done
+  echo "# file set locked in memory: $((now / 1024)) MiB locked" >&2
+else
+  find "$ROOT/specweb" -type f -exec cat {} + >/dev/null
+fi
 : >"$OUT"
 : >"$OUT.ctl"
 extra=(--timeline)
@@ -136,7 +159,7 @@ print(" ".join(f"{list(k)}x{v}" for k, v in n.most_common()))' >>"$OUT.ctl" || t
   steady=$(awk -F, -v warm="$WARM" '/^[0-9]+,/ { n[$1] = $3; last = $1 }
     END { s = 0; c = 0; for (i = warm; i < last; i++) { s += n[i]; c++ }
           if (c > 0) printf "%.1f", s / c; else print 0 }' <<<"$out")
-  echo "$1,${ops:-0},${steady:-0}" | tee -a "$OUT"
+  echo "$1,${ops:-0},${steady:-0},$run" | tee -a "$OUT"
 }
 
 for ((run = 0; run < RUNS; run++)); do
@@ -152,9 +175,11 @@ echo "# ops/s over the whole run, and steady (whole seconds from second $WARM on
 python3 - "$OUT" <<'EOF'
 import statistics, sys
 rows = {}
+rounds = {}
 for line in open(sys.argv[1]):
-    k, whole, steady = line.strip().rsplit(",", 2)
+    k, whole, steady, rnd = line.strip().rsplit(",", 3)
     rows.setdefault(k, []).append((float(whole), float(steady)))
+    rounds.setdefault(rnd, {})[k] = (float(whole), float(steady))
 for col, name in ((0, "whole run"), (1, "steady")):
     med = {k: statistics.median(v[col] for v in r) for k, r in rows.items()}
     static = {k: v for k, v in med.items() if k not in ("ctl", "fiber", "nginx")}
@@ -171,4 +196,13 @@ for col, name in ((0, "whole run"), (1, "steady")):
         for peer in ("fiber", "nginx"):
             if peer in med:
                 print(f"controller / {peer}: {med['ctl'] / med[peer]:.3f}")
+        # The machine's speed drifts between rounds more than within one: the controller
+        # against each allocation run in the same round, the median of those ratios.
+        for k in med:
+            if k == "ctl":
+                continue
+            r = [d["ctl"][col] / d[k][col] for d in rounds.values() if "ctl" in d and k in d and d[k][col] > 0]
+            if r:
+                print(f"paired controller / {k}: median {statistics.median(r):.3f} "
+                      f"(rounds {' '.join(f'{x:.3f}' for x in r)})")
 EOF

@@ -9,14 +9,17 @@
 //! and adds what both lack:
 //!
 //! - **Hysteresis.** A stage grows only while its smoothed queue (EWMA, α = ½) is at least
-//!   `grow_at` in this period and the one before *and* tasks wait now; it gives a thread back
+//!   `grow_at` *and* tasks wait now *and* the pressure has lasted: it was there in the
+//!   previous period too, or the monitor (which looks at the queues every 25 ms between
+//!   samples) saw it without a break for `early_s` (half a period); it gives a thread back
 //!   only after `calm_periods` consecutive periods with an empty queue and a thread idle at
 //!   the sample. Between the two (a queue of one, or empty but every thread busy) it holds.
-//!   So a steady load that the allocation copes with produces no moves, and a burst within
-//!   one period none at all.
+//!   So a steady load that the allocation copes with produces no moves, and a burst shorter
+//!   than half a period none at all.
 //! - **Proportional, bounded steps.** Growth is `ceil(a_k * queue + b_k * rise)`, where `rise`
 //!   is the relative increase of W (an absolute ΔW would make the gain depend on the load's
-//!   scale), capped at `max_step` per period, so one noisy sample cannot swing the allocation.
+//!   scale), capped at `max_step` per period (default 3/4 of M: a saturating step is met in
+//!   one move; every thread a period late costs its share of the run).
 //! - **Donors are earlier stages that are not under pressure**, taken from the front of the
 //!   pipeline first (accept, then receive, ...), never below one thread, so moving threads
 //!   "toward later stages" cannot starve a stage that is itself queueing; **then later stages
@@ -31,8 +34,9 @@
 //!   handler waiting on a disk or an upstream: more threads help) or because the CPU is
 //!   saturated (more threads only add switching and contention: in a quick wrk run on 2
 //!   cores, growing a CPU-bound pipeline took it from about 58k to 54k requests/s). So a stage
-//!   grows only while at least `min_idle` of the CPU it may run on was idle over the period;
-//!   otherwise the allocation holds.
+//!   grows only while at least `min_idle` of the CPU it may run on was idle over the period
+//!   (or, for growth in a load's first period, since its tasks began to wait); otherwise the
+//!   allocation holds.
 //! - **Return to the initial allocation** at once after `calm_periods` of low utilization
 //!   (U < `low_u`) with every queue empty, and one thread per calm window otherwise (a stage
 //!   above its initial share shrinks; one below it, a donor, grows back while threads are free).
@@ -55,6 +59,11 @@ pub struct Sample {
     pub u: f64,
     /// Fraction of the machine's CPU time that was idle over the period (0.0 to 1.0).
     pub cpu_idle: f64,
+    /// Per stage, how long (seconds) tasks have waited without a break up to the sample, as
+    /// the monitor saw it between samples (0 when the queue is empty now).
+    pub pressed_s: [f64; 4],
+    /// Per stage, the idle fraction of the CPU since that pressure began.
+    pub idle_pressed: [f64; 4],
 }
 
 /// What the controller remembers between periods.
@@ -107,6 +116,9 @@ pub struct Config {
     pub low_u: f64,
     /// Idle CPU fraction below which no stage grows (threads cannot run anyway).
     pub min_idle: f64,
+    /// Pressure without a break for this long (seconds) with idle CPU since it began lets a
+    /// stage grow in the first period of a load (default: half the 250 ms period).
+    pub early_s: f64,
 }
 
 impl Config {
@@ -119,10 +131,16 @@ impl Config {
             grow_at: 2.0,
             a: [0.25, 0.25, 0.5, 0.5],
             b: [0.0, 1.0, 1.0, 2.0],
-            max_step: 8,
+            // Enough to give the bottleneck, in one period, the threads the funnel holds
+            // beyond one per stage (2 -> 13 at M = 16): a saturating load step is answered
+            // in the second period after it (growth needs two periods of pressure), not
+            // over four; the two-period rule, not the step's size, is what keeps a single
+            // noisy sample from moving threads.
+            max_step: (total * 3 / 4).max(1),
             calm_periods: 4,
             low_u: 0.05,
             min_idle: 0.1,
+            early_s: 0.125,
         }
     }
 }
@@ -167,14 +185,19 @@ pub fn decide(state: &State, s: &Sample, cfg: &Config) -> Allocation {
 
     let pressed: [bool; 4] =
         std::array::from_fn(|k| next.queue_avg[k] >= cfg.grow_at && s.queue[k] > 0);
-    let can_grow = s.cpu_idle >= cfg.min_idle;
     let cap = cfg.total.saturating_sub(3).max(1);
     for k in FUNNEL {
-        // Growth needs pressure in the previous period too: the period in which a load
-        // begins reports idle CPU from before it began, and growing on it would add threads
-        // that a CPU-bound load then keeps (its queues never drain for the calm rule).
-        let sustained = pressed[k] && state.queue_avg[k] >= cfg.grow_at;
-        if !sustained || !can_grow {
+        // Growth needs pressure that lasts, with CPU to spare while it lasted. Either over
+        // two periods (this one's idle CPU counted over the whole period), or, in the period
+        // a load begins in, for at least `early_s` without a break with idle CPU counted from
+        // when it began: that period's own idle fraction includes the time before the load,
+        // and growing on it would add threads that a CPU-bound load then keeps (its queues
+        // never drain for the calm rule).
+        let two_periods =
+            pressed[k] && state.queue_avg[k] >= cfg.grow_at && s.cpu_idle >= cfg.min_idle;
+        let early =
+            pressed[k] && s.pressed_s[k] >= cfg.early_s && s.idle_pressed[k] >= cfg.min_idle;
+        if !two_periods && !early {
             continue;
         }
         let raw = cfg.a[k] * next.queue_avg[k] + cfg.b[k] * rise;
@@ -264,6 +287,8 @@ mod tests {
             w,
             u,
             cpu_idle: 0.5,
+            pressed_s: [0.0; 4],
+            idle_pressed: [0.0; 4],
         }
     }
 
@@ -443,6 +468,58 @@ mod tests {
             let allocs = run_from(&c, st.clone(), &vec![s.clone(); 12]);
             assert_eq!(*allocs.last().unwrap(), [1, 1, 6, 4], "{s:?}");
         }
+    }
+
+    #[test]
+    fn a_load_step_gets_the_bottlenecks_allocation_in_one_move() {
+        // M = 16 from the default start; idle, then a load whose dynamic requests block
+        // process's threads on an upstream (hundreds waiting; send keeps up with one thread).
+        let c = Config::new(16, [1, 2, 2, 2]);
+        let mut samples = vec![sample([0; 4], [0; 4], 0.0, 0.0); 6];
+        samples.extend(vec![sample([0, 0, 280, 0], [0, 1, 2, 1], 1200.0, 0.2); 6]);
+        let allocs = run(&c, &samples);
+        check_bounds(&c, &allocs);
+        // The first loaded period holds (one period is not a trend); the second moves
+        // process to M - 3 at once: the free pool, receive's spare thread, and send's
+        // idle one (calm through the idle periods); then nothing moves.
+        assert_eq!(allocs[6], c.initial, "{allocs:?}");
+        assert_eq!(allocs[7], [1, 1, 13, 1], "{allocs:?}");
+        assert!(allocs[7..].iter().all(|a| *a == allocs[7]), "{allocs:?}");
+    }
+
+    #[test]
+    fn a_load_that_blocks_threads_is_answered_in_the_period_it_began_in() {
+        let c = Config::new(16, [1, 2, 2, 2]);
+        let idle = vec![sample([0; 4], [0; 4], 0.0, 0.0); 6];
+        let loaded = |pressed: f64, idle_pressed: f64| {
+            let mut s = sample([0, 0, 280, 0], [0, 1, 2, 1], 1200.0, 0.2);
+            s.pressed_s[PROCESS] = pressed;
+            s.idle_pressed[PROCESS] = idle_pressed;
+            s
+        };
+        // Process's tasks have waited for 150 ms without a break and the CPU was mostly idle
+        // meanwhile (its threads block on an upstream): the first sample moves it to M - 3.
+        let mut samples = idle.clone();
+        samples.push(loaded(0.15, 0.8));
+        let allocs = run(&c, &samples);
+        assert_eq!(allocs[6], [1, 1, 13, 1], "{allocs:?}");
+
+        // The same queue with the CPU saturated since the load began (the period's own idle
+        // fraction, 0.5, is from before it): a CPU-bound load. Nothing grows, then or later.
+        let mut samples = idle.clone();
+        samples.push(loaded(0.15, 0.02));
+        let mut busy = loaded(0.4, 0.02);
+        busy.cpu_idle = 0.02;
+        samples.extend(vec![busy; 10]);
+        let allocs = run(&c, &samples);
+        assert!(allocs.iter().all(|a| *a == c.initial), "{allocs:?}");
+
+        // Pressure seen for only 50 ms of the period (a burst, or a load that began late in
+        // it): wait for the next period.
+        let mut samples = idle;
+        samples.push(loaded(0.05, 0.8));
+        let allocs = run(&c, &samples);
+        assert_eq!(allocs[6], c.initial, "{allocs:?}");
     }
 
     #[test]

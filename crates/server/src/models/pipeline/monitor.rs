@@ -309,6 +309,7 @@ impl CpuTimes {
 pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Duration) {
     let ccfg = controller::Config {
         min_idle: pc.min_idle_cpu,
+        early_s: pc.period.as_secs_f64() / 2.0,
         ..controller::Config::new(pc.threads_total, pc.initial())
     };
     let mut state = State::initial(&ccfg);
@@ -320,12 +321,20 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
         cpu: CpuTimes::read(),
     };
     let mut next_at = Instant::now() + pc.period;
+    // Per stage, since when its tasks have waited without a break (as seen at the ticks
+    // between samples), and the CPU counters from then or from the last sample, whichever is
+    // later: the controller may answer a load in the period it began in, judging the idle
+    // CPU from when the tasks began to wait rather than over the whole period.
+    let mut pressure: [Option<(Instant, Option<CpuTimes>)>; 4] = [None; 4];
     loop {
         while Instant::now() < next_at {
             if p.app.shutdown.is_set() {
                 return;
             }
             std::thread::sleep(poll.min(next_at.saturating_duration_since(Instant::now())));
+            if pc.controller {
+                track_pressure(&mut pressure, &queues(p));
+            }
         }
         let now = Instant::now();
         // After a stall, sample once and start the next period from now (no catch-up burst).
@@ -352,18 +361,29 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
         });
         let cpu = CpuTimes::read();
         let cpu_idle = cpu.map_or(1.0, |c| c.idle_since(last.cpu));
+        let queue = queues(p);
+        track_pressure(&mut pressure, &queue);
+        let pressed_s: [f64; 4] = std::array::from_fn(|k| {
+            pressure[k].map_or(0.0, |(since, _)| {
+                now.saturating_duration_since(since).as_secs_f64()
+            })
+        });
+        let idle_pressed: [f64; 4] = std::array::from_fn(|k| match (pressure[k], cpu) {
+            (Some((_, from)), Some(c)) => c.idle_since(from),
+            _ => 0.0,
+        });
+        // Pressure that goes on is judged, next period, on that period's CPU alone.
+        for (_, from) in pressure.iter_mut().flatten() {
+            *from = cpu;
+        }
         let sample = Sample {
-            queue: std::array::from_fn(|k| {
-                if k == ACCEPT {
-                    p.accept_backlog()
-                } else {
-                    p.stages[k].len()
-                }
-            }),
+            queue,
             busy: std::array::from_fn(|k| p.stages[k].busy()),
             w,
             u,
             cpu_idle,
+            pressed_s,
+            idle_pressed,
         };
         if pc.controller {
             let alloc = controller::decide(&state, &sample, &ccfg);
@@ -406,6 +426,31 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
             stages: totals,
             cpu,
         };
+    }
+}
+
+/// Tasks waiting in each stage's queue (accept: connections in the listen backlog).
+fn queues(p: &Pipeline) -> [usize; 4] {
+    std::array::from_fn(|k| {
+        if k == ACCEPT {
+            p.accept_backlog()
+        } else {
+            p.stages[k].len()
+        }
+    })
+}
+
+/// Notes where pressure begins (with the CPU counters then) and forgets it where a queue is
+/// empty: pressure counts only while it lasts without a break.
+fn track_pressure(pressure: &mut [Option<(Instant, Option<CpuTimes>)>; 4], queue: &[usize; 4]) {
+    let mut cpu = None;
+    for (slot, &q) in pressure.iter_mut().zip(queue) {
+        if q == 0 {
+            *slot = None;
+        } else if slot.is_none() {
+            let c = *cpu.get_or_insert_with(CpuTimes::read);
+            *slot = Some((Instant::now(), c));
+        }
     }
 }
 
