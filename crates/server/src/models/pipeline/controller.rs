@@ -176,6 +176,10 @@ pub fn decide(state: &State, s: &Sample, cfg: &Config) -> Allocation {
     };
     if next.low >= cfg.calm_periods && threads != cfg.initial {
         next.calm = [0; 4];
+        // The smoothed queues still remember the load that has gone (a queue of hundreds
+        // takes a second and more to decay below `grow_at`): forget it, or the first task
+        // or two waiting at the low load would count as pressure.
+        next.queue_avg = [0.0; 4];
         next.threads = cfg.initial;
         return Allocation {
             threads: cfg.initial,
@@ -547,6 +551,25 @@ mod tests {
         check_bounds(&c, &allocs);
         assert_ne!(allocs[9], c.initial, "never grew: {allocs:?}");
         assert_eq!(*allocs.last().unwrap(), c.initial, "{allocs:?}");
+    }
+
+    #[test]
+    fn after_the_return_a_light_load_does_not_grow_on_the_old_loads_queues() {
+        let c = Config::new(16, [1, 2, 2, 2]);
+        // A heavy load with hundreds waiting at process, then three clients: the queue
+        // drains, the load is low for a calm window, and the allocation returns.
+        let mut samples = vec![sample([0, 0, 290, 0], [0, 1, 13, 1], 8000.0, 0.15); 8];
+        samples.extend(vec![sample([0; 4], [0, 1, 1, 0], 300.0, 0.02); 4]);
+        // Then a task or two waits at times, as three clients' requests overlap, for more
+        // than half a period without a break.
+        let mut light = sample([0, 0, 2, 0], [0, 1, 2, 0], 300.0, 0.02);
+        light.pressed_s[PROCESS] = 0.2;
+        light.idle_pressed[PROCESS] = 0.9;
+        samples.extend(vec![light; 3]);
+        let allocs = run(&c, &samples);
+        assert_ne!(allocs[7], c.initial, "never grew: {allocs:?}");
+        assert_eq!(allocs[11], c.initial, "did not return: {allocs:?}");
+        assert!(allocs[11..].iter().all(|a| *a == c.initial), "{allocs:?}");
     }
 
     #[test]
