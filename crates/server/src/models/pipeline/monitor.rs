@@ -459,6 +459,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn pressure_counts_from_when_a_queue_filled_until_it_empties() {
+        let mut p = [None; 4];
+        track_pressure(&mut p, &[0, 0, 3, 0]);
+        let (since, _) = p[2].expect("process's queue filled");
+        assert!(p[0].is_none() && p[1].is_none() && p[3].is_none(), "{p:?}");
+        std::thread::sleep(Duration::from_millis(2));
+        // Still waiting: the onset stays where it was, whatever the queue's length now.
+        track_pressure(&mut p, &[0, 1, 7, 0]);
+        assert_eq!(p[2].map(|(t, _)| t), Some(since));
+        let (recv_since, _) = p[1].expect("receive's queue filled");
+        assert!(recv_since > since);
+        // A tick with the queue empty ends it; the next task that waits starts anew.
+        track_pressure(&mut p, &[0, 1, 0, 0]);
+        assert!(p[2].is_none(), "{p:?}");
+        assert_eq!(p[1].map(|(t, _)| t), Some(recv_since));
+        track_pressure(&mut p, &[0, 1, 2, 0]);
+        assert!(p[2].expect("filled again").0 > since);
+    }
+
+    #[test]
     fn proc_stat_cpu_line() {
         let a = CpuTimes::parse("cpu  100 0 50 800 50 0 0 0 0 0").unwrap();
         assert_eq!(
