@@ -19,7 +19,8 @@
 # /dyn/ proxied to the backend, upstream keep-alive on). Output: one line per
 # run (allocation, ops/s whole, ops/s steady, round), then the medians and, per allocation,
 # the median of the controller's ratio to it within each round; raw lines in OUT (default
-# bench/results/pipeline-alloc.txt), the allocations each controller run held in OUT.ctl.
+# bench/results/pipeline-alloc.txt), the allocations each controller run held in OUT.ctl,
+# each run's mean response time, weighted bandwidth and conforming share in OUT.metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -80,6 +81,7 @@ else
 fi
 : >"$OUT"
 : >"$OUT.ctl"
+: >"$OUT.metrics"
 extra=(--timeline)
 proxy=
 if [[ $dynamic_on == 1 ]]; then
@@ -160,6 +162,12 @@ print(" ".join(f"{list(k)}x{v}" for k, v in n.most_common()))' >>"$OUT.ctl" || t
     END { s = 0; c = 0; for (i = warm; i < last; i++) { s += n[i]; c++ }
           if (c > 0) printf "%.1f", s / c; else print 0 }' <<<"$out")
   echo "$1,${ops:-0},${steady:-0},$run" | tee -a "$OUT"
+  # The SPECweb99 figures of the whole run beside ops/s: mean response time, weighted
+  # bandwidth (per connection) and the share of conforming connections.
+  awk -v a="$1" -v r="$run" '/mean response/ { for (i = 1; i <= NF; i++) if ($i == "response") m = $(i + 1) }
+    /weighted bandwidth/ { w = $3 }
+    /conforming \(/ { c = $NF; gsub(/[()%]/, "", c) }
+    END { printf "%s,%s,%s,%s,%s\n", a, r, m, w, c }' <<<"$out" >>"$OUT.metrics"
 }
 
 for ((run = 0; run < RUNS; run++)); do
@@ -205,4 +213,15 @@ for col, name in ((0, "whole run"), (1, "steady")):
             if r:
                 print(f"paired controller / {k}: median {statistics.median(r):.3f} "
                       f"(rounds {' '.join(f'{x:.3f}' for x in r)})")
+print("## whole run, medians: mean response ms, weighted bandwidth kbit/s, conforming %")
+m = {}
+for line in open(sys.argv[1] + ".metrics"):
+    k, _, *v = line.strip().rsplit(",", 4)
+    try:
+        m.setdefault(k, []).append([float(x) for x in v])
+    except ValueError:
+        continue
+for k, r in m.items():
+    med = [statistics.median(x[i] for x in r) for i in range(3)]
+    print(f"{k:>10}: {med[0]:8.2f} ms  {med[1]:8.1f} kbit/s  {med[2]:5.1f}%")
 EOF
