@@ -422,16 +422,14 @@ mod tests {
         assert_eq!(last, [1, 1, 1, c.total - 3], "{allocs:?}");
         // A later stage whose threads are all busy gives none to an earlier one: with
         // process queueing and every send thread at work, send keeps its threads.
-        let mut st = State {
+        let st = State {
             threads: last,
             ..State::initial(&c)
         };
-        for _ in 0..10 {
-            let a = decide(&st, &sample([0, 0, 40, 0], [0, 1, 1, 9], 3000.0, 0.9), &c);
-            st = a.next;
-        }
-        assert_eq!(st.threads[SEND], last[SEND], "{:?}", st.threads);
-        assert!(st.threads.iter().sum::<usize>() <= c.total);
+        let s = sample([0, 0, 40, 0], [0, 1, 1, 9], 3000.0, 0.9);
+        let threads = *run_from(&c, st, &vec![s; 10]).last().unwrap();
+        assert_eq!(threads[SEND], last[SEND], "{threads:?}");
+        assert!(threads.iter().sum::<usize>() <= c.total);
     }
 
     #[test]
@@ -581,11 +579,8 @@ mod tests {
             ..State::initial(&c)
         };
         let calm = sample([0; 4], [0, 1, 1, 1], 4000.0, 0.8);
-        let mut s = st;
-        for _ in 0..(4 * 10) {
-            s = decide(&s, &calm, &c).next;
-        }
-        assert_eq!(s.threads, c.initial, "{s:?}");
+        let threads = *run_from(&c, st, &vec![calm; 4 * 10]).last().unwrap();
+        assert_eq!(threads, c.initial, "{threads:?}");
 
         // A stage whose threads are all busy keeps them even with an empty queue.
         let st = State {
@@ -593,11 +588,8 @@ mod tests {
             ..State::initial(&c)
         };
         let saturated = sample([0; 4], [0, 1, 1, 5], 4000.0, 0.8);
-        let mut s = st;
-        for _ in 0..20 {
-            s = decide(&s, &saturated, &c).next;
-        }
-        assert_eq!(s.threads[SEND], 5, "{s:?}");
+        let threads = *run_from(&c, st, &vec![saturated; 20]).last().unwrap();
+        assert_eq!(threads[SEND], 5, "{threads:?}");
     }
 
     #[test]
