@@ -14,7 +14,8 @@
 # The server (pipeline model, M = 16) is pinned to core 0, `weft-bench specweb` to core 1,
 # each connection unpaced (--pace-kbit 0) so the server is the bottleneck. ROOT holds the
 # file set (written there when missing). ALLOCS overrides the list ("ctl" = controller on
-# from the default start; "a r p s" = that allocation, controller off; "fiber" = weft's fiber
+# from the default start; "ctl:a r p s" = the controller from that start; "a r p s" = that
+# allocation, controller off; "fiber" = weft's fiber
 # model with one worker and "nginx" = nginx with one worker, as peers on the same load, with
 # /dyn/ proxied to the backend, upstream keep-alive on). Output: one line per
 # run (allocation, ops/s whole, ops/s steady, round), then the medians and, per allocation,
@@ -113,6 +114,10 @@ run_one() { # $1 = allocation
     model=fiber
   elif [[ $1 == ctl ]]; then
     printf '[status]\nenabled = true\n[pipeline]\ncontroller = true\n' >"$conf"
+  elif [[ $1 == ctl:* ]]; then
+    read -r a r p s <<<"${1#ctl:}"
+    printf '[status]\nenabled = true\n[pipeline]\ncontroller = true\naccept = %s\nreceive = %s\nprocess = %s\nsend = %s\n' \
+      "$a" "$r" "$p" "$s" >"$conf"
   else
     read -r a r p s <<<"$1"
     printf '[pipeline]\ncontroller = false\naccept = %s\nreceive = %s\nprocess = %s\nsend = %s\n' \
@@ -134,9 +139,11 @@ run_one() { # $1 = allocation
   local out ops steady
   out=$(taskset -c 1 "$BENCH" specweb "http://127.0.0.1:$PORT/specweb/" -c "$CLIENTS" -d "$DUR" \
     --pace-kbit 0 "${extra[@]}")
-  if [[ $1 == ctl ]]; then
+  if [[ $1 == ctl* ]]; then
     # The allocations the controller held during the load (the history's last 60 s, of
-    # which the last second, after the load, is left out), most held first, beside OUT.
+    # which the last second, after the load, is left out), most held first, beside OUT
+    # (a controller from another start is named first on its line).
+    [[ $1 == ctl ]] || printf '%s: ' "$1" >>"$OUT.ctl"
     curl -s "http://127.0.0.1:$PORT/_weft/status.json" | python3 -c '
 import collections, json, sys
 h = json.load(sys.stdin)["listeners"][0]["pipeline"]["history"]
@@ -190,7 +197,7 @@ for line in open(sys.argv[1]):
     rounds.setdefault(rnd, {})[k] = (float(whole), float(steady))
 for col, name in ((0, "whole run"), (1, "steady")):
     med = {k: statistics.median(v[col] for v in r) for k, r in rows.items()}
-    static = {k: v for k, v in med.items() if k not in ("ctl", "fiber", "nginx")}
+    static = {k: v for k, v in med.items() if k not in ("fiber", "nginx") and not k.startswith("ctl")}
     best = max(static, key=static.get) if static else None
     print(f"## {name}")
     for k, v in med.items():

@@ -490,6 +490,32 @@ mod tests {
     }
 
     #[test]
+    fn from_the_servers_default_start_a_blocking_load_reaches_the_bottlenecks_allocation() {
+        // The server's default start at M = 16 (1 1 4 4, the best fixed start for a CPU-bound
+        // load, which the controller keeps).
+        let c = Config::new(16, crate::config::PipelineConfig::default_initial(16));
+        assert_eq!(c.initial, [1, 1, 4, 4]);
+        let idle = vec![sample([0; 4], [0; 4], 0.0, 0.0); 6];
+        // Send calm through the idle periods and keeping up with one thread: process gets
+        // the free pool and send's idle threads in one move.
+        let mut samples = idle.clone();
+        samples.extend(vec![sample([0, 0, 280, 0], [0, 1, 4, 1], 1200.0, 0.2); 6]);
+        let allocs = run(&c, &samples);
+        check_bounds(&c, &allocs);
+        assert_eq!(allocs[7], [1, 1, 13, 1], "{allocs:?}");
+        assert!(allocs[7..].iter().all(|a| *a == allocs[7]), "{allocs:?}");
+        // A task waiting in send as the load begins: process takes the free pool at once,
+        // and send's idle threads once send has been calm for a whole window.
+        let mut samples = idle;
+        samples.extend(vec![sample([0, 0, 280, 1], [0, 1, 4, 1], 1200.0, 0.2); 2]);
+        samples.extend(vec![sample([0, 0, 280, 0], [0, 1, 10, 1], 1200.0, 0.2); 6]);
+        let allocs = run(&c, &samples);
+        check_bounds(&c, &allocs);
+        assert_eq!(allocs[7], [1, 1, 10, 4], "{allocs:?}");
+        assert_eq!(*allocs.last().unwrap(), [1, 1, 13, 1], "{allocs:?}");
+    }
+
+    #[test]
     fn a_load_that_blocks_threads_is_answered_in_the_period_it_began_in() {
         let c = Config::new(16, [1, 2, 2, 2]);
         let idle = vec![sample([0; 4], [0; 4], 0.0, 0.0); 6];
