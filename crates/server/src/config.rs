@@ -577,8 +577,9 @@ impl PipelineConfig {
     /// The default initial allocation for `total` threads: one accept and one receive thread,
     /// and process and send a quarter of the total each, at most 4 (1 1 4 4 at M = 16). The
     /// start is what a CPU-bound load keeps (the controller grows no stage without idle CPU),
-    /// and under saturating static loads this start served 5-13% more than 1 2 2 2, the
-    /// previous default (BENCHMARKS.md, the pipeline's controller against fixed allocations);
+    /// and under saturating static loads 1 2 2 2, the previous default, served 6-11% less than
+    /// this start in all but one series point (BENCHMARKS.md, the pipeline's controller
+    /// against fixed allocations);
     /// from it a blocking load still reaches 1 1 13 1 by growing process and borrowing send's
     /// idle threads.
     pub fn default_initial(total: usize) -> [usize; 4] {

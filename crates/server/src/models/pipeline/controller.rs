@@ -491,8 +491,8 @@ mod tests {
 
     #[test]
     fn from_the_servers_default_start_a_blocking_load_reaches_the_bottlenecks_allocation() {
-        // The server's default start at M = 16 (1 1 4 4, the best fixed start for a CPU-bound
-        // load, which the controller keeps).
+        // The server's default start at M = 16 (1 1 4 4: what a CPU-bound load keeps, since
+        // nothing grows without idle CPU).
         let c = Config::new(16, crate::config::PipelineConfig::default_initial(16));
         assert_eq!(c.initial, [1, 1, 4, 4]);
         let idle = vec![sample([0; 4], [0; 4], 0.0, 0.0); 6];
