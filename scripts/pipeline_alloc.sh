@@ -112,16 +112,21 @@ run_one() { # $1 = allocation
   elif [[ $1 == fiber ]]; then
     printf 'threads = 1\n' >"$conf"
     model=fiber
-  elif [[ $1 == ctl ]]; then
-    printf '[status]\nenabled = true\n[pipeline]\ncontroller = true\n' >"$conf"
-  elif [[ $1 == ctl:* ]]; then
-    read -r a r p s <<<"${1#ctl:}"
-    printf '[status]\nenabled = true\n[pipeline]\ncontroller = true\naccept = %s\nreceive = %s\nprocess = %s\nsend = %s\n' \
-      "$a" "$r" "$p" "$s" >"$conf"
   else
-    read -r a r p s <<<"$1"
-    printf '[pipeline]\ncontroller = false\naccept = %s\nreceive = %s\nprocess = %s\nsend = %s\n' \
-      "$a" "$r" "$p" "$s" >"$conf"
+    # "ctl" and "ctl:a r p s": the controller (its history on the status page) from the
+    # default start or that one; "a r p s": that allocation held.
+    local start=$1
+    if [[ $1 == ctl* ]]; then
+      printf '[status]\nenabled = true\n[pipeline]\ncontroller = true\n' >"$conf"
+      start=${1#ctl}
+      start=${start#:}
+    else
+      printf '[pipeline]\ncontroller = false\n' >"$conf"
+    fi
+    if [[ -n $start ]]; then
+      read -r a r p s <<<"$start"
+      printf 'accept = %s\nreceive = %s\nprocess = %s\nsend = %s\n' "$a" "$r" "$p" "$s" >>"$conf"
+    fi
   fi
   [[ -z $proxy ]] || echo "$proxy" >>"$conf"
   if [[ $1 == nginx ]]; then
