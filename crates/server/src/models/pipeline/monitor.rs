@@ -334,7 +334,7 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
             std::thread::sleep(poll.min(next_at.saturating_duration_since(Instant::now())));
             // The tick that ends the period is the sample's, which reads the queues itself.
             if pc.controller && Instant::now() < next_at {
-                track_pressure(&mut pressure, &queues(p));
+                track_pressure(&mut pressure, &queues(p), CpuTimes::read);
             }
         }
         let now = Instant::now();
@@ -363,7 +363,7 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
         let cpu = CpuTimes::read();
         let cpu_idle = cpu.map_or(1.0, |c| c.idle_since(last.cpu));
         let queue = queues(p);
-        track_pressure(&mut pressure, &queue);
+        track_pressure(&mut pressure, &queue, || cpu);
         let pressed_s: [f64; 4] = std::array::from_fn(|k| {
             pressure[k].map_or(0.0, |(since, _)| {
                 now.saturating_duration_since(since).as_secs_f64()
@@ -441,15 +441,20 @@ fn queues(p: &Pipeline) -> [usize; 4] {
     })
 }
 
-/// Notes where pressure begins (with the CPU counters then) and forgets it where a queue is
-/// empty: pressure counts only while it lasts without a break.
-fn track_pressure(pressure: &mut [Option<(Instant, Option<CpuTimes>)>; 4], queue: &[usize; 4]) {
+/// Notes where pressure begins (with the CPU counters then, from `read_cpu`, called at most
+/// once and only where pressure begins) and forgets it where a queue is empty: pressure
+/// counts only while it lasts without a break.
+fn track_pressure(
+    pressure: &mut [Option<(Instant, Option<CpuTimes>)>; 4],
+    queue: &[usize; 4],
+    mut read_cpu: impl FnMut() -> Option<CpuTimes>,
+) {
     let mut cpu = None;
     for (slot, &q) in pressure.iter_mut().zip(queue) {
         if q == 0 {
             *slot = None;
         } else if slot.is_none() {
-            let c = *cpu.get_or_insert_with(CpuTimes::read);
+            let c = *cpu.get_or_insert_with(&mut read_cpu);
             *slot = Some((Instant::now(), c));
         }
     }
@@ -462,21 +467,40 @@ mod tests {
     #[test]
     fn pressure_counts_from_when_a_queue_filled_until_it_empties() {
         let mut p = [None; 4];
-        track_pressure(&mut p, &[0, 0, 3, 0]);
+        track_pressure(&mut p, &[0, 0, 3, 0], CpuTimes::read);
         let (since, _) = p[2].expect("process's queue filled");
         assert!(p[0].is_none() && p[1].is_none() && p[3].is_none(), "{p:?}");
         std::thread::sleep(Duration::from_millis(2));
         // Still waiting: the onset stays where it was, whatever the queue's length now.
-        track_pressure(&mut p, &[0, 1, 7, 0]);
+        track_pressure(&mut p, &[0, 1, 7, 0], CpuTimes::read);
         assert_eq!(p[2].map(|(t, _)| t), Some(since));
         let (recv_since, _) = p[1].expect("receive's queue filled");
         assert!(recv_since > since);
         // A tick with the queue empty ends it; the next task that waits starts anew.
-        track_pressure(&mut p, &[0, 1, 0, 0]);
+        track_pressure(&mut p, &[0, 1, 0, 0], CpuTimes::read);
         assert!(p[2].is_none(), "{p:?}");
         assert_eq!(p[1].map(|(t, _)| t), Some(recv_since));
-        track_pressure(&mut p, &[0, 1, 2, 0]);
+        track_pressure(&mut p, &[0, 1, 2, 0], CpuTimes::read);
         assert!(p[2].expect("filled again").0 > since);
+    }
+
+    #[test]
+    fn pressure_takes_the_cpu_counters_it_is_given_once_and_only_at_an_onset() {
+        let given = CpuTimes::parse("cpu  100 0 50 800 50 0 0 0 0 0");
+        let mut reads = 0;
+        let mut read = || {
+            reads += 1;
+            given
+        };
+        let mut p = [None; 4];
+        // Two onsets in one call: one read, both noted with it.
+        track_pressure(&mut p, &[0, 2, 3, 0], &mut read);
+        assert_eq!(p[1].map(|(_, c)| c), Some(given));
+        assert_eq!(p[2].map(|(_, c)| c), Some(given));
+        // Pressure that goes on, or none: no read.
+        track_pressure(&mut p, &[0, 2, 3, 0], &mut read);
+        track_pressure(&mut p, &[0; 4], &mut read);
+        assert_eq!(reads, 1);
     }
 
     #[test]
