@@ -133,9 +133,9 @@ impl Config {
             b: [0.0, 1.0, 1.0, 2.0],
             // Enough to give the bottleneck, in one period, the threads the funnel holds
             // beyond one per stage (2 -> 13 at M = 16): a saturating load step is answered
-            // in the second period after it (growth needs two periods of pressure), not
-            // over four; the two-period rule, not the step's size, is what keeps a single
-            // noisy sample from moving threads.
+            // in one move, not over four; the rule that pressure must last (two periods, or
+            // `early_s` without a break), not the step's size, is what keeps a single noisy
+            // sample from moving threads.
             max_step: (total * 3 / 4).max(1),
             calm_periods: 4,
             low_u: 0.05,
@@ -474,7 +474,7 @@ mod tests {
 
     #[test]
     fn a_load_step_gets_the_bottlenecks_allocation_in_one_move() {
-        // M = 16 from the default start; idle, then a load whose dynamic requests block
+        // M = 16 from the start 1 2 2 2; idle, then a load whose dynamic requests block
         // process's threads on an upstream (hundreds waiting; send keeps up with one thread).
         let c = Config::new(16, [1, 2, 2, 2]);
         let mut samples = vec![sample([0; 4], [0; 4], 0.0, 0.0); 6];
