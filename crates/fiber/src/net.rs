@@ -288,6 +288,45 @@ impl TcpStream {
         self.sock().take_error()
     }
 
+    /// Waits in the calling fiber, for about `period`, for this connection to turn readable:
+    /// `Ok(true)` when a read may find bytes, the end of the stream or an error (at once if
+    /// it already may; always outside a fiber, where the read blocks the thread as usual),
+    /// `Ok(false)` when `period` passed with nothing to read.
+    ///
+    /// The step before [`TcpStream::when_readable`] for a keep-alive connection between
+    /// requests: a busy one (the next request within `period`) keeps its fiber and buffers,
+    /// and one that stays quiet is then parked without a fiber. The wait costs no clock read
+    /// and no timer-heap entry (`period` runs on the worker's clock of its last epoll poll,
+    /// so it may end up to one scheduling round early), so it is cheap enough for every
+    /// request. No read timeout applies to it.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use std::time::Duration;
+    /// use weft_fiber::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = weft_fiber::Runtime::builder().workers(1).build().unwrap();
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = l.local_addr().unwrap();
+    /// let server = rt.spawn(move || {
+    ///     let (mut s, _) = l.accept().unwrap();
+    ///     // Nothing sent yet: the wait ends empty-handed.
+    ///     assert!(!s.linger(Duration::from_millis(20)).unwrap());
+    ///     // The client writes now: readable well within the period.
+    ///     assert!(s.linger(Duration::from_secs(10)).unwrap());
+    ///     let mut b = [0; 4];
+    ///     s.read_exact(&mut b).unwrap();
+    ///     b
+    /// });
+    /// let mut c = TcpStream::connect(addr).unwrap();
+    /// std::thread::sleep(Duration::from_millis(100));
+    /// c.write_all(b"ping").unwrap();
+    /// assert_eq!(&server.join().unwrap(), b"ping");
+    /// ```
+    pub fn linger(&mut self, period: Duration) -> io::Result<bool> {
+        self.src.linger(period)
+    }
+
     /// Parks this connection without a fiber until it is readable, then runs `f` in a new
     /// fiber: the way to keep an idle keep-alive connection for a few hundred bytes instead of
     /// a parked fiber's stack page.

@@ -424,6 +424,55 @@ impl Source {
         }
     }
 
+    /// Waits in the calling fiber for the fd to turn readable, for about `period` (measured
+    /// on the worker's round clock, so up to one round less): true when it may be readable
+    /// (bytes, the end of the stream or an error to read; also outside a fiber, where the
+    /// caller's read blocks the thread as usual), false when `period` passed with nothing.
+    /// For a connection between two requests: a busy one keeps its fiber and buffers across
+    /// the gap (no timer-heap entry and no clock read per wait: the timer goes in the FIFO
+    /// lane), a quiet one is handed back to the caller to park more cheaply.
+    pub(crate) fn linger(&mut self, period: Duration) -> io::Result<bool> {
+        let Some(local) = fiber_local() else {
+            return Ok(true);
+        };
+        // Borrowed, not cloned, once the registration is home (every wait after the first).
+        let slot = match self.slot.get() {
+            Some(s) if s.is_home(local) => s,
+            _ => {
+                self.home_registration(local)?;
+                self.slot.get().expect("registered just now")
+            }
+        };
+        if slot.readable_now(local) {
+            return Ok(true);
+        }
+        let deadline = local.round_now() + period;
+        let me = task::with_current(Arc::clone).expect("in a fiber");
+        let queued_at = {
+            let mut w = slot.waiters.lock();
+            let now = slot.state(Dir::Read);
+            if is_ready(now) {
+                return Ok(true);
+            }
+            w.tasks.push((Dir::Read, me.clone()));
+            now
+        };
+        loop {
+            task::park_fifo(local, deadline, &me);
+            if slot.state(Dir::Read) != queued_at {
+                return Ok(true); // the event took us off the waiter list
+            }
+            if local.round_now() >= deadline {
+                let mut w = slot.waiters.lock();
+                if slot.state(Dir::Read) != queued_at {
+                    return Ok(true);
+                }
+                w.tasks.retain(|(_, t)| !Arc::ptr_eq(t, &me));
+                return Ok(false);
+            }
+        }
+    }
+
     /// The fd's registration, made now in `local`'s epoll if there is none yet (with
     /// direction `drained` not ready: the syscall that sent us here found it drained, and
     /// `EPOLL_CTL_ADD` reports whatever readiness came since as an event).

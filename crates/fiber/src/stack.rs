@@ -126,13 +126,15 @@ impl StackPool {
     fn put(&self, lo: usize) {
         let mut p = self.inner.borrow_mut();
         p.free.push(lo);
-        while p.free.len() - p.discarded > p.warm_limit {
-            let cold = p.free[p.discarded];
-            // SAFETY: the usable part of a free stack belongs to no fiber any more.
-            unsafe { sys::discard((cold + p.guard) as *mut u8, p.usable) };
-            p.discarded += 1;
-            p.discards += 1;
-        }
+        let keep = p.warm_limit;
+        p.discard_beyond(keep);
+    }
+
+    /// Gives back the pages of the oldest warm free stacks beyond the newest `keep`: the
+    /// worker calls it as it goes idle, so a burst's warm stacks (up to the warm limit) do not
+    /// stay resident once the work is done. Returns how many it discarded.
+    pub(crate) fn trim(&self, keep: usize) -> usize {
+        self.inner.borrow_mut().discard_beyond(keep)
     }
 
     /// Stacks whose pages were given back so far.
@@ -143,6 +145,20 @@ impl StackPool {
 }
 
 impl PoolInner {
+    /// Discards the oldest warm free stacks until at most `keep` are warm.
+    fn discard_beyond(&mut self, keep: usize) -> usize {
+        let mut n = 0;
+        while self.free.len() - self.discarded > keep {
+            let cold = self.free[self.discarded];
+            // SAFETY: the usable part of a free stack belongs to no fiber any more.
+            unsafe { sys::discard((cold + self.guard) as *mut u8, self.usable) };
+            self.discarded += 1;
+            self.discards += 1;
+            n += 1;
+        }
+        n
+    }
+
     fn carve(&mut self) -> io::Result<usize> {
         let slot = self.usable + self.guard;
         if self.bump == self.bump_end {
@@ -268,6 +284,34 @@ mod tests {
         drop(many);
         assert_eq!(pool.free_len(), 100);
         assert_eq!(pool.discards(), 96 + 6);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // mmap/madvise: not supported by miri
+    fn trimming_discards_the_oldest_warm_stacks_and_keeps_the_newest() {
+        let pool = StackPool::new(16 * 1024, 50);
+        let burst: Vec<_> = (0..80).map(|_| pool.get().unwrap()).collect();
+        let newest = burst[0].guard_range().0; // returned last below, so reused first
+        for s in burst.iter().rev() {
+            // SAFETY: writes inside the usable part of a stack we own.
+            unsafe { *((s.base().get() - 8) as *mut u64) = 5 };
+        }
+        drop(burst.into_iter().rev().collect::<Vec<_>>());
+        assert_eq!(pool.discards(), 30, "the warm limit kept 50");
+        assert_eq!(pool.trim(4), 46);
+        assert_eq!(pool.discards(), 76);
+        assert_eq!(pool.trim(4), 0, "nothing more to give back");
+        assert_eq!(pool.free_len(), 80);
+        // The newest stays warm and is handed out first, its bytes intact.
+        let s = pool.get().unwrap();
+        assert_eq!(s.guard_range().0, newest);
+        // SAFETY: reads inside the usable part of a stack we own.
+        assert_eq!(unsafe { *((s.base().get() - 8) as *const u64) }, 5);
+        // Past the warm four, discarded stacks read as zero and still work.
+        let more: Vec<_> = (0..10).map(|_| pool.get().unwrap()).collect();
+        // SAFETY: reads inside the usable part of a stack we own.
+        let last = unsafe { *((more[9].base().get() - 8) as *const u64) };
+        assert_eq!(last, 0);
     }
 
     #[test]

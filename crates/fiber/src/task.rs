@@ -236,6 +236,15 @@ fn park_fiber(local: &Local, deadline: Option<Instant>) {
     }
 }
 
+/// Parks the calling fiber `task` (which has queued itself where a wake-up will find it)
+/// until it is unparked or `deadline` passes, with its timer in the FIFO lane: for a short
+/// wait of one fixed length armed many times a second.
+pub(crate) fn park_fifo(local: &Local, deadline: Instant, task: &Arc<Task>) {
+    let seq = local.add_fifo_timer(deadline, task.clone());
+    suspend(Suspend::Park);
+    local.cancel_timer(task, seq);
+}
+
 /// Something to wake: a fiber or a plain thread.
 #[derive(Debug, Clone)]
 pub(crate) enum Waker {

@@ -34,6 +34,8 @@ use crate::timer::Timers;
 /// Fibers run between two non-blocking polls of epoll and the timers on a busy worker (a prime,
 /// as tokio's `event_interval`, so it does not beat with periodic workloads).
 const IO_POLL_INTERVAL: u32 = 61;
+/// Warm free stacks a worker keeps as it goes idle (see `StackPool::trim`).
+const IDLE_WARM_STACKS: usize = 64;
 /// Events taken from epoll per call.
 const EVENTS_PER_POLL: usize = 256;
 
@@ -51,6 +53,9 @@ pub(crate) struct Local {
     idle: RefCell<IdleTable>,
     /// Parked connections made readable by the current event batch (kept for its buffer).
     idle_due: RefCell<Vec<IdleKey>>,
+    /// The clock as of this worker's last poll of epoll: the base of short, coarse deadlines
+    /// ([`Local::round_now`]).
+    round_now: Cell<Instant>,
 }
 
 thread_local! {
@@ -134,6 +139,21 @@ impl Local {
     /// Arms the calling fiber's timer; returns its number for [`Local::cancel_timer`].
     pub(crate) fn add_timer(&self, deadline: Instant, task: Arc<Task>) -> u64 {
         self.timers.borrow_mut().add(deadline, task)
+    }
+
+    /// As [`Local::add_timer`], for a wait of one fixed length armed many times a second
+    /// (the FIFO lane of `timer.rs`).
+    pub(crate) fn add_fifo_timer(&self, deadline: Instant, task: Arc<Task>) -> u64 {
+        self.timers.borrow_mut().add_fifo(deadline, task)
+    }
+
+    /// The clock as of this worker's last poll of epoll, which a busy worker makes every
+    /// `IO_POLL_INTERVAL` fiber runs: behind the true time by at most that many runs. A
+    /// deadline from it may come that much early; it is for waits where that does not
+    /// matter (as nginx's timers run on a clock read once per event-loop turn), saving a
+    /// clock read per wait.
+    pub(crate) fn round_now(&self) -> Instant {
+        self.round_now.get()
     }
 
     pub(crate) fn cancel_timer(&self, task: &Task, seq: u64) {
@@ -319,8 +339,10 @@ impl Local {
                 tick = tick.wrapping_add(1);
                 if tick % IO_POLL_INTERVAL == 0 {
                     self.poll_io(0);
+                    let now = Instant::now();
+                    self.round_now.set(now);
                     if self.has_timers() {
-                        self.fire_timers(Instant::now());
+                        self.fire_timers(now);
                     }
                     remote
                         .stats
@@ -330,9 +352,13 @@ impl Local {
                 continue;
             }
             remote.stats.ready.store(0, Ordering::Relaxed);
-            let timeout = match self.fire_timers(Instant::now()) {
+            // Every firing sets the round clock first, so a fiber its timer woke finds the
+            // round clock past its deadline.
+            let now = Instant::now();
+            self.round_now.set(now);
+            let timeout = match self.fire_timers(now) {
                 None => -1,
-                Some(at) => ms_until(at),
+                Some(at) => ms_until(at, now),
             };
             if !self.run_queue.borrow().is_empty() {
                 continue;
@@ -344,7 +370,12 @@ impl Local {
                 remote.sleeping.store(false, Ordering::Relaxed);
                 continue;
             }
+            // Going idle: the warm stacks a burst left (up to the warm limit) give their pages
+            // back, but for a few for the next requests. Nothing to do on most sleeps.
+            self.stacks.trim(IDLE_WARM_STACKS);
+            self.timers.borrow_mut().shrink();
             self.poll_io(timeout);
+            self.round_now.set(Instant::now());
             remote.sleeping.store(false, Ordering::Relaxed);
         }
         self.teardown();
@@ -386,9 +417,9 @@ impl Local {
     }
 }
 
-/// Milliseconds until `at`, rounded up so a timer never fires early.
-fn ms_until(at: Instant) -> i32 {
-    let d = at.saturating_duration_since(Instant::now());
+/// Milliseconds from `now` (just read) until `at`, rounded up so a timer never fires early.
+fn ms_until(at: Instant, now: Instant) -> i32 {
+    let d = at.saturating_duration_since(now);
     d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
 }
 
@@ -406,6 +437,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         events: RefCell::new(vec![sys::EpollEvent { events: 0, u64: 0 }; EVENTS_PER_POLL]),
         idle: RefCell::new(IdleTable::default()),
         idle_due: RefCell::new(Vec::new()),
+        round_now: Cell::new(Instant::now()),
     };
     LOCAL.with(|l| l.set(&local));
     local.run();

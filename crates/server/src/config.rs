@@ -37,6 +37,7 @@
 //! [fiber]
 //! stack_size = 65536         # bytes per connection fiber
 //! park_idle = true            # idle keep-alive connections hold no fiber
+//! linger = "100ms"            # ...once quiet this long (a busy one keeps its fiber)
 //! accept = "reuseport"       # or "dispatch": one acceptor fiber feeding all workers
 //!
 //! [cache]                   # response cache of static files
@@ -302,6 +303,12 @@ pub struct FiberConfig {
     /// hundred bytes, without a fiber or buffers; it gets a pooled fiber when bytes arrive.
     /// `false`: the connection's fiber stays parked in its read.
     pub park_idle: bool,
+    /// With `park_idle`: how long a connection's fiber waits for the next request before
+    /// the connection is parked without it (at most half the keep-alive timeout). A busy
+    /// connection keeps its fiber and buffers from one request to the next; one quiet for
+    /// this long gives them back. `"0s"` parks at once.
+    #[serde(deserialize_with = "de_duration")]
+    pub linger: Duration,
     /// How connections reach the workers.
     pub accept: AcceptMode,
 }
@@ -311,6 +318,7 @@ impl Default for FiberConfig {
         FiberConfig {
             stack_size: weft_fiber::DEFAULT_STACK_SIZE,
             park_idle: true,
+            linger: Duration::from_millis(100),
             accept: AcceptMode::Reuseport,
         }
     }
@@ -892,6 +900,18 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fiber_linger_parses_and_is_capped_at_half_the_keepalive_timeout() {
+        assert_eq!(Config::default().fiber.linger, Duration::from_millis(100));
+        let c = Config::from_toml("[fiber]\nlinger = \"250ms\"\n").unwrap();
+        assert_eq!(c.fiber.linger, Duration::from_millis(250));
+        assert_eq!(crate::conn::linger_period(&c), Duration::from_millis(250));
+        let c = Config::from_toml("[fiber]\nlinger = \"2s\"\n[timeouts]\nkeepalive = 1\n").unwrap();
+        assert_eq!(crate::conn::linger_period(&c), Duration::from_millis(500));
+        let c = Config::from_toml("[fiber]\nlinger = \"0s\"\n").unwrap();
+        assert!(crate::conn::linger_period(&c).is_zero());
+    }
 
     #[test]
     fn parses_a_full_config() {

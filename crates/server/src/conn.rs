@@ -92,6 +92,12 @@ pub fn serve_until_idle<T: Transport>(
     serve_inner(stream, app, info, true, !resumed)
 }
 
+/// How long a connection served by [`serve_until_idle`] waits in its fiber for the next
+/// request before it is returned idle: `fiber.linger`, at most half the keep-alive timeout.
+pub fn linger_period(cfg: &crate::config::Config) -> Duration {
+    cfg.fiber.linger.min(cfg.timeouts.keepalive / 2)
+}
+
 /// The buffers and parser one connection uses while it is being served. Between requests of
 /// an idle connection (and after it closes) they go back to a small per-thread pool, so a
 /// fiber worker reuses a few warm sets instead of allocating and zeroing 4 KiB per wake-up.
@@ -142,10 +148,23 @@ fn serve_inner<T: Transport>(
     return_when_idle: bool,
     first: bool,
 ) -> io::Result<Served> {
-    let mut scratch = take_scratch(app.cfg.limits.http());
-    let result = serve_with(stream, app, info, return_when_idle, first, &mut scratch);
-    give_scratch(scratch);
-    result
+    let mut first = first;
+    loop {
+        let mut scratch = take_scratch(app.cfg.limits.http());
+        let result = serve_with(stream, app, info, return_when_idle, first, &mut scratch);
+        give_scratch(scratch);
+        // Idle: wait a little for the next request in this fiber (its buffers back in the
+        // pool meanwhile, so a burst of lingering connections leaves no heap behind), and
+        // hand the connection back only if none comes.
+        if let Ok(Served::Idle) = result {
+            let period = linger_period(&app.cfg);
+            if !period.is_zero() && stream.linger(period) {
+                first = false;
+                continue;
+            }
+        }
+        return result;
+    }
 }
 
 fn serve_with<T: Transport>(

@@ -18,6 +18,13 @@ pub trait Transport: Read + Write {
     /// Bounds each write the same way (a client that stops reading).
     fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
 
+    /// Between requests, with nothing buffered: waits up to about `period` for the next
+    /// bytes and says whether a read may find some (or the end of the stream). `false` (the
+    /// default: a transport that cannot wait cheaply) hands the connection back to be parked.
+    fn linger(&mut self, _period: Duration) -> bool {
+        false
+    }
+
     /// Writes all of `head`, hinting that more data follows at once (a body), so the kernel
     /// may coalesce them.
     fn write_head(&mut self, head: &[u8]) -> io::Result<()> {

@@ -138,3 +138,25 @@ fn one_acceptor_dispatching_to_two_workers_serves_every_connection() {
     }
     srv.assert_alive();
 }
+
+/// Keep-alive connections whose next request comes within the linger period (served by the
+/// fiber that waited), after it (parked without a fiber, then woken), and with lingering off:
+/// each request is answered in turn on the same connection.
+#[test]
+fn keep_alive_requests_are_served_before_during_and_after_the_linger_period() {
+    for linger in ["200ms", "0s"] {
+        let srv = Builder::new("linger")
+            .config(&format!("[fiber]\nlinger = \"{linger}\"\n"))
+            .start();
+        let mut c = srv.connect();
+        for (i, gap) in [0u64, 50, 400, 10, 300].into_iter().enumerate() {
+            std::thread::sleep(Duration::from_millis(gap));
+            c.send(b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n");
+            let r = c
+                .read_response()
+                .unwrap_or_else(|e| panic!("linger {linger}, request {i}: {e:?}"));
+            assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+        }
+        srv.assert_alive();
+    }
+}

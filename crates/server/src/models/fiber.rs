@@ -112,7 +112,12 @@ fn serve(mut stream: FiberStream, state: Box<ConnState>, resumed: bool) {
     };
     match result {
         Ok(Served::Idle) => {
-            let keepalive = app.cfg.timeouts.keepalive;
+            // The fiber already waited through the linger period.
+            let keepalive = app
+                .cfg
+                .timeouts
+                .keepalive
+                .saturating_sub(conn::linger_period(&app.cfg));
             stream.when_readable(Some(keepalive), move |stream, readiness| match readiness {
                 Readiness::Readable => serve(stream, state, true),
                 Readiness::TimedOut => close(stream, state),
@@ -140,6 +145,11 @@ impl crate::net::Transport for FiberStream {
 
     fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         FiberStream::set_write_timeout(self, timeout.map(|d| d.max(Duration::from_millis(1))))
+    }
+
+    fn linger(&mut self, period: Duration) -> bool {
+        // An error (not pollable): false, and the park that follows settles it.
+        FiberStream::linger(self, period).unwrap_or(false)
     }
 
     fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {

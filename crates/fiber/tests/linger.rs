@@ -1,0 +1,187 @@
+//! `TcpStream::linger`: a fiber waiting a short while for its connection's next bytes, with
+//! its timer in the FIFO lane of the worker's timers — woken by bytes, peer close and
+//! `shutdown(SHUT_RD)`, ended empty-handed after its period (leaving nothing queued on the
+//! registration, so the connection can be parked without a fiber next), many at once with
+//! periods out of order (those go to the heap lane), and the plain-thread answer.
+// Every test here runs fibers: corosensei switches stacks with inline asm, and the runtime
+// calls epoll, mmap/madvise and sigaction; miri can execute none of these.
+#![cfg(not(miri))]
+
+use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use weft_fiber::net::{Readiness, TcpListener, TcpStream};
+use weft_fiber::Runtime;
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder()
+        .workers(workers)
+        .name("linger")
+        .build()
+        .unwrap()
+}
+
+/// Test threads are plain threads: blocking them is fine (the ban is for fiber code).
+#[allow(clippy::disallowed_methods)]
+fn thread_sleep(d: Duration) {
+    std::thread::sleep(d);
+}
+
+#[test]
+fn bytes_peer_close_and_shutdown_read_end_a_linger_early() {
+    let rt = rt(1);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let long = Duration::from_secs(30);
+    let server = rt.spawn(move || {
+        let mut seen = Vec::new();
+        // Bytes: the wait ends when they come, long before the period.
+        let (mut s, _) = l.accept().unwrap();
+        let t = Instant::now();
+        seen.push(s.linger(long).unwrap());
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        // Bytes already there: true at once.
+        thread_sleep_in_fiber(Duration::from_millis(50));
+        seen.push(s.linger(long).unwrap());
+        assert_eq!(s.read(&mut b).unwrap(), 1);
+        // The peer's close: true, and the read sees the end of the stream.
+        seen.push(s.linger(long).unwrap());
+        assert_eq!(s.read(&mut b).unwrap(), 0);
+        // shutdown(SHUT_RD) from another thread wakes a second connection's linger.
+        let (mut s2, _) = l.accept().unwrap();
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&s2);
+        let handle = std::thread::spawn(move || {
+            thread_sleep(Duration::from_millis(50));
+            // SAFETY: `raw` stays open: the fiber holding it is parked in `linger` until
+            // this call wakes it.
+            unsafe { libc::shutdown(raw, libc::SHUT_RD) };
+        });
+        seen.push(s2.linger(long).unwrap());
+        handle.join().unwrap();
+        assert_eq!(s2.read(&mut b).unwrap(), 0);
+        (seen, t.elapsed())
+    });
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    thread_sleep(Duration::from_millis(50));
+    c.write_all(b"hello").unwrap();
+    c.write_all(b"!").unwrap();
+    thread_sleep(Duration::from_millis(100));
+    c.shutdown(Shutdown::Write).unwrap();
+    let _c2 = std::net::TcpStream::connect(addr).unwrap();
+    let (seen, took) = server.join().unwrap();
+    assert_eq!(seen, vec![true, true, true, true]);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+/// A fiber's own sleep (the worker keeps running others).
+fn thread_sleep_in_fiber(d: Duration) {
+    weft_fiber::sleep(d);
+}
+
+#[test]
+fn a_quiet_connection_ends_its_linger_after_the_period_and_can_park_without_a_fiber() {
+    let rt = rt(1);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let t = Instant::now();
+        let readable = s.linger(Duration::from_millis(60)).unwrap();
+        let waited = t.elapsed();
+        // Parking checks (in debug builds) that no fiber is still queued on the registration.
+        s.when_readable(Some(Duration::from_secs(30)), move |mut s, r| {
+            let mut b = [0u8; 4];
+            s.read_exact(&mut b).unwrap();
+            tx.send((readable, waited, r, b)).unwrap();
+        });
+    });
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    // Well after the linger ended: the connection is parked in the table by then.
+    let t = Instant::now();
+    while rt.stats().idle != 1 {
+        assert!(t.elapsed() < Duration::from_secs(10), "never parked");
+        thread_sleep(Duration::from_millis(5));
+    }
+    let s = rt.stats();
+    assert_eq!(s.blocked + s.ready + s.running, 0, "no fiber left: {s:?}");
+    c.write_all(b"late").unwrap();
+    let (readable, waited, r, b) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(!readable);
+    // The period runs on the worker's round clock, which an idle worker reads as it wakes:
+    // here no round is long, so the wait is the period within a few milliseconds.
+    assert!(waited >= Duration::from_millis(50), "{waited:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    assert_eq!((r, &b), (Readiness::Readable, b"late"));
+}
+
+#[test]
+fn many_lingers_with_periods_out_of_order_each_get_their_own_answer() {
+    // Periods alternate long and short, so a short one armed after a long one cannot join
+    // the FIFO lane in order and goes to the heap: both lanes fire, each at its deadline.
+    const N: usize = 120;
+    let rt = rt(2);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.spawn(move || {
+        for i in 0..N {
+            let (mut s, _) = l.accept().unwrap();
+            let tx = tx.clone();
+            weft_fiber::spawn(move || {
+                let period = if i % 2 == 0 {
+                    Duration::from_millis(1500)
+                } else {
+                    Duration::from_millis(40)
+                };
+                let t = Instant::now();
+                let readable = s.linger(period).unwrap();
+                let mut b = [0u8; 1];
+                let got = if readable { s.read(&mut b).unwrap() } else { 0 };
+                tx.send((i, readable, got, t.elapsed())).unwrap();
+            });
+        }
+    });
+    let mut clients: Vec<_> = (0..N)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    // After the short periods ended and well within the long ones, every client whose index
+    // is a multiple of 4 writes: those (long periods) read it; the other long ones end empty.
+    thread_sleep(Duration::from_millis(300));
+    for (i, c) in clients.iter_mut().enumerate() {
+        if i % 4 == 0 {
+            c.write_all(b"x").unwrap();
+        }
+    }
+    let mut seen: Vec<_> = (0..N)
+        .map(|_| rx.recv_timeout(Duration::from_secs(20)).unwrap())
+        .collect();
+    seen.sort_by_key(|s| s.0);
+    for (i, readable, got, took) in seen {
+        match i % 4 {
+            0 => assert!(readable && got == 1, "{i}: {readable} {got} {took:?}"),
+            2 => {
+                assert!(!readable, "{i}");
+                assert!(took >= Duration::from_millis(1400), "{i}: {took:?}");
+            }
+            _ => {
+                assert!(!readable, "{i}");
+                assert!(took >= Duration::from_millis(30), "{i}: {took:?}");
+                assert!(took < Duration::from_millis(1400), "{i}: {took:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn outside_a_fiber_linger_says_read() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let mut s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    // A plain thread has no worker to wait on: the caller's read blocks as usual.
+    assert!(s.linger(Duration::from_millis(10)).unwrap());
+}
