@@ -18,24 +18,29 @@ ROOT=$(pwd)/www
 work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 "$WEFT" fileset "$ROOT" >/dev/null
 
-# utime+stime of a process and its children (nginx's worker is a child of its master); the
-# command name may contain spaces, so fields are counted after the last ')'.
+# utime and stime of a process and its children (nginx's worker is a child of its master),
+# as "user sys" ticks; the command name may contain spaces, so fields are counted after the
+# last ')'.
 cpu_ticks() {
-  local total=0 p
+  local u=0 s=0 p a b
   for p in $1 $(pgrep -P "$1" || true); do
-    total=$((total + $(awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12] + f[13] }' "/proc/$p/stat")))
+    read -r a b < <(awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12], f[13] }' "/proc/$p/stat")
+    u=$((u + a)); s=$((s + b))
   done
-  echo "$total"
+  echo "$u $s"
 }
 
 declare -A PIDS PORTS
 port=18100
 # A model name may carry fiber options: "fiber-parked" is the fiber model with idle
-# keep-alive connections left in their parked fibers (fiber.park_idle = false).
+# keep-alive connections left in their parked fibers (fiber.park_idle = false),
+# "fiber-nolinger" parks them without a fiber at once (fiber.linger = "0s").
 for m in $MODELS; do
   port=$((port + 1)); PORTS[$m]=$port
   model=$m; printf '' >"$work/$m.toml"
   if [[ $m == fiber-parked ]]; then model=fiber; printf '[fiber]\npark_idle = false\n' >"$work/$m.toml"; fi
+  # "fiber-nolinger": idle connections parked without a fiber at once (fiber.linger = 0).
+  if [[ $m == fiber-nolinger ]]; then model=fiber; printf '[fiber]\nlinger = "0s"\n' >"$work/$m.toml"; fi
   # "MODEL-nocache": the model with the response cache off (every file read with sendfile).
   if [[ $m == *-nocache ]]; then model=${m%-nocache}; printf '[cache]\nenabled = false\n' >>"$work/$m.toml"; fi
   taskset -c 0 "$WEFT" serve --config "$work/$m.toml" --root "$ROOT" --threads "$THREADS" \
@@ -57,27 +62,48 @@ else
 fi
 sleep 1
 HZ=$(getconf CLK_TCK)
-echo "server,path,conns,run,rps,cpu_us_per_req" | tee "$work/rows.csv"
+# cpu_us_per_req is user_us + sys_us: the server's user-space and kernel CPU per request.
+echo "server,path,conns,run,rps,cpu_us_per_req,user_us,sys_us" | tee "$work/rows.csv"
 for path in $PATHS; do for c in $CONNS; do for run in $(seq 1 "$RUNS"); do
   for s in "${!PIDS[@]}"; do
     pid=${PIDS[$s]}
-    t0=$(cpu_ticks "$pid")
+    read -r u0 s0 < <(cpu_ticks "$pid")
     out=$(taskset -c 1 wrk -t1 -c"$c" -d"${DURATION}s" "http://127.0.0.1:${PORTS[$s]}$path")
-    t1=$(cpu_ticks "$pid")
+    read -r u1 s1 < <(cpu_ticks "$pid")
     if grep -q -E "Socket errors|Non-2xx" <<<"$out"; then echo "# $s $path c=$c: $(grep -E 'Socket errors|Non-2xx' <<<"$out")" >&2; fi
     reqs=$(awk '/requests in/ {print $1}' <<<"$out")
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-    cpu=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$reqs" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
-    echo "$s,$path,$c,$run,$rps,$cpu" | tee -a "$work/rows.csv"
+    split=$(awk -v u="$((u1 - u0))" -v k="$((s1 - s0))" -v hz="$HZ" -v n="$reqs" \
+      'BEGIN { printf "%.2f,%.2f,%.2f", (u + k) / hz * 1e6 / n, u / hz * 1e6 / n, k / hz * 1e6 / n }')
+    echo "$s,$path,$c,$run,$rps,$split" | tee -a "$work/rows.csv"
   done
 done; done; done
 echo
-echo "median over $RUNS runs: server,path,conns,rps,cpu_us_per_req"
+echo "median over $RUNS runs: server,path,conns,rps,cpu_us_per_req,user_us,sys_us"
 python3 - "$work/rows.csv" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 keys = sorted({(r["server"], r["path"], int(r["conns"])) for r in rows}, key=lambda k: (k[1], k[2], k[0]))
+med = lambda sel, f: statistics.median(float(r[f]) for r in sel)
 for k in keys:
     sel = [r for r in rows if (r["server"], r["path"], int(r["conns"])) == k]
-    print(f"{k[0]},{k[1]},{k[2]},{statistics.median(float(r['rps']) for r in sel):.0f},{statistics.median(float(r['cpu_us_per_req']) for r in sel):.2f}")
+    print(f"{k[0]},{k[1]},{k[2]},{med(sel, 'rps'):.0f},{med(sel, 'cpu_us_per_req'):.2f},"
+          f"{med(sel, 'user_us'):.2f},{med(sel, 'sys_us'):.2f}")
+# Each weft server's CPU per request over nginx's, run by run (same round), and the median.
+if any(r["server"] == "nginx" for r in rows):
+    print()
+    print("paired with nginx (same round): server,path,conns,median cpu ratio,per-run ratios")
+    for k in keys:
+        if k[0] == "nginx":
+            continue
+        rs = []
+        for r in rows:
+            if (r["server"], r["path"], int(r["conns"])) != k:
+                continue
+            n = [x for x in rows if x["server"] == "nginx" and x["path"] == r["path"]
+                 and x["conns"] == r["conns"] and x["run"] == r["run"]]
+            if n:
+                rs.append(float(r["cpu_us_per_req"]) / float(n[0]["cpu_us_per_req"]))
+        if rs:
+            print(f"{k[0]},{k[1]},{k[2]},{statistics.median(rs):.3f}," + " ".join(f"{x:.3f}" for x in rs))
 PY
