@@ -171,6 +171,44 @@ impl IoSlot {
     }
 }
 
+/// Queues the calling fiber `me` on `slot` for direction `d` and parks it with `park` until an
+/// edge comes (true; at once if the word is ready already) or, after a wake-up, `expired` says
+/// its deadline passed (false, with `me` taken off the waiter list again). Other wake-ups park
+/// it again.
+fn park_on(
+    slot: &IoSlot,
+    d: Dir,
+    me: &Arc<Task>,
+    mut park: impl FnMut(),
+    expired: impl Fn() -> bool,
+) -> bool {
+    // The word as it was when we queued: an edge bumps its tick (a clear by another fiber
+    // cannot make it differ, since it is not ready).
+    let queued_at = {
+        let mut w = slot.waiters.lock();
+        let now = slot.state(d);
+        if is_ready(now) {
+            return true;
+        }
+        w.tasks.push((d, me.clone()));
+        now
+    };
+    loop {
+        park();
+        if slot.state(d) != queued_at {
+            return true; // the event took us off the waiter list
+        }
+        if expired() {
+            let mut w = slot.waiters.lock();
+            if slot.state(d) != queued_at {
+                return true;
+            }
+            w.tasks.retain(|(_, t)| !Arc::ptr_eq(t, me));
+            return false;
+        }
+    }
+}
+
 /// When an operation gives up.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Deadline {
@@ -397,30 +435,17 @@ impl Source {
     fn wait_fiber(&self, local: &Local, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
         let slot = self.registration(local, d)?;
         let me = task::with_current(Arc::clone).expect("in a fiber");
-        // The word as it was when we queued: an edge bumps its tick (a clear by another fiber
-        // cannot make it differ, since it is not ready).
-        let queued_at = {
-            let mut w = slot.waiters.lock();
-            let now = slot.state(d);
-            if is_ready(now) {
-                return Ok(());
-            }
-            w.tasks.push((d, me.clone()));
-            now
-        };
-        loop {
-            task::park(deadline);
-            if slot.state(d) != queued_at {
-                return Ok(()); // the event took us off the waiter list
-            }
-            if deadline.is_some_and(|at| Instant::now() >= at) {
-                let mut w = slot.waiters.lock();
-                if slot.state(d) != queued_at {
-                    return Ok(());
-                }
-                w.tasks.retain(|(_, t)| !Arc::ptr_eq(t, &me));
-                return Err(timed_out());
-            }
+        let edge = park_on(
+            slot,
+            d,
+            &me,
+            || task::park(deadline),
+            || deadline.is_some_and(|at| Instant::now() >= at),
+        );
+        if edge {
+            Ok(())
+        } else {
+            Err(timed_out())
         }
     }
 
@@ -448,29 +473,13 @@ impl Source {
         }
         let deadline = local.round_now() + period;
         let me = task::with_current(Arc::clone).expect("in a fiber");
-        let queued_at = {
-            let mut w = slot.waiters.lock();
-            let now = slot.state(Dir::Read);
-            if is_ready(now) {
-                return Ok(true);
-            }
-            w.tasks.push((Dir::Read, me.clone()));
-            now
-        };
-        loop {
-            task::park_fifo(local, deadline, &me);
-            if slot.state(Dir::Read) != queued_at {
-                return Ok(true); // the event took us off the waiter list
-            }
-            if local.round_now() >= deadline {
-                let mut w = slot.waiters.lock();
-                if slot.state(Dir::Read) != queued_at {
-                    return Ok(true);
-                }
-                w.tasks.retain(|(_, t)| !Arc::ptr_eq(t, &me));
-                return Ok(false);
-            }
-        }
+        Ok(park_on(
+            slot,
+            Dir::Read,
+            &me,
+            || task::park_fifo(local, deadline, &me),
+            || local.round_now() >= deadline,
+        ))
     }
 
     /// The fd's registration, made now in `local`'s epoll if there is none yet (with

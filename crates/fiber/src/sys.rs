@@ -27,6 +27,11 @@ fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
     }
 }
 
+/// A byte count from `syscall(2)`, which returns a `long` (-1 with `errno` set on failure).
+fn cvt_syscall(ret: libc::c_long) -> io::Result<usize> {
+    cvt_size(ret as libc::ssize_t)
+}
+
 /// The size of a memory page.
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
@@ -312,7 +317,7 @@ pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: recvfrom(fd, buf, len, flags, NULL, NULL): the kernel writes at most
     // `buf.len()` bytes into the slice we borrow mutably and no address (both pointers null).
-    cvt_long(unsafe {
+    cvt_syscall(unsafe {
         libc::syscall(
             libc::SYS_recvfrom,
             fd,
@@ -323,15 +328,6 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
             std::ptr::null_mut::<libc::socklen_t>(),
         )
     })
-}
-
-/// A `syscall(2)` result: -1 with `errno` set, else a byte count.
-fn cvt_long(r: libc::c_long) -> io::Result<usize> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
 }
 
 /// `write(2)` from `buf`.
@@ -350,7 +346,7 @@ pub(crate) fn send_flags(fd: RawFd, buf: &[u8], extra: libc::c_int) -> io::Resul
     let flags = libc::MSG_NOSIGNAL | extra;
     // SAFETY: sendto(fd, buf, len, flags, NULL, 0): the kernel reads at most `buf.len()`
     // bytes from the slice we borrow, and no address.
-    cvt_long(unsafe {
+    cvt_syscall(unsafe {
         libc::syscall(
             libc::SYS_sendto,
             fd,
@@ -372,7 +368,7 @@ pub(crate) fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<u
     msg.msg_iovlen = bufs.len().min(1024) as _;
     // SAFETY: sendmsg(fd, &msg, flags): `msg` is a live local pointing at `bufs`, borrowed
     // for the call; the kernel only reads the iovecs and the bytes they name.
-    cvt_long(unsafe {
+    cvt_syscall(unsafe {
         libc::syscall(
             libc::SYS_sendmsg,
             fd,

@@ -45,7 +45,7 @@ fn bytes_peer_close_and_shutdown_read_end_a_linger_early() {
         s.read_exact(&mut b).unwrap();
         assert_eq!(&b, b"hello");
         // Bytes already there: true at once.
-        thread_sleep_in_fiber(Duration::from_millis(50));
+        weft_fiber::sleep(Duration::from_millis(50));
         seen.push(s.linger(long).unwrap());
         assert_eq!(s.read(&mut b).unwrap(), 1);
         // The peer's close: true, and the read sees the end of the stream.
@@ -75,11 +75,6 @@ fn bytes_peer_close_and_shutdown_read_end_a_linger_early() {
     let (seen, took) = server.join().unwrap();
     assert_eq!(seen, vec![true, true, true, true]);
     assert!(took < Duration::from_secs(10), "{took:?}");
-}
-
-/// A fiber's own sleep (the worker keeps running others).
-fn thread_sleep_in_fiber(d: Duration) {
-    weft_fiber::sleep(d);
 }
 
 #[test]
