@@ -96,14 +96,20 @@ fn a_quiet_connection_ends_its_linger_after_the_period_and_can_park_without_a_fi
         });
     });
     let mut c = std::net::TcpStream::connect(addr).unwrap();
-    // Well after the linger ended: the connection is parked in the table by then.
+    // After the linger: the connection parked in the table, and (once the fiber that parked
+    // it has returned: the table counts it first) no fiber left.
     let t = Instant::now();
-    while rt.stats().idle != 1 {
-        assert!(t.elapsed() < Duration::from_secs(10), "never parked");
+    loop {
+        let s = rt.stats();
+        if s.idle == 1 && s.blocked + s.ready + s.running == 0 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "never parked without a fiber: {s:?}"
+        );
         thread_sleep(Duration::from_millis(5));
     }
-    let s = rt.stats();
-    assert_eq!(s.blocked + s.ready + s.running, 0, "no fiber left: {s:?}");
     c.write_all(b"late").unwrap();
     let (readable, waited, r, b) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(!readable);
@@ -129,9 +135,9 @@ fn many_lingers_with_periods_out_of_order_each_get_their_own_answer() {
             let tx = tx.clone();
             weft_fiber::spawn(move || {
                 let period = if i % 2 == 0 {
-                    Duration::from_millis(1500)
+                    Duration::from_millis(2000)
                 } else {
-                    Duration::from_millis(40)
+                    Duration::from_millis(200)
                 };
                 let t = Instant::now();
                 let readable = s.linger(period).unwrap();
@@ -146,7 +152,10 @@ fn many_lingers_with_periods_out_of_order_each_get_their_own_answer() {
         .collect();
     // After the short periods ended and well within the long ones, every client whose index
     // is a multiple of 4 writes: those (long periods) read it; the other long ones end empty.
-    thread_sleep(Duration::from_millis(300));
+    // A period runs on the worker's round clock, so it may end up to one scheduling round
+    // early: with 120 fibers accepted and spawned at once (slow in a debug build) a round
+    // took 12 ms in one CI run. The bounds below leave room for rounds far longer.
+    thread_sleep(Duration::from_millis(600));
     for (i, c) in clients.iter_mut().enumerate() {
         if i % 4 == 0 {
             c.write_all(b"x").unwrap();
@@ -165,7 +174,7 @@ fn many_lingers_with_periods_out_of_order_each_get_their_own_answer() {
             }
             _ => {
                 assert!(!readable, "{i}");
-                assert!(took >= Duration::from_millis(30), "{i}: {took:?}");
+                assert!(took >= Duration::from_millis(100), "{i}: {took:?}");
                 assert!(took < Duration::from_millis(1400), "{i}: {took:?}");
             }
         }
