@@ -472,14 +472,16 @@ impl Source {
             return Ok(true);
         }
         let deadline = local.round_now() + period;
-        let me = task::with_current(Arc::clone).expect("in a fiber");
-        Ok(park_on(
-            slot,
-            Dir::Read,
-            &me,
-            || task::park_fifo(local, deadline, &me),
-            || local.round_now() >= deadline,
-        ))
+        let woke = task::with_current(|me| {
+            park_on(
+                slot,
+                Dir::Read,
+                me,
+                || task::park_fifo(local, deadline, me),
+                || local.round_now() >= deadline,
+            )
+        });
+        Ok(woke.expect("in a fiber"))
     }
 
     /// The fd's registration, made now in `local`'s epoll if there is none yet (with

@@ -41,6 +41,7 @@ pub(crate) struct Config {
     pub(crate) stack_size: usize,
     pub(crate) warm_stacks: usize,
     pub(crate) policy: SpawnPolicy,
+    pub(crate) on_round: Option<fn()>,
 }
 
 /// Configures and starts a [`Runtime`].
@@ -52,6 +53,7 @@ pub struct Builder {
     policy: SpawnPolicy,
     blocking_threads: usize,
     name: String,
+    on_round: Option<fn()>,
 }
 
 impl Default for Builder {
@@ -63,6 +65,7 @@ impl Default for Builder {
             policy: SpawnPolicy::Local,
             blocking_threads: DEFAULT_BLOCKING_THREADS,
             name: "weft-fiber".into(),
+            on_round: None,
         }
     }
 }
@@ -100,6 +103,15 @@ impl Builder {
         self
     }
 
+    /// A function each worker calls on its own thread after every poll for I/O events, before
+    /// it runs the fibers the events woke: the start of a scheduling round. A place to refresh
+    /// per-thread caches once per round (the time of day, as an event loop keeps it) instead
+    /// of once per use.
+    pub fn on_round(mut self, f: fn()) -> Self {
+        self.on_round = Some(f);
+        self
+    }
+
     /// Thread name prefix (default `weft-fiber`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -123,6 +135,7 @@ impl Builder {
                 stack_size: self.stack_size,
                 warm_stacks: self.warm_stacks,
                 policy: self.policy,
+                on_round: self.on_round,
             },
             shutdown: AtomicBool::new(false),
             blocking: BlockingPool::new(self.blocking_threads, format!("{}-blocking", self.name)),

@@ -341,6 +341,7 @@ impl Local {
                     self.poll_io(0);
                     let now = Instant::now();
                     self.round_now.set(now);
+                    self.new_round();
                     if self.has_timers() {
                         self.fire_timers(now);
                     }
@@ -376,9 +377,17 @@ impl Local {
             self.timers.borrow_mut().shrink();
             self.poll_io(timeout);
             self.round_now.set(Instant::now());
+            self.new_round();
             remote.sleeping.store(false, Ordering::Relaxed);
         }
         self.teardown();
+    }
+
+    /// Calls the runtime's round hook ([`crate::Builder::on_round`]), if any.
+    fn new_round(&self) {
+        if let Some(f) = self.shared.config.on_round {
+            f();
+        }
     }
 
     /// Cancels everything left: queued spawns, live fibers (unwound on this thread, their

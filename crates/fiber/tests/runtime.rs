@@ -435,3 +435,29 @@ fn hundred_thousand_fibers_ping_pong_through_channels() {
         weft_fiber::proc::guard_pages()
     );
 }
+
+#[test]
+fn the_round_hook_runs_on_the_worker_after_each_poll() {
+    thread_local! {
+        static ROUNDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    fn hook() {
+        ROUNDS.with(|r| r.set(r.get() + 1));
+    }
+    let rt = Runtime::builder()
+        .workers(1)
+        .on_round(hook)
+        .build()
+        .unwrap();
+    // Each sleep parks the only fiber, so the worker polls (and starts a round) to wake it.
+    let (before, after) = rt.block_on(|| {
+        let before = ROUNDS.with(|r| r.get());
+        for _ in 0..5 {
+            weft_fiber::sleep(Duration::from_millis(2));
+        }
+        (before, ROUNDS.with(|r| r.get()))
+    });
+    assert!(after >= before + 5, "rounds {before} -> {after}");
+    // The hook ran on the worker's thread, not on this one.
+    assert_eq!(ROUNDS.with(|r| r.get()), 0);
+}

@@ -9,10 +9,37 @@ pub const DATE_LEN: usize = 29;
 
 thread_local! {
     static CACHE: Cell<(u64, [u8; DATE_LEN])> = const { Cell::new((u64::MAX, [0; DATE_LEN])) };
+    /// How this thread reads the clock: see [`Clock`].
+    static CLOCK: Cell<Clock> = const { Cell::new(Clock::EveryCall) };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    /// A plain thread: every call reads the clock.
+    EveryCall,
+    /// An event-loop thread that called [`new_round`] since the cache was last checked.
+    RoundStale,
+    /// An event-loop thread whose cache was checked in the current round.
+    RoundFresh,
+}
+
+/// Marks the start of an event-loop round on the calling thread (after a poll for I/O, before
+/// the work it woke): from then on this thread reads the clock at most once per round, as
+/// nginx updates its cached time once per loop iteration. A `Date` can then lag by the length
+/// of one round — the time the loop spends between two polls.
+pub fn new_round() {
+    CLOCK.with(|c| c.set(Clock::RoundStale));
 }
 
 /// The current time as an IMF-fixdate, reformatted when the second changes.
 pub fn now() -> [u8; DATE_LEN] {
+    let clock = CLOCK.with(Cell::get);
+    if clock == Clock::RoundFresh {
+        return CACHE.with(Cell::get).1;
+    }
+    if clock == Clock::RoundStale {
+        CLOCK.with(|c| c.set(Clock::RoundFresh));
+    }
     let secs = unix_secs_coarse();
     CACHE.with(|c| {
         let (cached, value) = c.get();
@@ -93,6 +120,28 @@ mod tests {
             coarse + 1 >= before && coarse <= after,
             "{before} {coarse} {after}"
         );
+    }
+
+    #[test]
+    fn a_round_reads_the_clock_once() {
+        // On a fresh thread: the cache starts empty, so a cached value shows up as the
+        // sentinel second below and a clock read as a real date.
+        std::thread::spawn(|| {
+            CACHE.with(|c| c.set((0, *b"Thu, 01 Jan 1970 00:00:00 GMT")));
+            // A plain thread reads the clock on every call.
+            assert_ne!(&now(), b"Thu, 01 Jan 1970 00:00:00 GMT");
+            new_round();
+            let first = now();
+            assert!(parse(&first).is_some());
+            // Within the round the cached value is returned as is, even if stale.
+            CACHE.with(|c| c.set((0, *b"Thu, 01 Jan 1970 00:00:00 GMT")));
+            assert_eq!(&now(), b"Thu, 01 Jan 1970 00:00:00 GMT");
+            // The next round reads the clock again.
+            new_round();
+            assert_ne!(&now(), b"Thu, 01 Jan 1970 00:00:00 GMT");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -20,7 +20,13 @@ pub struct ReadBuf {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// Storage for the next [`ReadBuf::split_head`], given back by [`ReadBuf::recycle_head`]:
+    /// a keep-alive connection copies each head out without an allocation.
+    spare: Vec<u8>,
 }
+
+/// A recycled head copy larger than this is freed instead of kept.
+const SPARE_HEAD_MAX: usize = 8 * 1024;
 
 impl ReadBuf {
     /// An empty buffer of `capacity` bytes.
@@ -29,6 +35,23 @@ impl ReadBuf {
             buf: vec![0; capacity],
             start: 0,
             end: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Moves the first `n` unconsumed bytes (a request head) out into an owned buffer.
+    pub fn split_head(&mut self, n: usize) -> Vec<u8> {
+        let mut head = std::mem::take(&mut self.spare);
+        head.clear();
+        head.extend_from_slice(&self.data()[..n]);
+        self.consume(n);
+        head
+    }
+
+    /// Gives back a buffer from [`ReadBuf::split_head`] once its request is done.
+    pub fn recycle_head(&mut self, head: Vec<u8>) {
+        if head.capacity() <= SPARE_HEAD_MAX && head.capacity() > self.spare.capacity() {
+            self.spare = head;
         }
     }
 
@@ -414,5 +437,33 @@ impl Read for RequestBody<'_> {
             }
             Err(e) => Err(self.fail(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReadBuf;
+
+    #[test]
+    fn split_head_reuses_the_recycled_storage() {
+        let mut rbuf = ReadBuf::new(64);
+        let mut src: &[u8] = b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n";
+        rbuf.fill(&mut src, 1024).unwrap();
+        let first = rbuf.split_head(19);
+        assert_eq!(first, b"GET /a HTTP/1.1\r\n\r\n");
+        assert_eq!(rbuf.data(), b"GET /b HTTP/1.1\r\n\r\n");
+        let storage = first.as_ptr();
+        rbuf.recycle_head(first);
+        let second = rbuf.split_head(19);
+        assert_eq!(second, b"GET /b HTTP/1.1\r\n\r\n");
+        assert_eq!(
+            second.as_ptr(),
+            storage,
+            "the head copy was not made in the recycled buffer"
+        );
+        assert!(rbuf.is_empty());
+        // A copy over the cap is dropped rather than kept.
+        rbuf.recycle_head(Vec::with_capacity(super::SPARE_HEAD_MAX + 1));
+        assert!(rbuf.spare.capacity() <= super::SPARE_HEAD_MAX);
     }
 }

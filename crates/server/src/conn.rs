@@ -111,22 +111,25 @@ struct Scratch {
 const SCRATCH_POOL: usize = 32;
 
 thread_local! {
-    static POOL: std::cell::RefCell<Vec<Scratch>> = const { std::cell::RefCell::new(Vec::new()) };
+    // Boxed: a set is several hundred bytes, and it moves in and out of the pool per request
+    // of a lingering connection (moving a box is moving a pointer).
+    #[allow(clippy::vec_box)]
+    static POOL: std::cell::RefCell<Vec<Box<Scratch>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn take_scratch(limits: weft_http::Limits) -> Scratch {
+fn take_scratch(limits: &weft_http::Limits) -> Box<Scratch> {
     let pooled = POOL.with(|p| p.borrow_mut().pop());
     match pooled {
-        Some(s) if *s.parser.limits() == limits => s,
-        _ => Scratch {
-            parser: Parser::new(limits),
+        Some(s) if s.parser.limits() == limits => s,
+        _ => Box::new(Scratch {
+            parser: Parser::new(*limits),
             rbuf: ReadBuf::new(READ_BUF),
             wbuf: Vec::with_capacity(512),
-        },
+        }),
     }
 }
 
-fn give_scratch(mut s: Scratch) {
+fn give_scratch(mut s: Box<Scratch>) {
     s.rbuf.consume(s.rbuf.len());
     s.rbuf.shrink_if_idle(READ_BUF);
     s.wbuf.clear();
@@ -149,9 +152,18 @@ fn serve_inner<T: Transport>(
     first: bool,
 ) -> io::Result<Served> {
     let mut first = first;
+    let limits = app.cfg.limits.http();
     loop {
-        let mut scratch = take_scratch(app.cfg.limits.http());
-        let result = serve_with(stream, app, info, return_when_idle, first, &mut scratch);
+        let mut scratch = take_scratch(&limits);
+        let result = serve_with(
+            stream,
+            app,
+            info,
+            return_when_idle,
+            first,
+            &limits,
+            &mut scratch,
+        );
         give_scratch(scratch);
         // Idle: wait a little for the next request in this fiber (its buffers back in the
         // pool meanwhile, so a burst of lingering connections leaves no heap behind), and
@@ -173,10 +185,10 @@ fn serve_with<T: Transport>(
     info: &ConnInfo,
     return_when_idle: bool,
     mut first: bool,
+    limits: &weft_http::Limits,
     scratch: &mut Scratch,
 ) -> io::Result<Served> {
     let cfg = &app.cfg;
-    let limits = cfg.limits.http();
     let Scratch { parser, rbuf, wbuf } = scratch;
     let mut served_any = false;
     if first {
@@ -212,7 +224,7 @@ fn serve_with<T: Transport>(
         first = false;
         served_any = true;
         let req = take_request(parser, rbuf, head_len, info);
-        let (resp, keep_alive) = handle(stream, rbuf, app, &req, &limits, &mut times);
+        let (resp, keep_alive) = handle(stream, rbuf, app, &req, limits, &mut times);
         let status = resp.status;
         let result = if timed {
             let extra = if cfg.timing.server_timing {
@@ -249,7 +261,7 @@ fn serve_with<T: Transport>(
             }
             return Ok(Served::Closed);
         }
-        parser.recycle(req.into_head());
+        recycle_request(parser, rbuf, req);
         rbuf.shrink_if_idle(READ_BUF);
     }
 }
@@ -263,14 +275,14 @@ pub(crate) fn take_request(
     info: &ConnInfo,
 ) -> Request {
     let head = parser.take_head();
-    let req = Request::new(
-        Bytes::copy_from_slice(&rbuf.data()[..head_len]),
-        head,
-        info.peer,
-        info.local,
-    );
-    rbuf.consume(head_len);
-    req
+    Request::new(rbuf.split_head(head_len), head, info.peer, info.local)
+}
+
+/// Gives the storage of a finished request back to the parser and read buffer it came from.
+pub(crate) fn recycle_request(parser: &mut Parser, rbuf: &mut ReadBuf, req: Request) {
+    let (head, bytes) = req.into_parts();
+    parser.recycle(head);
+    rbuf.recycle_head(bytes);
 }
 
 /// The response to a request head that could not be read (`status` from a parse error, a
@@ -579,7 +591,7 @@ pub(crate) fn encode_response(
     if let Body::Prepared(entry) = &resp.body {
         return encode_prepared(wbuf, entry, req, keep_alive, extra);
     }
-    let resp = match encode_head(wbuf, &resp, req, keep_alive, extra) {
+    let mut resp = match encode_head(wbuf, &resp, req, keep_alive, extra) {
         Ok(()) => resp,
         Err(bad) => {
             log::error!("handler produced an invalid header {bad:?}; answering 500");
@@ -589,6 +601,7 @@ pub(crate) fn encode_response(
             r
         }
     };
+    crate::response::recycle_headers(std::mem::take(&mut resp.headers));
     let head_only =
         req.is_some_and(|r| r.method() == Method::Head) || status_has_no_body(resp.status);
     let head_len = wbuf.len() as u64;

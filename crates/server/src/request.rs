@@ -2,24 +2,29 @@
 
 use std::net::SocketAddr;
 
-use bytes::Bytes;
 use weft_http::{Method, RequestHead, Version};
 
 /// One parsed request. Owns its head bytes, so it can outlive the connection's read buffer
 /// (the pipeline model passes it between stages).
 #[derive(Debug, Clone)]
 pub struct Request {
-    bytes: Bytes,
+    bytes: Vec<u8>,
     head: RequestHead,
     peer: SocketAddr,
     local: SocketAddr,
 }
 
 impl Request {
-    /// Wraps a head parsed from `bytes`.
-    pub fn new(bytes: Bytes, head: RequestHead, peer: SocketAddr, local: SocketAddr) -> Request {
+    /// Wraps a head parsed from `bytes` (a `Vec<u8>`, or `Bytes` without a copy when it owns
+    /// its whole allocation).
+    pub fn new(
+        bytes: impl Into<Vec<u8>>,
+        head: RequestHead,
+        peer: SocketAddr,
+        local: SocketAddr,
+    ) -> Request {
         Request {
-            bytes,
+            bytes: bytes.into(),
             head,
             peer,
             local,
@@ -78,9 +83,10 @@ impl Request {
         })
     }
 
-    /// Takes the parsed head out (the connection gives its storage back to its parser).
-    pub(crate) fn into_head(self) -> RequestHead {
-        self.head
+    /// Takes the parsed head and its bytes out (the connection gives their storage back to its
+    /// parser and read buffer).
+    pub(crate) fn into_parts(self) -> (RequestHead, Vec<u8>) {
+        (self.head, self.bytes)
     }
 
     /// The parsed head (framing, expectations, spans).

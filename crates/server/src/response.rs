@@ -98,6 +98,38 @@ impl Body {
 /// Header name and value as a handler sets them.
 pub type HeaderPair = (Cow<'static, str>, Cow<'static, [u8]>);
 
+/// Header lists kept per thread for the next responses.
+const HEADER_LISTS: usize = 8;
+/// A list that grew past this many headers is freed instead of kept.
+const HEADER_LIST_MAX: usize = 32;
+
+thread_local! {
+    /// Emptied header lists of responses already encoded: a handler that adds headers to
+    /// every response (most do) reuses one instead of allocating and freeing it per request.
+    static HEADER_POOL: std::cell::RefCell<Vec<Vec<HeaderPair>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn pooled_headers() -> Vec<HeaderPair> {
+    HEADER_POOL
+        .with(|p| p.borrow_mut().pop())
+        .unwrap_or_default()
+}
+
+/// Gives the header list of an encoded response back to this thread's pool.
+pub(crate) fn recycle_headers(mut headers: Vec<HeaderPair>) {
+    if headers.capacity() == 0 || headers.capacity() > HEADER_LIST_MAX {
+        return;
+    }
+    headers.clear();
+    HEADER_POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < HEADER_LISTS {
+            p.push(headers);
+        }
+    });
+}
+
 /// A response: status, headers, body.
 #[derive(Debug)]
 pub struct Response {
@@ -113,7 +145,7 @@ impl Response {
     pub fn new(status: u16) -> Response {
         Response {
             status,
-            headers: Vec::new(),
+            headers: pooled_headers(),
             body: Body::Empty,
             close: false,
         }
@@ -218,5 +250,32 @@ impl From<&'static [u8]> for HeaderValue {
 impl From<BodyStream> for Body {
     fn from(s: BodyStream) -> Body {
         Body::Stream(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_encoded_response_gives_its_header_list_to_the_next() {
+        // On a fresh thread, so no other test's lists are in its pool.
+        std::thread::spawn(|| {
+            let first = Response::new(200).header("Content-Type", "text/plain");
+            let storage = first.headers.as_ptr();
+            recycle_headers(first.headers);
+            let next = Response::new(200);
+            assert!(next.headers.is_empty());
+            assert_eq!(next.headers.as_ptr(), storage, "the list was not reused");
+            // An oversized list is freed, not pooled.
+            let mut big = Response::new(200);
+            for i in 0..=HEADER_LIST_MAX {
+                big = big.header(format!("X-{i}"), "v");
+            }
+            recycle_headers(big.headers);
+            assert!(HEADER_POOL.with(|p| p.borrow().is_empty()));
+        })
+        .join()
+        .unwrap();
     }
 }

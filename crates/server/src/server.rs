@@ -317,6 +317,8 @@ impl Server {
                 weft_fiber::Runtime::builder()
                     .workers(workers)
                     .stack_size(app.cfg.fiber.stack_size)
+                    // Each response's Date comes from a clock read once per scheduling round.
+                    .on_round(weft_http::date::new_round)
                     .name("weft-fiber")
                     .build()?,
             )

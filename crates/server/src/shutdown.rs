@@ -8,7 +8,10 @@
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::sync::{Arc, Mutex};
 
 use crate::sys;
@@ -74,7 +77,12 @@ impl Registration {
     /// Marks the connection idle (waiting for a request) or busy. Returns false if shutdown
     /// has begun, in which case an idle connection should close instead of waiting.
     pub fn set_idle(&self, idle: bool) -> bool {
-        self.idle.store(idle, SeqCst);
+        // Only this connection writes its flag, so a relaxed read sees its own last store; an
+        // unchanged flag skips the store (a full barrier on x86), and the earlier SeqCst store
+        // still orders before the check below.
+        if self.idle.load(Relaxed) != idle {
+            self.idle.store(idle, SeqCst);
+        }
         !self.owner.is_set()
     }
 }

@@ -300,7 +300,7 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
     conn.times = conn::Times::default();
     if let Some(req) = out.req {
         conn::log_access(&conn.app, &conn.info, &req, out.status, out.body_len);
-        conn.parser.recycle(req.into_head());
+        conn::recycle_request(&mut conn.parser, &mut conn.rbuf, req);
     }
     if !out.keep_alive {
         return linger(conn);
