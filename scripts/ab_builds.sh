@@ -26,21 +26,14 @@ PID[nginx]=$!; PORT[nginx]=$port
 trap 'kill "${PID[@]}" 2>/dev/null; rm -rf "$work"' EXIT
 sleep 1
 HZ=$(getconf CLK_TCK)
-# utime and stime ticks of a process and its children (nginx's worker is a child).
-cpu() {
-  local u=0 s=0 p a b
-  for p in $1 $(pgrep -P "$1" || true); do
-    read -r a b < <(awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12], f[13] }' "/proc/$p/stat")
-    u=$((u + a)); s=$((s + b))
-  done
-  echo "$u $s"
-}
+# cpu_ticks PID: "user sys" ticks of PID and its children.
+source scripts/cpu_ticks.sh
 echo "name,run,rps,cpu_us,user_us,sys_us" >"$out"
 for r in $(seq 1 "$runs"); do
   for n in $(printf '%s\n' "${!PID[@]}" | sort); do
-    read -r u0 s0 < <(cpu "${PID[$n]}")
+    read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
     o=$(taskset -c 1 wrk -t1 -c"$c" -d3s "http://127.0.0.1:${PORT[$n]}$path")
-    read -r u1 s1 < <(cpu "${PID[$n]}")
+    read -r u1 s1 < <(cpu_ticks "${PID[$n]}")
     reqs=$(awk '/requests in/ {print $1}' <<<"$o"); rps=$(awk '/Requests\/sec/ {print $2}' <<<"$o")
     awk -v n="$n" -v r="$r" -v rps="$rps" -v u=$((u1 - u0)) -v k=$((s1 - s0)) -v q="$reqs" -v hz="$HZ" \
       'BEGIN { printf "%s,%d,%s,%.3f,%.3f,%.3f\n", n, r, rps, (u + k) / hz * 1e6 / q, u / hz * 1e6 / q, k / hz * 1e6 / q }' >>"$out"

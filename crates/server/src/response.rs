@@ -110,9 +110,13 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
+// `try_with`: a response made or dropped while the thread's locals are being destroyed goes
+// without the pool.
 fn pooled_headers() -> Vec<HeaderPair> {
     HEADER_POOL
-        .with(|p| p.borrow_mut().pop())
+        .try_with(|p| p.borrow_mut().pop())
+        .ok()
+        .flatten()
         .unwrap_or_default()
 }
 
@@ -122,7 +126,7 @@ pub(crate) fn recycle_headers(mut headers: Vec<HeaderPair>) {
         return;
     }
     headers.clear();
-    HEADER_POOL.with(|p| {
+    let _ = HEADER_POOL.try_with(|p| {
         let mut p = p.borrow_mut();
         if p.len() < HEADER_LISTS {
             p.push(headers);
