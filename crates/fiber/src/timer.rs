@@ -61,6 +61,17 @@ impl Entry {
     fn live(&self) -> bool {
         self.task.armed_timer.load(Ordering::Relaxed) == self.seq
     }
+
+    /// Wakes the task of an entry taken off its lane if the timer is still armed; false for
+    /// a dead (cancelled or replaced) entry.
+    fn fire(self) -> bool {
+        if !self.live() {
+            return false;
+        }
+        self.task.armed_timer.store(0, Ordering::Relaxed);
+        self.task.unpark_owned();
+        true
+    }
 }
 
 /// The timers of one worker (only its thread touches them).
@@ -138,11 +149,7 @@ impl Timers {
                 let at = front.deadline;
                 return Some(next.map_or(at, |n| n.min(at)));
             }
-            let e = self.fifo.pop_front().expect("looked at the front");
-            if e.live() {
-                e.task.armed_timer.store(0, Ordering::Relaxed);
-                e.task.unpark_owned();
-            }
+            self.fifo.pop_front().expect("looked at the front").fire();
         }
         next
     }
@@ -153,10 +160,7 @@ impl Timers {
                 return Some(top.deadline);
             }
             let Reverse(e) = self.heap.pop().expect("peeked");
-            if e.live() {
-                e.task.armed_timer.store(0, Ordering::Relaxed);
-                e.task.unpark_owned();
-            } else {
+            if !e.fire() {
                 self.dead = self.dead.saturating_sub(1);
             }
         }

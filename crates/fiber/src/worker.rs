@@ -340,8 +340,7 @@ impl Local {
                 if tick % IO_POLL_INTERVAL == 0 {
                     self.poll_io(0);
                     let now = Instant::now();
-                    self.round_now.set(now);
-                    self.new_round();
+                    self.begin_round(now);
                     if self.has_timers() {
                         self.fire_timers(now);
                     }
@@ -376,15 +375,16 @@ impl Local {
             self.stacks.trim(IDLE_WARM_STACKS);
             self.timers.borrow_mut().shrink();
             self.poll_io(timeout);
-            self.round_now.set(Instant::now());
-            self.new_round();
+            self.begin_round(Instant::now());
             remote.sleeping.store(false, Ordering::Relaxed);
         }
         self.teardown();
     }
 
-    /// Calls the runtime's round hook ([`crate::Builder::on_round`]), if any.
-    fn new_round(&self) {
+    /// Starts a scheduling round after a poll of epoll: sets the round clock to `now` (just
+    /// read) and calls the runtime's round hook ([`crate::Builder::on_round`]), if any.
+    fn begin_round(&self, now: Instant) {
+        self.round_now.set(now);
         if let Some(f) = self.shared.config.on_round {
             f();
         }
