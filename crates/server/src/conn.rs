@@ -153,6 +153,7 @@ fn serve_inner<T: Transport>(
 ) -> io::Result<Served> {
     let mut first = first;
     let limits = app.cfg.limits.http();
+    let period = linger_period(&app.cfg);
     loop {
         let mut scratch = take_scratch(&limits);
         let result = serve_with(
@@ -169,7 +170,6 @@ fn serve_inner<T: Transport>(
         // pool meanwhile, so a burst of lingering connections leaves no heap behind), and
         // hand the connection back only if none comes.
         if let Ok(Served::Idle) = result {
-            let period = linger_period(&app.cfg);
             if !period.is_zero() && stream.linger(period) {
                 first = false;
                 continue;
