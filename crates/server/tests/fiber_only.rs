@@ -66,15 +66,7 @@ fn ten_thousand_keep_alive_connections_each_served_once() {
         std::thread::sleep(Duration::from_millis(50));
     }
     for (i, c) in conns.iter_mut().enumerate() {
-        c.send(b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n");
-        let r = c
-            .read_response()
-            .unwrap_or_else(|e| panic!("connection {i}: {e:?}"));
-        assert_eq!(
-            (r.status, r.body.as_slice()),
-            (200, &b"echo"[..]),
-            "connection {i}"
-        );
+        echo(c, &format!("connection {i}"));
     }
     // Still all open after their request (keep-alive).
     assert_eq!(open_connections(&srv), CONNECTIONS as u64);
@@ -129,11 +121,7 @@ fn one_acceptor_dispatching_to_two_workers_serves_every_connection() {
     let mut conns: Vec<Conn> = (0..8).map(|_| srv.connect()).collect();
     for round in 0..3 {
         for (i, c) in conns.iter_mut().enumerate() {
-            c.send(b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n");
-            let r = c
-                .read_response()
-                .unwrap_or_else(|e| panic!("conn {i} round {round}: {e:?}"));
-            assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+            echo(c, &format!("conn {i} round {round}"));
         }
     }
     srv.assert_alive();
@@ -151,12 +139,18 @@ fn keep_alive_requests_are_served_before_during_and_after_the_linger_period() {
         let mut c = srv.connect();
         for (i, gap) in [0u64, 50, 400, 10, 300].into_iter().enumerate() {
             std::thread::sleep(Duration::from_millis(gap));
-            c.send(b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n");
-            let r = c
-                .read_response()
-                .unwrap_or_else(|e| panic!("linger {linger}, request {i}: {e:?}"));
-            assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+            echo(&mut c, &format!("linger {linger}, request {i}"));
         }
         srv.assert_alive();
     }
+}
+
+/// Sends `GET /echo` on `c` and checks the answer is `200 echo`; `what` names the request in a
+/// failure.
+fn echo(c: &mut Conn, what: &str) {
+    c.send(b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n");
+    let r = c
+        .read_response()
+        .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]), "{what}");
 }
