@@ -5,6 +5,9 @@
 // calls epoll, mmap/madvise and sigaction; miri can execute none of these.
 #![cfg(not(miri))]
 
+mod common;
+
+use common::{rt_named, thread_sleep};
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
@@ -15,20 +18,6 @@ use std::time::{Duration, Instant};
 
 use weft_fiber::net::{Readiness, TcpListener};
 use weft_fiber::{Handle, Runtime};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder()
-        .workers(workers)
-        .name("idle")
-        .build()
-        .unwrap()
-}
-
-/// Test threads are plain threads: blocking them is fine (the ban is for fiber code).
-#[allow(clippy::disallowed_methods)]
-fn thread_sleep(d: Duration) {
-    std::thread::sleep(d);
-}
 
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -82,7 +71,7 @@ fn park_n(
 
 #[test]
 fn parked_connections_hold_no_fiber_and_wake_on_a_byte() {
-    let rt = rt(2);
+    let rt = rt_named(2, "idle");
     let (tx, rx) = mpsc::channel();
     let mut clients = park_n(&rt, 200, None, tx);
     wait_until("entries in the table", || rt.stats().idle == 200);
@@ -106,7 +95,7 @@ fn parked_connections_hold_no_fiber_and_wake_on_a_byte() {
 
 #[test]
 fn timeouts_fire_and_a_timed_out_connection_can_park_again() {
-    let rt = rt(2);
+    let rt = rt_named(2, "idle");
     let (tx, rx) = mpsc::channel();
     let t = Instant::now();
     let mut clients = park_n(&rt, 50, Some(Duration::from_millis(40)), tx.clone());
@@ -155,7 +144,7 @@ fn timeouts_fire_and_a_timed_out_connection_can_park_again() {
 
 #[test]
 fn peer_close_and_shutdown_read_wake_a_parked_connection() {
-    let rt = rt(1);
+    let rt = rt_named(1, "idle");
     let (tx, rx) = mpsc::channel();
     let clients = park_n(&rt, 2, None, tx);
     // The peer closes the first: Readable, the read sees end of stream.
@@ -195,7 +184,7 @@ fn peer_close_and_shutdown_read_wake_a_parked_connection() {
 
 #[test]
 fn an_already_readable_connection_runs_at_once() {
-    let rt = rt(1);
+    let rt = rt_named(1, "idle");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (tx, rx) = mpsc::channel();
@@ -243,7 +232,7 @@ fn an_already_readable_connection_runs_at_once() {
 /// registration: the callback runs on worker 0, woken by worker 0's epoll.
 #[test]
 fn parking_moves_the_registration_to_the_calling_worker() {
-    let rt = rt(2);
+    let rt = rt_named(2, "idle");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (s, _) = l.accept().unwrap();
@@ -284,7 +273,7 @@ fn shutdown_drops_parked_connections_without_running_them() {
         }
     }
     const N: usize = 100;
-    let rt = rt(2);
+    let rt = rt_named(2, "idle");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let mut clients: Vec<_> = (0..N)
@@ -355,7 +344,7 @@ fn from_a_plain_thread_a_polling_thread_runs_the_callback() {
 #[test]
 fn a_panicking_callback_ends_only_its_own_fiber() {
     // One worker, so the callbacks after the panic run on the very thread it unwound.
-    let rt = rt(1);
+    let rt = rt_named(1, "idle");
     let (tx, rx) = mpsc::channel::<usize>();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();

@@ -7,31 +7,19 @@
 // calls epoll, mmap/madvise and sigaction; miri can execute none of these.
 #![cfg(not(miri))]
 
+mod common;
+
+use common::{rt_named, thread_sleep};
 use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use weft_fiber::net::{Readiness, TcpListener, TcpStream};
-use weft_fiber::Runtime;
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder()
-        .workers(workers)
-        .name("linger")
-        .build()
-        .unwrap()
-}
-
-/// Test threads are plain threads: blocking them is fine (the ban is for fiber code).
-#[allow(clippy::disallowed_methods)]
-fn thread_sleep(d: Duration) {
-    std::thread::sleep(d);
-}
 
 #[test]
 fn bytes_peer_close_and_shutdown_read_end_a_linger_early() {
-    let rt = rt(1);
+    let rt = rt_named(1, "linger");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let long = Duration::from_secs(30);
@@ -79,7 +67,7 @@ fn bytes_peer_close_and_shutdown_read_end_a_linger_early() {
 
 #[test]
 fn a_quiet_connection_ends_its_linger_after_the_period_and_can_park_without_a_fiber() {
-    let rt = rt(1);
+    let rt = rt_named(1, "linger");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let (tx, rx) = mpsc::channel();
@@ -125,7 +113,7 @@ fn many_lingers_with_periods_out_of_order_each_get_their_own_answer() {
     // Periods alternate long and short, so a short one armed after a long one cannot join
     // the FIFO lane in order and goes to the heap: both lanes fire, each at its deadline.
     const N: usize = 120;
-    let rt = rt(2);
+    let rt = rt_named(2, "linger");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let (tx, rx) = mpsc::channel();

@@ -4,6 +4,9 @@
 // calls epoll, mmap/madvise and sigaction; miri can execute none of these.
 #![cfg(not(miri))]
 
+mod common;
+
+use common::{rt, thread_sleep};
 use std::fs::File;
 use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr};
@@ -16,10 +19,6 @@ use weft_fiber::io::{pipe, PipeReader, PipeWriter};
 use weft_fiber::net::{TcpListener, TcpStream};
 use weft_fiber::sync::WaitGroup;
 use weft_fiber::{Handle, Runtime};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 /// An echo server: one fiber per connection, spread over the workers.
 fn echo_server(rt: &Runtime, listener: TcpListener, conns: usize) -> weft_fiber::JoinHandle<()> {
@@ -269,12 +268,6 @@ fn sendfile_and_vectored_writes() {
     assert_eq!(got.len(), want.len());
     assert!(got == want);
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Test threads are plain threads: blocking them is fine (the ban is for fiber code).
-#[allow(clippy::disallowed_methods)]
-fn thread_sleep(d: Duration) {
-    std::thread::sleep(d);
 }
 
 #[test]

@@ -4,23 +4,16 @@
 // calls epoll, mmap/madvise and sigaction; miri can execute none of these.
 #![cfg(not(miri))]
 
+mod common;
+
+use common::{rt, thread_sleep};
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weft_fiber::net::{TcpListener, TcpStream};
-use weft_fiber::{IoCounters, Runtime};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
-
-/// Test threads are plain threads: blocking them is fine (the ban is for fiber code).
-#[allow(clippy::disallowed_methods)]
-fn thread_sleep(d: Duration) {
-    std::thread::sleep(d);
-}
+use weft_fiber::IoCounters;
 
 /// A connected pair of fiber streams: (client, server).
 fn pair() -> (TcpStream, TcpStream) {

@@ -4,16 +4,15 @@
 // calls epoll, mmap/madvise and sigaction; miri can execute none of these.
 #![cfg(not(miri))]
 
+mod common;
+
+use common::rt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weft_fiber::sync::{bounded, channel, Mutex, WaitGroup};
 use weft_fiber::{Handle, Runtime, SpawnPolicy};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 #[test]
 fn join_from_a_thread_and_from_a_fiber() {

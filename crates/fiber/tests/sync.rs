@@ -3,6 +3,9 @@
 // calls epoll, mmap/madvise and sigaction; miri can execute none of these.
 #![cfg(not(miri))]
 
+mod common;
+
+use common::rt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,11 +13,6 @@ use std::time::{Duration, Instant};
 use weft_fiber::sync::{
     bounded, channel, Mutex, RecvError, RecvTimeoutError, TryRecvError, TrySendError, WaitGroup,
 };
-use weft_fiber::Runtime;
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 /// Test threads are plain threads: blocking them is fine (the ban is for fiber code).
 #[allow(clippy::disallowed_methods)]
