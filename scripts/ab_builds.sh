@@ -7,16 +7,19 @@
 #   scripts/ab_builds.sh OUT.csv RUNS CONNS PATH BUILD...
 #   e.g. scripts/ab_builds.sh /tmp/ab.csv 9 50 /echo /tmp/weft-before target/release/weft
 #
-# Builds are named w1, w2, ... in the order given. Needs wrk and nginx.
+# A build may be BINARY@CONFIG.toml to serve with that configuration file (e.g. one setting
+# `[fiber] linger = "0s"`). Builds are named w1, w2, ... in the order given. Needs wrk and nginx.
 set -u
 out=$1; runs=$2; c=$3; path=$4; shift 4
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 declare -A PID PORT
 port=18300; i=0
-for b in "$@"; do
+for arg in "$@"; do
   port=$((port + 1)); i=$((i + 1)); name="w$i"
-  taskset -c 0 "$b" serve --root www --threads 1 --listen "127.0.0.1:$port=fiber" >"$work/$name.log" 2>&1 &
+  b=${arg%%@*}; config=()
+  if [[ $arg == *@* ]]; then config=(--config "${arg#*@}"); fi
+  taskset -c 0 "$b" serve "${config[@]}" --root www --threads 1 --listen "127.0.0.1:$port=fiber" >"$work/$name.log" 2>&1 &
   PID[$name]=$!; PORT[$name]=$port
 done
 port=$((port + 1))

@@ -37,6 +37,10 @@ pub enum Readiness {
 /// The callback of a parked connection.
 pub(crate) type IdleFn = Box<dyn FnOnce(TcpStream, Readiness) + Send>;
 
+/// A woken connection waiting in the run queue for its fiber's first run: the stream, the
+/// callback and why it runs.
+pub(crate) type Unstarted = (TcpStream, IdleFn, Readiness);
+
 /// Names a parked connection: its slab index and the generation of that slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct IdleKey {

@@ -42,6 +42,9 @@ pub(crate) type FiberYielder = Yielder<(), Suspend>;
 #[derive(Default)]
 pub(crate) struct LocalPart {
     pub(crate) co: Option<Co>,
+    /// A connection woken from the idle table whose fiber has no stack yet: the worker binds
+    /// one when the task first runs (see `Local::spawn_idle`).
+    pub(crate) unstarted: Option<crate::idle::Unstarted>,
     /// Index in the worker's fiber table.
     pub(crate) slot: usize,
     /// Guard page range and usable size of the stack, for the overflow handler.

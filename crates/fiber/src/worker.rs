@@ -27,7 +27,7 @@ use crate::reactor::IoSlot;
 use crate::runtime::{bump, Msg, Remote, Shared, WorkerStats};
 use crate::stack::StackPool;
 use crate::sys;
-use crate::task::{self, Co, FiberYielder, LocalPart, Suspend, Task};
+use crate::task::{self, Co, FiberYielder, Suspend, Task};
 use crate::task::{DONE, RUNNING, SCHEDULED};
 use crate::timer::Timers;
 
@@ -103,28 +103,38 @@ impl Local {
     where
         B: FnOnce(&FiberYielder, ()) + 'static,
     {
-        let stack = match self.stacks.get() {
-            Ok(s) => s,
-            Err(_) => {
-                // No memory for a stack: dropping the body reports `Cancelled` to the handle.
-                task.state.store(DONE, Ordering::Release);
-                drop(body);
-                return;
-            }
+        if !self.bind_stack(&task, body) {
+            // No memory for a stack: dropping the body reported `Cancelled` to the handle.
+            task.state.store(DONE, Ordering::Release);
+            return;
+        }
+        self.enlist(task);
+    }
+
+    /// Gives `task` (new, or queued without a coroutine) a pooled stack and a coroutine running
+    /// `body`; false, with `body` dropped, when there is no memory for a stack.
+    fn bind_stack<B>(&self, task: &Arc<Task>, body: B) -> bool
+    where
+        B: FnOnce(&FiberYielder, ()) + 'static,
+    {
+        let Ok(stack) = self.stacks.get() else {
+            return false;
         };
         let (lo, hi) = stack.guard_range();
         let size = self.shared.config.stack_size;
-        let co: Co = Co::with_stack(stack, body);
+        // SAFETY: we are the task's home worker and nobody else holds its local part (it is
+        // new, or queued and not running).
+        let lp = unsafe { task.local_mut() };
+        lp.co = Some(Co::with_stack(stack, body));
+        lp.guard = (lo, hi, size);
+        true
+    }
+
+    /// Enters a new task in the fiber table and queues it.
+    fn enlist(&self, task: Arc<Task>) {
         let slot = self.fibers.borrow_mut().insert(task.clone());
-        // SAFETY: we are the task's home worker; the task is new and nobody else holds its
-        // local part.
-        unsafe {
-            *task.local_mut() = LocalPart {
-                co: Some(co),
-                slot,
-                guard: (lo, hi, size),
-            }
-        };
+        // SAFETY: home worker; the task is new and nobody else holds its local part.
+        unsafe { task.local_mut() }.slot = slot;
         let st = &self.remote().stats;
         bump(&st.spawned);
         st.live.store(self.fibers.borrow().len, Ordering::Relaxed);
@@ -221,10 +231,15 @@ impl Local {
         }
     }
 
+    /// Queues a fiber for a woken parked connection. Its stack is bound when it first runs,
+    /// not here: an epoll batch may wake hundreds of connections, and each one that runs to its
+    /// next park and ends before the next starts then reuses the one warm stack the previous
+    /// gave back, instead of each touching a stack of its own.
     fn spawn_idle(&self, stream: TcpStream, f: IdleFn, r: Readiness) {
         let task = Arc::new(Task::new(join::next_id(), self.index, self.shared.clone()));
-        let body = join::detached_body(task.clone(), move || f(stream, r));
-        self.adopt(task, body);
+        // SAFETY: home worker; the task is new and nobody else holds its local part.
+        unsafe { task.local_mut() }.unstarted = Some((stream, f, r));
+        self.enlist(task);
     }
 
     fn idle_gauge(&self) {
@@ -257,7 +272,17 @@ impl Local {
         let st = &self.remote().stats;
         // SAFETY: we are the home worker and hold no other local part while this one is live
         // (a fiber spawning another touches only the new task's part).
-        let lp = unsafe { task.local_mut() };
+        let mut lp = unsafe { task.local_mut() };
+        if let Some((stream, f, r)) = lp.unstarted.take() {
+            let body = join::detached_body(task.clone(), move || f(stream, r));
+            if !self.bind_stack(&task, body) {
+                // No memory for a stack: the connection closes with the dropped callback.
+                self.finish(&task);
+                return;
+            }
+            // SAFETY: as above; the reference `bind_stack` took has ended.
+            lp = unsafe { task.local_mut() };
+        }
         guard::enter(lp.guard, task.id);
         st.running.store(1, Ordering::Relaxed);
         let co = lp.co.as_mut().expect("a queued task has a coroutine");
@@ -405,8 +430,10 @@ impl Local {
         let tasks: Vec<Arc<Task>> = self.fibers.borrow_mut().drain();
         for t in &tasks {
             // SAFETY: home worker, no other local part live.
-            let co = unsafe { t.local_mut() }.co.take();
+            let lp = unsafe { t.local_mut() };
+            let (co, unstarted) = (lp.co.take(), lp.unstarted.take());
             drop(co); // forced unwind of a suspended fiber, or drop of an unstarted body
+            drop(unstarted); // a woken connection that never ran: closed
             task::set_current(ptr::null());
             t.state.store(DONE, Ordering::Release);
         }
