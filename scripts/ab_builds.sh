@@ -26,8 +26,15 @@ port=$((port + 1))
 sed -e "s|PORT|$port|; s|WWW_ROOT|$PWD/www|" scripts/peer-nginx.conf >"$work/nginx.conf"
 taskset -c 0 nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
 PID[nginx]=$!; PORT[nginx]=$port
-trap 'kill "${PID[@]}" 2>/dev/null; rm -rf "$work"' EXIT
-sleep 1
+# On exit the servers are stopped and waited for, so a next run can bind the same ports.
+trap 'kill "${PID[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+for n in "${!PID[@]}"; do
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/${PORT[$n]}") 2>/dev/null && continue 2
+    sleep 0.1
+  done
+  echo "$n did not start listening on ${PORT[$n]}:" >&2; cat "$work/$n.log" >&2; exit 1
+done
 HZ=$(getconf CLK_TCK)
 # cpu_ticks PID: "user sys" ticks of PID and its children.
 source scripts/cpu_ticks.sh

@@ -80,7 +80,7 @@ pub use blocking::spawn_blocking;
 pub use join::{JoinError, JoinHandle};
 pub use runtime::{
     current_id, spawn, Builder, Handle, IoCounters, Runtime, SpawnPolicy, Stats,
-    DEFAULT_BLOCKING_THREADS, DEFAULT_STACK_SIZE, DEFAULT_WARM_STACKS,
+    DEFAULT_BLOCKING_THREADS, DEFAULT_MAX_LINGERING, DEFAULT_STACK_SIZE, DEFAULT_WARM_STACKS,
 };
 pub use task::{in_fiber, yield_now};
 pub use time::{sleep, sleep_until};

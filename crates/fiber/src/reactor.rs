@@ -209,6 +209,30 @@ fn park_on(
     }
 }
 
+/// A fiber counted as lingering on its worker (`Stats::lingering`) while this lives.
+struct Lingering<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Lingering<'a> {
+    /// Counts one more lingering fiber on `local`, unless it has its most already.
+    fn enter(local: &'a Local) -> Option<Lingering<'a>> {
+        let n = &local.stats().lingering;
+        // Single writer (this worker's thread): a plain load and store.
+        let now = n.load(Ordering::Relaxed);
+        if now >= local.shared.config.max_lingering {
+            return None;
+        }
+        n.store(now + 1, Ordering::Relaxed);
+        Some(Lingering(n))
+    }
+}
+
+impl Drop for Lingering<'_> {
+    fn drop(&mut self) {
+        let n = self.0;
+        n.store(n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+    }
+}
+
 /// When an operation gives up.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Deadline {
@@ -471,6 +495,9 @@ impl Source {
         if slot.readable_now(local) {
             return Ok(true);
         }
+        let Some(_lingering) = Lingering::enter(local) else {
+            return Ok(false);
+        };
         let deadline = local.round_now() + period;
         let woke = task::with_current(|me| {
             park_on(

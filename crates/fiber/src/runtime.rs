@@ -25,6 +25,9 @@ pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
 pub const DEFAULT_WARM_STACKS: usize = 1024;
 /// Default upper bound of threads in the [`crate::spawn_blocking`] pool.
 pub const DEFAULT_BLOCKING_THREADS: usize = 64;
+/// Fibers each worker lets wait in [`crate::net::TcpStream::linger`] at once, by default: no
+/// limit.
+pub const DEFAULT_MAX_LINGERING: usize = usize::MAX;
 
 /// Where `weft_fiber::spawn` puts a fiber spawned from inside a fiber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,6 +45,7 @@ pub(crate) struct Config {
     pub(crate) warm_stacks: usize,
     pub(crate) policy: SpawnPolicy,
     pub(crate) on_round: Option<fn()>,
+    pub(crate) max_lingering: usize,
 }
 
 /// Configures and starts a [`Runtime`].
@@ -54,6 +58,7 @@ pub struct Builder {
     blocking_threads: usize,
     name: String,
     on_round: Option<fn()>,
+    max_lingering: usize,
 }
 
 impl Default for Builder {
@@ -66,6 +71,7 @@ impl Default for Builder {
             blocking_threads: DEFAULT_BLOCKING_THREADS,
             name: "weft-fiber".into(),
             on_round: None,
+            max_lingering: DEFAULT_MAX_LINGERING,
         }
     }
 }
@@ -112,6 +118,17 @@ impl Builder {
         self
     }
 
+    /// Most fibers each worker lets wait in [`crate::net::TcpStream::linger`] at once (default
+    /// [`DEFAULT_MAX_LINGERING`]: no limit); past it, `linger` answers `Ok(false)` at once, so
+    /// the caller parks the connection without a fiber. A lingering fiber keeps its stack, and
+    /// a stack is touched again only when its connection's next request comes: with more
+    /// connections busy than a core's cache holds stacks of, each of those returns to a cold
+    /// stack, while connections woken from the idle table run on one warm stack in turn.
+    pub fn max_lingering(mut self, n: usize) -> Self {
+        self.max_lingering = n;
+        self
+    }
+
     /// Thread name prefix (default `weft-fiber`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -136,6 +153,7 @@ impl Builder {
                 warm_stacks: self.warm_stacks,
                 policy: self.policy,
                 on_round: self.on_round,
+                max_lingering: self.max_lingering,
             },
             shutdown: AtomicBool::new(false),
             blocking: BlockingPool::new(self.blocking_threads, format!("{}-blocking", self.name)),
@@ -194,6 +212,8 @@ pub(crate) struct WorkerStats {
     pub(crate) running: AtomicUsize,
     /// Connections parked without a fiber (`TcpStream::when_readable`).
     pub(crate) idle: AtomicUsize,
+    /// Fibers waiting in `TcpStream::linger`.
+    pub(crate) lingering: AtomicUsize,
     pub(crate) reads: WorkerIo,
     pub(crate) writes: WorkerIo,
 }
@@ -399,6 +419,7 @@ impl Handle {
             s.running += running;
             s.blocked += live.saturating_sub(ready + running);
             s.idle += st.idle.load(Ordering::Relaxed);
+            s.lingering += st.lingering.load(Ordering::Relaxed);
             st.reads.add_to(&mut s.reads);
             st.writes.add_to(&mut s.writes);
             s.per_worker_switches
@@ -430,6 +451,9 @@ pub struct Stats {
     /// Connections parked without a fiber by
     /// [`TcpStream::when_readable`](crate::net::TcpStream::when_readable), waiting for a byte.
     pub idle: usize,
+    /// Fibers waiting in [`TcpStream::linger`](crate::net::TcpStream::linger) (also counted
+    /// in `blocked`).
+    pub lingering: usize,
     /// Read-direction operations of fibers (`read`, `accept`) on sockets and pipes.
     pub reads: IoCounters,
     /// Write-direction operations of fibers (`write`, `send`, `sendfile`, `connect`).

@@ -2,7 +2,8 @@
 //! its timer in the FIFO lane of the worker's timers — woken by bytes, peer close and
 //! `shutdown(SHUT_RD)`, ended empty-handed after its period (leaving nothing queued on the
 //! registration, so the connection can be parked without a fiber next), many at once with
-//! periods out of order (those go to the heap lane), and the plain-thread answer.
+//! periods out of order (those go to the heap lane), the per-worker limit on lingering fibers,
+//! and the plain-thread answer.
 // Every test here runs fibers: corosensei switches stacks with inline asm, and the runtime
 // calls epoll, mmap/madvise and sigaction; miri can execute none of these.
 #![cfg(not(miri))]
@@ -176,4 +177,59 @@ fn outside_a_fiber_linger_says_read() {
     let mut s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     // A plain thread has no worker to wait on: the caller's read blocks as usual.
     assert!(s.linger(Duration::from_millis(10)).unwrap());
+}
+
+#[test]
+fn past_the_lingering_limit_linger_answers_at_once() {
+    const N: usize = 4;
+    const MAX: usize = 2;
+    let rt = weft_fiber::Runtime::builder()
+        .workers(1)
+        .max_lingering(MAX)
+        .name("linger")
+        .build()
+        .unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.spawn(move || {
+        for i in 0..N {
+            let (mut s, _) = l.accept().unwrap();
+            let tx = tx.clone();
+            // Each fiber reaches its linger without parking before it, in spawn order.
+            weft_fiber::spawn(move || {
+                let t = Instant::now();
+                let readable = s.linger(Duration::from_secs(60)).unwrap();
+                tx.send((i, readable, t.elapsed())).unwrap();
+            });
+        }
+    });
+    let mut clients: Vec<_> = (0..N)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    // The first MAX linger; the others are told "nothing came" at once, not after 60 s.
+    for _ in MAX..N {
+        let (i, readable, took) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(i >= MAX, "fiber {i} should have lingered");
+        assert!(!readable);
+        assert!(took < Duration::from_secs(10), "{took:?}");
+    }
+    assert_eq!(rt.stats().lingering, MAX);
+    for c in &mut clients[..MAX] {
+        c.write_all(b"x").unwrap();
+    }
+    let mut woke: Vec<_> = (0..MAX)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .map(|(i, readable, _)| (i, readable))
+        .collect();
+    woke.sort();
+    assert_eq!(woke, vec![(0, true), (1, true)]);
+    let t = Instant::now();
+    while rt.stats().lingering != 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "lingering count stuck"
+        );
+        thread_sleep(Duration::from_millis(1));
+    }
 }

@@ -38,6 +38,7 @@
 //! stack_size = 65536         # bytes per connection fiber
 //! park_idle = true            # idle keep-alive connections hold no fiber
 //! linger = "100ms"            # ...once quiet this long (a busy one keeps its fiber)
+//! linger_max = 64             # fibers lingering per worker at most; others park at once
 //! accept = "reuseport"       # or "dispatch": one acceptor fiber feeding all workers
 //!
 //! [cache]                   # response cache of static files
@@ -309,6 +310,12 @@ pub struct FiberConfig {
     /// this long gives them back. `"0s"` parks at once.
     #[serde(deserialize_with = "de_duration")]
     pub linger: Duration,
+    /// Most fibers lingering at once per worker; an idle connection beyond them is parked
+    /// without a fiber at once. A lingering fiber keeps its stack, which its connection's next
+    /// request finds warm only while few connections share the core; with many busy ones a
+    /// woken connection runs on the one warm stack the previous gave back instead (fewer
+    /// cache misses per request: BENCHMARKS.md, "How many fibers linger").
+    pub linger_max: usize,
     /// How connections reach the workers.
     pub accept: AcceptMode,
 }
@@ -319,6 +326,7 @@ impl Default for FiberConfig {
             stack_size: weft_fiber::DEFAULT_STACK_SIZE,
             park_idle: true,
             linger: Duration::from_millis(100),
+            linger_max: 64,
             accept: AcceptMode::Reuseport,
         }
     }
@@ -904,6 +912,9 @@ mod tests {
     #[test]
     fn fiber_linger_parses_and_is_capped_at_half_the_keepalive_timeout() {
         assert_eq!(Config::default().fiber.linger, Duration::from_millis(100));
+        assert_eq!(Config::default().fiber.linger_max, 64);
+        let c = Config::from_toml("[fiber]\nlinger_max = 5\n").unwrap();
+        assert_eq!(c.fiber.linger_max, 5);
         let c = Config::from_toml("[fiber]\nlinger = \"250ms\"\n").unwrap();
         assert_eq!(c.fiber.linger, Duration::from_millis(250));
         assert_eq!(crate::conn::linger_period(&c), Duration::from_millis(250));

@@ -319,6 +319,7 @@ impl Server {
                     .stack_size(app.cfg.fiber.stack_size)
                     // Each response's Date comes from a clock read once per scheduling round.
                     .on_round(weft_http::date::new_round)
+                    .max_lingering(app.cfg.fiber.linger_max)
                     .name("weft-fiber")
                     .build()?,
             )
