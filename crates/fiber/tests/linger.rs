@@ -18,6 +18,39 @@ use std::time::{Duration, Instant};
 
 use weft_fiber::net::{Readiness, TcpListener, TcpStream};
 
+/// What one lingering fiber saw: its index, `linger`'s answer, the bytes it then read (only
+/// when the answer was true) and how long the linger took.
+type Lingered = (usize, bool, usize, Duration);
+
+/// Accepts `n` connections on `rt`, each in its own fiber that lingers for `period(i)` and
+/// reports through the receiver. Returns the client ends and the receiver.
+fn linger_each(
+    rt: &weft_fiber::Runtime,
+    n: usize,
+    period: fn(usize) -> Duration,
+) -> (Vec<std::net::TcpStream>, mpsc::Receiver<Lingered>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.spawn(move || {
+        for i in 0..n {
+            let (mut s, _) = l.accept().unwrap();
+            let tx = tx.clone();
+            weft_fiber::spawn(move || {
+                let t = Instant::now();
+                let readable = s.linger(period(i)).unwrap();
+                let mut b = [0u8; 1];
+                let got = if readable { s.read(&mut b).unwrap() } else { 0 };
+                tx.send((i, readable, got, t.elapsed())).unwrap();
+            });
+        }
+    });
+    let clients = (0..n)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    (clients, rx)
+}
+
 #[test]
 fn bytes_peer_close_and_shutdown_read_end_a_linger_early() {
     let rt = rt_named(1, "linger");
@@ -115,30 +148,13 @@ fn many_lingers_with_periods_out_of_order_each_get_their_own_answer() {
     // the FIFO lane in order and goes to the heap: both lanes fire, each at its deadline.
     const N: usize = 120;
     let rt = rt_named(2, "linger");
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    rt.spawn(move || {
-        for i in 0..N {
-            let (mut s, _) = l.accept().unwrap();
-            let tx = tx.clone();
-            weft_fiber::spawn(move || {
-                let period = if i % 2 == 0 {
-                    Duration::from_millis(2000)
-                } else {
-                    Duration::from_millis(200)
-                };
-                let t = Instant::now();
-                let readable = s.linger(period).unwrap();
-                let mut b = [0u8; 1];
-                let got = if readable { s.read(&mut b).unwrap() } else { 0 };
-                tx.send((i, readable, got, t.elapsed())).unwrap();
-            });
+    let (mut clients, rx) = linger_each(&rt, N, |i| {
+        if i % 2 == 0 {
+            Duration::from_millis(2000)
+        } else {
+            Duration::from_millis(200)
         }
     });
-    let mut clients: Vec<_> = (0..N)
-        .map(|_| std::net::TcpStream::connect(addr).unwrap())
-        .collect();
     // After the short periods ended and well within the long ones, every client whose index
     // is a multiple of 4 writes: those (long periods) read it; the other long ones end empty.
     // A period runs on the worker's round clock, so it may end up to one scheduling round
@@ -189,27 +205,11 @@ fn past_the_lingering_limit_linger_answers_at_once() {
         .name("linger")
         .build()
         .unwrap();
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    rt.spawn(move || {
-        for i in 0..N {
-            let (mut s, _) = l.accept().unwrap();
-            let tx = tx.clone();
-            // Each fiber reaches its linger without parking before it, in spawn order.
-            weft_fiber::spawn(move || {
-                let t = Instant::now();
-                let readable = s.linger(Duration::from_secs(60)).unwrap();
-                tx.send((i, readable, t.elapsed())).unwrap();
-            });
-        }
-    });
-    let mut clients: Vec<_> = (0..N)
-        .map(|_| std::net::TcpStream::connect(addr).unwrap())
-        .collect();
+    // Each fiber reaches its linger without parking before it, in spawn order.
+    let (mut clients, rx) = linger_each(&rt, N, |_| Duration::from_secs(60));
     // The first MAX linger; the others are told "nothing came" at once, not after 60 s.
     for _ in MAX..N {
-        let (i, readable, took) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let (i, readable, _, took) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         assert!(i >= MAX, "fiber {i} should have lingered");
         assert!(!readable);
         assert!(took < Duration::from_secs(10), "{took:?}");
@@ -220,10 +220,10 @@ fn past_the_lingering_limit_linger_answers_at_once() {
     }
     let mut woke: Vec<_> = (0..MAX)
         .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
-        .map(|(i, readable, _)| (i, readable))
+        .map(|(i, readable, got, _)| (i, readable, got))
         .collect();
     woke.sort();
-    assert_eq!(woke, vec![(0, true), (1, true)]);
+    assert_eq!(woke, vec![(0, true, 1), (1, true, 1)]);
     let t = Instant::now();
     while rt.stats().lingering != 0 {
         assert!(
