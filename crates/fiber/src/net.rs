@@ -291,7 +291,8 @@ impl TcpStream {
     /// Waits in the calling fiber, for about `period`, for this connection to turn readable:
     /// `Ok(true)` when a read may find bytes, the end of the stream or an error (at once if
     /// it already may; always outside a fiber, where the read blocks the thread as usual),
-    /// `Ok(false)` when `period` passed with nothing to read.
+    /// `Ok(false)` when `period` passed with nothing to read — or at once, without waiting,
+    /// when this worker already has its most lingering fibers ([`crate::Builder::max_lingering`]).
     ///
     /// The step before [`TcpStream::when_readable`] for a keep-alive connection between
     /// requests: a busy one (the next request within `period`) keeps its fiber and buffers,

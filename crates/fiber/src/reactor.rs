@@ -476,7 +476,8 @@ impl Source {
     /// Waits in the calling fiber for the fd to turn readable, for about `period` (measured
     /// on the worker's round clock, so up to one round less): true when it may be readable
     /// (bytes, the end of the stream or an error to read; also outside a fiber, where the
-    /// caller's read blocks the thread as usual), false when `period` passed with nothing.
+    /// caller's read blocks the thread as usual), false when `period` passed with nothing or,
+    /// at once, when the worker has `max_lingering` fibers lingering already.
     /// For a connection between two requests: a busy one keeps its fiber and buffers across
     /// the gap (no timer-heap entry and no clock read per wait: the timer goes in the FIFO
     /// lane), a quiet one is handed back to the caller to park more cheaply.
