@@ -421,6 +421,19 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(cfg: &SpecwebConfig, start: Instant) -> Shared {
+        let total = cfg.step_duration * cfg.steps.len() as u32;
+        Shared {
+            cfg: cfg.clone(),
+            mix: Mix::new(cfg.dirs.max(1)),
+            start,
+            end: start + total,
+            timeline: Timeline::new(run_seconds(total.as_secs_f64())),
+            conn_bits: AtomicU64::new(0),
+            conn_us: AtomicU64::new(0),
+        }
+    }
+
     /// Clients active at `t`.
     fn clients_at(&self, t: Instant) -> usize {
         let step = (t.saturating_duration_since(self.start).as_secs_f64()
@@ -428,8 +441,12 @@ impl Shared {
         self.cfg.steps[step.min(self.cfg.steps.len() - 1)]
     }
 
+    /// The timeline slot of `t`: its second since the start, where a response or connection
+    /// that ends after the run's end (by a scheduling delay past the deadline) counts in the
+    /// run's last second, so that the timeline adds up to the run's totals.
     fn second(&self, t: Instant) -> usize {
-        t.saturating_duration_since(self.start).as_secs() as usize
+        let last = self.timeline.ops.len().saturating_sub(1);
+        (t.saturating_duration_since(self.start).as_secs() as usize).min(last)
     }
 }
 
@@ -441,17 +458,9 @@ pub fn run(cfg: &SpecwebConfig) -> io::Result<SpecwebReport> {
         .workers(threads)
         .name("weft-bench")
         .build()?;
-    let total = cfg.step_duration * cfg.steps.len() as u32;
     let start = Instant::now();
-    let shared = Arc::new(Shared {
-        cfg: cfg.clone(),
-        mix: Mix::new(cfg.dirs.max(1)),
-        start,
-        end: start + total,
-        timeline: Timeline::new(total.as_secs_f64().ceil() as usize + 1),
-        conn_bits: AtomicU64::new(0),
-        conn_us: AtomicU64::new(0),
-    });
+    let shared = Arc::new(Shared::new(cfg, start));
+    let total = shared.end - start;
     let recorders: Vec<Arc<Mutex<Recorder>>> = (0..threads)
         .map(|_| Arc::new(Mutex::new(Recorder::new())))
         .collect();
@@ -485,10 +494,15 @@ pub fn run(cfg: &SpecwebConfig) -> io::Result<SpecwebReport> {
     Ok(report(&shared, &rec, elapsed))
 }
 
+/// The seconds a run of `secs` seconds starts: a last, partial second is one of them.
+fn run_seconds(secs: f64) -> usize {
+    (secs.ceil() as usize).max(1)
+}
+
 fn report(sh: &Shared, rec: &Recorder, elapsed: f64) -> SpecwebReport {
     let tl = &sh.timeline;
     let load = |v: &[AtomicU64], i: usize| v[i].load(Ordering::Relaxed);
-    let secs = (elapsed.round() as usize).min(tl.ops.len());
+    let secs = run_seconds(elapsed).min(tl.ops.len());
     let timeline = (0..secs)
         .map(|i| {
             let ops = load(&tl.ops, i);
@@ -811,6 +825,31 @@ mod tests {
         assert!((r - 400_000.0).abs() < 1e-6);
         assert!(pace_bps(-1.0).is_err());
         assert!(pace_bps(f64::NAN).is_err());
+    }
+
+    #[test]
+    fn the_timeline_adds_up_to_the_run_even_past_its_end() {
+        let at = |sh: &Shared, ms: u64| sh.second(sh.start + Duration::from_millis(ms));
+        let cfg = SpecwebConfig::new("http://127.0.0.1:1/", 3, Duration::from_secs(2)).unwrap();
+        let sh = Shared::new(&cfg, Instant::now());
+        // A response that ends a moment after the run's end counts in its last second.
+        for ms in [0, 1500, 2000, 2003, 9000] {
+            Timeline::add(&sh.timeline.ops, at(&sh, ms), 1);
+        }
+        assert_eq!((at(&sh, 999), at(&sh, 1000), at(&sh, 2003)), (0, 1, 1));
+        let r = report(&sh, &Recorder::new(), 2.0);
+        let ops: Vec<u64> = r.timeline.iter().map(|s| s.ops).collect();
+        assert_eq!(ops, [1, 4]);
+        // A partial last second is a second of the timeline.
+        let cfg = SpecwebConfig {
+            step_duration: Duration::from_millis(2400),
+            ..cfg
+        };
+        let sh = Shared::new(&cfg, Instant::now());
+        Timeline::add(&sh.timeline.ops, at(&sh, 2100), 1);
+        let r = report(&sh, &Recorder::new(), 2.4);
+        let ops: Vec<u64> = r.timeline.iter().map(|s| s.ops).collect();
+        assert_eq!(ops, [0, 0, 1]);
     }
 
     #[test]
