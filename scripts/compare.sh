@@ -7,11 +7,17 @@
 #     scripts/compare.sh
 #
 # Needs wrk and nginx (apt-get install wrk nginx-light) and a release build of weft.
+#
+# CLIENT=weft-bench drives the load with `weft-bench load -t1` (also pinned to core 1)
+# instead of `wrk -t1`: a closed loop like wrk's that sends more requests per second from one
+# core, for the figures where wrk, not the server, is the limit (c=50 and c=1000 on /echo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}; DURATION=${DURATION:-5}; CONNS=${CONNS:-"1 10 50"}
 PATHS=${PATHS:-"/echo /haewelmann.html"}; MODELS=${MODELS:-"thread"}
 WEFT=${WEFT:-target/release/weft}
+CLIENT=${CLIENT:-wrk}
+BENCH=${BENCH:-target/release/weft-bench}
 # The server is pinned to one core, so models with a worker pool get one worker.
 THREADS=${THREADS:-1}
 ROOT=$(pwd)/www
@@ -59,11 +65,18 @@ for path in $PATHS; do for c in $CONNS; do for run in $(seq 1 "$RUNS"); do
   for s in "${!PIDS[@]}"; do
     pid=${PIDS[$s]}
     read -r u0 s0 < <(cpu_ticks "$pid")
-    out=$(taskset -c 1 wrk -t1 -c"$c" -d"${DURATION}s" "http://127.0.0.1:${PORTS[$s]}$path")
-    read -r u1 s1 < <(cpu_ticks "$pid")
-    if grep -q -E "Socket errors|Non-2xx" <<<"$out"; then echo "# $s $path c=$c: $(grep -E 'Socket errors|Non-2xx' <<<"$out")" >&2; fi
-    reqs=$(awk '/requests in/ {print $1}' <<<"$out")
-    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    if [[ $CLIENT == weft-bench ]]; then
+      out=$(taskset -c 1 "$BENCH" load -t1 -c"$c" -d"${DURATION}s" --json "http://127.0.0.1:${PORTS[$s]}$path")
+      read -r u1 s1 < <(cpu_ticks "$pid")
+      read -r reqs rps errs < <(python3 -c 'import json,sys; r=json.load(sys.stdin); e=sum(r["errors"].values())+r["requests"]-r["statuses"]["2xx"]; print(r["requests"], r["requests_per_s"], e)' <<<"$out")
+      if [[ $errs != 0 ]]; then echo "# $s $path c=$c: $errs errors or non-2xx" >&2; fi
+    else
+      out=$(taskset -c 1 wrk -t1 -c"$c" -d"${DURATION}s" "http://127.0.0.1:${PORTS[$s]}$path")
+      read -r u1 s1 < <(cpu_ticks "$pid")
+      if grep -q -E "Socket errors|Non-2xx" <<<"$out"; then echo "# $s $path c=$c: $(grep -E 'Socket errors|Non-2xx' <<<"$out")" >&2; fi
+      reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+      rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    fi
     split=$(awk -v u="$((u1 - u0))" -v k="$((s1 - s0))" -v hz="$HZ" -v n="$reqs" \
       'BEGIN { printf "%.2f,%.2f,%.2f", (u + k) / hz * 1e6 / n, u / hz * 1e6 / n, k / hz * 1e6 / n }')
     echo "$s,$path,$c,$run,$rps,$split" | tee -a "$work/rows.csv"
