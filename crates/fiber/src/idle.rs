@@ -10,14 +10,16 @@
 //! list, so a freed entry costs no allocation to reuse); a key carries a generation, so a
 //! stale key (from an edge that raced with the timeout) never reaches a later occupant.
 //!
-//! Timeouts have their own lazily cancelled binary heap, as the fibers' timers (`timer.rs`):
-//! an entry taken by an edge leaves a dead heap item behind, skipped when popped and
-//! compacted away when dead items outnumber half the heap plus a slack.
+//! Timeouts are lazily cancelled, as the fibers' timers (`timer.rs`): an entry taken by an
+//! edge leaves a dead deadline item behind, skipped when it reaches the front and compacted
+//! away when dead items outnumber half of all items plus a slack. Items go in a FIFO lane when
+//! their deadline is no earlier than the lane's last (one keep-alive timeout after the worker's
+//! clock, as every idle connection of a server parks: no heap sift per park), else in a heap.
 //!
 //! Only the owning worker thread touches its table.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use crate::net::TcpStream;
@@ -71,9 +73,23 @@ pub(crate) struct IdleTable {
     entries: Vec<Entry>,
     free: u32,
     len: usize,
-    /// Deadlines of timed entries: `(deadline, index, gen)`.
-    heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    /// Deadlines of timed entries, `(deadline, index, gen)`: those armed in deadline order,
+    /// oldest first...
+    fifo: VecDeque<Deadline>,
+    /// ...and the others.
+    heap: BinaryHeap<Reverse<Deadline>>,
+    /// Dead items in `fifo` and `heap` together.
     dead: usize,
+}
+
+/// A timed entry's deadline item: `(deadline, index, gen)`.
+type Deadline = (Instant, u32, u32);
+
+/// Where deadline items wait.
+#[derive(Clone, Copy)]
+enum Lane {
+    Fifo,
+    Heap,
 }
 
 impl Default for IdleTable {
@@ -82,6 +98,7 @@ impl Default for IdleTable {
             entries: Vec::new(),
             free: NIL,
             len: 0,
+            fifo: VecDeque::new(),
             heap: BinaryHeap::new(),
             dead: 0,
         }
@@ -97,7 +114,12 @@ impl IdleTable {
     }
 
     pub(crate) fn has_timers(&self) -> bool {
-        !self.heap.is_empty()
+        !self.fifo.is_empty() || !self.heap.is_empty()
+    }
+
+    /// Deadline items held, live or dead.
+    fn items(&self) -> usize {
+        self.fifo.len() + self.heap.len()
     }
 
     /// Parks `stream` with its callback, to leave by [`IdleTable::take`] or, at `deadline`,
@@ -135,7 +157,11 @@ impl IdleTable {
             (index, 0)
         };
         if let Some(at) = deadline {
-            self.heap.push(Reverse((at, index, gen)));
+            if self.fifo.back().is_none_or(|b| b.0 <= at) {
+                self.fifo.push_back((at, index, gen));
+            } else {
+                self.heap.push(Reverse((at, index, gen)));
+            }
         }
         self.len += 1;
         IdleKey { index, gen }
@@ -146,8 +172,9 @@ impl IdleTable {
         let (stream, f, timed) = self.vacate(key)?;
         if timed {
             self.dead += 1;
-            if self.dead > self.heap.len() / 2 + COMPACT_SLACK {
+            if self.dead > self.items() / 2 + COMPACT_SLACK {
                 let entries = &self.entries;
+                self.fifo.retain(|&(_, i, g)| is_live(entries, i, g));
                 self.heap
                     .retain(|Reverse((_, i, g))| is_live(entries, *i, *g));
                 self.dead = 0;
@@ -159,12 +186,29 @@ impl IdleTable {
     /// Moves the connections whose deadline is at or before `now` to `out`; returns the next
     /// deadline.
     pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<Leaving>) -> Option<Instant> {
-        while let Some(&Reverse((at, index, gen))) = self.heap.peek() {
+        let fifo = self.expire_lane(Lane::Fifo, now, out);
+        let heap = self.expire_lane(Lane::Heap, now, out);
+        match (fifo, heap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// [`IdleTable::expire`] on one lane; returns the lane's next deadline.
+    fn expire_lane(&mut self, lane: Lane, now: Instant, out: &mut Vec<Leaving>) -> Option<Instant> {
+        loop {
+            let (at, index, gen) = match lane {
+                Lane::Fifo => *self.fifo.front()?,
+                Lane::Heap => self.heap.peek()?.0,
+            };
             let live = is_live(&self.entries, index, gen);
             if live && at > now {
                 return Some(at);
             }
-            self.heap.pop();
+            match lane {
+                Lane::Fifo => drop(self.fifo.pop_front()),
+                Lane::Heap => drop(self.heap.pop()),
+            }
             if !live {
                 self.dead = self.dead.saturating_sub(1);
                 continue;
@@ -173,7 +217,6 @@ impl IdleTable {
             let (stream, f, _) = self.vacate(key).expect("checked live");
             out.push((key, stream, f));
         }
-        None
     }
 
     /// Empties the table (runtime shutdown): the caller drops what it gets, closing the
@@ -307,12 +350,41 @@ mod tests {
             s = t.take(k).unwrap().0;
         }
         assert!(
-            t.heap.len() <= 4000 / 2 + COMPACT_SLACK,
-            "{} heap items for 0 live entries",
-            t.heap.len()
+            t.items() <= 4000 / 2 + COMPACT_SLACK,
+            "{} deadline items for 0 live entries",
+            t.items()
         );
         let mut out = Vec::new();
         assert_eq!(t.expire(at, &mut out), None);
-        assert!(out.is_empty() && t.heap.is_empty());
+        assert!(out.is_empty() && !t.has_timers());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
+    fn deadlines_armed_in_order_skip_the_heap_and_expire_in_order() {
+        let mut t = IdleTable::default();
+        let now = Instant::now();
+        let ms = |n| now + std::time::Duration::from_millis(n);
+        let keys: Vec<IdleKey> = (1..=4)
+            .map(|n| t.insert(stream(), noop(), Some(ms(10 * n))))
+            .collect();
+        assert_eq!((t.fifo.len(), t.heap.len()), (4, 0), "all in the FIFO lane");
+        // One out of order goes to the heap and still expires in deadline order.
+        let early = t.insert(stream(), noop(), Some(ms(15)));
+        assert_eq!((t.fifo.len(), t.heap.len()), (4, 1));
+        // A dead item behind the front is skipped when it reaches it.
+        assert!(t.take(keys[1]).is_some());
+        let mut out = Vec::new();
+        assert_eq!(t.expire(ms(5), &mut out), Some(ms(10)));
+        assert_eq!(t.expire(ms(30), &mut out), Some(ms(40)));
+        // Every due one leaves (lane by lane, so not in deadline order across the lanes).
+        let mut due: Vec<u32> = out.iter().map(|l| l.0.index).collect();
+        due.sort_unstable();
+        assert_eq!(due, [keys[0].index, keys[2].index, early.index]);
+        assert_eq!(t.items(), 1, "the dead 20 ms item left with the due ones");
+        out.clear();
+        assert_eq!(t.expire(ms(40), &mut out), None);
+        assert_eq!(out.len(), 1);
+        assert_eq!(t.len(), 0);
     }
 }

@@ -337,7 +337,9 @@ impl TcpStream {
     /// boxed `f` in the worker's table — no fiber, no stack — and returns at once. When the
     /// socket turns readable (bytes, peer close or reset, or `shutdown(SHUT_RD)` from any
     /// thread), `f(stream, Readiness::Readable)` is spawned as a fiber on that worker; after
-    /// `timeout` with nothing to read, `f(stream, Readiness::TimedOut)`. If bytes are already
+    /// `timeout` with nothing to read, `f(stream, Readiness::TimedOut)` (`timeout` counts from
+    /// the worker's clock of its last epoll poll, as [`TcpStream::linger`]'s period, so it may
+    /// end up to one scheduling round early: no clock read per park). If bytes are already
     /// there, `f` is spawned at once (`Readable`); with nothing there and a zero `timeout`, at
     /// once too (`TimedOut`). Whether bytes are there costs no syscall when the last read came
     /// up short (the socket is known drained until the next epoll edge), else one `poll(2)`

@@ -215,7 +215,10 @@ impl Local {
         let deadline = match timeout {
             None => None,
             Some(t) if t.is_zero() => return self.spawn_idle(stream, f, Readiness::TimedOut),
-            Some(t) => Some(Instant::now() + t),
+            // On the round clock (no clock read per park; see `round_now`): keep-alive
+            // timeouts need no finer measure, and deadlines one period after a clock that
+            // only moves forward arrive in order, for the idle table's FIFO lane.
+            Some(t) => Some(self.round_now() + t),
         };
         let key = self.idle.borrow_mut().insert(stream, f, deadline);
         slot.set_idle(key);
