@@ -92,6 +92,16 @@ impl Task {
         }
     }
 
+    /// Makes a finished task, held by nobody else, new again under fiber id `id`: the
+    /// worker's spare tasks spare a heap allocation (and a refcount update on the shared
+    /// runtime state) per spawned fiber.
+    pub(crate) fn reset(&mut self, id: u64) {
+        self.id = id;
+        self.state.store(SCHEDULED, Ordering::Relaxed);
+        self.armed_timer.store(0, Ordering::Relaxed);
+        *self.local.get_mut() = LocalPart::default();
+    }
+
     /// The worker-only part.
     ///
     /// # Safety

@@ -38,6 +38,8 @@ const IO_POLL_INTERVAL: u32 = 61;
 const IDLE_WARM_STACKS: usize = 64;
 /// Events taken from epoll per call.
 const EVENTS_PER_POLL: usize = 256;
+/// Finished tasks a worker keeps for its next spawns (about 200 bytes each).
+const SPARE_TASKS: usize = 256;
 
 /// The worker's own state, on its thread's stack; fiber code reaches it through [`LOCAL`].
 pub(crate) struct Local {
@@ -56,6 +58,8 @@ pub(crate) struct Local {
     /// The clock as of this worker's last poll of epoll: the base of short, coarse deadlines
     /// ([`Local::round_now`]).
     round_now: Cell<Instant>,
+    /// Finished tasks nobody else held, ready for reuse ([`Local::new_task`]).
+    spare_tasks: RefCell<Vec<Arc<Task>>>,
 }
 
 thread_local! {
@@ -92,10 +96,31 @@ impl Local {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let task = Arc::new(Task::new(join::next_id(), self.index, self.shared.clone()));
+        let task = self.new_task();
         let (handle, body) = join::fiber_body(task.clone(), f);
         self.adopt(task, body);
         handle
+    }
+
+    /// A new task of this worker: a spare one made new, else a fresh allocation.
+    fn new_task(&self) -> Arc<Task> {
+        let id = join::next_id();
+        if let Some(mut t) = self.spare_tasks.borrow_mut().pop() {
+            Arc::get_mut(&mut t)
+                .expect("a spare task has no other holder")
+                .reset(id);
+            return t;
+        }
+        Arc::new(Task::new(id, self.index, self.shared.clone()))
+    }
+
+    /// Keeps a finished task for reuse if nobody else holds it (no join handle, timer entry
+    /// or waiter slot) and there is room.
+    fn recycle(&self, mut task: Arc<Task>) {
+        let mut spare = self.spare_tasks.borrow_mut();
+        if spare.len() < SPARE_TASKS && Arc::get_mut(&mut task).is_some() {
+            spare.push(task);
+        }
     }
 
     /// Gives `task` a stack and a coroutine running `body`, and queues it.
@@ -239,7 +264,7 @@ impl Local {
     /// next park and ends before the next starts then reuses the one warm stack the previous
     /// gave back, instead of each touching a stack of its own.
     fn spawn_idle(&self, stream: TcpStream, f: IdleFn, r: Readiness) {
-        let task = Arc::new(Task::new(join::next_id(), self.index, self.shared.clone()));
+        let task = self.new_task();
         // SAFETY: home worker; the task is new and nobody else holds its local part.
         unsafe { task.local_mut() }.unstarted = Some((stream, f, r));
         self.enlist(task);
@@ -304,7 +329,10 @@ impl Local {
                     self.run_queue.borrow_mut().push_back(task);
                 }
             }
-            CoroutineResult::Return(()) => self.finish(&task),
+            CoroutineResult::Return(()) => {
+                self.finish(&task);
+                self.recycle(task);
+            }
         }
     }
 
@@ -477,6 +505,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         idle: RefCell::new(IdleTable::default()),
         idle_due: RefCell::new(Vec::new()),
         round_now: Cell::new(Instant::now()),
+        spare_tasks: RefCell::new(Vec::new()),
     };
     LOCAL.with(|l| l.set(&local));
     local.run();
@@ -528,5 +557,43 @@ pub(crate) fn release_slot(slot: Arc<IoSlot>) {
         drop(slot);
     } else {
         shared.workers[index].send(Msg::Release(slot));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // epoll: not supported by miri
+    fn a_finished_task_nobody_holds_is_reused_by_the_next_spawn() {
+        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        rt.spawn(|| {
+            let local = current_local().expect("on a worker");
+            let spare = || local.spare_tasks.borrow().len();
+            assert_eq!(spare(), 0, "no fiber has ended yet");
+            // The handle holds no task: once the fiber ends, its task is the worker's alone.
+            let h = local.spawn(|| 7);
+            task::yield_now();
+            assert_eq!(h.join().unwrap(), 7);
+            assert_eq!(spare(), 1, "the finished task was kept");
+            let kept = Arc::as_ptr(local.spare_tasks.borrow().last().unwrap());
+            let reused = local.new_task();
+            assert_eq!(Arc::as_ptr(&reused), kept, "the next task is the kept one");
+            assert_eq!(reused.state.load(Ordering::Relaxed), SCHEDULED);
+            assert_eq!(reused.armed_timer.load(Ordering::Relaxed), 0);
+            // A task someone else still holds when it ends is not kept.
+            let held = local.new_task();
+            let other = held.clone();
+            let (_handle, body) = join::fiber_body(held.clone(), || ());
+            local.adopt(held, body);
+            task::yield_now();
+            assert_eq!(other.state.load(Ordering::Relaxed), DONE);
+            assert_eq!(spare(), 0, "held elsewhere: not kept");
+            drop(reused);
+        })
+        .join()
+        .unwrap();
+        rt.shutdown();
     }
 }
