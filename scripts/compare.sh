@@ -21,7 +21,8 @@ BENCH=${BENCH:-target/release/weft-bench}
 # The server is pinned to one core, so models with a worker pool get one worker.
 THREADS=${THREADS:-1}
 ROOT=$(pwd)/www
-work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+# On exit the servers are stopped and waited for, so a next run can bind the same ports.
+work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 "$WEFT" fileset "$ROOT" >/dev/null
 
 # cpu_ticks PID: "user sys" ticks of PID and its children.
@@ -57,7 +58,13 @@ if command -v nginx >/dev/null; then
 else
   echo "# nginx not installed: comparing weft models only" >&2
 fi
-sleep 1
+for s in "${!PIDS[@]}"; do
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/${PORTS[$s]}") 2>/dev/null && continue 2
+    sleep 0.1
+  done
+  echo "$s did not start listening on ${PORTS[$s]}:" >&2; cat "$work/$s.log" >&2; exit 1
+done
 HZ=$(getconf CLK_TCK)
 # cpu_us_per_req is user_us + sys_us: the server's user-space and kernel CPU per request.
 echo "server,path,conns,run,rps,cpu_us_per_req,user_us,sys_us" | tee "$work/rows.csv"
