@@ -28,13 +28,8 @@ taskset -c 0 nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
 PID[nginx]=$!; PORT[nginx]=$port
 # On exit the servers are stopped and waited for, so a next run can bind the same ports.
 trap 'kill "${PID[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-for n in "${!PID[@]}"; do
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/${PORT[$n]}") 2>/dev/null && continue 2
-    sleep 0.1
-  done
-  echo "$n did not start listening on ${PORT[$n]}:" >&2; cat "$work/$n.log" >&2; exit 1
-done
+source scripts/wait_listening.sh
+for n in "${!PID[@]}"; do wait_listening "$n" "${PORT[$n]}" "$work/$n.log"; done
 HZ=$(getconf CLK_TCK)
 # cpu_ticks PID: "user sys" ticks of PID and its children.
 source scripts/cpu_ticks.sh

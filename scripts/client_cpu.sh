@@ -16,7 +16,8 @@ HZ=$(getconf CLK_TCK)
 taskset -c 0 "$WEFT" serve --root www --threads 1 --listen "127.0.0.1:$port=fiber" >/dev/null 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait 2>/dev/null' EXIT
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+source scripts/wait_listening.sh
+wait_listening weft "$port" /dev/null
 echo "conns,run,rps,server_us_per_req,server_busy,client_us_per_req"
 for c in $CONNS; do for r in $(seq 1 "$RUNS"); do
   read -r u0 s0 < <(cpu_ticks $pid)

@@ -58,13 +58,8 @@ if command -v nginx >/dev/null; then
 else
   echo "# nginx not installed: comparing weft models only" >&2
 fi
-for s in "${!PIDS[@]}"; do
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/${PORTS[$s]}") 2>/dev/null && continue 2
-    sleep 0.1
-  done
-  echo "$s did not start listening on ${PORTS[$s]}:" >&2; cat "$work/$s.log" >&2; exit 1
-done
+source scripts/wait_listening.sh
+for s in "${!PIDS[@]}"; do wait_listening "$s" "${PORTS[$s]}" "$work/$s.log"; done
 HZ=$(getconf CLK_TCK)
 # cpu_us_per_req is user_us + sys_us: the server's user-space and kernel CPU per request.
 echo "server,path,conns,run,rps,cpu_us_per_req,user_us,sys_us" | tee "$work/rows.csv"
