@@ -114,8 +114,8 @@ impl Local {
         Arc::new(Task::new(id, self.index, self.shared.clone()))
     }
 
-    /// Keeps a finished task for reuse if nobody else holds it (no join handle, timer entry
-    /// or waiter slot) and there is room.
+    /// Keeps a finished task for reuse if nobody else holds it (no timer entry, waiter slot
+    /// or waker still refers to it; a join handle never does) and there is room.
     fn recycle(&self, mut task: Arc<Task>) {
         let mut spare = self.spare_tasks.borrow_mut();
         if spare.len() < SPARE_TASKS && Arc::get_mut(&mut task).is_some() {
