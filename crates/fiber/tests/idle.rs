@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{rt_named, thread_sleep};
+use common::{connect_n, rt_named, thread_sleep};
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
@@ -61,9 +61,7 @@ fn park_n(
             });
         }
     });
-    let clients: Vec<_> = (0..n)
-        .map(|_| std::net::TcpStream::connect(addr).unwrap())
-        .collect();
+    let clients = connect_n(addr, n);
     acceptor.join().unwrap();
     wait_until("all parked", || parked.load(Ordering::SeqCst) == n);
     clients
@@ -276,9 +274,7 @@ fn shutdown_drops_parked_connections_without_running_them() {
     let rt = rt_named(2, "idle");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
-    let mut clients: Vec<_> = (0..N)
-        .map(|_| std::net::TcpStream::connect(addr).unwrap())
-        .collect();
+    let mut clients = connect_n(addr, N);
     let ran = Arc::new(AtomicUsize::new(0));
     let dropped = Arc::new(AtomicUsize::new(0));
     let (r, d) = (ran.clone(), dropped.clone());
@@ -361,9 +357,7 @@ fn a_panicking_callback_ends_only_its_own_fiber() {
             });
         }
     });
-    let mut clients: Vec<_> = (0..3)
-        .map(|_| std::net::TcpStream::connect(addr).unwrap())
-        .collect();
+    let mut clients = connect_n(addr, 3);
     acceptor.join().unwrap();
     wait_until("all parked", || rt.stats().idle == 3);
     for c in &mut clients {
@@ -393,9 +387,7 @@ fn wake_all_in_one_batch(
     let (tx, rx) = mpsc::channel();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
-    let mut clients: Vec<_> = (0..n)
-        .map(|_| std::net::TcpStream::connect(addr).unwrap())
-        .collect();
+    let mut clients = connect_n(addr, n);
     let order = Arc::new(AtomicUsize::new(0));
     rt.block_on(move || {
         for _ in 0..n {

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{rt_named, thread_sleep};
+use common::{connect_n, rt_named, thread_sleep};
 use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::sync::mpsc;
@@ -45,9 +45,7 @@ fn linger_each(
             });
         }
     });
-    let clients = (0..n)
-        .map(|_| std::net::TcpStream::connect(addr).unwrap())
-        .collect();
+    let clients = connect_n(addr, n);
     (clients, rx)
 }
 

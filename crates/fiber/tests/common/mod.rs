@@ -1,6 +1,7 @@
 //! Helpers shared by the weft-fiber integration tests (each test binary uses some of them).
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use weft_fiber::Runtime;
@@ -23,4 +24,11 @@ pub fn rt_named(workers: usize, name: &str) -> Runtime {
 #[allow(clippy::disallowed_methods)]
 pub fn thread_sleep(d: Duration) {
     std::thread::sleep(d);
+}
+
+/// `n` plain-thread clients connected to `addr` (accepted or not yet).
+pub fn connect_n(addr: SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
+    (0..n)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect()
 }
