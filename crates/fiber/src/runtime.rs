@@ -214,6 +214,8 @@ pub(crate) struct WorkerStats {
     pub(crate) idle: AtomicUsize,
     /// Fibers waiting in `TcpStream::linger`.
     pub(crate) lingering: AtomicUsize,
+    /// Free stacks whose pages were given back (published as the worker goes idle).
+    pub(crate) stacks_discarded: AtomicU64,
     pub(crate) reads: WorkerIo,
     pub(crate) writes: WorkerIo,
 }
@@ -420,6 +422,7 @@ impl Handle {
             s.blocked += live.saturating_sub(ready + running);
             s.idle += st.idle.load(Ordering::Relaxed);
             s.lingering += st.lingering.load(Ordering::Relaxed);
+            s.stacks_discarded += st.stacks_discarded.load(Ordering::Relaxed);
             st.reads.add_to(&mut s.reads);
             st.writes.add_to(&mut s.writes);
             s.per_worker_switches
@@ -458,6 +461,10 @@ pub struct Stats {
     pub reads: IoCounters,
     /// Write-direction operations of fibers (`write`, `send`, `sendfile`, `connect`).
     pub writes: IoCounters,
+    /// Free fiber stacks whose pages were given back to the kernel (past the warm limit, or
+    /// unused for a whole decay period while the worker was idle); as of each worker's last
+    /// sleep.
+    pub stacks_discarded: u64,
 }
 
 /// How the fibers' I/O operations of one direction went (plain threads are not counted).

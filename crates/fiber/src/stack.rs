@@ -10,7 +10,11 @@
 //!
 //! Pages are touched lazily, so a parked fiber costs only the stack pages it actually used. A
 //! stack returned while more than `warm_limit` stacks are already free has its pages given back
-//! with `MADV_DONTNEED`, bounding the resident memory an idle pool keeps after a burst.
+//! with `MADV_DONTNEED`, bounding the resident memory a pool keeps after a burst. Below that
+//! limit, warm stacks decay: the worker calls [`StackPool::decay`] once a period while it has
+//! spare warm stacks, which gives back those no `get` reached during the whole period (a
+//! low-water mark, as allocators decay dirty pages), so a burst repeated within the period
+//! keeps its stacks resident and a burst that is over gives them back.
 
 use std::cell::RefCell;
 use std::io;
@@ -59,6 +63,9 @@ struct PoolInner {
     discarded: usize,
     /// Stacks given back so far (for tests).
     discards: u64,
+    /// Fewest warm free stacks since the last `decay`: the oldest this many were not reused
+    /// in the period.
+    low_water: usize,
     warm_limit: usize,
     guard_kind: Option<GuardKind>,
 }
@@ -82,6 +89,7 @@ impl StackPool {
                 free: Vec::new(),
                 discarded: 0,
                 discards: 0,
+                low_water: 0,
                 warm_limit,
                 guard_kind: None,
             })),
@@ -95,6 +103,7 @@ impl StackPool {
             Some(lo) => {
                 // Popped below the warm part: a discarded stack, paged in again on use.
                 p.discarded = p.discarded.min(p.free.len());
+                p.low_water = p.low_water.min(p.warm());
                 lo
             }
             None => p.carve()?,
@@ -130,25 +139,48 @@ impl StackPool {
         p.discard_beyond(keep);
     }
 
-    /// Gives back the pages of the oldest warm free stacks beyond the newest `keep`: the
-    /// worker calls it as it goes idle, so a burst's warm stacks (up to the warm limit) do not
-    /// stay resident once the work is done. Returns how many it discarded.
-    pub(crate) fn trim(&self, keep: usize) -> usize {
+    /// Gives back the pages of the oldest warm free stacks beyond the newest `keep`. Returns
+    /// how many it discarded.
+    #[cfg(test)]
+    fn trim(&self, keep: usize) -> usize {
         self.inner.borrow_mut().discard_beyond(keep)
     }
 
+    /// Whether more than `keep` free stacks are warm (something for [`StackPool::decay`]).
+    pub(crate) fn warm_beyond(&self, keep: usize) -> bool {
+        self.inner.borrow().warm() > keep
+    }
+
+    /// Gives back the pages of the warm free stacks that no `get` reached since the previous
+    /// call (the oldest ones: the free list is reused from its newest end), keeping at least
+    /// the newest `keep` warm, and starts the next period. The worker calls it once a period
+    /// as it goes idle: a burst's warm stacks stay resident while bursts keep coming, and are
+    /// given back one period after they stop. Returns how many it discarded.
+    pub(crate) fn decay(&self, keep: usize) -> usize {
+        let mut p = self.inner.borrow_mut();
+        let warm = p.warm();
+        let used = warm - p.low_water.min(warm);
+        let n = p.discard_beyond(used.max(keep));
+        p.low_water = p.warm();
+        n
+    }
+
     /// Stacks whose pages were given back so far.
-    #[cfg(test)]
-    fn discards(&self) -> u64 {
+    pub(crate) fn discards(&self) -> u64 {
         self.inner.borrow().discards
     }
 }
 
 impl PoolInner {
+    /// Free stacks whose pages are (still) resident.
+    fn warm(&self) -> usize {
+        self.free.len() - self.discarded
+    }
+
     /// Discards the oldest warm free stacks until at most `keep` are warm.
     fn discard_beyond(&mut self, keep: usize) -> usize {
         let mut n = 0;
-        while self.free.len() - self.discarded > keep {
+        while self.warm() > keep {
             let cold = self.free[self.discarded];
             // SAFETY: the usable part of a free stack belongs to no fiber any more.
             unsafe { sys::discard((cold + self.guard) as *mut u8, self.usable) };
@@ -312,6 +344,56 @@ mod tests {
         // SAFETY: reads inside the usable part of a stack we own.
         let last = unsafe { *((more[9].base().get() - 8) as *const u64) };
         assert_eq!(last, 0);
+    }
+
+    /// Regression: trimming to the idle keep at every idle moment made a burst of fibers that
+    /// repeats after a pause fault every stack in again (the `spawn` example 10x slower).
+    #[test]
+    #[cfg_attr(miri, ignore)] // mmap/madvise: not supported by miri
+    fn a_burst_repeated_within_a_decay_period_keeps_its_stacks_warm() {
+        let pool = StackPool::new(16 * 1024, 1024);
+        let burst =
+            |pool: &StackPool| drop((0..200).map(|_| pool.get().unwrap()).collect::<Vec<_>>());
+        burst(&pool);
+        assert_eq!(pool.decay(8), 0, "the first period starts with no history");
+        for _ in 0..5 {
+            burst(&pool);
+            assert_eq!(
+                pool.decay(8),
+                0,
+                "every warm stack was reused in the period"
+            );
+        }
+        assert_eq!(pool.discards(), 0);
+        assert!(pool.warm_beyond(8));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // mmap/madvise: not supported by miri
+    fn decay_gives_back_the_stacks_no_get_reached_in_the_period() {
+        let pool = StackPool::new(16 * 1024, 1024);
+        let burst: Vec<_> = (0..100).map(|_| pool.get().unwrap()).collect();
+        let newest = burst[0].guard_range().0;
+        for s in burst.iter().rev() {
+            // SAFETY: writes inside the usable part of a stack we own.
+            unsafe { *((s.base().get() - 8) as *mut u64) = 3 };
+        }
+        drop(burst.into_iter().rev().collect::<Vec<_>>()); // `newest` returned last
+        assert_eq!(pool.decay(4), 0, "starts the period");
+        // A lighter load in the next period: 30 stacks at once at most.
+        for _ in 0..10 {
+            drop((0..30).map(|_| pool.get().unwrap()).collect::<Vec<_>>());
+        }
+        assert_eq!(pool.decay(4), 70, "the 70 the period did not reach");
+        assert!(pool.warm_beyond(29) && !pool.warm_beyond(30));
+        // Idle for a whole period: all but the kept newest four go.
+        assert_eq!(pool.decay(4), 26);
+        assert!(!pool.warm_beyond(4));
+        assert_eq!(pool.decay(4), 0, "nothing more to give back");
+        let s = pool.get().unwrap();
+        assert_eq!(s.guard_range().0, newest);
+        // SAFETY: reads inside the usable part of a stack we own.
+        assert_eq!(unsafe { *((s.base().get() - 8) as *const u64) }, 3);
     }
 
     #[test]

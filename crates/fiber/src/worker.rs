@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use corosensei::CoroutineResult;
 
@@ -34,8 +34,13 @@ use crate::timer::Timers;
 /// Fibers run between two non-blocking polls of epoll and the timers on a busy worker (a prime,
 /// as tokio's `event_interval`, so it does not beat with periodic workloads).
 const IO_POLL_INTERVAL: u32 = 61;
-/// Warm free stacks a worker keeps as it goes idle (see `StackPool::trim`).
+/// Warm free stacks a worker keeps however long it is idle (see `StackPool::decay`).
 const IDLE_WARM_STACKS: usize = 64;
+/// The period of the stack pool's decay: warm stacks no fiber used for a whole period are
+/// given back, so a stack is resident at most two periods after its last use. Trimming at
+/// every idle moment instead made a program that spawns a burst, waits, and spawns again
+/// fault every stack in anew (about one page fault per fiber: 10x the create cost).
+const STACK_DECAY: Duration = Duration::from_millis(500);
 /// Events taken from epoll per call.
 const EVENTS_PER_POLL: usize = 256;
 /// Finished tasks a worker keeps for its next spawns (about 200 bytes each).
@@ -58,6 +63,8 @@ pub(crate) struct Local {
     /// The clock as of this worker's last poll of epoll: the base of short, coarse deadlines
     /// ([`Local::round_now`]).
     round_now: Cell<Instant>,
+    /// When the stack pool's next decay is due.
+    stack_decay_at: Cell<Instant>,
     /// Finished tasks nobody else held, ready for reuse ([`Local::new_task`]).
     spare_tasks: RefCell<Vec<Arc<Task>>>,
 }
@@ -223,12 +230,7 @@ impl Local {
 
     /// Parks `stream` without a fiber until it is readable or `timeout` passes, then spawns
     /// `f` on this worker (see `TcpStream::when_readable`). Runs in a fiber of this worker.
-    pub(crate) fn park_idle(
-        &self,
-        mut stream: TcpStream,
-        timeout: Option<std::time::Duration>,
-        f: IdleFn,
-    ) {
+    pub(crate) fn park_idle(&self, mut stream: TcpStream, timeout: Option<Duration>, f: IdleFn) {
         let slot = match stream.source_mut().home_registration(self) {
             Ok(s) => s,
             // Not pollable (or out of memory for the epoll item): let the callback's read see.
@@ -426,15 +428,43 @@ impl Local {
                 remote.sleeping.store(false, Ordering::Relaxed);
                 continue;
             }
-            // Going idle: the warm stacks a burst left (up to the warm limit) give their pages
-            // back, but for a few for the next requests. Nothing to do on most sleeps.
-            self.stacks.trim(IDLE_WARM_STACKS);
+            // Going idle: warm stacks no fiber used for a period give their pages back.
+            let timeout = self.decay_stacks(now, timeout);
+            let discarded = self.stacks.discards();
+            remote
+                .stats
+                .stacks_discarded
+                .store(discarded, Ordering::Relaxed);
             self.timers.borrow_mut().shrink();
             self.poll_io(timeout);
             self.begin_round(Instant::now());
             remote.sleeping.store(false, Ordering::Relaxed);
         }
         self.teardown();
+    }
+
+    /// Runs the stack pool's decay if it is due, and returns the poll timeout (`timeout`,
+    /// -1: none) shortened so that an idle worker wakes for the next decay while it still
+    /// holds spare warm stacks. Nothing to do, and no clock read, on most sleeps.
+    fn decay_stacks(&self, now: Instant, timeout: i32) -> i32 {
+        if !self.stacks.warm_beyond(IDLE_WARM_STACKS) {
+            return timeout;
+        }
+        let mut at = self.stack_decay_at.get();
+        if now >= at {
+            self.stacks.decay(IDLE_WARM_STACKS);
+            at = now + STACK_DECAY;
+            self.stack_decay_at.set(at);
+            if !self.stacks.warm_beyond(IDLE_WARM_STACKS) {
+                return timeout;
+            }
+        }
+        let until = ms_until(at, now);
+        if timeout < 0 {
+            until
+        } else {
+            timeout.min(until)
+        }
     }
 
     /// Starts a scheduling round after a poll of epoll: sets the round clock to `now` (just
@@ -505,6 +535,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         idle: RefCell::new(IdleTable::default()),
         idle_due: RefCell::new(Vec::new()),
         round_now: Cell::new(Instant::now()),
+        stack_decay_at: Cell::new(Instant::now()),
         spare_tasks: RefCell::new(Vec::new()),
     };
     LOCAL.with(|l| l.set(&local));
