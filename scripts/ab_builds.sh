@@ -6,9 +6,12 @@
 #
 #   scripts/ab_builds.sh OUT.csv RUNS CONNS PATH BUILD...
 #   e.g. scripts/ab_builds.sh /tmp/ab.csv 9 50 /echo /tmp/weft-before target/release/weft
+# DURATION=S: seconds per wrk run (default 3).
 #
 # A build may be BINARY@CONFIG.toml to serve with that configuration file (e.g. one setting
 # `[fiber] linger = "0s"`). Builds are named w1, w2, ... in the order given. Needs wrk and nginx.
+# WRK_SCRIPT=FILE (and WRK_SCRIPT_ARGS) drive wrk with a script, e.g. WRK_SCRIPT=scripts/pipeline.lua
+# WRK_SCRIPT_ARGS=16 for 16 pipelined requests per write.
 set -u
 out=$1; runs=$2; c=$3; path=$4; shift 4
 cd "$(dirname "$0")/.."
@@ -37,7 +40,8 @@ echo "name,run,rps,cpu_us,user_us,sys_us" >"$out"
 for r in $(seq 1 "$runs"); do
   for n in $(printf '%s\n' "${!PID[@]}" | sort); do
     read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
-    o=$(taskset -c 1 wrk -t1 -c"$c" -d3s "http://127.0.0.1:${PORT[$n]}$path")
+    o=$(taskset -c 1 wrk -t1 -c"$c" -d"${DURATION:-3}s" ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} \
+      "http://127.0.0.1:${PORT[$n]}$path" ${WRK_SCRIPT:+-- ${WRK_SCRIPT_ARGS:-}})
     read -r u1 s1 < <(cpu_ticks "${PID[$n]}")
     reqs=$(awk '/requests in/ {print $1}' <<<"$o"); rps=$(awk '/Requests\/sec/ {print $2}' <<<"$o")
     awk -v n="$n" -v r="$r" -v rps="$rps" -v u=$((u1 - u0)) -v k=$((s1 - s0)) -v q="$reqs" -v hz="$HZ" \

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The project's headline ratios in one run, each against its target: run it before and after a
+# performance-relevant change and compare. Every CPU figure is a same-round ratio to nginx
+# (scripts/ab_builds.sh: weft's fiber model, one worker, on core 0; wrk -t1 on core 1; nginx
+# with one worker beside it), the median of RUNS rounds.
+#
+#   scripts/perf_check.sh [OUT_DIR]        RUNS=5 DURATION=3 WEFT=target/release/weft
+#
+# Raw files (CSV per table, the spawn lines, the idle RSS CSV) go to OUT_DIR (default: a new
+# temporary folder, printed). Needs wrk, nginx, python3 and taskset: `apt-get install wrk
+# nginx-light`. Exits 0 when every figure was measured (met or not); the table says which met.
+set -u
+cd "$(dirname "$0")/.."
+runs=${RUNS:-5}
+out=${1:-$(mktemp -d /tmp/weft-perf-check.XXXXXX)}
+mkdir -p "$out"
+for tool in wrk nginx python3 taskset; do
+  command -v "$tool" >/dev/null || { echo "perf_check: $tool is missing (apt-get install wrk nginx-light)" >&2; exit 2; }
+done
+if [[ -z ${WEFT:-} ]]; then
+  cargo build --release -q -p weft || exit 2
+  WEFT=target/release/weft
+fi
+cargo build --release -q -p weft-fiber --example spawn || exit 2
+ulimit -n 20000 2>/dev/null || true
+
+results=()
+# add NAME FIGURE TARGET_OP TARGET: one row of the closing table.
+add() {
+  local met
+  met=$(awk -v f="$2" -v op="$3" -v t="$4" 'BEGIN { if (f == "") print "n/a"; else if ((op == "<=" && f <= t) || (op == ">=" && f >= t)) print "met"; else print "NOT MET" }')
+  results+=("$(printf '%-46s %10s   %s %-8s %s' "$1" "${2:-n/a}" "$3" "$4" "$met")")
+}
+
+echo "== fiber create+destroy vs threads (spawn example, 5 runs)"
+for _ in 1 2 3 4 5; do target/release/examples/spawn; done | tee "$out/spawn.txt"
+spawn=$(awk '{print $NF}' "$out/spawn.txt" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+add "spawn ratio fibers/threads (median of 5)" "$spawn" "<=" 0.005
+
+# table NAME CSV CONNS PATH [WRK_SCRIPT ARGS]: one ab_builds.sh table; its ratio to nginx.
+table() {
+  local name=$1 csv=$2 c=$3 path=$4
+  echo "== $name" >&2
+  WRK_SCRIPT=${5:-} WRK_SCRIPT_ARGS=${6:-} scripts/ab_builds.sh "$out/$csv" "$runs" "$c" "$path" "$WEFT" |
+    tee "$out/${csv%.csv}.txt" >&2
+  awk '/^w1 \/nginx median/ {print $4}' "$out/${csv%.csv}.txt"
+}
+r=$(table "/echo c=50" echo-c50.csv 50 /echo); add "/echo c=50 CPU/request vs nginx" "$r" "<=" 0.9
+r=$(table "/echo c=1000" echo-c1000.csv 1000 /echo); add "/echo c=1000 CPU/request vs nginx" "$r" "<=" 0.9
+r=$(table "10,541 B page c=50" page-c50.csv 50 /haewelmann.html); add "page c=50 CPU/request vs nginx" "$r" "<=" 1.0
+r=$(table "/echo c=50, 16 pipelined per write" pipelined-c50.csv 50 /echo scripts/pipeline.lua 16)
+add "pipelined /echo (16) c=50 CPU/request vs nginx" "$r" "<=" 0.3
+
+echo "== resident bytes per idle keep-alive connection (10,000)"
+WEFT=$WEFT python3 scripts/idle_rss.py 10000 | tee "$out/idle-rss.csv"
+idle=$(awk -F, '$1 == "weft-fiber" {print $5}' "$out/idle-rss.csv")
+add "idle keep-alive bytes/connection (fiber)" "$idle" "<=" 1024
+
+echo
+echo "== headline ratios ($(date -u +%F), $(nproc) cores, raw files in $out)"
+printf '%s\n' "${results[@]}"
