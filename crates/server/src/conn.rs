@@ -5,7 +5,7 @@
 //! the response → again, while both sides keep the connection. Pipelined requests are served
 //! in order from the bytes already buffered. Each failure maps to one status and one log line.
 
-use std::io;
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +16,7 @@ use weft_http::{BodyFraming, Expect, Method, Parser, Version};
 
 use crate::app::App;
 use crate::body::{BodyLimits, ReadBuf, RequestBody};
+use crate::gather::{Gather, GATHER_RESPONSES};
 use crate::log::Entry;
 use crate::metrics::{ListenerMetrics, Phase};
 use crate::net::Transport;
@@ -105,6 +106,8 @@ struct Scratch {
     parser: Parser,
     rbuf: ReadBuf,
     wbuf: Vec<u8>,
+    /// Responses of pipelined requests gathered into one write ([`Gather`]).
+    out: Vec<u8>,
 }
 
 /// Sets kept per thread; more than this are freed.
@@ -125,6 +128,7 @@ fn take_scratch(limits: &weft_http::Limits) -> Box<Scratch> {
             parser: Parser::new(*limits),
             rbuf: ReadBuf::new(READ_BUF),
             wbuf: Vec::with_capacity(512),
+            out: Vec::new(),
         }),
     }
 }
@@ -135,6 +139,9 @@ fn give_scratch(mut s: Box<Scratch>) {
     s.wbuf.clear();
     if s.wbuf.capacity() > 64 * 1024 {
         s.wbuf = Vec::with_capacity(512);
+    }
+    if s.out.capacity() > 2 * crate::gather::GATHER_BYTES {
+        s.out = Vec::new();
     }
     POOL.with(|p| {
         let mut p = p.borrow_mut();
@@ -156,8 +163,9 @@ fn serve_inner<T: Transport>(
     let period = linger_period(&app.cfg);
     loop {
         let mut scratch = take_scratch(&limits);
-        let result = serve_with(
-            stream,
+        let mut gather = Gather::new(stream, std::mem::take(&mut scratch.out));
+        let mut result = serve_with(
+            &mut gather,
             app,
             info,
             return_when_idle,
@@ -165,6 +173,11 @@ fn serve_inner<T: Transport>(
             &limits,
             &mut scratch,
         );
+        // Whatever way the turn ended, nothing stays held back.
+        if gather.flush_gathered().is_err() {
+            result = Ok(Served::Closed);
+        }
+        scratch.out = gather.into_buf();
         give_scratch(scratch);
         // Idle: wait a little for the next request in this fiber (its buffers back in the
         // pool meanwhile, so a burst of lingering connections leaves no heap behind), and
@@ -180,7 +193,7 @@ fn serve_inner<T: Transport>(
 }
 
 fn serve_with<T: Transport>(
-    stream: &mut T,
+    stream: &mut Gather<'_, T>,
     app: &App,
     info: &ConnInfo,
     return_when_idle: bool,
@@ -189,8 +202,12 @@ fn serve_with<T: Transport>(
     scratch: &mut Scratch,
 ) -> io::Result<Served> {
     let cfg = &app.cfg;
-    let Scratch { parser, rbuf, wbuf } = scratch;
+    let Scratch {
+        parser, rbuf, wbuf, ..
+    } = scratch;
     let mut served_any = false;
+    // Responses gathered so far into the write in progress.
+    let mut batch: u32 = 0;
     if first {
         stream.set_write_timeout(Some(cfg.timeouts.send))?;
     }
@@ -226,6 +243,11 @@ fn serve_with<T: Transport>(
         let req = take_request(parser, rbuf, head_len, info);
         let (resp, keep_alive) = handle(stream, rbuf, app, &req, limits, &mut times);
         let status = resp.status;
+        // Another request already buffered (pipelined): this response waits to go out with
+        // the next ones, in one write (bounded in bytes and count).
+        let gather = keep_alive && !rbuf.is_empty() && batch < GATHER_RESPONSES;
+        batch = if gather { batch + 1 } else { 0 };
+        stream.set_gathering(gather);
         let result = if timed {
             let extra = if cfg.timing.server_timing {
                 times.server_timing(info)
@@ -242,6 +264,7 @@ fn serve_with<T: Transport>(
         } else {
             write_response(stream, wbuf, resp, Some(&req), keep_alive, b"")
         };
+        stream.set_gathering(false);
         let body_len = match result {
             Ok((bytes, body_len)) => {
                 info.listener.response(status, bytes);
@@ -966,5 +989,142 @@ fn version_str(v: Version) -> &'static str {
     match v {
         Version::Http10 => "HTTP/1.0",
         Version::Http11 => "HTTP/1.1",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::Route;
+    use crate::config::{Config, Model};
+    use std::io::{IoSlice, Read};
+
+    /// A connection whose client sent `input` at once (then closes), recording every write
+    /// call that reached the socket.
+    struct Wire {
+        input: Vec<u8>,
+        writes: Vec<Vec<u8>>,
+    }
+
+    impl Read for Wire {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.input.len().min(buf.len());
+            buf[..n].copy_from_slice(&self.input[..n]);
+            self.input.drain(..n);
+            Ok(n)
+        }
+    }
+
+    impl Write for Wire {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.writes.push(buf.to_vec());
+            Ok(buf.len())
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.writes
+                .push(bufs.iter().flat_map(|b| b.iter().copied()).collect());
+            Ok(bufs.iter().map(|b| b.len()).sum())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Transport for Wire {
+        fn set_read_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn set_write_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Serves `input` on an app whose `/n` answers the request's query; returns the writes.
+    fn serve_all(input: &[u8]) -> Vec<Vec<u8>> {
+        let route = Route {
+            method: None,
+            path: "/n".into(),
+            prefix: false,
+            handler: Arc::new(|req: &Request, _: &mut RequestBody<'_>| {
+                Response::text(200, format!("<{}>", req.query().unwrap_or("")))
+            }),
+        };
+        let mut cfg = Config::default();
+        cfg.root = std::env::temp_dir();
+        let app = App::new(cfg, vec![route]).unwrap();
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let info = ConnInfo {
+            peer: addr,
+            local: addr,
+            listener: Arc::new(ListenerMetrics::new(addr, Model::Thread)),
+            registration: None,
+            accepted: None,
+        };
+        let mut wire = Wire {
+            input: input.to_vec(),
+            writes: Vec::new(),
+        };
+        serve(&mut wire, &app, &info).unwrap();
+        wire.writes
+    }
+
+    fn bodies(out: &[u8]) -> Vec<String> {
+        let text = String::from_utf8_lossy(out);
+        text.split("HTTP/1.1 ")
+            .skip(1)
+            .map(|r| {
+                let status = &r[..3];
+                let body = r.split("\r\n\r\n").nth(1).unwrap_or("");
+                format!("{status}{body}")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pipelined_responses_go_out_in_one_write_in_order() {
+        let input: Vec<u8> = (0..16)
+            .flat_map(|i| format!("GET /n?{i} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes())
+            .collect();
+        let writes = serve_all(&input);
+        assert_eq!(writes.len(), 1, "one write for the whole batch");
+        let want: Vec<String> = (0..16).map(|i| format!("200<{i}>")).collect();
+        assert_eq!(bodies(&writes[0]), want);
+    }
+
+    #[test]
+    fn a_close_in_the_middle_of_a_batch_ends_it_there() {
+        let mut input = Vec::new();
+        input.extend_from_slice(b"GET /n?a HTTP/1.1\r\nHost: x\r\n\r\n");
+        input.extend_from_slice(b"HEAD /n?b HTTP/1.1\r\nHost: x\r\n\r\n");
+        input.extend_from_slice(b"GET /n?c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        input.extend_from_slice(b"GET /n?d HTTP/1.1\r\nHost: x\r\n\r\n");
+        let writes = serve_all(&input);
+        assert_eq!(writes.len(), 1, "{writes:?}");
+        let out = String::from_utf8(writes.concat()).unwrap();
+        // The HEAD response has its length but no body; the batch ends with the close.
+        assert_eq!(bodies(out.as_bytes()), ["200<a>", "200", "200<c>"]);
+        assert!(out.contains("Content-Length: 3\r\n"), "{out}");
+        assert!(!out.contains("<b>") && !out.contains("<d>"), "{out}");
+        let last = out.rsplit("HTTP/1.1 ").next().unwrap();
+        assert!(last.contains("Connection: close\r\n"), "{out}");
+    }
+
+    #[test]
+    fn more_pipelined_requests_than_a_batch_holds_take_more_writes() {
+        let n = GATHER_RESPONSES as usize * 2 + 5;
+        let input: Vec<u8> = (0..n)
+            .flat_map(|i| format!("GET /n?{i} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes())
+            .collect();
+        let writes = serve_all(&input);
+        // Each write carries at most a batch (and the read buffer may split the input).
+        assert!(writes.len() >= 3, "{} writes", writes.len());
+        for w in &writes {
+            assert!(bodies(w).len() <= GATHER_RESPONSES as usize + 1);
+        }
+        let want: Vec<String> = (0..n).map(|i| format!("200<{i}>")).collect();
+        assert_eq!(bodies(&writes.concat()), want);
     }
 }

@@ -23,6 +23,7 @@ pub mod calibrate;
 pub mod config;
 pub mod conn;
 pub mod fileset;
+mod gather;
 pub mod handlers;
 pub mod log;
 pub mod metrics;

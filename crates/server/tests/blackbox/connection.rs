@@ -100,6 +100,80 @@ fn pipelined_requests_are_answered_in_order() {
     assert!(c.closed_within(PROMPTLY));
 }
 
+/// Responses of pipelined requests are gathered into one write; a request whose body has not
+/// arrived yet must not hold back the answers before it (the client may wait for them).
+#[test]
+fn a_pipelined_body_still_on_its_way_does_not_hold_back_earlier_answers() {
+    let srv = Builder::new("pipebody").file("a.txt", b"AAA").start();
+    let mut c = srv.connect();
+    c.send(
+        b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\
+          PUT /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n",
+    );
+    for i in 0..2 {
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("answer {i} held back: {e:?}"));
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"AAA"[..]));
+    }
+    c.send(b"hello");
+    let r = c.read_response().unwrap();
+    assert!(r.status >= 400, "{r:?}");
+    c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.read_response().unwrap().body, b"AAA");
+}
+
+#[test]
+fn not_modified_and_head_answers_in_a_pipelined_batch() {
+    let srv = Builder::new("pipe304").file("a.txt", b"AAA").start();
+    let etag = srv.get("/a.txt").header("ETag").expect("ETag").to_string();
+    let mut c = srv.connect();
+    let mut batch = Vec::new();
+    for _ in 0..3 {
+        batch.extend_from_slice(
+            format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: {etag}\r\n\r\n").as_bytes(),
+        );
+        batch.extend_from_slice(b"HEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+        batch.extend_from_slice(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    }
+    c.send(&batch);
+    for round in 0..3 {
+        let r = c.read_response().unwrap();
+        assert_eq!((r.status, r.body.len()), (304, 0), "round {round}: {r:?}");
+        let r = c.read_head_response().unwrap();
+        assert_eq!((r.status, r.header("Content-Length")), (200, Some("3")));
+        let r = c.read_response().unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"AAA"[..]),
+            "round {round}"
+        );
+    }
+    srv.assert_alive();
+}
+
+/// A client that pipelines many requests for a larger file and reads slowly: the gathered
+/// writes block on a full send buffer like any other, and every response arrives whole.
+#[test]
+fn a_slow_reader_of_a_pipelined_batch_gets_every_response_whole() {
+    let body: Vec<u8> = (0..20_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let srv = Builder::new("pipeslow").file("b.txt", &body).start();
+    let mut c = srv.connect();
+    let n = 100;
+    let one = b"GET /b.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /echo-none HTTP/1.1\r\nHost: x\r\n\r\n";
+    c.send(&one.repeat(n));
+    for i in 0..n {
+        std::thread::sleep(Duration::from_millis(2));
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("response {i}: {e:?}"));
+        assert_eq!((r.status, r.body.len()), (200, body.len()), "response {i}");
+        assert!(r.body == body, "response {i}: body differs");
+        assert_eq!(c.read_response().unwrap().status, 404, "response {i}");
+    }
+    srv.assert_alive();
+}
+
 #[test]
 fn pipelined_requests_split_across_writes() {
     let srv = Server::start("pipesplit");

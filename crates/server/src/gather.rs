@@ -1,0 +1,293 @@
+//! Gathering the responses of pipelined requests into one write.
+//!
+//! A client that pipelines sends several requests in one segment; answering each with its own
+//! `write` pays the kernel's per-call send path once per request. [`Gather`] wraps a
+//! connection's transport: while the connection driver says more requests are already
+//! buffered ([`Gather::set_gathering`]), response bytes are appended to a bounded buffer
+//! instead of written; the next response written without gathering (the batch's last), a
+//! file body, a close, or *any read* sends the gathered bytes first. Reading first flushes, so
+//! a request whose body (or the next head) has not arrived yet never waits behind responses
+//! the client is waiting for: the order of bytes on the wire is exactly the unbatched one.
+
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::time::Duration;
+
+use crate::net::Transport;
+
+/// Most bytes gathered before they are written anyway (nginx `postpone_output` is 1460 bytes
+/// for one response; this bounds a batch of many small ones).
+pub(crate) const GATHER_BYTES: usize = 64 * 1024;
+/// Most responses gathered into one write.
+pub(crate) const GATHER_RESPONSES: u32 = 64;
+
+/// A transport that can hold back writes while more pipelined responses follow.
+pub(crate) struct Gather<'a, T: Transport> {
+    inner: &'a mut T,
+    out: Vec<u8>,
+    gathering: bool,
+}
+
+impl<'a, T: Transport> Gather<'a, T> {
+    /// Wraps `inner`, gathering into `out` (cleared; its storage is reused).
+    pub(crate) fn new(inner: &'a mut T, mut out: Vec<u8>) -> Self {
+        out.clear();
+        Gather {
+            inner,
+            out,
+            gathering: false,
+        }
+    }
+
+    /// Whether the response about to be written may wait for the next one (another request
+    /// is already buffered). Off: it goes out at once, with whatever was gathered before it.
+    pub(crate) fn set_gathering(&mut self, on: bool) {
+        self.gathering = on;
+    }
+
+    /// Writes what was gathered.
+    pub(crate) fn flush_gathered(&mut self) -> io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let r = self.inner.write_all(&self.out);
+        self.out.clear();
+        r
+    }
+
+    /// Whether bytes are held back.
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Gives the buffer back for reuse (anything still gathered is dropped: flush first).
+    pub(crate) fn into_buf(self) -> Vec<u8> {
+        self.out
+    }
+
+    /// Whether `n` more bytes are held back rather than written.
+    fn holds(&self, n: usize) -> bool {
+        self.gathering && self.out.len() + n <= GATHER_BYTES
+    }
+}
+
+impl<T: Transport> Read for Gather<'_, T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.flush_gathered()?;
+        self.inner.read(buf)
+    }
+}
+
+impl<T: Transport> Write for Gather<'_, T> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_all(buf).map(|()| buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if self.holds(buf.len()) {
+            self.out.extend_from_slice(buf);
+            return Ok(());
+        }
+        if self.out.is_empty() {
+            return self.inner.write_all(buf);
+        }
+        // The end of a batch: the gathered responses and this one in one call.
+        let r = self.inner.write_all_vectored2(&self.out, buf);
+        self.out.clear();
+        r
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let n: usize = bufs.iter().map(|b| b.len()).sum();
+        if self.holds(n) {
+            for b in bufs {
+                self.out.extend_from_slice(b);
+            }
+            return Ok(n);
+        }
+        self.flush_gathered()?;
+        self.inner.write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_gathered()?;
+        self.inner.flush()
+    }
+}
+
+impl<T: Transport> Transport for Gather<'_, T> {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    fn linger(&mut self, period: Duration) -> bool {
+        self.flush_gathered().is_ok() && self.inner.linger(period)
+    }
+
+    fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
+        if self.out.is_empty() {
+            return self.inner.write_head(head);
+        }
+        // A body follows at once (a file): the gathered bytes and this head go out together,
+        // with the same hint.
+        self.out.extend_from_slice(head);
+        let r = self.inner.write_head(&self.out);
+        self.out.clear();
+        r
+    }
+
+    fn write_all_vectored2(&mut self, a: &[u8], b: &[u8]) -> io::Result<()> {
+        if self.holds(a.len() + b.len()) {
+            self.out.extend_from_slice(a);
+            self.out.extend_from_slice(b);
+            return Ok(());
+        }
+        if self.out.is_empty() {
+            return self.inner.write_all_vectored2(a, b);
+        }
+        // `a` is a head, small: it joins the gathered bytes, the body goes beside them.
+        self.out.extend_from_slice(a);
+        let r = self.inner.write_all_vectored2(&self.out, b);
+        self.out.clear();
+        r
+    }
+
+    fn send_file(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        if !self.out.is_empty() {
+            let r = self.inner.write_head(&self.out);
+            self.out.clear();
+            r?;
+        }
+        self.inner.send_file(file, offset, len)
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.flush_gathered()?;
+        self.inner.shutdown_write()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transport that records each call that reached it.
+    #[derive(Default)]
+    struct Calls {
+        writes: Vec<Vec<u8>>,
+        input: Vec<u8>,
+    }
+
+    impl Read for Calls {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.input.len().min(buf.len());
+            buf[..n].copy_from_slice(&self.input[..n]);
+            self.input.drain(..n);
+            Ok(n)
+        }
+    }
+
+    impl Write for Calls {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.writes.push(buf.to_vec());
+            Ok(buf.len())
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.writes
+                .push(bufs.iter().flat_map(|b| b.iter().copied()).collect());
+            Ok(bufs.iter().map(|b| b.len()).sum())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Transport for Calls {
+        fn set_read_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn set_write_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_batch_goes_out_in_one_call_with_its_last_response() {
+        let mut t = Calls::default();
+        let mut g = Gather::new(&mut t, Vec::new());
+        g.set_gathering(true);
+        g.write_all(b"one;").unwrap();
+        g.write_all_vectored2(b"two:", b"body;").unwrap();
+        assert_eq!(g.pending(), 13);
+        g.set_gathering(false);
+        g.write_all(b"three.").unwrap();
+        assert_eq!(g.pending(), 0);
+        drop(g);
+        assert_eq!(t.writes, vec![b"one;two:body;three.".to_vec()]);
+    }
+
+    #[test]
+    fn a_read_sends_what_was_gathered_first() {
+        let mut t = Calls {
+            input: b"more".to_vec(),
+            ..Calls::default()
+        };
+        let mut g = Gather::new(&mut t, Vec::new());
+        g.set_gathering(true);
+        g.write_all(b"answer").unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(g.read(&mut buf).unwrap(), 4);
+        assert_eq!(g.pending(), 0);
+        drop(g);
+        assert_eq!(t.writes, vec![b"answer".to_vec()]);
+    }
+
+    #[test]
+    fn past_the_byte_bound_the_gathered_bytes_go_out() {
+        let mut t = Calls::default();
+        let mut g = Gather::new(&mut t, Vec::new());
+        g.set_gathering(true);
+        let big = vec![b'x'; GATHER_BYTES - 10];
+        g.write_all(&big).unwrap();
+        g.write_all(b"0123456789abc").unwrap(); // does not fit: both go out, in order
+        assert_eq!(g.pending(), 0);
+        drop(g);
+        let all: Vec<u8> = t.writes.concat();
+        assert_eq!(all.len(), GATHER_BYTES + 3);
+        assert!(all.ends_with(b"xx0123456789abc"));
+    }
+
+    #[test]
+    fn a_file_body_flushes_the_batch_with_its_head_before_it() {
+        use std::io::Seek;
+        let mut file = tempfile_with(b"FILE");
+        file.rewind().unwrap();
+        let mut t = Calls::default();
+        let mut g = Gather::new(&mut t, Vec::new());
+        g.set_gathering(true);
+        g.write_all(b"r1;").unwrap();
+        g.write_head(b"h2;").unwrap();
+        g.send_file(&file, 0, 4).unwrap();
+        g.write_all(b"r3;").unwrap();
+        g.flush().unwrap();
+        drop(g);
+        assert_eq!(t.writes.concat(), b"r1;h2;FILEr3;".to_vec());
+        assert_eq!(t.writes[0], b"r1;h2;".to_vec(), "head joins the batch");
+    }
+
+    fn tempfile_with(bytes: &[u8]) -> File {
+        let path = std::env::temp_dir().join(format!("weft-gather-{}", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        let f = File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        f
+    }
+}
