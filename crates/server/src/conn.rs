@@ -1052,8 +1052,10 @@ mod tests {
                 Response::text(200, format!("<{}>", req.query().unwrap_or("")))
             }),
         };
-        let mut cfg = Config::default();
-        cfg.root = std::env::temp_dir();
+        let cfg = Config {
+            root: std::env::temp_dir(),
+            ..Config::default()
+        };
         let app = App::new(cfg, vec![route]).unwrap();
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let info = ConnInfo {
