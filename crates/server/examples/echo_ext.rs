@@ -1,4 +1,4 @@
-//! The CGI paper's proposal (papers/http-cgi-performance.md, §1.3): instead of forking a CGI
+//! The CGI paper's proposal (Edwards, Performance of HTTP and CGI, §1.3): instead of forking
 //! program for every POST, define an extension HTTP method and run it inside the server, on
 //! the connection's own fiber or thread. This is its echo service as the `ECHO` method (and as
 //! `POST`, for clients that cannot send extension methods) at `/echo-ext`: the request body
