@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CGI paper's request (papers/http-cgi-performance.md §1.2.3: POST with its ten header
+# The CGI paper's request (Edwards, Performance of HTTP and CGI, §1.2.3: POST with its ten header
 # lines and a 542-byte url-encoded body, echoed back) through CGI (a shell script that execs
 # cat), through the in-process echo route (the paper's "extension method": a handler running on
 # the connection's fiber or thread) and through the reverse proxy (to a second weft), on every

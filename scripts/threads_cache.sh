@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The threads-vs-processes paper's experiment (papers/threaded-vs-forked-and-cache.md): two
+# The threads-vs-processes paper's experiment ("Threaded vs Process-driven HTTP server"): two
 # clients, each 20 sequential groups of 12 concurrent GETs on fresh connections, for the 1 KB,
 # 484 KB and 2 MB files; average request completion time. Every weft model with the response
 # cache on and off (and nginx, when installed, as a reference), server pinned to core 0 and

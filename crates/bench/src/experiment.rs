@@ -1,15 +1,15 @@
 //! `weft-bench experiment NAME`: one paper's experiment in one command.
 //!
-//! * `threads-cache` (papers/threaded-vs-forked-and-cache.md): two clients x 20 sequential
+//! * `threads-cache` ("Threaded vs Process-driven HTTP server"): two clients x 20 sequential
 //!   groups of 12 concurrent GETs on fresh connections for 1 KB, 484 KB and 2 MB; average
 //!   completion time. weft's models with the response cache on and off, and the peers.
-//! * `fibers` (papers/fibers-adapted-multithreading.md): ab-like closed loop, a connection per
+//! * `fibers` (Keller and Monien, the fibers paper): ab-like closed loop, a connection per
 //!   request, at concurrency 1/10/50 on `/echo` and the 10,541-byte `/haewelmann.html`;
 //!   requests/s and server CPU per request.
-//! * `cgi` (papers/http-cgi-performance.md): the paper's POST of 542 bytes (HTTP/1.0, its
+//! * `cgi` (Edwards, Performance of HTTP and CGI): the paper's POST of 542 bytes (HTTP/1.0, its
 //!   nine header lines) one at a time to an echo CGI script (`/cgi-bin/Echo2`, a shell
 //!   script), and to weft's in-process `/echo`; mean time per request and server CPU.
-//! * `specweb` (papers/pipeline-dynamic-threads.md): the SPECweb99-like load
+//! * `specweb` (Li et al., the open KETA pipeline paper): the SPECweb99-like load
 //!   ([`crate::specweb`]); conforming connections, mean response time, ops/s.
 //!
 //! The experiment starts every server itself: weft (the `weft` binary next to this one, or
@@ -709,7 +709,8 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     let mut csv = String::from("server,file,median_avg_ms\n");
     let mut md = format!(
         "# threads-cache: threaded vs forked, and the response cache\n\n{}\
-         Paper: papers/threaded-vs-forked-and-cache.md. Two clients, each {groups_n} sequential \
+         Paper: \"Threaded vs Process-driven HTTP server\" (no author named). Two clients, \
+         each {groups_n} sequential \
          groups of 12 concurrent GETs on fresh connections; average completion time of a \
          request (connect to last byte), median of {} run(s). Machine: {}. weft models run \
          with `--threads 1`.\n\n\
@@ -828,7 +829,8 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         String::from("server,path,conns,median_rps,median_cpu_us_per_req,median_cpu_pct\n");
     let mut md = format!(
         "# fibers: requests/s and server CPU, like the paper's ab runs\n\n{}\
-         Paper: papers/fibers-adapted-multithreading.md (ab, a connection per request). Here \
+         Paper: Keller and Monien, \"Improving Http-Server Performance by Adapted \
+         Multithreading\" (ab, a connection per request). Here \
          weft-bench's closed loop with `Connection: close` on every request, for {secs} s per \
          run, median of {} run(s). Machine: {}. weft models run with `--threads 1`; lighttpd \
          and apache2 have no `/echo` (n/a).\n\n\
@@ -1036,7 +1038,8 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     let mut csv = String::from("server,path,median_mean_ms,median_cpu_us_per_req\n");
     let mut md = format!(
         "# cgi: the CGI paper's POST\n\n{}\
-         Paper: papers/http-cgi-performance.md. Its request (HTTP/1.0, nine header lines, \
+         Paper: Nigel Edwards, \"Performance of HTTP and CGI\" (ANSA APM.1506.01, 1995). \
+         Its request (HTTP/1.0, nine header lines, \
          542 bytes of form data; sent here in one write, where libwww wrote the head and the \
          body separately) {n} times one after the other, a new connection each, to an echo \
          CGI script (`/cgi-bin/Echo2`: a shell script, `head -c $CONTENT_LENGTH`) and, on \
@@ -1140,7 +1143,8 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     );
     let mut md = format!(
         "# specweb: SPECweb99-like static load\n\n{}\
-         Paper: papers/pipeline-dynamic-threads.md (SPECweb99 at 300/600/1000 connections). \
+         Paper: S.-S. Li et al., open KETA, a pipeline multi-thread kernel web server with \
+         dynamic thread allocation (SPECweb99 at 300/600/1000 connections). \
          Here the static part only: {dirs} directories, paced 400 kbit/s connections of 5 \
          requests, {secs} s per run, median of {} run(s). Machine: {}.\n\n\
          The paper (two 2.0 GHz Xeons, 1 Gbit/s; mean response ms / conforming of all / ops/s): \

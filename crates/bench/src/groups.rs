@@ -1,4 +1,4 @@
-//! `weft-bench groups`: the client of papers/threaded-vs-forked-and-cache.md. Each of
+//! `weft-bench groups`: the client of "Threaded vs Process-driven HTTP server". Each of
 //! `clients` clients runs `groups` groups one after the other; a group is `concurrency` GETs
 //! at once, each on a fresh connection (as the paper's `wget` processes were), and ends when
 //! all of them have completed. The clients run at the same time.

@@ -5,7 +5,7 @@
 //!   like wrk2 (`--rate`, latency from intended send times). Latency percentiles from an HDR
 //!   histogram, errors by kind, requests and bytes per second; `--server-pid` adds the
 //!   server's CPU per request from `/proc`.
-//! * `weft-bench groups URL` — the client of papers/threaded-vs-forked-and-cache.md:
+//! * `weft-bench groups URL` — the client of "Threaded vs Process-driven HTTP server":
 //!   simultaneous clients, each running sequential groups of concurrent GETs on fresh
 //!   connections; average request completion time.
 //! * `weft-bench specweb URL` — a SPECweb99-like static load ([`specweb`]): paced keep-alive

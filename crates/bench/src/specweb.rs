@@ -1,4 +1,4 @@
-//! A SPECweb99-like workload (papers/pipeline-dynamic-threads.md): static files, and
+//! A SPECweb99-like workload (Li et al., the open KETA pipeline paper, §5): static files, and
 //! optionally a dynamic share.
 //!
 //! * The file set: `25 + (400000/122000 x connections)/5` directories (truncated), each with

@@ -2,7 +2,8 @@
 //! epoll reactor, timers, and fiber-aware sockets, pipes and synchronisation. It knows nothing
 //! of HTTP.
 //!
-//! This is the runtime of `papers/fibers-adapted-multithreading.md`: fibers are far cheaper to
+//! This is the runtime of Keller and Monien, "Improving Http-Server Performance by Adapted
+//! Multithreading" (the fibers paper; ARCHITECTURE.md): fibers are far cheaper to
 //! create, destroy and switch than OS threads, each worker runs its fibers first-in first-out,
 //! and an I/O call switches to another fiber exactly when it would block. Every blocking type
 //! here also works on a plain thread (it then blocks the thread), so handler code runs

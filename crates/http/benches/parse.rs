@@ -1,8 +1,8 @@
-//! Request-head parsing, weft's `Parser` against httparse 1.10 as the baseline (DESIGN.md:
+//! Request-head parsing, weft's `Parser` against httparse 1.10 as the baseline (ARCHITECTURE.md:
 //! the parser choice is decided by this benchmark).
 //!
 //! Inputs:
-//! * `cgi_paper`: the request of papers/http-cgi-performance.md §1.2.3, byte for byte (CRLF
+//! * `cgi_paper`: the request of the CGI paper (Edwards) §1.2.3, byte for byte (CRLF
 //!   line endings), head only; the paper measured 43 ms to "parse the headers and decode" it.
 //! * `browser_40`: a realistic browser navigation with 40 header fields.
 //! * `short`: the smallest valid HTTP/1.1 request.
@@ -16,7 +16,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use weft_http::{Limits, Parser};
 
-/// papers/http-cgi-performance.md §1.2.3, "The headers of the incoming request".
+/// Edwards, "Performance of HTTP and CGI" §1.2.3, "The headers of the incoming request".
 const CGI_PAPER: &[u8] = b"POST /cgi-bin/Echo2 HTTP/1.0\r\n\
 Accept: application/x-corba\r\n\
 Accept: */*; q=0.300\r\n\

@@ -1,5 +1,5 @@
-//! The CGI paper's proposal (papers/http-cgi-performance.md, §1.3): instead of forking a CGI
-//! program for every POST, define an extension HTTP method and run it inside the server, on
+//! The CGI paper's proposal (Edwards, "Performance of HTTP and CGI" §1.3): instead of forking
+//! a CGI program for every POST, define an extension HTTP method and run it inside the server, on
 //! the connection's own fiber or thread. This is its echo service as the `ECHO` method (and as
 //! `POST`, for clients that cannot send extension methods) at `/echo-ext`: the request body
 //! comes back byte for byte with its Content-Type.

@@ -27,13 +27,13 @@ pub struct FileSpec {
 /// The generated files of the papers. A path ending in `.html` gets an HTML page,
 /// anything else pseudo-random bytes.
 pub const PAPER_FILES: &[FileSpec] = &[
-    // papers/fibers-adapted-multithreading.md: "a file of about 800 KBytes (changes.html)",
+    // Keller and Monien (fibers paper), §4: "a file of about 800 KBytes (changes.html)",
     // "Document Length: 816378 bytes" in its ab output.
     FileSpec {
         path: "changes.html",
         size: 816_378,
     },
-    // papers/threaded-vs-forked-and-cache.md: "small: 1KB, medium: 484 KB, large: 2MB".
+    // "Threaded vs Process-driven HTTP server": "small: 1KB, medium: 484 KB, large: 2MB".
     FileSpec {
         path: "files/1k.bin",
         size: 1_024,

@@ -92,7 +92,7 @@ fn paper_body() -> Vec<u8> {
 fn cgi_paper_request_is_echoed() {
     let srv = Server::start("echo-paper");
     let body = paper_body();
-    // papers/http-cgi-performance.md §1.2.3, sent to the echo function.
+    // Edwards, "Performance of HTTP and CGI" §1.2.3, sent to the echo function.
     let mut raw = b"POST /echo HTTP/1.0\r\n\
 Accept: application/x-corba\r\n\
 Accept: */*; q=0.300\r\n\
