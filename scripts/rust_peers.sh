@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# weft as an embedded library beside Rust servers, on the TechEmpower plaintext and json tests:
+# crates/server/examples/techempower.rs (weft's fiber model) against may_minihttp and
+# actix-web hello-world servers built from crates.io in bench/peers/ (their own folders and
+# target dir, not workspace members). Each server has one worker, pinned to core 0; wrk -t1 on
+# core 1. Each round runs every test against every server in turn, so same-round ratios cancel
+# the machine's drift. Prints one CSV row per run, medians, and weft's same-round ratios.
+#
+#   scripts/rust_peers.sh OUT.csv        RUNS=5 DURATION=3 CONNS=256
+#
+# Tests: plaintext with 16 requests pipelined per write, plaintext, json. Needs wrk (apt-get
+# install wrk) and network access to crates.io for the first build of the peers.
+set -u
+out=${1:?usage: scripts/rust_peers.sh OUT.csv}
+runs=${RUNS:-5}; dur=${DURATION:-3}; c=${CONNS:-256}
+cd "$(dirname "$0")/.."
+command -v wrk >/dev/null || { echo "rust_peers: wrk is missing (apt-get install wrk)" >&2; exit 2; }
+cargo build --release -q -p weft --example techempower || exit 2
+for p in may_minihttp actix; do
+  CARGO_TARGET_DIR=bench/peers/target cargo build --release -q --manifest-path "bench/peers/$p/Cargo.toml" ||
+    { echo "rust_peers: building the $p peer failed" >&2; exit 2; }
+done
+ulimit -n 20000 2>/dev/null || true
+work=$(mktemp -d)
+declare -A PID PORT
+start() { # NAME PORT CMD...
+  local name=$1 port=$2; shift 2
+  taskset -c 0 "$@" >"$work/$name.log" 2>&1 &
+  PID[$name]=$!; PORT[$name]=$port
+}
+start weft 18401 target/release/examples/techempower 127.0.0.1:18401 1
+start may_minihttp 18402 bench/peers/target/release/peer-may-minihttp 127.0.0.1:18402 1
+start actix 18403 bench/peers/target/release/peer-actix 127.0.0.1:18403 1
+trap 'kill "${PID[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+source scripts/wait_listening.sh
+for n in "${!PID[@]}"; do wait_listening "$n" "${PORT[$n]}" "$work/$n.log"; done
+HZ=$(getconf CLK_TCK)
+source scripts/cpu_ticks.sh
+echo "test,server,run,rps,cpu_us" >"$out"
+for r in $(seq 1 "$runs"); do
+  for t in plaintext-pipelined plaintext json; do
+    for n in weft may_minihttp actix; do
+      case $t in
+        plaintext-pipelined) url=/plaintext; script=(-s scripts/pipeline.lua) ; sargs=(-- 16) ;;
+        plaintext) url=/plaintext; script=(); sargs=() ;;
+        json) url=/json; script=(); sargs=() ;;
+      esac
+      read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
+      o=$(taskset -c 1 wrk -t1 -c"$c" -d"${dur}s" "${script[@]}" "http://127.0.0.1:${PORT[$n]}$url" "${sargs[@]}")
+      read -r u1 s1 < <(cpu_ticks "${PID[$n]}")
+      reqs=$(awk '/requests in/ {print $1}' <<<"$o"); rps=$(awk '/Requests\/sec/ {print $2}' <<<"$o")
+      if grep -q "Non-2xx\|Socket errors" <<<"$o"; then echo "# $t $n run $r: $(grep -E 'Non-2xx|Socket errors' <<<"$o")" >&2; fi
+      awk -v t="$t" -v n="$n" -v r="$r" -v rps="$rps" -v ticks=$((u1 - u0 + s1 - s0)) -v q="$reqs" -v hz="$HZ" \
+        'BEGIN { printf "%s,%s,%d,%s,%.3f\n", t, n, r, rps, ticks / hz * 1e6 / q }' | tee -a "$out"
+    done
+  done
+done
+python3 - "$out" <<'PY'
+import collections, csv, statistics as st, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = collections.defaultdict(dict)
+for r in rows:
+    by[(r["test"], r["server"])][r["run"]] = r
+print("%-20s %-13s %12s %12s %18s %18s" % ("test", "server", "req/s", "us CPU/req", "weft/it CPU", "weft/it req/s"))
+for t in ("plaintext-pipelined", "plaintext", "json"):
+    for n in ("weft", "may_minihttp", "actix"):
+        rs = by[(t, n)]
+        rps = st.median(float(x["rps"]) for x in rs.values())
+        cpu = st.median(float(x["cpu_us"]) for x in rs.values())
+        w = by[(t, "weft")]
+        rc = st.median(float(w[k]["cpu_us"]) / float(rs[k]["cpu_us"]) for k in rs)
+        rr = st.median(float(w[k]["rps"]) / float(rs[k]["rps"]) for k in rs)
+        print("%-20s %-13s %12.0f %12.3f %18.3f %18.3f" % (t, n, rps, cpu, rc, rr))
+PY
