@@ -1,5 +1,5 @@
 //! The two lock-free handshakes of the scheduler, kept apart so loom can model-check them
-//! (`RUSTFLAGS="--cfg loom" cargo test -p weft-fiber --release --lib protocol`).
+//! (`RUSTFLAGS="--cfg loom" cargo test -p weft-fiber --release --lib loom_models`).
 //!
 //! 1. Park/unpark: a fiber that decided to park suspends first, and only then does its worker
 //!    move it `RUNNING -> PARKED`; an unpark in between finds `RUNNING` and leaves `NOTIFIED`,
