@@ -126,128 +126,9 @@ impl ChunkedDecoder {
     pub fn decode(&mut self, input: &[u8]) -> Result<Step, Error> {
         let mut i = 0;
         while i < input.len() {
-            let b = input[i];
             match self.state {
-                State::Size { digits } => {
-                    self.count_line()?;
-                    if let Some(d) = hex(b) {
-                        // Leading zeros are fine; a size that would not fit in 64 bits is not.
-                        if self.size >> 60 != 0 {
-                            return Err(Error::BadChunk("chunk size too large"));
-                        }
-                        self.size = (self.size << 4) | u64::from(d);
-                        self.state = State::Size {
-                            digits: digits.saturating_add(1),
-                        };
-                    } else if digits == 0 {
-                        return Err(Error::BadChunk("chunk size missing"));
-                    } else {
-                        self.state = match b {
-                            b'\r' => State::SizeLf,
-                            b';' => State::ExtSemi,
-                            b' ' | b'\t' => State::SizeWs,
-                            _ => return Err(Error::BadChunk("invalid character in chunk size")),
-                        };
-                    }
-                }
-                // chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ( token / quoted-string ) ] )
-                // (RFC 9112 §7.1.1). Extensions are ignored, but only once they parse: a line
-                // that two parsers could split differently is refused.
-                State::SizeWs | State::ExtValueWs => {
-                    self.count_line()?;
-                    match b {
-                        b' ' | b'\t' => {}
-                        b';' => self.state = State::ExtSemi,
-                        _ => {
-                            return Err(Error::BadChunk("whitespace in chunk line not before ';'"))
-                        }
-                    }
-                }
-                State::ExtSemi => {
-                    self.count_line()?;
-                    match b {
-                        b' ' | b'\t' => {}
-                        _ if is_tchar(b) => self.state = State::ExtName,
-                        _ => return Err(Error::BadChunk("chunk extension without a name")),
-                    }
-                }
-                State::ExtName => {
-                    self.count_line()?;
-                    match b {
-                        _ if is_tchar(b) => {}
-                        b' ' | b'\t' => self.state = State::ExtNameWs,
-                        b'=' => self.state = State::ExtEq,
-                        b';' => self.state = State::ExtSemi,
-                        b'\r' => self.state = State::SizeLf,
-                        _ => return Err(Error::BadChunk("invalid character in chunk extension")),
-                    }
-                }
-                State::ExtNameWs => {
-                    self.count_line()?;
-                    match b {
-                        b' ' | b'\t' => {}
-                        b'=' => self.state = State::ExtEq,
-                        b';' => self.state = State::ExtSemi,
-                        _ => return Err(Error::BadChunk("invalid character in chunk extension")),
-                    }
-                }
-                State::ExtEq => {
-                    self.count_line()?;
-                    match b {
-                        b' ' | b'\t' => {}
-                        b'"' => self.state = State::ExtQuoted,
-                        _ if is_tchar(b) => self.state = State::ExtToken,
-                        _ => return Err(Error::BadChunk("chunk extension without a value")),
-                    }
-                }
-                State::ExtToken | State::ExtValueEnd => {
-                    self.count_line()?;
-                    match b {
-                        _ if is_tchar(b) && self.state == State::ExtToken => {}
-                        b' ' | b'\t' => self.state = State::ExtValueWs,
-                        b';' => self.state = State::ExtSemi,
-                        b'\r' => self.state = State::SizeLf,
-                        _ => return Err(Error::BadChunk("invalid character in chunk extension")),
-                    }
-                }
-                State::ExtQuoted => {
-                    self.count_line()?;
-                    match b {
-                        b'"' => self.state = State::ExtValueEnd,
-                        b'\\' => self.state = State::ExtQuotedPair,
-                        // qdtext: HTAB, SP, VCHAR except DQUOTE and backslash, obs-text.
-                        b'\t' | b' ' | 0x21..=0x7e | 0x80..=0xff => {}
-                        _ => {
-                            return Err(Error::BadChunk(
-                                "invalid character in quoted chunk extension",
-                            ))
-                        }
-                    }
-                }
-                State::ExtQuotedPair => {
-                    self.count_line()?;
-                    match b {
-                        b'\t' | b' ' | 0x21..=0x7e | 0x80..=0xff => self.state = State::ExtQuoted,
-                        _ => {
-                            return Err(Error::BadChunk(
-                                "invalid character in quoted chunk extension",
-                            ))
-                        }
-                    }
-                }
-                State::SizeLf => {
-                    if b != b'\n' {
-                        return Err(Error::BadChunk("chunk size line not ended by CRLF"));
-                    }
-                    self.line_len = 0;
-                    self.state = if self.size == 0 {
-                        State::TrailerStart
-                    } else {
-                        State::Data(self.size)
-                    };
-                    self.size = 0;
-                }
                 State::Data(left) => {
+                    // Data is taken in bulk, never byte by byte.
                     let take = (input.len() - i).min(usize::try_from(left).unwrap_or(usize::MAX));
                     let left = left - take as u64;
                     self.state = if left == 0 {
@@ -261,72 +142,99 @@ impl ChunkedDecoder {
                         done: false,
                     });
                 }
-                State::DataCr => {
-                    if b != b'\r' {
-                        return Err(Error::BadChunk("chunk data not followed by CRLF"));
-                    }
-                    self.state = State::DataLf;
-                }
-                State::DataLf => {
-                    if b != b'\n' {
-                        return Err(Error::BadChunk("chunk data not followed by CRLF"));
-                    }
-                    self.state = State::Size { digits: 0 };
-                }
-                State::TrailerStart => {
-                    self.count_trailer()?;
-                    match b {
-                        b'\r' => self.state = State::EndLf,
-                        b' ' | b'\t' => {
-                            return Err(Error::BadChunk("obsolete line folding in trailer"))
-                        }
-                        _ if is_tchar(b) => self.state = State::TrailerName,
-                        _ => return Err(Error::BadChunk("invalid trailer field")),
-                    }
-                }
-                State::TrailerName => {
-                    self.count_trailer()?;
-                    match b {
-                        _ if is_tchar(b) => {}
-                        b':' => self.state = State::Trailer,
-                        _ => return Err(Error::BadChunk("invalid trailer field name")),
-                    }
-                }
-                State::Trailer => {
-                    self.count_trailer()?;
-                    match b {
-                        b'\r' => self.state = State::TrailerLf,
-                        b'\t' | 0x20..=0x7e | 0x80..=0xff => {}
-                        _ => return Err(Error::BadChunk("invalid character in trailer")),
-                    }
-                }
-                State::TrailerLf => {
-                    self.count_trailer()?;
-                    if b != b'\n' {
-                        return Err(Error::BadChunk("trailer line not ended by CRLF"));
-                    }
-                    self.state = State::TrailerStart;
-                }
-                State::EndLf => {
-                    if b != b'\n' {
-                        return Err(Error::BadChunk("chunked body not ended by CRLF"));
-                    }
-                    self.state = State::Done;
-                    return Ok(Step {
-                        consumed: i + 1,
-                        data: (i + 1, i + 1),
-                        done: true,
-                    });
-                }
                 State::Done => break,
+                _ => {}
             }
+            self.byte(input[i])?;
             i += 1;
+            if self.state == State::Done {
+                return Ok(Step {
+                    consumed: i,
+                    data: (i, i),
+                    done: true,
+                });
+            }
         }
         Ok(Step {
             consumed: i,
             data: (i, i),
             done: self.state == State::Done,
         })
+    }
+
+    /// One byte of framing (a size line, the CRLF after data, the trailer section), in any
+    /// state but `Data` and `Done`.
+    fn byte(&mut self, b: u8) -> Result<(), Error> {
+        self.state = match self.state {
+            State::Size { digits } => {
+                self.count_line()?;
+                self.size_digit(digits, b)?
+            }
+            State::SizeLf => self.end_size_line(b)?,
+            State::DataCr | State::DataLf => after_data(self.state, b)?,
+            State::EndLf if b == b'\n' => State::Done,
+            State::EndLf => return Err(Error::BadChunk("chunked body not ended by CRLF")),
+            State::TrailerStart | State::TrailerName | State::Trailer | State::TrailerLf => {
+                self.count_trailer()?;
+                trailer_step(self.state, b)?
+            }
+            State::Data(_) | State::Done => {
+                debug_assert!(false, "decode handles data and the end itself");
+                self.state
+            }
+            State::SizeWs
+            | State::ExtSemi
+            | State::ExtName
+            | State::ExtNameWs
+            | State::ExtEq
+            | State::ExtToken
+            | State::ExtQuoted
+            | State::ExtQuotedPair
+            | State::ExtValueEnd
+            | State::ExtValueWs => {
+                self.count_line()?;
+                extension_step(self.state, b)?
+            }
+        };
+        Ok(())
+    }
+
+    /// A byte of the chunk size: another hex digit, or what ends the size.
+    fn size_digit(&mut self, digits: u8, b: u8) -> Result<State, Error> {
+        if let Some(d) = hex(b) {
+            // Leading zeros are fine; a size that would not fit in 64 bits is not.
+            if self.size >> 60 != 0 {
+                return Err(Error::BadChunk("chunk size too large"));
+            }
+            self.size = (self.size << 4) | u64::from(d);
+            return Ok(State::Size {
+                digits: digits.saturating_add(1),
+            });
+        }
+        if digits == 0 {
+            return Err(Error::BadChunk("chunk size missing"));
+        }
+        match b {
+            b'\r' => Ok(State::SizeLf),
+            b';' => Ok(State::ExtSemi),
+            b' ' | b'\t' => Ok(State::SizeWs),
+            _ => Err(Error::BadChunk("invalid character in chunk size")),
+        }
+    }
+
+    /// The LF of a size line: data follows, or the trailer section after the last chunk.
+    fn end_size_line(&mut self, b: u8) -> Result<State, Error> {
+        if b != b'\n' {
+            return Err(Error::BadChunk("chunk size line not ended by CRLF"));
+        }
+        self.line_len = 0;
+        let next = if self.size == 0 {
+            State::TrailerStart
+        } else {
+            State::Data(self.size)
+        };
+        self.size = 0;
+        Ok(next)
     }
 
     fn count_line(&mut self) -> Result<(), Error> {
@@ -344,6 +252,100 @@ impl ChunkedDecoder {
         }
         Ok(())
     }
+}
+
+/// A byte of the chunk extensions, after the size:
+/// `chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ( token / quoted-string ) ] )`
+/// (RFC 9112 §7.1.1). Extensions are ignored, but only once they parse: a line that two
+/// parsers could split differently is refused.
+fn extension_step(state: State, b: u8) -> Result<State, Error> {
+    const INVALID: Error = Error::BadChunk("invalid character in chunk extension");
+    const INVALID_QUOTED: Error = Error::BadChunk("invalid character in quoted chunk extension");
+    let ws = matches!(b, b' ' | b'\t');
+    // qdtext and quoted-pair's second byte: HTAB, SP, VCHAR, obs-text.
+    let qd = matches!(b, b'\t' | b' ' | 0x21..=0x7e | 0x80..=0xff);
+    Ok(match state {
+        State::SizeWs | State::ExtValueWs => match b {
+            _ if ws => state,
+            b';' => State::ExtSemi,
+            _ => return Err(Error::BadChunk("whitespace in chunk line not before ';'")),
+        },
+        State::ExtSemi => match b {
+            _ if ws => state,
+            _ if is_tchar(b) => State::ExtName,
+            _ => return Err(Error::BadChunk("chunk extension without a name")),
+        },
+        State::ExtName => match b {
+            _ if is_tchar(b) => state,
+            _ if ws => State::ExtNameWs,
+            b'=' => State::ExtEq,
+            b';' => State::ExtSemi,
+            b'\r' => State::SizeLf,
+            _ => return Err(INVALID),
+        },
+        State::ExtNameWs => match b {
+            _ if ws => state,
+            b'=' => State::ExtEq,
+            b';' => State::ExtSemi,
+            _ => return Err(INVALID),
+        },
+        State::ExtEq => match b {
+            _ if ws => state,
+            b'"' => State::ExtQuoted,
+            _ if is_tchar(b) => State::ExtToken,
+            _ => return Err(Error::BadChunk("chunk extension without a value")),
+        },
+        State::ExtToken | State::ExtValueEnd => match b {
+            _ if is_tchar(b) && state == State::ExtToken => state,
+            _ if ws => State::ExtValueWs,
+            b';' => State::ExtSemi,
+            b'\r' => State::SizeLf,
+            _ => return Err(INVALID),
+        },
+        State::ExtQuoted => match b {
+            b'"' => State::ExtValueEnd,
+            b'\\' => State::ExtQuotedPair,
+            _ if qd => state,
+            _ => return Err(INVALID_QUOTED),
+        },
+        State::ExtQuotedPair if qd => State::ExtQuoted,
+        State::ExtQuotedPair => return Err(INVALID_QUOTED),
+        _ => unreachable!("not an extension state: {state:?}"),
+    })
+}
+
+/// A byte of the CRLF that ends a chunk's data.
+fn after_data(state: State, b: u8) -> Result<State, Error> {
+    match (state, b) {
+        (State::DataCr, b'\r') => Ok(State::DataLf),
+        (State::DataLf, b'\n') => Ok(State::Size { digits: 0 }),
+        _ => Err(Error::BadChunk("chunk data not followed by CRLF")),
+    }
+}
+
+/// A byte of the trailer section: `*( field-line CRLF ) CRLF`.
+fn trailer_step(state: State, b: u8) -> Result<State, Error> {
+    Ok(match state {
+        State::TrailerStart => match b {
+            b'\r' => State::EndLf,
+            b' ' | b'\t' => return Err(Error::BadChunk("obsolete line folding in trailer")),
+            _ if is_tchar(b) => State::TrailerName,
+            _ => return Err(Error::BadChunk("invalid trailer field")),
+        },
+        State::TrailerName => match b {
+            _ if is_tchar(b) => state,
+            b':' => State::Trailer,
+            _ => return Err(Error::BadChunk("invalid trailer field name")),
+        },
+        State::Trailer => match b {
+            b'\r' => State::TrailerLf,
+            b'\t' | 0x20..=0x7e | 0x80..=0xff => state,
+            _ => return Err(Error::BadChunk("invalid character in trailer")),
+        },
+        State::TrailerLf if b == b'\n' => State::TrailerStart,
+        State::TrailerLf => return Err(Error::BadChunk("trailer line not ended by CRLF")),
+        _ => unreachable!("not a trailer state: {state:?}"),
+    })
 }
 
 fn hex(b: u8) -> Option<u8> {
