@@ -1,6 +1,10 @@
-//! Bar charts as SVG, written by hand: no dependencies, no fonts to find (the viewer draws
-//! the text). One bar per labelled value, the value printed above it, a labelled y axis with
-//! round ticks.
+//! Charts as SVG and PNG, written by hand: no dependencies, no fonts to find (an SVG viewer
+//! draws the text; the PNGs carry a built-in 5x7 font), byte-for-byte reproducible output.
+//!
+//! - Bar charts: one bar per labelled value (the median of the runs), the value printed above
+//!   it, a whisker from the smallest to the largest run where the runs are given, a labelled y
+//!   axis with round ticks, and a legend line that says what bar and whisker are.
+//! - Line charts for time series: one line per series, both axes ticked and titled, a legend.
 
 use std::fmt::Write as _;
 
@@ -43,20 +47,86 @@ fn num(v: f64) -> String {
     }
 }
 
+/// One bar: the value drawn, and optionally the range of the runs it summarises.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub label: String,
+    /// The bar's height (a median); NaN: missing.
+    pub value: f64,
+    /// The smallest and largest run, drawn as a whisker.
+    pub range: Option<(f64, f64)>,
+}
+
+impl Bar {
+    /// A bar without a range.
+    pub fn plain(label: impl Into<String>, value: f64) -> Bar {
+        Bar {
+            label: label.into(),
+            value,
+            range: None,
+        }
+    }
+}
+
+const PALETTE_SVG: [&str; 7] = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+];
+
+/// Geometry shared by the SVG and PNG bar charts.
+struct BarLayout {
+    left: f64,
+    top: f64,
+    bar_w: f64,
+    gap: f64,
+    plot_h: f64,
+    top_v: f64,
+    step: f64,
+}
+
+impl BarLayout {
+    fn new(bars: &[Bar]) -> BarLayout {
+        let max = bars
+            .iter()
+            .flat_map(|b| [b.value, b.range.map_or(f64::NAN, |r| r.1)])
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max);
+        let step = tick_step(max);
+        BarLayout {
+            left: 70.0,
+            top: 40.0,
+            bar_w: 28.0,
+            gap: 12.0,
+            plot_h: 260.0,
+            top_v: ((max / step).ceil() * step).max(step),
+            step,
+        }
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        self.top + self.plot_h - v / self.top_v * self.plot_h
+    }
+
+    fn x(&self, i: usize) -> f64 {
+        self.left + self.gap / 2.0 + i as f64 * (self.bar_w + self.gap)
+    }
+
+    fn width(&self, n: usize) -> f64 {
+        self.left + n.max(1) as f64 * (self.bar_w + self.gap) + 20.0
+    }
+}
+
 /// A bar chart of `series` (label, value); NaN values are drawn as missing.
 pub fn bars(title: &str, unit: &str, series: &[(String, f64)]) -> String {
-    let (left, top, bar_w, gap, plot_h) = (70.0, 40.0, 28.0, 12.0, 260.0);
-    let n = series.len().max(1) as f64;
-    let width = left + n * (bar_w + gap) + 20.0;
-    let height = top + plot_h + 130.0;
-    let max = series
-        .iter()
-        .map(|s| s.1)
-        .filter(|v| v.is_finite())
-        .fold(0.0, f64::max);
-    let step = tick_step(max);
-    let top_v = ((max / step).ceil() * step).max(step);
-    let y = |v: f64| top + plot_h - v / top_v * plot_h;
+    let bars: Vec<Bar> = series.iter().map(|(l, v)| Bar::plain(l, *v)).collect();
+    bar_chart(title, unit, &bars, "")
+}
+
+/// A bar chart of `bars`, with min-max whiskers where a bar has a range, and `legend` (e.g.
+/// "bars: median of 5 runs; whiskers: fastest to slowest run") under it when not empty.
+pub fn bar_chart(title: &str, unit: &str, bars: &[Bar], legend: &str) -> String {
+    let l = BarLayout::new(bars);
+    let width = l.width(bars.len()).max(6.0 * legend.len() as f64 + 20.0);
+    let height = l.top + l.plot_h + 130.0 + if legend.is_empty() { 0.0 } else { 20.0 };
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -70,57 +140,227 @@ pub fn bars(title: &str, unit: &str, series: &[(String, f64)]) -> String {
         escape(title)
     );
     let mut t = 0.0;
-    while t <= top_v + step / 2.0 {
-        let ty = y(t);
+    while t <= l.top_v + l.step / 2.0 {
+        let ty = l.y(t);
         let _ = writeln!(
             s,
-            r##"<line x1="{left}" x2="{:.0}" y1="{ty:.1}" y2="{ty:.1}" stroke="#ddd"/><text x="{:.0}" y="{:.1}" text-anchor="end">{}</text>"##,
+            r##"<line x1="{}" x2="{:.0}" y1="{ty:.1}" y2="{ty:.1}" stroke="#ddd"/><text x="{:.0}" y="{:.1}" text-anchor="end">{}</text>"##,
+            l.left,
             width - 10.0,
-            left - 5.0,
+            l.left - 5.0,
             ty + 4.0,
             num(t)
         );
-        t += step;
+        t += l.step;
     }
     let _ = writeln!(
         s,
         r#"<text x="15" y="{:.0}" transform="rotate(-90 15 {:.0})" text-anchor="middle">{}</text>"#,
-        top + plot_h / 2.0,
-        top + plot_h / 2.0,
+        l.top + l.plot_h / 2.0,
+        l.top + l.plot_h / 2.0,
         escape(unit)
     );
-    let palette = [
-        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
-    ];
-    for (i, (label, v)) in series.iter().enumerate() {
-        let x = left + gap / 2.0 + i as f64 * (bar_w + gap);
+    for (i, b) in bars.iter().enumerate() {
+        let x = l.x(i);
+        let v = b.value;
         if v.is_finite() {
+            // The value sits above the whisker when there is one.
+            let label_y = b.range.map_or(l.y(v), |(_, hi)| l.y(hi.max(v))) - 3.0;
             let _ = writeln!(
                 s,
-                r#"<rect x="{x:.1}" y="{:.1}" width="{bar_w}" height="{:.1}" fill="{}"/><text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{}</text>"#,
-                y(*v),
-                top + plot_h - y(*v),
-                palette[i % palette.len()],
-                x + bar_w / 2.0,
-                y(*v) - 3.0,
-                num(*v)
+                r#"<rect x="{x:.1}" y="{:.1}" width="{}" height="{:.1}" fill="{}"/><text x="{:.1}" y="{label_y:.1}" text-anchor="middle" font-size="9">{}</text>"#,
+                l.y(v),
+                l.bar_w,
+                l.top + l.plot_h - l.y(v),
+                PALETTE_SVG[i % PALETTE_SVG.len()],
+                x + l.bar_w / 2.0,
+                num(v)
             );
+            if let Some((lo, hi)) = b.range.filter(|r| r.0.is_finite() && r.1.is_finite()) {
+                let cx = x + l.bar_w / 2.0;
+                let _ = writeln!(
+                    s,
+                    r#"<path d="M{cx:.1} {:.1}V{:.1}M{:.1} {:.1}H{:.1}M{:.1} {:.1}H{:.1}" stroke="black" fill="none"/>"#,
+                    l.y(lo),
+                    l.y(hi),
+                    cx - 5.0,
+                    l.y(lo),
+                    cx + 5.0,
+                    cx - 5.0,
+                    l.y(hi),
+                    cx + 5.0
+                );
+            }
         }
-        let lx = x + bar_w / 2.0;
-        let ly = top + plot_h + 10.0;
+        let lx = x + l.bar_w / 2.0;
+        let ly = l.top + l.plot_h + 10.0;
         let _ = writeln!(
             s,
             r#"<text x="{lx:.1}" y="{ly:.1}" transform="rotate(45 {lx:.1} {ly:.1})">{}</text>"#,
-            escape(label)
+            escape(&b.label)
         );
     }
     let _ = writeln!(
         s,
-        r#"<line x1="{left}" x2="{left}" y1="{top}" y2="{:.0}" stroke="black"/><line x1="{left}" x2="{:.0}" y1="{:.0}" y2="{:.0}" stroke="black"/>"#,
-        top + plot_h,
+        r#"<line x1="{0}" x2="{0}" y1="{1}" y2="{2:.0}" stroke="black"/><line x1="{0}" x2="{3:.0}" y1="{2:.0}" y2="{2:.0}" stroke="black"/>"#,
+        l.left,
+        l.top,
+        l.top + l.plot_h,
         width - 10.0,
-        top + plot_h,
-        top + plot_h
+    );
+    if !legend.is_empty() {
+        let _ = writeln!(
+            s,
+            r#"<text x="10" y="{:.0}" font-size="10">{}</text>"#,
+            height - 8.0,
+            escape(legend)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// A line series: its name and its points (x, y), in x order; NaN y values break the line.
+pub type Series = (String, Vec<(f64, f64)>);
+
+/// Geometry shared by the SVG and PNG line charts.
+struct LineLayout {
+    left: f64,
+    top: f64,
+    plot_w: f64,
+    plot_h: f64,
+    x_max: f64,
+    x_step: f64,
+    y_max: f64,
+    y_step: f64,
+}
+
+impl LineLayout {
+    fn new(series: &[Series]) -> LineLayout {
+        let pts = || series.iter().flat_map(|s| s.1.iter());
+        let fold =
+            |f: fn(&(f64, f64)) -> f64| pts().map(f).filter(|v| v.is_finite()).fold(0.0, f64::max);
+        let (x_max, y_max) = (fold(|p| p.0), fold(|p| p.1));
+        let (x_step, y_step) = (tick_step(x_max), tick_step(y_max));
+        LineLayout {
+            left: 70.0,
+            top: 40.0,
+            plot_w: 520.0,
+            plot_h: 260.0,
+            x_max: ((x_max / x_step).ceil() * x_step).max(x_step),
+            x_step,
+            y_max: ((y_max / y_step).ceil() * y_step).max(y_step),
+            y_step,
+        }
+    }
+
+    fn px(&self, x: f64) -> f64 {
+        self.left + x / self.x_max * self.plot_w
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        self.top + self.plot_h - y / self.y_max * self.plot_h
+    }
+
+    /// The runs of consecutive finite points of a series, in chart coordinates.
+    fn runs(&self, pts: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+        let mut runs = vec![Vec::new()];
+        for &(x, y) in pts {
+            if x.is_finite() && y.is_finite() {
+                runs.last_mut()
+                    .expect("never empty")
+                    .push((self.px(x), self.py(y)));
+            } else if !runs.last().expect("never empty").is_empty() {
+                runs.push(Vec::new());
+            }
+        }
+        runs.retain(|r| !r.is_empty());
+        runs
+    }
+}
+
+/// A line chart of time series (e.g. requests/s per second of a run, a stage's threads per
+/// controller period), with axis titles and a legend naming each line.
+pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    let l = LineLayout::new(series);
+    let width = l.left + l.plot_w + 160.0;
+    let height = l.top + l.plot_h + 60.0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.0}" y="20" text-anchor="middle" font-size="14">{}</text>"#,
+        l.left + l.plot_w / 2.0,
+        escape(title)
+    );
+    let mut t = 0.0;
+    while t <= l.y_max + l.y_step / 2.0 {
+        let y = l.py(t);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{}" x2="{:.0}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.0}" y="{:.1}" text-anchor="end">{}</text>"##,
+            l.left,
+            l.left + l.plot_w,
+            l.left - 5.0,
+            y + 4.0,
+            num(t)
+        );
+        t += l.y_step;
+    }
+    let mut t = 0.0;
+    while t <= l.x_max + l.x_step / 2.0 {
+        let x = l.px(t);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{:.0}" stroke="#ddd"/><text x="{x:.1}" y="{:.0}" text-anchor="middle">{}</text>"##,
+            l.top,
+            l.top + l.plot_h,
+            l.top + l.plot_h + 15.0,
+            num(t)
+        );
+        t += l.x_step;
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="15" y="{0:.0}" transform="rotate(-90 15 {0:.0})" text-anchor="middle">{1}</text><text x="{2:.0}" y="{3:.0}" text-anchor="middle">{4}</text>"#,
+        l.top + l.plot_h / 2.0,
+        escape(y_label),
+        l.left + l.plot_w / 2.0,
+        l.top + l.plot_h + 35.0,
+        escape(x_label)
+    );
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let colour = PALETTE_SVG[i % PALETTE_SVG.len()];
+        for run in l.runs(pts) {
+            let d: Vec<String> = run.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+            let _ = writeln!(
+                s,
+                r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="1.5"/>"#,
+                d.join(" ")
+            );
+        }
+        let ly = l.top + 10.0 + 18.0 * i as f64;
+        let lx = l.left + l.plot_w + 15.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{lx:.0}" x2="{:.0}" y1="{ly:.0}" y2="{ly:.0}" stroke="{colour}" stroke-width="3"/><text x="{:.0}" y="{:.0}">{}</text>"#,
+            lx + 20.0,
+            lx + 25.0,
+            ly + 4.0,
+            escape(name)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<line x1="{0}" x2="{0}" y1="{1}" y2="{2:.0}" stroke="black"/><line x1="{0}" x2="{3:.0}" y1="{2:.0}" y2="{2:.0}" stroke="black"/>"#,
+        l.left,
+        l.top,
+        l.top + l.plot_h,
+        l.left + l.plot_w,
     );
     s.push_str("</svg>\n");
     s
@@ -155,6 +395,78 @@ mod tests {
         assert_eq!(svg.matches("<rect").count(), 3);
         assert!(svg.contains("t &lt;x&gt;") && svg.contains("b&amp;c") && svg.contains(">gone<"));
         assert!(svg.contains(">2.50<"));
+    }
+
+    #[test]
+    fn whiskers_span_the_runs_and_the_legend_says_so() {
+        let bars = [
+            Bar {
+                label: "a".into(),
+                value: 5.0,
+                range: Some((4.0, 8.0)),
+            },
+            Bar::plain("b", 2.0),
+        ];
+        let svg = bar_chart(
+            "t",
+            "ms",
+            &bars,
+            "bars: median of 5 runs; whiskers: min-max",
+        );
+        // One whisker, for the bar with a range; the axis reaches the top of the whisker.
+        assert_eq!(svg.matches("<path").count(), 1);
+        let l = BarLayout::new(&bars);
+        assert_eq!(l.top_v, 8.0);
+        let whisker = format!("V{:.1}", l.y(8.0));
+        assert!(svg.contains(&whisker), "{svg}");
+        assert!(svg.contains(">bars: median of 5 runs; whiskers: min-max<"));
+        assert!(png_has_a_whisker_above_the_first_bar(&bars));
+        assert!(!png_has_a_whisker_above_the_first_bar(&[
+            Bar::plain("a", 5.0),
+            bars[1].clone()
+        ]));
+    }
+
+    /// Whether the PNG of `bars` has black (whisker) pixels between 5 and 8 above bar 0.
+    fn png_has_a_whisker_above_the_first_bar(bars: &[Bar]) -> bool {
+        let l = BarLayout::new(bars);
+        let p = bar_chart_png("t", "ms", bars, "legend");
+        let (w, _, px) = super::png_tests::decode(&p);
+        let cx = (l.x(0) + l.bar_w / 2.0).round() as usize;
+        let y = ((BarLayout::new(&[Bar::plain("", 8.0)]).y(8.0) + l.y(5.0)) / 2.0).round() as usize;
+        px[y * w + cx] == 1
+    }
+
+    #[test]
+    fn lines_break_at_missing_points_and_name_each_series() {
+        let series = vec![
+            (
+                "req/s".to_string(),
+                vec![
+                    (0.0, 10.0),
+                    (1.0, 20.0),
+                    (2.0, f64::NAN),
+                    (3.0, 15.0),
+                    (4.0, 5.0),
+                ],
+            ),
+            ("p99 <ms>".to_string(), vec![(0.0, 1.0), (4.0, 2.0)]),
+        ];
+        let svg = lines("timeline", "seconds", "value", &series);
+        // The first series in two runs (broken at the NaN), the second in one.
+        assert_eq!(svg.matches("<polyline").count(), 3);
+        assert!(svg.contains(">req/s<") && svg.contains(">p99 &lt;ms&gt;<"));
+        assert!(svg.contains(">seconds<") && svg.contains(">value<"));
+        let l = LineLayout::new(&series);
+        assert_eq!((l.x_max, l.y_max), (4.0, 20.0));
+        let p = lines_png("timeline", "seconds", "value", &series);
+        let (w, _, px) = super::png_tests::decode(&p);
+        // Midway between the first two points the first series' colour is drawn.
+        let (x, y) = ((l.px(0.5)).round() as usize, l.py(15.0).round() as usize);
+        assert!(
+            (y.saturating_sub(2)..=y + 2).any(|yy| px[yy * w + x] == 3),
+            "no line at ({x}, {y})"
+        );
     }
 }
 
@@ -201,6 +513,12 @@ fn glyph(c: char) -> [u8; 5] {
         '.' => [0x00, 0x60, 0x60, 0x00, 0x00],
         ',' => [0x00, 0x50, 0x30, 0x00, 0x00],
         ':' => [0x00, 0x36, 0x36, 0x00, 0x00],
+        ';' => [0x00, 0x56, 0x36, 0x00, 0x00],
+        '+' => [0x08, 0x08, 0x3E, 0x08, 0x08],
+        '*' => [0x14, 0x08, 0x3E, 0x08, 0x14],
+        '<' => [0x08, 0x14, 0x22, 0x41, 0x00],
+        '>' => [0x00, 0x41, 0x22, 0x14, 0x08],
+        '#' => [0x14, 0x7F, 0x14, 0x7F, 0x14],
         '-' => [0x08, 0x08, 0x08, 0x08, 0x08],
         '=' => [0x14, 0x14, 0x14, 0x14, 0x14],
         '/' => [0x20, 0x10, 0x08, 0x04, 0x02],
@@ -258,6 +576,18 @@ impl Canvas {
         }
     }
 
+    /// A line from `a` to `b`, two pixels thick (a step per pixel along the longer axis).
+    fn line(&mut self, a: (f64, f64), b: (f64, f64), c: u8) {
+        let steps = (b.0 - a.0).abs().max((b.1 - a.1).abs()).ceil().max(1.0);
+        for k in 0..=steps as i64 {
+            let f = k as f64 / steps;
+            let (x, y) = (a.0 + (b.0 - a.0) * f, a.1 + (b.1 - a.1) * f);
+            let (x, y) = (x.round() as i64, y.round() as i64);
+            self.set(x, y, c);
+            self.set(x, y + 1, c);
+        }
+    }
+
     /// Text with its top-left corner at (x, y), 6 pixels per character; `down` writes it
     /// turned a quarter clockwise, reading downwards from (x, y).
     fn text(&mut self, x: f64, y: f64, s: &str, c: u8, down: bool) {
@@ -282,18 +612,18 @@ impl Canvas {
 
 /// The same chart as [`bars`], as a PNG (text in a built-in 5x7 font).
 pub fn bars_png(title: &str, unit: &str, series: &[(String, f64)]) -> Vec<u8> {
-    let (left, top, bar_w, gap, plot_h) = (70.0, 40.0, 28.0, 12.0, 260.0);
-    let n = series.len().max(1) as f64;
-    let width = (left + n * (bar_w + gap) + 20.0).max(6.0 * title.len() as f64 + 20.0);
-    let height = top + plot_h + 130.0;
-    let max = series
-        .iter()
-        .map(|s| s.1)
-        .filter(|v| v.is_finite())
-        .fold(0.0, f64::max);
-    let step = tick_step(max);
-    let top_v = ((max / step).ceil() * step).max(step);
-    let y = |v: f64| top + plot_h - v / top_v * plot_h;
+    let bars: Vec<Bar> = series.iter().map(|(l, v)| Bar::plain(l, *v)).collect();
+    bar_chart_png(title, unit, &bars, "")
+}
+
+/// The same chart as [`bar_chart`], as a PNG.
+pub fn bar_chart_png(title: &str, unit: &str, bars: &[Bar], legend: &str) -> Vec<u8> {
+    let l = BarLayout::new(bars);
+    let width = l
+        .width(bars.len())
+        .max(6.0 * title.len() as f64 + 20.0)
+        .max(6.0 * legend.len() as f64 + 20.0);
+    let height = l.top + l.plot_h + 130.0 + if legend.is_empty() { 0.0 } else { 20.0 };
     let mut cv = Canvas::new(width as usize, height as usize);
     cv.text(
         width / 2.0 - 3.0 * title.len() as f64,
@@ -303,44 +633,143 @@ pub fn bars_png(title: &str, unit: &str, series: &[(String, f64)]) -> Vec<u8> {
         false,
     );
     let mut t = 0.0;
-    while t <= top_v + step / 2.0 {
-        let ty = y(t);
-        cv.rect(left, ty, width - 10.0 - left, 1.0, 2);
+    while t <= l.top_v + l.step / 2.0 {
+        let ty = l.y(t);
+        cv.rect(l.left, ty, width - 10.0 - l.left, 1.0, 2);
         let label = num(t);
         cv.text(
-            left - 6.0 - 6.0 * label.len() as f64,
+            l.left - 6.0 - 6.0 * label.len() as f64,
             ty - 3.0,
             &label,
             1,
             false,
         );
-        t += step;
+        t += l.step;
     }
     cv.text(
         6.0,
-        top + plot_h / 2.0 - 3.0 * unit.len() as f64,
+        l.top + l.plot_h / 2.0 - 3.0 * unit.len() as f64,
         unit,
         1,
         true,
     );
-    for (i, (label, v)) in series.iter().enumerate() {
-        let x = left + gap / 2.0 + i as f64 * (bar_w + gap);
+    for (i, b) in bars.iter().enumerate() {
+        let x = l.x(i);
+        let v = b.value;
         if v.is_finite() {
-            cv.rect(x, y(*v), bar_w, top + plot_h - y(*v), 3 + (i % 7) as u8);
-            let s = num(*v);
+            cv.rect(
+                x,
+                l.y(v),
+                l.bar_w,
+                l.top + l.plot_h - l.y(v),
+                3 + (i % 7) as u8,
+            );
+            let mut label_y = l.y(v);
+            if let Some((lo, hi)) = b.range.filter(|r| r.0.is_finite() && r.1.is_finite()) {
+                let cx = x + l.bar_w / 2.0;
+                cv.rect(cx, l.y(hi), 1.0, l.y(lo) - l.y(hi) + 1.0, 1);
+                cv.rect(cx - 5.0, l.y(hi), 11.0, 1.0, 1);
+                cv.rect(cx - 5.0, l.y(lo), 11.0, 1.0, 1);
+                label_y = label_y.min(l.y(hi));
+            }
+            let s = num(v);
             cv.text(
-                x + bar_w / 2.0 - 3.0 * s.len() as f64,
-                y(*v) - 10.0,
+                x + l.bar_w / 2.0 - 3.0 * s.len() as f64,
+                label_y - 10.0,
                 &s,
                 1,
                 false,
             );
         }
-        let short: String = label.chars().take(20).collect();
-        cv.text(x + bar_w / 2.0 - 4.0, top + plot_h + 6.0, &short, 1, true);
+        let short: String = b.label.chars().take(20).collect();
+        cv.text(
+            x + l.bar_w / 2.0 - 4.0,
+            l.top + l.plot_h + 6.0,
+            &short,
+            1,
+            true,
+        );
     }
-    cv.rect(left, top, 1.0, plot_h, 1);
-    cv.rect(left, top + plot_h, width - 10.0 - left, 1.0, 1);
+    cv.rect(l.left, l.top, 1.0, l.plot_h, 1);
+    cv.rect(l.left, l.top + l.plot_h, width - 10.0 - l.left, 1.0, 1);
+    if !legend.is_empty() {
+        cv.text(10.0, height - 16.0, legend, 1, false);
+    }
+    png(&cv)
+}
+
+/// The same chart as [`lines`], as a PNG.
+pub fn lines_png(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Vec<u8> {
+    let l = LineLayout::new(series);
+    let width = l.left + l.plot_w + 160.0;
+    let height = l.top + l.plot_h + 60.0;
+    let mut cv = Canvas::new(width as usize, height as usize);
+    cv.text(
+        l.left + l.plot_w / 2.0 - 3.0 * title.len() as f64,
+        12.0,
+        title,
+        1,
+        false,
+    );
+    let mut t = 0.0;
+    while t <= l.y_max + l.y_step / 2.0 {
+        let y = l.py(t);
+        cv.rect(l.left, y, l.plot_w, 1.0, 2);
+        let label = num(t);
+        cv.text(
+            l.left - 6.0 - 6.0 * label.len() as f64,
+            y - 3.0,
+            &label,
+            1,
+            false,
+        );
+        t += l.y_step;
+    }
+    let mut t = 0.0;
+    while t <= l.x_max + l.x_step / 2.0 {
+        let x = l.px(t);
+        cv.rect(x, l.top, 1.0, l.plot_h, 2);
+        let label = num(t);
+        cv.text(
+            x - 3.0 * label.len() as f64,
+            l.top + l.plot_h + 6.0,
+            &label,
+            1,
+            false,
+        );
+        t += l.x_step;
+    }
+    cv.text(
+        6.0,
+        l.top + l.plot_h / 2.0 - 3.0 * y_label.len() as f64,
+        y_label,
+        1,
+        true,
+    );
+    cv.text(
+        l.left + l.plot_w / 2.0 - 3.0 * x_label.len() as f64,
+        l.top + l.plot_h + 25.0,
+        x_label,
+        1,
+        false,
+    );
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = 3 + (i % 7) as u8;
+        for run in l.runs(pts) {
+            if let [only] = run.as_slice() {
+                cv.rect(only.0 - 1.0, only.1 - 1.0, 3.0, 3.0, c);
+            }
+            for w in run.windows(2) {
+                cv.line(w[0], w[1], c);
+            }
+        }
+        let ly = l.top + 10.0 + 18.0 * i as f64;
+        let lx = l.left + l.plot_w + 15.0;
+        cv.rect(lx, ly - 1.0, 20.0, 3.0, c);
+        cv.text(lx + 25.0, ly - 3.0, name, 1, false);
+    }
+    cv.rect(l.left, l.top, 1.0, l.plot_h, 1);
+    cv.rect(l.left, l.top + l.plot_h, l.plot_w, 1.0, 1);
     png(&cv)
 }
 
@@ -426,7 +855,7 @@ mod png_tests {
     }
 
     /// Reads back the pixels of a PNG written by [`png`] (stored blocks only).
-    fn decode(p: &[u8]) -> (usize, usize, Vec<u8>) {
+    pub(super) fn decode(p: &[u8]) -> (usize, usize, Vec<u8>) {
         assert_eq!(&p[..8], b"\x89PNG\r\n\x1a\n");
         let (mut i, mut w, mut h, mut z) = (8, 0, 0, Vec::new());
         while i < p.len() {
