@@ -71,7 +71,8 @@ pub struct Conditions<'a> {
     pub if_modified_since: Field<'a, 1>,
     pub if_unmodified_since: Field<'a, 1>,
     pub if_range: Field<'a, 1>,
-    pub range: bool,
+    /// The first `Range` value, if any.
+    pub range: Option<&'a [u8]>,
 }
 
 impl<'a> Conditions<'a> {
@@ -93,7 +94,9 @@ impl<'a> Conditions<'a> {
         // Length and first letter rule out almost every other field before a full comparison.
         let first = name.first().map_or(0, |b| b | 0x20);
         match (name.len(), first) {
-            (5, b'r') if name.eq_ignore_ascii_case(b"range") => self.range = true,
+            (5, b'r') if name.eq_ignore_ascii_case(b"range") => {
+                self.range = self.range.or(Some(value))
+            }
             (8, b'i') if name.eq_ignore_ascii_case(b"if-match") => self.if_match.push(value),
             (8, b'i') if name.eq_ignore_ascii_case(b"if-range") => self.if_range.push(value),
             (13, b'i') if name.eq_ignore_ascii_case(b"if-none-match") => {
@@ -368,7 +371,11 @@ pub fn evaluate(method: Method, c: &Conditions<'_>, current: Option<&Current<'_>
         }
     }
     // Step 5: If-Range, only for a GET with Range (§13.1.5).
-    if method == Method::Get && c.range && c.if_range.is_present() && !if_range_holds(c, current) {
+    if method == Method::Get
+        && c.range.is_some()
+        && c.if_range.is_present()
+        && !if_range_holds(c, current)
+    {
         return Outcome::IgnoreRange;
     }
     Outcome::Proceed
@@ -742,7 +749,7 @@ mod tests {
         assert_eq!(c.if_match.count, 1);
         assert_eq!(c.if_none_match.count, 1);
         assert!(c.if_modified_since.is_present() && c.if_unmodified_since.is_present());
-        assert!(c.if_range.is_present() && c.range);
+        assert!(c.if_range.is_present() && c.range == Some(&b"x"[..]));
         assert!(conds(&[("Host", b"x"), ("Range", b"x")]).is_unconditional());
     }
 }
