@@ -217,13 +217,8 @@ impl StaticFiles {
                 Ok(m) if m.is_file() => self.file(req, conds, &index, f, &m, key),
                 _ => Response::error(403),
             },
-            // A listing is a current representation without validators: only `*` matches it.
             Err(404) if self.cfg.autoindex => {
-                match conditional::evaluate(req.method(), conds, Some(&Current::default())) {
-                    Outcome::NotModified => Response::new(304),
-                    Outcome::PreconditionFailed => Response::error(412),
-                    Outcome::Proceed | Outcome::IgnoreRange => self.listing(req, rel),
-                }
+                super::unvalidated_preconditions(req).unwrap_or_else(|| self.listing(req, rel))
             }
             Err(404) => Response::error(403),
             Err(status) => Response::error(status),

@@ -470,6 +470,26 @@ fn a_directory_index_answers_preconditions() {
     );
 }
 
+/// A directory listing has no validators: only `*` matches it.
+#[test]
+fn a_directory_listing_answers_preconditions() {
+    let srv = site_builder()
+        .config("[static_files]\nautoindex = true\n")
+        .start();
+    assert_eq!(srv.get("/empty/").status, 200);
+    expect_statuses(
+        &srv,
+        "/empty/",
+        &[
+            ("GET", "If-Match: *".to_string(), 200),
+            ("GET", "If-Match: \"x\"".to_string(), 412),
+            ("GET", "If-None-Match: *".to_string(), 304),
+            ("HEAD", "If-None-Match: \"x\"".to_string(), 200),
+            ("GET", format!("If-Unmodified-Since: {LONG_AGO}"), 200),
+        ],
+    );
+}
+
 /// A 412 is one request in the access log, like any other answer.
 #[test]
 fn a_412_is_logged_once() {
