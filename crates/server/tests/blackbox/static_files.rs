@@ -362,7 +362,11 @@ fn preconditions_are_evaluated_in_rfc_order() {
             304,
         ),
         // Step 5: a Range after the preconditions passed.
-        ("GET", format!("Range: bytes=0-1\r\nIf-Match: \"x\""), 412),
+        (
+            "GET",
+            "Range: bytes=0-1\r\nIf-Match: \"x\"".to_string(),
+            412,
+        ),
         (
             "GET",
             format!("Range: bytes=0-1\r\nIf-None-Match: {etag}"),
