@@ -519,6 +519,8 @@ fn a_412_is_logged_once() {
         lines[1].contains("\"GET /ten.txt HTTP/1.1\" 200 10 "),
         "{text}"
     );
+    // A refused precondition is the client's business: nothing in the error log.
+    assert!(!srv.log().contains("Precondition"), "{}", srv.log());
 }
 
 /// The redirect for a directory named without its slash: an absolute path built from the
