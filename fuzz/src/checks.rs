@@ -252,3 +252,117 @@ pub fn cgi_head(data: &[u8]) {
         );
     }
 }
+
+/// Preconditions: entity-tag lists and HTTP dates from arbitrary bytes, evaluated against a
+/// representation also taken from the input. The control byte picks the method (bits 0-2)
+/// and whether a current representation exists (bit 3); the rest is lines: the current
+/// `ETag`, its `Last-Modified`, then fields whose first byte picks the name. Never a panic;
+/// every list member read is a well-formed entity tag that reads back the same when written
+/// again; a parsed date survives formatting; the outcome is one RFC 9110 §13.2.2 allows.
+pub fn conditional(data: &[u8]) {
+    use weft_http::conditional::{
+        evaluate, members, parse_date, Conditions, Current, EntityTag, Member, Outcome,
+    };
+    use weft_http::Method;
+    const NAMES: [&[u8]; 6] = [
+        b"If-Match",
+        b"If-None-Match",
+        b"If-Modified-Since",
+        b"If-Unmodified-Since",
+        b"If-Range",
+        b"Range",
+    ];
+    const METHODS: [Method; 8] = [
+        Method::Get,
+        Method::Head,
+        Method::Post,
+        Method::Put,
+        Method::Delete,
+        Method::Options,
+        Method::Patch,
+        Method::Other,
+    ];
+    let Some((&control, input)) = data.split_first() else {
+        return;
+    };
+    let method = METHODS[usize::from(control & 7)];
+    let mut lines = input.split(|&b| b == b'\n');
+    let etag_line = lines.next().unwrap_or_default();
+    let date_line = lines.next().unwrap_or_default();
+    let current = Current {
+        etag: EntityTag::parse(etag_line),
+        last_modified: parse_date(date_line),
+    };
+    if let Some(t) = current.etag {
+        let mut again = if t.weak { b"W/".to_vec() } else { Vec::new() };
+        again.extend_from_slice(t.opaque);
+        assert_eq!(again, etag_line);
+    }
+    if let Some(secs) = current.last_modified {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        let text = weft_http::date::format(t);
+        assert_eq!(parse_date(&text), Some(secs), "{date_line:?}");
+    }
+    let mut conds = Conditions::default();
+    let mut fields = 0;
+    for line in lines {
+        let Some((&pick, value)) = line.split_first() else {
+            continue;
+        };
+        conds.note(NAMES[usize::from(pick) % NAMES.len()], value);
+        fields += 1;
+        // Each value alone, as a list: members are well-formed and read back the same.
+        let one = [value];
+        let read: Vec<_> = members(&one).collect();
+        let failed = read.iter().position(Result::is_err);
+        if let Some(i) = failed {
+            assert_eq!(i, read.len() - 1, "nothing after a failure");
+        }
+        let ok: Vec<Member<'_>> = read.iter().filter_map(|m| m.ok()).collect();
+        let mut written = Vec::new();
+        for m in &ok {
+            match m {
+                Member::Any => written.extend_from_slice(b"*"),
+                Member::Tag(t) => {
+                    assert!(t.opaque.len() >= 2);
+                    assert!(t.opaque.starts_with(b"\"") && t.opaque.ends_with(b"\""));
+                    let inner = &t.opaque[1..t.opaque.len() - 1];
+                    assert!(!inner.iter().any(|&b| b == b'"' || b < 0x21 || b == 0x7f));
+                    if t.weak {
+                        written.extend_from_slice(b"W/");
+                    }
+                    written.extend_from_slice(t.opaque);
+                }
+            }
+            written.extend_from_slice(b", ");
+        }
+        let again = [&written[..]];
+        let reread: Vec<_> = members(&again).collect();
+        assert_eq!(reread, ok.iter().map(|m| Ok(*m)).collect::<Vec<_>>());
+    }
+    let exists = control & 8 != 0;
+    let outcome = evaluate(method, &conds, exists.then_some(&current));
+    let get_or_head = matches!(method, Method::Get | Method::Head);
+    if fields == 0
+        || conds.is_unconditional()
+        || matches!(method, Method::Options | Method::Connect | Method::Trace)
+    {
+        assert_eq!(outcome, Outcome::Proceed);
+    }
+    match outcome {
+        Outcome::NotModified => assert!(get_or_head),
+        Outcome::IgnoreRange => {
+            assert!(method == Method::Get && conds.range.is_some() && conds.if_range.is_present())
+        }
+        Outcome::PreconditionFailed => assert!(
+            conds.if_match.is_present()
+                || conds.if_unmodified_since.is_present()
+                || (conds.if_none_match.is_present() && !get_or_head)
+        ),
+        Outcome::Proceed => {}
+    }
+    // If-Match cannot hold without a current representation (§13.1.1).
+    if !exists && conds.if_match.is_present() && !matches!(method, Method::Options) {
+        assert_eq!(outcome, Outcome::PreconditionFailed);
+    }
+}

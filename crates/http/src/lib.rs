@@ -11,7 +11,8 @@
 //!   handler sees the request.
 //! * [`ChunkedDecoder`] / [`chunked`] decode and encode the chunked transfer coding.
 //! * [`path`] turns a request path into a root-relative path that cannot leave the root;
-//!   [`range`] reads a `Range` header against a representation's size.
+//!   [`range`] reads a `Range` header against a representation's size; [`conditional`]
+//!   evaluates a request's preconditions (`If-Match` … `If-Range`) in RFC 9110's order.
 //! * [`ResponseParser`] reads a response head (the reverse proxy's upstream client) and
 //!   decides its body framing for the request it answers, as strictly as [`Parser`] does.
 //! * [`response`] encodes a response head; [`date`] keeps the `Date` value, formatted once a
@@ -31,6 +32,7 @@
 
 pub mod cgi;
 pub mod chunked;
+pub mod conditional;
 pub mod date;
 mod error;
 mod host;

@@ -1,5 +1,6 @@
 //! Property tests: the parser and the chunked decoder never panic, and their verdicts do not
-//! depend on how the input is split across calls.
+//! depend on how the input is split across calls; entity-tag lists read back what was written
+//! and decide preconditions by their members, not by how the list is spelled.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -460,5 +461,106 @@ proptest! {
         prop_assert!(done);
         prop_assert_eq!(consumed, body_len);
         prop_assert_eq!(decoded, data);
+    }
+}
+
+/// An entity tag as a client writes it: optional `W/`, a quoted string of `etagc` bytes
+/// (commas and obs-text included).
+fn entity_tag() -> impl Strategy<Value = (bool, Vec<u8>)> {
+    let etagc = prop_oneof![Just(0x21u8), 0x23u8..=0x7e, 0x80u8..=0xff, Just(b','),];
+    (any::<bool>(), vec(etagc, 0..12)).prop_map(|(weak, inner)| {
+        let mut opaque = vec![b'"'];
+        opaque.extend_from_slice(&inner);
+        opaque.push(b'"');
+        (weak, opaque)
+    })
+}
+
+/// Writes `tags` as a list: OWS and empty members between them as `seps` says, one field line
+/// per member where `split` says.
+fn write_list(tags: &[(bool, Vec<u8>)], seps: &[(u8, bool)]) -> Vec<Vec<u8>> {
+    let mut lines = vec![Vec::new()];
+    for (i, (weak, opaque)) in tags.iter().enumerate() {
+        let (sep, split) = seps.get(i).copied().unwrap_or((0, false));
+        let line = lines.last_mut().expect("one line");
+        if *weak {
+            line.extend_from_slice(b"W/");
+        }
+        line.extend_from_slice(opaque);
+        line.extend_from_slice([&b","[..], b" , ", b",\t,", b"\t, ,  "][usize::from(sep % 4)]);
+        if split {
+            lines.push(Vec::new());
+        }
+    }
+    lines
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn entity_tag_lists_read_back_what_was_written(
+        tags in vec(entity_tag(), 0..6),
+        seps in vec((any::<u8>(), any::<bool>()), 0..6),
+    ) {
+        use weft_http::conditional::{members, Member};
+        let lines = write_list(&tags, &seps);
+        let refs: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+        let read: Vec<(bool, Vec<u8>)> = members(&refs)
+            .map(|m| match m {
+                Ok(Member::Tag(t)) => Ok((t.weak, t.opaque.to_vec())),
+                other => Err(format!("{other:?}")),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(read, tags);
+    }
+
+    #[test]
+    fn a_list_holding_the_current_tag_decides_by_comparison(
+        others in vec(entity_tag(), 0..4),
+        current in entity_tag(),
+        sent_weak in any::<bool>(),
+        at in any::<usize>(),
+        seps in vec((any::<u8>(), any::<bool>()), 0..6),
+    ) {
+        use weft_http::conditional::{evaluate, Conditions, Current, EntityTag, Outcome};
+        use weft_http::Method;
+        let ours = [&b"W/"[..], &current.1].concat();
+        let ours: &[u8] = if current.0 { &ours } else { &current.1 };
+        let mut tags: Vec<(bool, Vec<u8>)> =
+            others.into_iter().filter(|t| t.1 != current.1).collect();
+        tags.insert(at % (tags.len() + 1), (sent_weak, current.1.clone()));
+        let lines = write_list(&tags, &seps);
+        let cur = Current { etag: EntityTag::parse(ours), last_modified: None };
+        prop_assert!(cur.etag.is_some());
+        for (name, method, want) in [
+            // Weak comparison: any spelling of the tag matches.
+            ("If-None-Match", Method::Get, Outcome::NotModified),
+            ("If-None-Match", Method::Put, Outcome::PreconditionFailed),
+            // Strong comparison: only when neither side is weak.
+            (
+                "If-Match",
+                Method::Put,
+                if current.0 || sent_weak { Outcome::PreconditionFailed } else { Outcome::Proceed },
+            ),
+        ] {
+            let c = Conditions::from_fields(lines.iter().map(|l| (name.as_bytes(), l.as_slice())));
+            let got = evaluate(method, &c, Some(&cur));
+            if lines.len() > weft_http::conditional::MAX_LINES {
+                // More field lines than are kept: the list counts as unparsable.
+                let unparsable = if name == "If-Match" { Outcome::PreconditionFailed } else { Outcome::Proceed };
+                prop_assert_eq!(got, unparsable);
+            } else {
+                prop_assert_eq!(got, want, "{} {:?} {:?}", name, method, lines);
+            }
+        }
+    }
+
+    #[test]
+    fn http_dates_read_back(secs in 0u64..253_402_300_800) {
+        use std::time::{Duration, UNIX_EPOCH};
+        let text = weft_http::date::format(UNIX_EPOCH + Duration::from_secs(secs));
+        prop_assert_eq!(weft_http::conditional::parse_date(&text), Some(secs));
     }
 }

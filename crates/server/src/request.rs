@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 
+use weft_http::conditional::Conditions;
 use weft_http::{Method, RequestHead, Version};
 
 /// One parsed request. Owns its head bytes, so it can outlive the connection's read buffer
@@ -71,6 +72,16 @@ impl Request {
     /// The first value of header `name` as text, if it is valid UTF-8.
     pub fn header_str(&self, name: &str) -> Option<&str> {
         self.header(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The precondition fields (RFC 9110 §13.1) and `Range`, found in one pass over the
+    /// fields without allocating.
+    pub fn conditions(&self) -> Conditions<'_> {
+        let mut c = Conditions::default();
+        for h in self.head.headers() {
+            c.note(h.name.get(&self.bytes), h.value.get(&self.bytes));
+        }
+        c
     }
 
     /// Every header as (name, value), in the order received.

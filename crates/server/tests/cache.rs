@@ -1,7 +1,7 @@
 //! The response cache, black-box (issue 5): a file changed on disk is served fresh within
 //! `cache.revalidate`, concurrent readers of an entry that is invalidated get a complete old or
 //! new body, the cache stays within its byte bound, with the cache off nothing is counted, and
-//! a response from the cache is the response sent from disk (HEAD, 304, ranges, If-Range).
+//! a response from the cache is the response sent from disk (HEAD, 304, 412, ranges, If-Range).
 //!
 //! Every observation of the cache goes through `/_weft/status.json` (`--status`). A file
 //! changed less than a second ago (`cache::SETTLE`) is served from disk, not cached, so the
@@ -560,6 +560,54 @@ const SAME_ANSWERS: &[(&str, &str)] = &[
     ("OPTIONS", "/page.html HTTP/1.1\r\n"),
 ];
 
+/// Conditional requests (RFC 9110 §13.2.2) and the status each must get, from disk and from
+/// the cache alike.
+const PRECONDITIONS: &[(&str, &str, u16)] = &[
+    ("GET", "/page.html HTTP/1.1\r\nIf-Match: ETAG\r\n", 200),
+    ("GET", "/page.html HTTP/1.1\r\nIf-Match: *\r\n", 200),
+    ("GET", "/page.html HTTP/1.1\r\nIf-Match: \"nope\"\r\n", 412),
+    ("HEAD", "/page.html HTTP/1.1\r\nIf-Match: W/ETAG\r\n", 412),
+    (
+        "GET",
+        "/page.html HTTP/1.1\r\nIf-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n",
+        412,
+    ),
+    (
+        "GET",
+        "/page.html HTTP/1.1\r\nIf-Unmodified-Since: LASTMOD\r\n",
+        200,
+    ),
+    (
+        "GET",
+        "/page.html HTTP/1.1\r\nIf-Match: ETAG\r\nIf-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n",
+        200,
+    ),
+    (
+        "GET",
+        "/page.html HTTP/1.1\r\nIf-Match: \"x\"\r\nIf-None-Match: ETAG\r\n",
+        412,
+    ),
+    ("GET", "/page.html HTTP/1.1\r\nIf-None-Match: W/ETAG\r\n", 304),
+    (
+        "GET",
+        "/page.html HTTP/1.1\r\nIf-None-Match: \"x\"\r\nIf-Modified-Since: LASTMOD\r\n",
+        200,
+    ),
+    (
+        "GET",
+        "/page.html HTTP/1.1\r\nRange: bytes=5-9\r\nIf-Range: W/ETAG\r\n",
+        200,
+    ),
+    (
+        "GET",
+        "/page.html HTTP/1.1\r\nRange: bytes=5-9\r\nIf-Match: ETAG\r\n",
+        206,
+    ),
+    ("GET", "/dir/ HTTP/1.1\r\nIf-Match: \"nope\"\r\n", 412),
+    ("GET", "/dir/ HTTP/1.1\r\nIf-Match: DIRETAG\r\n", 200),
+    ("DELETE", "/page.html HTTP/1.1\r\nIf-Match: \"nope\"\r\n", 405),
+];
+
 /// A response without `Date`, its fields sorted: what must be equal with and without cache.
 fn comparable(r: &Response) -> (u16, Vec<(String, String)>, Vec<u8>) {
     let mut h: Vec<(String, String)> = r
@@ -641,9 +689,19 @@ fn cached_responses_are_the_responses_sent_from_disk() {
             "{method} {rest}: no Date: {got:?}"
         );
     }
+    for (method, rest, status) in PRECONDITIONS {
+        let want = exchange(&disk, method, rest, &subst);
+        let got = exchange(&cached, method, rest, &subst);
+        assert_eq!(want[0].status, *status, "{method} {rest}: {:?}", want[0]);
+        assert_eq!(
+            want.iter().map(comparable).collect::<Vec<_>>(),
+            got.iter().map(comparable).collect::<Vec<_>>(),
+            "{method} {rest}: from disk (left) and from the cache (right)"
+        );
+    }
     let c = cache_status(&cached);
     assert!(
-        counter(&c, "hits") >= hits + 15,
+        counter(&c, "hits") >= hits + 15 + PRECONDITIONS.len() as u64 - 1,
         "the requests were not answered from the cache: {c}"
     );
 }

@@ -1,5 +1,8 @@
 //! The echo function of the fibers paper: `GET` answers the 4-byte body `echo`, `POST`
-//! answers the request body (Content-Length or chunked) with its Content-Type.
+//! answers the request body (Content-Length or chunked) with its Content-Type. Preconditions
+//! are evaluated before the body is read (RFC 9110 §13.2.1): the function has no validators,
+//! so `If-Match: *` holds, any other `If-Match` gives 412 and `If-None-Match: *` gives 304
+//! (GET, HEAD) or 412 (POST).
 
 use weft_http::Method;
 
@@ -12,6 +15,11 @@ pub const ALLOW: &str = "GET, HEAD, POST";
 
 /// Handles one echo request.
 pub fn handle(req: &Request, body: &mut RequestBody<'_>) -> Response {
+    if matches!(req.method(), Method::Get | Method::Head | Method::Post) {
+        if let Some(failed) = super::unvalidated_preconditions(req) {
+            return failed;
+        }
+    }
     match req.method() {
         Method::Get | Method::Head => Response::new(200)
             .header("Content-Type", "text/plain")

@@ -10,3 +10,24 @@ pub mod proxy;
 pub use weft_http::range;
 pub mod static_files;
 pub mod status;
+
+use weft_http::conditional::{self, Current, Outcome};
+
+use crate::response::Response;
+use crate::Request;
+
+/// RFC 9110 §13.2.2 for a 2xx answer weft computes itself without validators (the echo
+/// function, the status pages, a directory listing): the resource exists, so `*` is the only
+/// entity tag that matches, and the date conditions are ignored for want of a modification
+/// date (§13.1.3, §13.1.4). `Some` is the 304 or 412 to send instead.
+pub fn unvalidated_preconditions(req: &Request) -> Option<Response> {
+    let conds = req.conditions();
+    if conds.is_unconditional() {
+        return None;
+    }
+    match conditional::evaluate(req.method(), &conds, Some(&Current::default())) {
+        Outcome::NotModified => Some(Response::new(304)),
+        Outcome::PreconditionFailed => Some(Response::error(412)),
+        Outcome::Proceed | Outcome::IgnoreRange => None,
+    }
+}

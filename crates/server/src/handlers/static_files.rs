@@ -1,7 +1,13 @@
 //! Static files under a document root, behaving like nginx's static module: index files,
-//! MIME types, `ETag`/`Last-Modified` with 304, single byte ranges with 206/416, HEAD,
-//! 405 with `Allow` for other methods, a redirect for a directory without its slash, no
-//! directory listing and no dotfiles unless configured.
+//! MIME types, `ETag`/`Last-Modified` with RFC 9110's preconditions (304, 412, If-Range),
+//! single byte ranges with 206/416, HEAD, 405 with `Allow` for other methods, a redirect for
+//! a directory without its slash, no directory listing and no dotfiles unless configured.
+//!
+//! Preconditions (`weft_http::conditional`) are evaluated for GET and HEAD where the answer
+//! would otherwise be 2xx: a file, a directory's index or listing. Every other answer ignores
+//! them, as RFC 9110 §13.2.1 requires: 404, 403, the directory redirect, 405 for a method a
+//! file does not answer (PUT, DELETE, POST: there is no 2xx they could have had), and
+//! OPTIONS, whose 204 is about the server, not a representation.
 //!
 //! With the response cache, a file's whole `200` response is kept in memory after its first
 //! request (see `cache.rs`); a fresh entry answers without a system call, and 304, HEAD and
@@ -14,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use weft_http::conditional::{self, Conditions, Current, EntityTag, Outcome};
 use weft_http::Method;
 
 use super::path::normalize;
@@ -93,6 +100,7 @@ impl StaticFiles {
             Method::Options => return Response::new(204).header("Allow", ALLOW),
             _ => return Response::error(405).header("Allow", ALLOW),
         }
+        let conds = req.conditions();
         let norm = match normalize(path) {
             Ok(n) => n,
             Err(e) => {
@@ -118,7 +126,12 @@ impl StaticFiles {
             }
         };
         if let Some(entry) = self.cached(&key) {
-            return answer(req, entry.validators().clone(), Source::Cached(entry));
+            return answer(
+                req,
+                &conds,
+                entry.validators().clone(),
+                Source::Cached(entry),
+            );
         }
         let file = match self.open(rel) {
             Ok(f) => f,
@@ -132,7 +145,7 @@ impl StaticFiles {
             }
         };
         if meta.is_dir() {
-            return self.directory(req, &norm.rel, norm.trailing_slash, &key);
+            return self.directory(req, &conds, &norm.rel, norm.trailing_slash, &key);
         }
         if !meta.is_file() {
             return Response::error(403);
@@ -141,7 +154,7 @@ impl StaticFiles {
             // "/file.txt/" names a directory that does not exist (nginx: 404).
             return Response::error(404);
         }
-        self.file(req, rel, file, &meta, &key)
+        self.file(req, &conds, rel, file, &meta, &key)
     }
 
     /// A current cache entry for `key`: fresh, or stale and confirmed unchanged by one open
@@ -183,14 +196,16 @@ impl StaticFiles {
         })
     }
 
-    fn directory(&self, req: &Request, rel: &[u8], trailing_slash: bool, key: &[u8]) -> Response {
+    fn directory(
+        &self,
+        req: &Request,
+        conds: &Conditions<'_>,
+        rel: &[u8],
+        trailing_slash: bool,
+        key: &[u8],
+    ) -> Response {
         if !trailing_slash {
-            let mut location = format!("{}/", req.path());
-            if let Some(q) = req.query() {
-                location.push('?');
-                location.push_str(q);
-            }
-            return Response::error(301).header("Location", location);
+            return Response::error(301).header("Location", directory_location(rel, req.query()));
         }
         let mut index = rel.to_vec();
         if !index.is_empty() {
@@ -199,10 +214,12 @@ impl StaticFiles {
         index.extend_from_slice(self.cfg.index.as_bytes());
         match self.open(&index) {
             Ok(f) => match f.metadata() {
-                Ok(m) if m.is_file() => self.file(req, &index, f, &m, key),
+                Ok(m) if m.is_file() => self.file(req, conds, &index, f, &m, key),
                 _ => Response::error(403),
             },
-            Err(404) if self.cfg.autoindex => self.listing(req, rel),
+            Err(404) if self.cfg.autoindex => {
+                super::unvalidated_preconditions(req).unwrap_or_else(|| self.listing(req, rel))
+            }
             Err(404) => Response::error(403),
             Err(status) => Response::error(status),
         }
@@ -211,6 +228,7 @@ impl StaticFiles {
     fn file(
         &self,
         req: &Request,
+        conds: &Conditions<'_>,
         rel: &[u8],
         file: File,
         meta: &std::fs::Metadata,
@@ -219,10 +237,10 @@ impl StaticFiles {
         let v = Validators::new(meta, content_type(rel));
         if let Some(cache) = &self.cache {
             if let Some(entry) = cache.fill(key, rel, &file, meta, v.clone()) {
-                return answer(req, v, Source::Cached(entry));
+                return answer(req, conds, v, Source::Cached(entry));
             }
         }
-        answer(req, v, Source::File(file))
+        answer(req, conds, v, Source::File(file))
     }
 
     fn listing(&self, req: &Request, rel: &[u8]) -> Response {
@@ -260,9 +278,9 @@ impl StaticFiles {
     }
 }
 
-/// The answer for a file with validators `v`: 304, 200, 206 or 416, the same whether the
+/// The answer for a file with validators `v`: 304, 412, 200, 206 or 416, the same whether the
 /// body comes from the file (sendfile) or from the cache (the entry, or a slice of it).
-fn answer(req: &Request, v: Validators, src: Source) -> Response {
+fn answer(req: &Request, conds: &Conditions<'_>, v: Validators, src: Source) -> Response {
     let Validators {
         size,
         mtime,
@@ -270,16 +288,28 @@ fn answer(req: &Request, v: Validators, src: Source) -> Response {
         last_modified,
         content_type,
     } = v;
-    if not_modified(req, &etag, mtime) {
-        return Response::new(304)
-            .header("Last-Modified", last_modified.to_vec())
-            .header("ETag", etag);
-    }
-    let range = match req.header("Range") {
-        Some(r) if req.method() == Method::Get && if_range_holds(req, &etag, mtime) => {
-            parse_range(r, size)
+    let mut range = conds.range.filter(|_| req.method() == Method::Get);
+    // Without a precondition field (the common request) nothing is parsed or compared.
+    if !conds.is_unconditional() {
+        let current = Current {
+            etag: EntityTag::parse(etag.as_bytes()),
+            last_modified: Some(mtime),
+        };
+        match conditional::evaluate(req.method(), conds, Some(&current)) {
+            Outcome::Proceed => {}
+            // RFC 9110 §15.4.5: a 304 carries the validators a 200 would have.
+            Outcome::NotModified => {
+                return Response::new(304)
+                    .header("Last-Modified", last_modified.to_vec())
+                    .header("ETag", etag)
+            }
+            Outcome::PreconditionFailed => return Response::error(412),
+            Outcome::IgnoreRange => range = None,
         }
-        _ => RangeSpec::Full,
+    }
+    let range = match range {
+        Some(r) => parse_range(r, size),
+        None => RangeSpec::Full,
     };
     let with_validators = |status: u16| {
         Response::new(status)
@@ -320,45 +350,30 @@ fn answer(req: &Request, v: Validators, src: Source) -> Response {
     }
 }
 
-/// RFC 9110 §13.1.2 and §13.1.3: If-None-Match wins over If-Modified-Since.
-fn not_modified(req: &Request, etag: &str, mtime: u64) -> bool {
-    if let Some(inm) = req.header("If-None-Match") {
-        return etag_list_matches(inm, etag);
+/// The `Location` of the redirect from a directory named without its trailing slash: an
+/// absolute path (RFC 9110 §10.2.2 allows any URI reference; a path does not depend on the
+/// `Host` the client sent) built from the normalised path, so `//dir` cannot become the
+/// network-path reference `//dir/` and dot segments are gone, percent-encoded where a path
+/// segment needs it (RFC 3986 §3.3), with the request's query kept as sent.
+fn directory_location(rel: &[u8], query: Option<&str>) -> String {
+    let mut out = String::with_capacity(rel.len() + 2 + query.map_or(0, |q| q.len() + 1));
+    out.push('/');
+    for &b in rel {
+        let keep = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b);
+        if keep {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
     }
-    if let Some(ims) = req
-        .header("If-Modified-Since")
-        .and_then(weft_http::date::parse)
-    {
-        let ims = ims
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        return mtime <= ims;
+    if !rel.is_empty() {
+        out.push('/');
     }
-    false
-}
-
-/// Weak comparison of a list of entity tags (or `*`) against ours.
-fn etag_list_matches(list: &[u8], etag: &str) -> bool {
-    let list = String::from_utf8_lossy(list);
-    list.trim() == "*"
-        || list
-            .split(',')
-            .map(str::trim)
-            .any(|t| t.strip_prefix("W/").unwrap_or(t) == etag)
-}
-
-/// If-Range: the range applies only if the validator still matches (strong comparison for an
-/// entity tag, exact date for a date).
-fn if_range_holds(req: &Request, etag: &str, mtime: u64) -> bool {
-    match req.header("If-Range") {
-        None => true,
-        Some(v) if v.starts_with(b"\"") => v == etag.as_bytes(),
-        Some(v) if v.starts_with(b"W/") => false,
-        Some(v) => weft_http::date::parse(v)
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .is_some_and(|d| d.as_secs() == mtime),
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
     }
+    out
 }
 
 /// The MIME type from the file extension; `application/octet-stream` when unknown.
@@ -415,12 +430,12 @@ mod tests {
     }
 
     #[test]
-    fn etag_matching() {
-        assert!(etag_list_matches(b"\"a-1\"", "\"a-1\""));
-        assert!(etag_list_matches(b"W/\"a-1\"", "\"a-1\""));
-        assert!(etag_list_matches(b"\"x\", \"a-1\"", "\"a-1\""));
-        assert!(etag_list_matches(b"*", "\"a-1\""));
-        assert!(!etag_list_matches(b"\"a-2\"", "\"a-1\""));
+    fn directory_locations_are_absolute_paths() {
+        assert_eq!(directory_location(b"sub", None), "/sub/");
+        assert_eq!(directory_location(b"a/b", Some("x=1&y")), "/a/b/?x=1&y");
+        assert_eq!(directory_location(b"a b/%/?#", None), "/a%20b/%25/%3F%23/");
+        assert_eq!(directory_location("ü".as_bytes(), Some("")), "/%C3%BC/?");
+        assert_eq!(directory_location(b"", None), "/");
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub fn handle(req: &Request, metrics: &Metrics, allow: &[Cidr]) -> Response {
     if !matches!(req.method(), Method::Get | Method::Head) {
         return Response::error(405).header("Allow", "GET, HEAD");
     }
-    match req.path() {
+    let page = match req.path() {
         "/_weft/status.json" => Response::new(200)
             .header("Content-Type", "application/json")
             .body(metrics.to_json().to_string()),
@@ -36,7 +36,14 @@ pub fn handle(req: &Request, metrics: &Metrics, allow: &[Cidr]) -> Response {
             .header("Content-Type", "text/html; charset=utf-8")
             .body(html(metrics)),
         _ => Response::error(404),
+    };
+    // Preconditions only where the answer is 2xx (RFC 9110 §13.2.1), not on a 404.
+    if page.status == 200 {
+        if let Some(failed) = super::unvalidated_preconditions(req) {
+            return failed;
+        }
     }
+    page
 }
 
 fn html(m: &Metrics) -> String {

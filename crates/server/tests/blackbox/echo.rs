@@ -155,3 +155,49 @@ fn echo_refuses_other_methods_with_allow() {
     );
     srv.assert_alive();
 }
+
+/// RFC 9110 §13.2.2 where weft answers itself without validators: only `*` matches, and the
+/// preconditions are decided before a POST's body is read (the connection stays in sync).
+#[test]
+fn echo_evaluates_preconditions() {
+    let srv = Server::start("echo-preconditions");
+    let mut c = srv.connect();
+    for (method, fields, want) in [
+        ("GET", "If-Match: *", 200),
+        ("GET", "If-Match: \"x\"", 412),
+        ("HEAD", "If-Match: \"x\"", 412),
+        ("GET", "If-None-Match: *", 304),
+        ("GET", "If-None-Match: \"x\"", 200),
+        // No modification date: the date conditions are ignored.
+        (
+            "GET",
+            "If-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT",
+            200,
+        ),
+        (
+            "GET",
+            "If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT",
+            200,
+        ),
+        ("POST", "If-Match: \"x\"", 412),
+        ("POST", "If-None-Match: *", 412),
+        ("POST", "If-Match: *", 200),
+        // 405 is not 2xx: preconditions are ignored (§13.2.1).
+        ("PUT", "If-Match: \"x\"", 405),
+    ] {
+        c.send(
+            format!(
+                "{method} /echo HTTP/1.1\r\nHost: x\r\n{fields}\r\nContent-Length: 5\r\n\r\nhello"
+            )
+            .as_bytes(),
+        );
+        let r = c.read_response_for(method == "HEAD").unwrap();
+        assert_eq!(r.status, want, "{method} {fields}: {r:?}");
+        if method == "POST" && want == 200 {
+            assert_eq!(r.body, b"hello");
+        }
+    }
+    // The connection is still in step: the unread bodies were discarded.
+    c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.read_response().unwrap().body, b"echo");
+}

@@ -757,6 +757,44 @@ fn fallback_forwards_what_is_not_a_file() {
     assert!(r.text().starts_with("PURGE /cache HTTP/1.1"));
 }
 
+/// Preconditions belong to the origin server (RFC 9110 §13.2.1): a proxied request reaches the
+/// upstream with its precondition fields as sent and weft evaluates none of them, while a file
+/// weft serves itself answers them (412 here).
+#[test]
+fn preconditions_are_forwarded_for_the_upstream_to_evaluate() {
+    let up = Upstream::echo();
+    let s = Builder::new("proxy-preconditions")
+        .file("static.txt", b"static\n")
+        .args(&["--proxy", &format!("*=http://{}", up.addr)])
+        .start();
+    let conds = "If-Match: \"nope\"\r\nIf-None-Match: *\r\n\
+                 If-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n";
+    for (method, path) in [
+        ("PUT", "/static.txt"),
+        ("DELETE", "/static.txt"),
+        ("GET", "/app"),
+    ] {
+        let r = s.send(
+            format!("{method} {path} HTTP/1.1\r\nHost: t\r\n{conds}Content-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{method} {path}: {r:?}");
+        let (fwd, _) = echoed(&r.body);
+        assert_eq!(fwd.line, format!("{method} {path} HTTP/1.1"));
+        assert_eq!(fwd.header("If-Match"), Some("\"nope\""));
+        assert_eq!(fwd.header("If-None-Match"), Some("*"));
+        assert_eq!(
+            fwd.header("If-Unmodified-Since"),
+            Some("Thu, 01 Jan 1970 00:00:00 GMT")
+        );
+    }
+    let r = s.send(
+        format!("GET /static.txt HTTP/1.1\r\nHost: t\r\n{conds}Connection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert_eq!(r.status, 412, "{r:?}");
+}
+
 #[test]
 fn dot_segments_cannot_leave_a_prefix() {
     let up = Upstream::echo();

@@ -1,4 +1,5 @@
-//! Static files: index, redirects, MIME types, validators and 304, byte ranges, HEAD, 403/404.
+//! Static files: index, redirects, MIME types, validators and preconditions (304, 412,
+//! If-Range, RFC 9110 §13), byte ranges, HEAD, 403/404.
 
 use crate::common::{Builder, Server, INDEX_HTML};
 
@@ -6,6 +7,10 @@ const TEN: &[u8] = b"0123456789";
 const SUB_INDEX: &[u8] = b"<p>sub index</p>\n";
 
 fn site() -> Server {
+    site_builder().start()
+}
+
+fn site_builder() -> Builder {
     Builder::new("static")
         .file("ten.txt", TEN)
         .file("style.css", b"body{}\n")
@@ -16,7 +21,6 @@ fn site() -> Server {
         .file("thing.unknownext", b"?\n")
         .file("sub/index.html", SUB_INDEX)
         .mkdir("empty")
-        .start()
 }
 
 #[test]
@@ -216,4 +220,392 @@ fn options_lists_the_methods() {
     assert_eq!(r.status, 204, "{r:?}");
     assert!(r.header("Allow").is_some_and(|a| a.contains("GET")));
     srv.assert_alive();
+}
+
+/// Dates well before and after any file of the test (created just now).
+const LONG_AGO: &str = "Thu, 01 Jan 1970 00:00:00 GMT";
+const FAR_AHEAD: &str = "Fri, 01 Jan 2100 00:00:00 GMT";
+
+/// `/ten.txt`'s ETag and Last-Modified.
+fn validators(srv: &Server) -> (String, String) {
+    let r = srv.get("/ten.txt");
+    assert_eq!(r.status, 200, "{r:?}");
+    (
+        r.header("ETag").expect("ETag").to_string(),
+        r.header("Last-Modified")
+            .expect("Last-Modified")
+            .to_string(),
+    )
+}
+
+/// Sends each `(method, fields)` for `path` on one keep-alive connection and checks the status
+/// (and for 200/206 the body; 304 and 412 must carry no body the next response would trip on).
+fn expect_statuses(srv: &Server, path: &str, cases: &[(&str, String, u16)]) {
+    let mut c = srv.connect();
+    for (method, fields, want) in cases {
+        let fields = if fields.is_empty() {
+            String::new()
+        } else {
+            format!("{fields}\r\n")
+        };
+        let body_fields = if matches!(*method, "PUT" | "POST") {
+            "Content-Length: 0\r\n"
+        } else {
+            ""
+        };
+        c.send(
+            format!("{method} {path} HTTP/1.1\r\nHost: x\r\n{body_fields}{fields}\r\n").as_bytes(),
+        );
+        let r = c
+            .read_response_for(*method == "HEAD")
+            .unwrap_or_else(|e| panic!("{method} {fields:?}: {e:?}"));
+        assert_eq!(r.status, *want, "{method} {path} {fields:?}: {r:?}");
+        match r.status {
+            200 if *method == "GET" && path == "/ten.txt" => assert_eq!(r.body, TEN, "{fields}"),
+            304 => assert!(r.body.is_empty() && r.header("Content-Length").is_none()),
+            _ => {}
+        }
+    }
+}
+
+/// RFC 9110 §13.1.1 and §13.1.4: If-Match and If-Unmodified-Since fail with 412, for GET and
+/// HEAD alike; If-Match compares strongly and `*` matches any current file.
+#[test]
+fn if_match_and_if_unmodified_since_fail_with_412() {
+    let srv = site();
+    let (etag, lm) = validators(&srv);
+    let mut cases = Vec::new();
+    for method in ["GET", "HEAD"] {
+        for (fields, want) in [
+            (format!("If-Match: {etag}"), 200),
+            (format!("If-Match: \"nope\", {etag}"), 200),
+            ("If-Match: *".to_string(), 200),
+            ("If-Match: \"nope\"".to_string(), 412),
+            (format!("If-Match: W/{etag}"), 412),
+            // A list that does not parse matches nothing.
+            (format!("If-Match: {etag} garbage"), 412),
+            (format!("If-Unmodified-Since: {lm}"), 200),
+            (format!("If-Unmodified-Since: {FAR_AHEAD}"), 200),
+            (format!("If-Unmodified-Since: {LONG_AGO}"), 412),
+            // Not a date: ignored (§13.1.4).
+            ("If-Unmodified-Since: yesterday".to_string(), 200),
+        ] {
+            cases.push((method, fields, want));
+        }
+    }
+    expect_statuses(&srv, "/ten.txt", &cases);
+
+    // A 412 is an ordinary error response: the usual fields, an HTML page, and the connection
+    // stays usable.
+    let r = srv.send(b"GET /ten.txt HTTP/1.1\r\nHost: x\r\nIf-Match: \"nope\"\r\n\r\n");
+    assert_eq!(r.status, 412);
+    assert_eq!(r.header("Content-Type"), Some("text/html"));
+    assert!(
+        r.header("Date").is_some() && r.header("Server").is_some(),
+        "{r:?}"
+    );
+    assert_eq!(r.header("Content-Length"), Some(&*r.body.len().to_string()));
+    assert!(r.text().contains("412 Precondition Failed"), "{r:?}");
+    assert!(r.header("ETag").is_none() && r.header("Content-Range").is_none());
+    srv.assert_alive();
+}
+
+/// RFC 9110 §13.2.2: the order of evaluation decides which condition answers.
+#[test]
+fn preconditions_are_evaluated_in_rfc_order() {
+    let srv = site();
+    let (etag, lm) = validators(&srv);
+    let cases: Vec<(&str, String, u16)> = vec![
+        // Step 2 only without If-Match.
+        (
+            "GET",
+            format!("If-Match: {etag}\r\nIf-Unmodified-Since: {LONG_AGO}"),
+            200,
+        ),
+        (
+            "GET",
+            format!("If-Match: \"x\"\r\nIf-Unmodified-Since: {FAR_AHEAD}"),
+            412,
+        ),
+        // Steps 1 and 2 come before 3 and 4: 412 over 304.
+        (
+            "GET",
+            format!("If-Match: \"x\"\r\nIf-None-Match: {etag}"),
+            412,
+        ),
+        (
+            "GET",
+            format!("If-Unmodified-Since: {LONG_AGO}\r\nIf-Modified-Since: {lm}"),
+            412,
+        ),
+        // A passed step 1 goes on to step 3.
+        (
+            "GET",
+            format!("If-Match: {etag}\r\nIf-None-Match: {etag}"),
+            304,
+        ),
+        (
+            "HEAD",
+            format!("If-Match: *\r\nIf-Modified-Since: {lm}"),
+            304,
+        ),
+        // Step 3 (weak comparison) decides alone; step 4 only without If-None-Match.
+        ("GET", format!("If-None-Match: W/{etag}"), 304),
+        (
+            "GET",
+            format!("If-None-Match: \"x\"\r\nIf-Modified-Since: {lm}"),
+            200,
+        ),
+        (
+            "GET",
+            format!("If-None-Match: {etag}\r\nIf-Modified-Since: {LONG_AGO}"),
+            304,
+        ),
+        // Step 5: a Range after the preconditions passed.
+        (
+            "GET",
+            "Range: bytes=0-1\r\nIf-Match: \"x\"".to_string(),
+            412,
+        ),
+        (
+            "GET",
+            format!("Range: bytes=0-1\r\nIf-None-Match: {etag}"),
+            304,
+        ),
+        ("GET", format!("Range: bytes=0-1\r\nIf-Match: {etag}"), 206),
+        (
+            "GET",
+            format!("Range: bytes=0-1\r\nIf-Range: \"x\"\r\nIf-Match: {etag}"),
+            200,
+        ),
+        (
+            "GET",
+            format!("Range: bytes=99-\r\nIf-Unmodified-Since: {LONG_AGO}"),
+            412,
+        ),
+    ];
+    expect_statuses(&srv, "/ten.txt", &cases);
+}
+
+/// RFC 9110 §13.1.5: If-Range holds for the strong entity tag or the exact Last-Modified date;
+/// otherwise the whole file is sent with 200.
+#[test]
+fn if_range_needs_a_strong_tag_or_the_exact_date() {
+    let srv = site();
+    let (etag, lm) = validators(&srv);
+    let mut c = srv.connect();
+    for (if_range, partial) in [
+        (etag.clone(), true),
+        (lm.clone(), true),
+        (format!("W/{etag}"), false),
+        ("\"stale\"".to_string(), false),
+        (LONG_AGO.to_string(), false),
+        (FAR_AHEAD.to_string(), false),
+        ("garbage".to_string(), false),
+    ] {
+        c.send(
+            format!("GET /ten.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=2-4\r\nIf-Range: {if_range}\r\n\r\n")
+                .as_bytes(),
+        );
+        let r = c.read_response().unwrap();
+        if partial {
+            assert_eq!(
+                (r.status, r.body.as_slice()),
+                (206, &b"234"[..]),
+                "{if_range}"
+            );
+        } else {
+            assert_eq!((r.status, r.body.as_slice()), (200, TEN), "{if_range}");
+        }
+    }
+}
+
+/// RFC 9110 §13.2.1: preconditions count only where the answer would otherwise be 2xx. A
+/// missing file stays 404, a directory without its slash 301, a method a file does not answer
+/// 405 (an unknown one 501), and OPTIONS ignores them.
+#[test]
+fn preconditions_are_ignored_where_the_answer_is_not_2xx() {
+    let srv = site();
+    let conds = [
+        "If-Match: \"nope\"".to_string(),
+        "If-None-Match: *".to_string(),
+        format!("If-Unmodified-Since: {LONG_AGO}"),
+    ];
+    let mut cases = Vec::new();
+    for fields in &conds {
+        for (method, want) in [
+            ("PUT", 405),
+            ("DELETE", 405),
+            ("POST", 405),
+            ("PATCH", 405),
+            ("OPTIONS", 204),
+        ] {
+            cases.push((method, fields.clone(), want));
+        }
+    }
+    expect_statuses(&srv, "/ten.txt", &cases);
+    let r = srv.send(b"DELETE /ten.txt HTTP/1.1\r\nHost: x\r\nIf-Match: \"nope\"\r\n\r\n");
+    assert_eq!(r.header("Allow"), Some("GET, HEAD, OPTIONS"), "{r:?}");
+    for fields in &conds {
+        let mut cases = vec![("GET", fields.clone(), 404), ("HEAD", fields.clone(), 404)];
+        cases.push(("BREW", fields.clone(), 501));
+        expect_statuses(&srv, "/missing.txt", &cases);
+        expect_statuses(&srv, "/sub", &[("GET", fields.clone(), 301)]);
+        expect_statuses(&srv, "/empty/", &[("GET", fields.clone(), 403)]);
+    }
+}
+
+/// A directory's index is a representation like any file.
+#[test]
+fn a_directory_index_answers_preconditions() {
+    let srv = site();
+    let r = srv.get("/sub/");
+    assert_eq!(r.status, 200);
+    let etag = r.header("ETag").expect("ETag").to_string();
+    expect_statuses(
+        &srv,
+        "/sub/",
+        &[
+            ("GET", format!("If-None-Match: {etag}"), 304),
+            ("GET", format!("If-Match: {etag}"), 200),
+            ("GET", "If-Match: \"nope\"".to_string(), 412),
+            ("HEAD", format!("If-Unmodified-Since: {LONG_AGO}"), 412),
+        ],
+    );
+}
+
+/// A directory listing has no validators: only `*` matches it.
+#[test]
+fn a_directory_listing_answers_preconditions() {
+    let srv = site_builder()
+        .config("[static_files]\nautoindex = true\n")
+        .start();
+    assert_eq!(srv.get("/empty/").status, 200);
+    expect_statuses(
+        &srv,
+        "/empty/",
+        &[
+            ("GET", "If-Match: *".to_string(), 200),
+            ("GET", "If-Match: \"x\"".to_string(), 412),
+            ("GET", "If-None-Match: *".to_string(), 304),
+            ("HEAD", "If-None-Match: \"x\"".to_string(), 200),
+            ("GET", format!("If-Unmodified-Since: {LONG_AGO}"), 200),
+        ],
+    );
+}
+
+/// A 412 is one request in the access log, like any other answer.
+#[test]
+fn a_412_is_logged_once() {
+    let b = site_builder();
+    let log = b.dir().join("access.log");
+    let mut srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
+    let mut c = srv.connect();
+    c.send(b"GET /ten.txt HTTP/1.1\r\nHost: x\r\nIf-Match: \"nope\"\r\n\r\nGET /ten.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let (responses, _) = c.read_all_responses();
+    let statuses: Vec<u16> = responses.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [412, 200]);
+    // The log is flushed at exit.
+    srv.signal(libc::SIGTERM);
+    assert!(srv.wait_exit(std::time::Duration::from_secs(10)).is_some());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].contains("\"GET /ten.txt HTTP/1.1\" 412 "),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("\"GET /ten.txt HTTP/1.1\" 200 10 "),
+        "{text}"
+    );
+    // A refused precondition is the client's business: nothing in the error log.
+    assert!(!srv.log().contains("Precondition"), "{}", srv.log());
+}
+
+/// The redirect for a directory named without its slash: an absolute path built from the
+/// normalised path, the query kept as sent.
+#[test]
+fn the_directory_redirect_is_an_absolute_path() {
+    let srv = Builder::new("static-redirect")
+        .mkdir("sub/deeper")
+        .mkdir("a b")
+        .start();
+    for (target, location) in [
+        ("/sub", "/sub/"),
+        ("/sub?x=1&y=%2F", "/sub/?x=1&y=%2F"),
+        ("/sub/deeper", "/sub/deeper/"),
+        // Never a network-path reference (`//sub/` would name the host "sub").
+        ("//sub", "/sub/"),
+        ("/./sub/../sub", "/sub/"),
+        ("/s%75b", "/sub/"),
+        ("/a%20b?q", "/a%20b/?q"),
+        ("http://example.com/sub?q", "/sub/?q"),
+    ] {
+        let r = srv.send(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        assert_eq!(r.status, 301, "{target}: {r:?}");
+        assert_eq!(r.header("Location"), Some(location), "{target}");
+        assert_eq!(r.header_count("Location"), 1);
+    }
+}
+
+/// A counter of the response cache from `/_weft/status.json`.
+fn cache_counter(srv: &Server, name: &str) -> u64 {
+    let r = srv.get("/_weft/status.json");
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+    v["cache"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no cache counter {name} in {v}"))
+}
+
+/// The same preconditions answered from the response cache (every model but `process`, whose
+/// connection processes do not fill it): a file is cached once it has settled (1 s), so the
+/// test asks until it is, then checks the answers came from the cache.
+#[test]
+fn preconditions_from_the_response_cache() {
+    let srv = site_builder().args(&["--status"]).start();
+    let cached = crate::common::model_name() != "process" && !crate::MODEL.contains("--cache off");
+    if cached {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while cache_counter(&srv, "fills") == 0 {
+            assert_eq!(srv.get("/ten.txt").body, TEN);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "/ten.txt never cached"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let (etag, lm) = validators(&srv);
+    let hits = if cached {
+        cache_counter(&srv, "hits")
+    } else {
+        0
+    };
+    let cases = vec![
+        ("GET", "If-Match: \"nope\"".to_string(), 412),
+        ("HEAD", format!("If-Unmodified-Since: {LONG_AGO}"), 412),
+        ("GET", format!("If-Match: {etag}"), 200),
+        ("GET", format!("If-None-Match: W/{etag}"), 304),
+        ("GET", format!("If-Modified-Since: {lm}"), 304),
+        (
+            "GET",
+            format!("If-Match: \"x\"\r\nIf-None-Match: {etag}"),
+            412,
+        ),
+        ("GET", format!("Range: bytes=0-1\r\nIf-Range: {lm}"), 206),
+        (
+            "GET",
+            format!("Range: bytes=0-1\r\nIf-Range: W/{etag}"),
+            200,
+        ),
+    ];
+    expect_statuses(&srv, "/ten.txt", &cases);
+    if cached {
+        assert!(
+            cache_counter(&srv, "hits") >= hits + cases.len() as u64,
+            "not answered from the cache"
+        );
+    }
 }

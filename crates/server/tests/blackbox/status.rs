@@ -90,3 +90,21 @@ fn status_pages_refused_to_clients_outside_allow() {
         assert_eq!(srv.get(p).status, 403, "{p}");
     }
 }
+
+/// The status pages are answers weft computes without validators: only `*` matches, and a 404
+/// under the prefix ignores preconditions (RFC 9110 §13.2.1).
+#[test]
+fn status_pages_evaluate_preconditions() {
+    let srv = Builder::new("status-preconditions")
+        .args(&["--status"])
+        .start();
+    for (path, fields, want) in [
+        ("/_weft/status.json", "If-Match: *", 200),
+        ("/_weft/status.json", "If-Match: \"x\"", 412),
+        ("/_weft/metrics", "If-None-Match: *", 304),
+        ("/_weft/nothing", "If-Match: \"x\"", 404),
+    ] {
+        let r = srv.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n{fields}\r\n\r\n").as_bytes());
+        assert_eq!(r.status, want, "{path} {fields}: {r:?}");
+    }
+}
