@@ -28,19 +28,21 @@
 //! child is reaped (`waitpid` after each accept and every poll interval), so none is left a
 //! zombie for longer than [`ACCEPT_POLL`].
 
-use std::collections::HashMap;
-use std::io::{self, Write};
-use std::net::TcpListener;
-use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::Ordering::Relaxed;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
+use weft_http::Parser;
+
+use super::{AcceptGate, ACCEPT_BACKOFF};
 use crate::app::{App, LiveApp};
-use crate::conn::{self, ConnInfo};
+use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::ListenerMetrics;
-use crate::net::BlockingStream;
+use crate::net::{BlockingStream, Transport};
 use crate::sys_process::{self as sp, Exit, Forked, Pid};
 
 /// How often the master looks for exited children while it waits at shutdown.
@@ -88,9 +90,63 @@ pub(crate) fn start_master(
     }
 }
 
-/// A live child and the listener it counts against.
+/// Exit status of a connection process that gives its connection back to the master, idle
+/// between requests with nothing buffered (0: the connection is finished).
+const EXIT_IDLE: i32 = 3;
+/// How often a lingering connection process looks at the pressure and the shutdown flag.
+const LINGER_SLICE: Duration = Duration::from_millis(20);
+/// Connections accepted per listener wake-up, so one busy listener cannot starve the rest.
+const ACCEPT_BURST: usize = 64;
+/// epoll tokens: listeners are their index; a child's pidfd and a held connection are tagged.
+const PIDFD_TAG: u64 = 1 << 62;
+const CONN_TAG: u64 = 1 << 61;
+
+/// A live child: the connection it serves.
 struct Child {
+    conn: RawFd,
+    /// Readable when the child exits (absent if pidfds are unsupported: then the poll
+    /// interval reaps it).
+    pidfd: Option<OwnedFd>,
+}
+
+/// Where a connection the master holds stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Reading a request head (none, or part of one, has arrived); answered 408 past the
+    /// deadline if a part has arrived, closed silently if none has.
+    Head { deadline: Instant },
+    /// Idle between requests; closed at the deadline (the keep-alive timeout).
+    Idle { deadline: Instant },
+    /// A whole head (or bytes a child must answer with an error) waits for a free child.
+    Queued,
+    /// A child serves it; the master keeps its copy of the descriptor and takes the
+    /// connection back if the child exits with [`EXIT_IDLE`].
+    Served,
+}
+
+/// A connection the master holds.
+struct Held {
+    stream: TcpStream,
+    peer: SocketAddr,
     lm: Arc<ListenerMetrics>,
+    /// Head bytes read so far; a forked child inherits them with the address space.
+    buf: Vec<u8>,
+    stage: Stage,
+    accepted: Option<Instant>,
+    /// The connection has been served before (its next child records no accept phase).
+    resumed: bool,
+}
+
+/// Everything the master keeps; forked children close the descriptors in it.
+struct Master {
+    epoll: sp::Epoll,
+    held: HashMap<RawFd, Held>,
+    queue: VecDeque<RawFd>,
+    children: HashMap<Pid, Child>,
+    /// Live children, read by lingering children to see the pressure.
+    live: sp::Shared<AtomicU64>,
+    max_children: usize,
+    parser: Parser,
 }
 
 fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -> io::Result<()> {
@@ -100,8 +156,10 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     // children forked afterwards serve with it.
     let hup = Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(libc::SIGHUP, hup.clone())?;
-    for (l, _) in &listeners {
+    let epoll = sp::Epoll::new()?;
+    for (i, (l, _)) in listeners.iter().enumerate() {
         l.set_nonblocking(true)?;
+        epoll.add(l.as_raw_fd(), i as u64)?;
     }
     let fds: Vec<RawFd> = listeners.iter().map(|(l, _)| l.as_raw_fd()).collect();
     let max_children = app
@@ -111,7 +169,17 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         .min(app.cfg.limits.max_connections)
         .max(1);
     let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
-    let mut children: HashMap<Pid, Child> = HashMap::new();
+    let mut m = Master {
+        epoll,
+        held: HashMap::new(),
+        queue: VecDeque::new(),
+        children: HashMap::new(),
+        live: sp::Shared::new(),
+        max_children,
+        parser: Parser::new(app.cfg.limits.http()),
+    };
+    let mut ready = Vec::new();
+    let mut last_sweep = Instant::now();
     while !app.shutdown.is_set() {
         if hup.swap(false, Relaxed) {
             match live.reload() {
@@ -119,118 +187,509 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
                 Err(e) => log::error!("process model master: reload failed, kept: {e}"),
             }
             app = live.current();
+            m.parser = Parser::new(app.cfg.limits.http());
         }
-        reap(&mut children, false);
-        if children.len() >= max_children {
-            let which = if max_children == app.cfg.process.max_children {
-                "process.max_children"
+        m.reap(&app, false);
+        m.dispatch(&app, &fds, &mut gate);
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            m.sweep(&app);
+            last_sweep = Instant::now();
+        }
+        m.epoll.wait(&mut ready, SWEEP_EVERY)?;
+        for &token in &ready {
+            if token & PIDFD_TAG != 0 {
+                // Reaped at the top of the loop.
+            } else if token & CONN_TAG != 0 {
+                m.read_head(&app, (token & !CONN_TAG) as RawFd);
             } else {
-                "limits.max_connections"
-            };
-            gate.warn(|| {
-                format!("{max_children} connection processes live ({which}); not accepting")
-            });
-            std::thread::sleep(REAP_EVERY);
-            continue;
+                let (listener, lm) = &listeners[token as usize];
+                m.accept(listener, lm, &app, &mut gate);
+            }
         }
-        let ready = sp::poll_readable_any(&fds, ACCEPT_POLL)?;
-        for i in ready {
-            let (listener, lm) = &listeners[i];
-            if gate.at_capacity(lm) || children.len() >= max_children {
-                continue;
+    }
+    // Stop accepting: the kernel refuses new connections once the sockets are closed; the
+    // connections no child serves close now, the others when their child ends.
+    drop(listeners);
+    let waiting: Vec<RawFd> = m
+        .held
+        .iter()
+        .filter(|(_, h)| h.stage != Stage::Served)
+        .map(|(&fd, _)| fd)
+        .collect();
+    for fd in waiting {
+        m.close(fd);
+    }
+    m.stop_children(&app, app.cfg.timeouts.shutdown_grace);
+    Ok(())
+}
+
+/// How often the master looks for expired head and keep-alive deadlines (and the longest it
+/// waits in epoll, so shutdown and SIGHUP are seen at least this often).
+const SWEEP_EVERY: Duration = Duration::from_millis(50);
+
+impl Master {
+    /// Accepts what the listener has (at most [`ACCEPT_BURST`]) and holds each connection
+    /// until its head has arrived.
+    fn accept(
+        &mut self,
+        listener: &TcpListener,
+        lm: &Arc<ListenerMetrics>,
+        app: &App,
+        gate: &mut AcceptGate,
+    ) {
+        for _ in 0..ACCEPT_BURST {
+            if gate.at_capacity(lm) {
+                return;
             }
             match listener.accept() {
                 Ok((stream, peer)) => {
-                    if let Some(pid) = fork_child(stream, peer, lm, &app, &fds, &mut gate) {
-                        lm.accepted.fetch_add(1, Relaxed);
-                        lm.open.fetch_add(1, Relaxed);
-                        children.insert(pid, Child { lm: lm.clone() });
+                    // Taken at accept, so the `accept` phase includes the wait for the head
+                    // and the fork (the CGI paper's question).
+                    let accepted = app.cfg.timing.on().then(Instant::now);
+                    let fd = stream.as_raw_fd();
+                    if let Err(e) = stream
+                        .set_nonblocking(true)
+                        .and_then(|()| self.epoll.add(fd, CONN_TAG | fd as u64))
+                    {
+                        log::warn!("{peer}: cannot watch the connection: {e}");
+                        continue;
                     }
+                    lm.accepted.fetch_add(1, Relaxed);
+                    lm.open.fetch_add(1, Relaxed);
+                    self.held.insert(
+                        fd,
+                        Held {
+                            stream,
+                            peer,
+                            lm: lm.clone(),
+                            buf: Vec::new(),
+                            stage: Stage::Head {
+                                deadline: Instant::now() + app.cfg.timeouts.header_read,
+                            },
+                            accepted,
+                            resumed: false,
+                        },
+                    );
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
                     if gate.failed(lm, &e) {
                         std::thread::sleep(ACCEPT_BACKOFF);
                     }
+                    return;
                 }
             }
         }
     }
-    // Stop accepting: the kernel refuses new connections once the sockets are closed.
-    drop(listeners);
-    stop_children(&mut children, app.cfg.timeouts.shutdown_grace);
-    Ok(())
-}
 
-/// Forks a child for one accepted connection; in the parent returns its pid (or `None`, with
-/// the client told 503, if fork failed). The child never returns.
-fn fork_child(
-    stream: std::net::TcpStream,
-    peer: std::net::SocketAddr,
-    lm: &Arc<ListenerMetrics>,
-    app: &Arc<App>,
-    listener_fds: &[RawFd],
-    gate: &mut AcceptGate,
-) -> Option<Pid> {
-    let master = sp::pid();
-    // Taken before the fork, so the `accept` phase includes it (the CGI paper's question).
-    let accepted = app.cfg.timing.on().then(std::time::Instant::now);
-    match sp::fork() {
-        Ok(Forked::Parent(pid)) => Some(pid),
-        Ok(Forked::Child) => {
-            for &fd in listener_fds {
-                sp::close_inherited(fd);
-            }
-            // A child whose master is gone must not serve on: it gets SIGTERM (graceful).
-            if !matches!(sp::die_with_parent(libc::SIGTERM, master), Ok(true)) {
-                sp::exit_now(0);
-            }
-            serve_child(stream, peer, lm, app, accepted);
-            sp::exit_now(0)
+    /// Reads what a held connection sent; queues it for a child once its head is whole (or
+    /// is bad or too large: the child answers it as every model does).
+    fn read_head(&mut self, app: &App, fd: RawFd) {
+        let max = app.cfg.limits.max_head_bytes + 1;
+        let Some(h) = self.held.get_mut(&fd) else {
+            return;
+        };
+        if !matches!(h.stage, Stage::Head { .. } | Stage::Idle { .. }) {
+            return;
         }
-        Err(e) => {
-            gate.warn(|| format!("{}: cannot fork a connection process: {e}", lm.addr));
-            let mut s = stream;
-            let _ = s.set_nonblocking(true);
-            let _ = s.write(UNAVAILABLE);
-            lm.response(503, UNAVAILABLE.len() as u64);
-            std::thread::sleep(ACCEPT_BACKOFF);
-            None
+        let had = h.buf.len();
+        let want = (max - had.min(max)).min(conn::READ_BUF);
+        if want == 0 {
+            return;
+        }
+        h.buf.resize(had + want, 0);
+        let r = (&h.stream).read(&mut h.buf[had..]);
+        let n = match r {
+            Ok(n) => n,
+            Err(ref e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(_) => 0,
+        };
+        h.buf.truncate(had + n);
+        match r {
+            Ok(0) => {
+                if had > 0 {
+                    log::debug!("{}: closed in the middle of a request head", h.peer);
+                }
+                return self.close(fd);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return,
+            Err(e) => {
+                log::debug!("{}: connection ended: {e}", h.peer);
+                return self.close(fd);
+            }
+            Ok(_) => {}
+        }
+        if let Stage::Idle { .. } = h.stage {
+            h.stage = Stage::Head {
+                deadline: Instant::now() + app.cfg.timeouts.header_read,
+            };
+        }
+        self.parser.reset();
+        let whole = !matches!(self.parser.parse(&h.buf), Ok(None)) || h.buf.len() >= max;
+        if whole {
+            h.stage = Stage::Queued;
+            let _ = self.epoll.delete(fd);
+            self.queue.push_back(fd);
+        }
+    }
+
+    /// Forks a child for each queued connection while fewer than `max_children` live.
+    fn dispatch(&mut self, app: &Arc<App>, listener_fds: &[RawFd], gate: &mut AcceptGate) {
+        while self.children.len() < self.max_children {
+            let Some(fd) = self.queue.pop_front() else {
+                return;
+            };
+            if !self.held.contains_key(&fd) {
+                continue;
+            }
+            match self.fork_child(fd, app, listener_fds) {
+                Ok(pid) => {
+                    let pidfd = sp::pidfd_open(pid).ok();
+                    if let Some(p) = &pidfd {
+                        let _ = self.epoll.add(p.as_raw_fd(), PIDFD_TAG | pid as u64);
+                    }
+                    let h = self.held.get_mut(&fd).expect("queued connections are held");
+                    h.stage = Stage::Served;
+                    // The child has its copy; the master needs none until it comes back.
+                    h.buf = Vec::new();
+                    self.children.insert(
+                        pid,
+                        Child {
+                            conn: fd,
+                            pidfd,
+                        },
+                    );
+                    self.live.store(self.children.len() as u64, Relaxed);
+                }
+                Err(e) => {
+                    let h = &self.held[&fd];
+                    let lm = h.lm.clone();
+                    gate.warn(|| format!("{}: cannot fork a connection process: {e}", lm.addr));
+                    let _ = (&h.stream).write(UNAVAILABLE);
+                    lm.response(503, UNAVAILABLE.len() as u64);
+                    self.close(fd);
+                    std::thread::sleep(ACCEPT_BACKOFF);
+                }
+            }
+        }
+        if !self.queue.is_empty() {
+            let which = if self.max_children == app.cfg.process.max_children {
+                "process.max_children"
+            } else {
+                "limits.max_connections"
+            };
+            let (n, q) = (self.max_children, self.queue.len());
+            gate.warn(|| {
+                format!("{n} connection processes live ({which}); {q} requests wait for one")
+            });
+        }
+    }
+
+    /// Forks the child that serves connection `fd`; in the master returns its pid. The child
+    /// never returns.
+    fn fork_child(&mut self, fd: RawFd, app: &Arc<App>, listener_fds: &[RawFd]) -> io::Result<Pid> {
+        let master = sp::pid();
+        match sp::fork()? {
+            Forked::Parent(pid) => Ok(pid),
+            Forked::Child => {
+                // A child holds only its own connection: a copy of another one (or of a
+                // listener) would keep that socket open after the master closed it.
+                for &l in listener_fds {
+                    sp::close_inherited(l);
+                }
+                sp::close_inherited(self.epoll.raw_fd());
+                for (&other, _) in self.held.iter().filter(|(&o, _)| o != fd) {
+                    sp::close_inherited(other);
+                }
+                for c in self.children.values() {
+                    if let Some(p) = &c.pidfd {
+                        sp::close_inherited(p.as_raw_fd());
+                    }
+                }
+                // A child whose master is gone must not serve on: it gets SIGTERM (graceful).
+                if !matches!(sp::die_with_parent(libc::SIGTERM, master), Ok(true)) {
+                    sp::exit_now(0);
+                }
+                let h = self.held.remove(&fd).expect("the connection is held");
+                let code = serve_child(h, app, &self.live, self.max_children);
+                sp::exit_now(code)
+            }
+        }
+    }
+
+    /// Reaps exited children; takes back connections they gave back idle and closes the
+    /// rest. `quiet`: at shutdown, where signal deaths are expected.
+    fn reap(&mut self, app: &App, quiet: bool) {
+        loop {
+            match sp::try_wait(-1) {
+                Ok(Some((pid, exit))) => {
+                    if let Some(c) = self.children.remove(&pid) {
+                        self.live.store(self.children.len() as u64, Relaxed);
+                        self.child_ended(c.conn, exit, app);
+                    }
+                    match exit {
+                        Exit::Code(0 | EXIT_IDLE) => {}
+                        Exit::Signal(libc::SIGKILL | libc::SIGTERM) if quiet => {}
+                        other => log::warn!("connection process {pid} ended with {other:?}"),
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    log::error!("waitpid: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn child_ended(&mut self, fd: RawFd, exit: Exit, app: &App) {
+        let idle = exit == Exit::Code(EXIT_IDLE) && !app.shutdown.is_set();
+        if idle {
+            if let Some(h) = self.held.get_mut(&fd) {
+                h.stage = Stage::Idle {
+                    deadline: Instant::now() + app.cfg.timeouts.keepalive,
+                };
+                h.resumed = true;
+                if self.epoll.add(fd, CONN_TAG | fd as u64).is_ok() {
+                    return;
+                }
+            }
+        }
+        self.close(fd);
+    }
+
+    /// Ends connections past their deadline: a partial head gets 408, an idle connection or
+    /// one that never sent a byte is closed.
+    fn sweep(&mut self, app: &App) {
+        let now = Instant::now();
+        let expired: Vec<RawFd> = self
+            .held
+            .iter()
+            .filter(|(_, h)| {
+                matches!(h.stage, Stage::Head { deadline } | Stage::Idle { deadline } if deadline <= now)
+            })
+            .map(|(&fd, _)| fd)
+            .collect();
+        for fd in expired {
+            let h = &self.held[&fd];
+            if matches!(h.stage, Stage::Head { .. }) && !h.buf.is_empty() {
+                log::info!("{}: 408 request head not received in time", h.peer);
+                let mut wbuf = Vec::new();
+                let out = conn::encode_response(&mut wbuf, conn::failure(408), None, false, b"");
+                debug_assert!(matches!(out.tail, conn::Tail::None));
+                // Best effort: a client that sends a head this slowly has room for 400 bytes.
+                let sent = (&h.stream).write(&wbuf).unwrap_or(0);
+                h.lm.response(408, sent as u64);
+                let _ = h.stream.shutdown(std::net::Shutdown::Write);
+                // Read what is pending, so the close sends no reset that could destroy the
+                // answer; bounded: the socket is non-blocking.
+                let mut scratch = [0u8; 4096];
+                for _ in 0..16 {
+                    if !matches!((&h.stream).read(&mut scratch), Ok(n) if n > 0) {
+                        break;
+                    }
+                }
+            }
+            self.close(fd);
+        }
+        let _ = app;
+    }
+
+    /// Forgets and closes a held connection.
+    fn close(&mut self, fd: RawFd) {
+        if let Some(h) = self.held.remove(&fd) {
+            let _ = self.epoll.delete(fd);
+            h.lm.open.fetch_sub(1, Relaxed);
+            drop(h);
+        }
+    }
+
+    /// SIGTERM to every child, then waits up to `grace` for them; kills and reaps the rest.
+    fn stop_children(&mut self, app: &App, grace: Duration) {
+        for &pid in self.children.keys() {
+            let _ = sp::kill(pid, libc::SIGTERM);
+        }
+        let end = Instant::now() + grace;
+        while !self.children.is_empty() && Instant::now() < end {
+            self.reap(app, true);
+            if !self.children.is_empty() {
+                std::thread::sleep(REAP_EVERY);
+            }
+        }
+        if !self.children.is_empty() {
+            log::warn!(
+                "{} connection processes still running after the {grace:?} grace period; killing them",
+                self.children.len()
+            );
+            let pids: Vec<Pid> = self.children.keys().copied().collect();
+            for pid in pids {
+                let _ = sp::kill(pid, libc::SIGKILL);
+                let _ = sp::wait(pid);
+                if let Some(c) = self.children.remove(&pid) {
+                    self.close(c.conn);
+                }
+            }
+        }
+        let rest: Vec<RawFd> = self.held.keys().copied().collect();
+        for fd in rest {
+            self.close(fd);
         }
     }
 }
 
-/// The child: serves the connection's keep-alive loop, then flushes its log.
-fn serve_child(
-    stream: std::net::TcpStream,
-    peer: std::net::SocketAddr,
-    lm: &Arc<ListenerMetrics>,
-    app: &Arc<App>,
-    accepted: Option<std::time::Instant>,
-) {
+/// The child: serves the connection from the head the master read until it closes or falls
+/// idle; returns the exit status ([`EXIT_IDLE`]: the master takes the connection back).
+fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_children: usize) -> i32 {
     app.enter_connection_process();
     if let Some(l) = &app.access_log {
         if let Err(e) = l.start_flusher() {
             log::warn!("access log flusher: {e}");
         }
     }
+    let Held {
+        stream,
+        peer,
+        lm,
+        buf,
+        accepted,
+        resumed,
+        ..
+    } = h;
+    let fd = stream.as_raw_fd();
     let _ = stream.set_nonblocking(false);
-    let local = super::local_addr(lm, || stream.local_addr());
-    let mut stream = BlockingStream::new(stream);
+    let local = super::local_addr(&lm, || stream.local_addr());
+    let mut stream = ChildStream {
+        inner: BlockingStream::new(stream),
+        head: buf,
+        pos: 0,
+        live,
+        // Apache event MPM's rule: with children this scarce, an idle connection goes back to
+        // the master at once instead of holding one.
+        pressure: (max_children - max_children / 4).max(1) as u64,
+        app,
+        gave_back: false,
+    };
     let info = ConnInfo {
         peer,
         local,
-        listener: lm.clone(),
-        registration: Some(app.shutdown.register(stream.raw_fd())),
-        accepted,
+        listener: lm,
+        registration: Some(app.shutdown.register(fd)),
+        // The accept phase belongs to a connection's first request only.
+        accepted: if resumed { None } else { accepted },
     };
-    if let Err(e) = conn::serve(&mut stream, app, &info) {
-        log::debug!("{peer}: connection ended: {e}");
+    let served = conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive);
+    let code = match served {
+        Ok(Served::Idle) if stream.gave_back && !app.shutdown.is_set() => EXIT_IDLE,
+        Ok(_) => 0,
+        Err(e) => {
+            log::debug!("{peer}: connection ended: {e}");
+            0
+        }
+    };
+    if code == 0 {
+        // The master still holds a copy of the descriptor: the client sees the end now, not
+        // when the master closes its copy.
+        let _ = crate::sys::shutdown(fd, libc::SHUT_WR);
     }
     drop(info);
     drop(stream);
     if let Some(l) = &app.access_log {
         l.flush();
+    }
+    code
+}
+
+/// A connection process's transport: first the head bytes the master read, then the socket;
+/// between requests it lingers for the keep-alive timeout unless children are scarce.
+struct ChildStream<'a> {
+    inner: BlockingStream,
+    head: Vec<u8>,
+    pos: usize,
+    live: &'a sp::Shared<AtomicU64>,
+    /// Live children from which lingering gives the connection back.
+    pressure: u64,
+    app: &'a App,
+    /// The last linger ended because children were scarce (not by the timeout).
+    gave_back: bool,
+}
+
+impl Read for ChildStream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.pos < self.head.len() {
+            let n = buf.len().min(self.head.len() - self.pos);
+            buf[..n].copy_from_slice(&self.head[self.pos..self.pos + n]);
+            self.pos += n;
+            if self.pos == self.head.len() {
+                self.head = Vec::new();
+                self.pos = 0;
+            }
+            return Ok(n);
+        }
+        self.inner.read(buf)
+    }
+}
+
+impl Write for ChildStream<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.inner.write_vectored(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Transport for ChildStream<'_> {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    /// Waits for the next request in slices, giving up (to hand the connection back to the
+    /// master) as soon as children are scarce or shutdown begins.
+    fn linger(&mut self, period: Duration) -> bool {
+        self.gave_back = false;
+        if self.pos < self.head.len() {
+            return true;
+        }
+        let end = Instant::now() + period;
+        loop {
+            if self.app.shutdown.is_set() {
+                return false;
+            }
+            if self.live.load(Relaxed) >= self.pressure {
+                self.gave_back = true;
+                return false;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            match crate::sys::poll_readable(self.inner.raw_fd(), left.min(LINGER_SLICE)) {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+    }
+
+    fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
+        self.inner.write_head(head)
+    }
+
+    fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.send_file(file, offset, len)
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.inner.shutdown_write()
     }
 }
 
@@ -240,55 +699,6 @@ fn register_shutdown_signals(app: &App) -> io::Result<()> {
         signal_hook::flag::register(sig, app.shutdown.flag())?;
     }
     Ok(())
-}
-
-/// Reaps exited children; `quiet`: at shutdown, where signal deaths are expected.
-fn reap(children: &mut HashMap<Pid, Child>, quiet: bool) {
-    loop {
-        match sp::try_wait(-1) {
-            Ok(Some((pid, exit))) => {
-                if let Some(c) = children.remove(&pid) {
-                    c.lm.open.fetch_sub(1, Relaxed);
-                }
-                match exit {
-                    Exit::Code(0) => {}
-                    Exit::Signal(libc::SIGKILL | libc::SIGTERM) if quiet => {}
-                    other => log::warn!("connection process {pid} ended with {other:?}"),
-                }
-            }
-            Ok(None) => return,
-            Err(e) => {
-                log::error!("waitpid: {e}");
-                return;
-            }
-        }
-    }
-}
-
-/// SIGTERM to every child, then waits up to `grace` for them; kills and reaps the rest.
-fn stop_children(children: &mut HashMap<Pid, Child>, grace: Duration) {
-    for &pid in children.keys() {
-        let _ = sp::kill(pid, libc::SIGTERM);
-    }
-    let end = Instant::now() + grace;
-    while !children.is_empty() && Instant::now() < end {
-        reap(children, true);
-        if !children.is_empty() {
-            std::thread::sleep(REAP_EVERY);
-        }
-    }
-    if !children.is_empty() {
-        log::warn!(
-            "{} connection processes still running after the {grace:?} grace period; killing them",
-            children.len()
-        );
-        for (&pid, c) in children.iter() {
-            let _ = sp::kill(pid, libc::SIGKILL);
-            let _ = sp::wait(pid);
-            c.lm.open.fetch_sub(1, Relaxed);
-        }
-        children.clear();
-    }
 }
 
 /// Waits for the master in the server's process: sends it SIGTERM once shutdown begins and
