@@ -219,7 +219,7 @@ pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<usi
 }
 
 /// An epoll instance (the `process` model's master waits on its listeners, the connections it
-/// holds and its children's pidfds with one). Closed on drop.
+/// holds with one). Closed on drop.
 #[derive(Debug)]
 pub struct Epoll {
     fd: std::os::fd::OwnedFd,
@@ -279,20 +279,6 @@ impl Epoll {
         out.extend(evs[..r as usize].iter().map(|e| e.u64));
         Ok(())
     }
-}
-
-/// pidfd_open(2): a descriptor that becomes readable when child `pid` exits, so a master can
-/// wait for its children in the same epoll as its sockets (no SIGCHLD handler, whose pipe a
-/// forked child would inherit).
-pub fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1. Callers
-    // pass unreaped children, whose ids cannot be reused.
-    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor was just returned to us and is owned by nothing else.
-    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r as RawFd) })
 }
 
 /// Types that may live in memory shared between processes.

@@ -31,8 +31,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -97,16 +97,12 @@ const EXIT_IDLE: i32 = 3;
 const LINGER_SLICE: Duration = Duration::from_millis(20);
 /// Connections accepted per listener wake-up, so one busy listener cannot starve the rest.
 const ACCEPT_BURST: usize = 64;
-/// epoll tokens: listeners are their index; a child's pidfd and a held connection are tagged.
-const PIDFD_TAG: u64 = 1 << 62;
-const CONN_TAG: u64 = 1 << 61;
+/// epoll token of a held connection (with its descriptor); a listener's is its index.
+const CONN_TAG: u64 = 1 << 62;
 
 /// A live child: the connection it serves.
 struct Child {
     conn: RawFd,
-    /// Readable when the child exits (absent if pidfds are unsupported: then the poll
-    /// interval reaps it).
-    pidfd: Option<OwnedFd>,
 }
 
 /// Where a connection the master holds stands.
@@ -147,6 +143,8 @@ struct Master {
     live: sp::Shared<AtomicU64>,
     max_children: usize,
     parser: Parser,
+    /// Descriptors the master may use for connections (see [`descriptor_room`]).
+    fd_room: usize,
 }
 
 fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -> io::Result<()> {
@@ -154,8 +152,14 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     register_shutdown_signals(&app)?;
     // SIGHUP (forwarded by the server process): re-read the configuration between accepts;
     // children forked afterwards serve with it.
-    let hup = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(libc::SIGHUP, hup.clone())?;
+    // SIGCHLD only interrupts the master's epoll_wait (never restarted after a handler), so an
+    // exited child is reaped, its connection taken back or closed, and a queued request given
+    // its slot at once. The handler writes to no descriptor, so the children that inherit it
+    // cannot write into one they reused; one that exits just before the wait begins is
+    // reaped within [`SWEEP_EVERY`].
+    signal_hook::flag::register(libc::SIGCHLD, Arc::new(AtomicBool::new(false)))?;
     let epoll = sp::Epoll::new()?;
     for (i, (l, _)) in listeners.iter().enumerate() {
         l.set_nonblocking(true)?;
@@ -177,7 +181,9 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         live: sp::Shared::new(),
         max_children,
         parser: Parser::new(app.cfg.limits.http()),
+        fd_room: descriptor_room(),
     };
+    let mut armed = vec![true; listeners.len()];
     let mut ready = Vec::new();
     let mut last_sweep = Instant::now();
     while !app.shutdown.is_set() {
@@ -191,15 +197,28 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         }
         m.reap(&app, false);
         m.dispatch(&app, &fds, &mut gate);
+        // A listener the master cannot accept from now leaves the epoll set (level-triggered,
+        // it would wake the master at once, again and again) until a connection closes.
+        for (i, (l, lm)) in listeners.iter().enumerate() {
+            let want = m.has_room(&mut gate) && !gate.at_capacity(lm);
+            if want != armed[i] {
+                let r = if want {
+                    m.epoll.add(l.as_raw_fd(), i as u64)
+                } else {
+                    m.epoll.delete(l.as_raw_fd())
+                };
+                if r.is_ok() {
+                    armed[i] = want;
+                }
+            }
+        }
         if last_sweep.elapsed() >= SWEEP_EVERY {
             m.sweep(&app);
             last_sweep = Instant::now();
         }
         m.epoll.wait(&mut ready, SWEEP_EVERY)?;
         for &token in &ready {
-            if token & PIDFD_TAG != 0 {
-                // Reaped at the top of the loop.
-            } else if token & CONN_TAG != 0 {
+            if token & CONN_TAG != 0 {
                 m.read_head(&app, (token & !CONN_TAG) as RawFd);
             } else {
                 let (listener, lm) = &listeners[token as usize];
@@ -227,7 +246,33 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
 /// waits in epoll, so shutdown and SIGHUP are seen at least this often).
 const SWEEP_EVERY: Duration = Duration::from_millis(50);
 
+/// Descriptors the master keeps free for its own use: the `/proc/self/stat` read of each
+/// fork, an accept, log files reopened.
+const FD_SPARE: usize = 8;
+
+/// How many descriptors the master may give to connections: the open-file limit
+/// less what is open now and [`FD_SPARE`]. The master stops accepting at this mark instead of
+/// running into EMFILE, where it could no longer fork (a fork reads `/proc/self/stat`) and the
+/// connections it holds would wait for a child forever.
+fn descriptor_room() -> usize {
+    let limit = crate::sys::raise_nofile_limit().unwrap_or(1024);
+    let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
+    usize::try_from(limit)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(open + FD_SPARE)
+}
+
 impl Master {
+    /// Whether another connection fits in the master's descriptors (with a warning if not).
+    fn has_room(&self, gate: &mut AcceptGate) -> bool {
+        let used = self.held.len();
+        if used < self.fd_room {
+            return true;
+        }
+        gate.warn(|| format!("{used} descriptors of connections open (open-file limit); not accepting"));
+        false
+    }
+
     /// Accepts what the listener has (at most [`ACCEPT_BURST`]) and holds each connection
     /// until its head has arrived.
     fn accept(
@@ -238,7 +283,7 @@ impl Master {
         gate: &mut AcceptGate,
     ) {
         for _ in 0..ACCEPT_BURST {
-            if gate.at_capacity(lm) {
+            if gate.at_capacity(lm) || !self.has_room(gate) {
                 return;
             }
             match listener.accept() {
@@ -345,20 +390,13 @@ impl Master {
             }
             match self.fork_child(fd, app, listener_fds) {
                 Ok(pid) => {
-                    let pidfd = sp::pidfd_open(pid).ok();
-                    if let Some(p) = &pidfd {
-                        let _ = self.epoll.add(p.as_raw_fd(), PIDFD_TAG | pid as u64);
-                    }
                     let h = self.held.get_mut(&fd).expect("queued connections are held");
                     h.stage = Stage::Served;
                     // The child has its copy; the master needs none until it comes back.
                     h.buf = Vec::new();
                     self.children.insert(
                         pid,
-                        Child {
-                            conn: fd,
-                            pidfd,
-                        },
+                        Child { conn: fd },
                     );
                     self.live.store(self.children.len() as u64, Relaxed);
                 }
@@ -401,11 +439,6 @@ impl Master {
                 sp::close_inherited(self.epoll.raw_fd());
                 for (&other, _) in self.held.iter().filter(|(&o, _)| o != fd) {
                     sp::close_inherited(other);
-                }
-                for c in self.children.values() {
-                    if let Some(p) = &c.pidfd {
-                        sp::close_inherited(p.as_raw_fd());
-                    }
                 }
                 // A child whose master is gone must not serve on: it gets SIGTERM (graceful).
                 if !matches!(sp::die_with_parent(libc::SIGTERM, master), Ok(true)) {
