@@ -269,7 +269,9 @@ impl Master {
         if used < self.fd_room {
             return true;
         }
-        gate.warn(|| format!("{used} descriptors of connections open (open-file limit); not accepting"));
+        gate.warn(|| {
+            format!("{used} descriptors of connections open (open-file limit); not accepting")
+        });
         false
     }
 
@@ -394,10 +396,7 @@ impl Master {
                     h.stage = Stage::Served;
                     // The child has its copy; the master needs none until it comes back.
                     h.buf = Vec::new();
-                    self.children.insert(
-                        pid,
-                        Child { conn: fd },
-                    );
+                    self.children.insert(pid, Child { conn: fd });
                     self.live.store(self.children.len() as u64, Relaxed);
                 }
                 Err(e) => {
