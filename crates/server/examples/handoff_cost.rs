@@ -96,7 +96,7 @@ fn fork_round(conn: &TcpStream, iters: usize) -> io::Result<Vec<f64>> {
             return Err(io::Error::last_os_error());
         }
         if pid == 0 {
-            let code = i32::from(head.len() > 0 && fd >= 0);
+            let code = i32::from(!head.is_empty() && fd >= 0);
             // SAFETY: _exit is async-signal-safe and never returns.
             unsafe { libc::_exit(1 - code) };
         }

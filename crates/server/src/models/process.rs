@@ -1,32 +1,56 @@
-//! The `process` model (the threads-vs-processes paper): one forked child per accepted
-//! connection, which serves that connection's keep-alive loop with the same `conn::serve` as
-//! every other model and exits. The parent only accepts, forks and reaps.
+//! The `process` model (the threads-vs-processes paper): requests are served by forked
+//! children, each running the same `conn::serve` loop as every other model; a child serves one
+//! connection and exits.
+//!
+//! Idle clients cannot exhaust the children (issue 29). The master holds every connection that
+//! only holds a socket, in one epoll, as the fiber model parks idle connections without a
+//! stack: a new connection until its request head has arrived, and a keep-alive connection
+//! between requests. Only a whole head (or bytes that can no longer be a valid one: the child
+//! answers those with 400/414/431 as every model does) gets a child, forked at that moment; the
+//! child inherits the head bytes with the address space. The master keeps its copy of the
+//! descriptor. A child lingers for the next request up to the keep-alive timeout while
+//! children are plentiful (so a keep-alive connection costs one fork, as in the paper), but
+//! once three quarters of `process.max_children` are live it gives its connection back at
+//! once (exit status [`EXIT_IDLE`]): Apache event MPM's shortened keep-alive under pressure.
+//! The master applies `timeouts.header_read` to the heads it reads (408 and one log line for a
+//! partial head, a silent close for a connection that sent nothing) and
+//! `timeouts.keepalive` to the idle connections it holds.
+//!
+//! Fork or pass the descriptor: `examples/handoff_cost.rs` measured an `SCM_RIGHTS` round trip
+//! to a long-lived child at about a tenth of a fork (BENCHMARKS.md, "Process model
+//! hand-off"). A fork per hand-off was kept: without pressure a connection is handed off once,
+//! as before, and a child per connection keeps the paper's isolation (a crash or leak dies
+//! with its connection) and picks up a reloaded configuration with no pool to recycle.
 //!
 //! fork is safe only from a single-threaded process, so the process listeners of a server are
 //! run by a master process forked when the server is built, before any thread exists
 //! ([`start_master`]); the server's own process goes on to run its other models' threads.
 //!
 //! What a child inherits, and what is done about it:
-//! - every listening socket: closed at once in the child (a child must not keep a port
-//!   accepting after the master has gone); sockets of other models are closed in the master;
+//! - every listening socket, the master's epoll and every other connection the master holds:
+//!   closed at once in the child (a copy would keep a socket open after the master closed
+//!   it); sockets of other models are closed in the master;
 //! - the counters: listener counters and cache hit/miss/eviction counters live in shared
 //!   memory (`sys_process::Shared`), so every child adds to the same numbers and the status
-//!   page shows the model's totals; open connections are counted by the master (one per live
-//!   child);
+//!   page shows the model's totals; open connections are counted by the master (from accept
+//!   to its close of its copy), as is the number of live children the lingering ones read;
 //! - the response cache: empty at fork, private to the child, gone at exit (a child serves one
 //!   connection, so only that connection's repeated requests hit it; sharing one would need
 //!   shared-memory allocation and cross-process locking, which the paper's forked server
 //!   does not have either);
 //! - the access log: the buffer is empty at fork; the child flushes it once a second and
 //!   before it exits (appends of whole lines to the same file);
-//! - signals: SIGTERM/SIGINT set the shutdown flag (master and child alike); the master sends
-//!   SIGTERM to its children and waits for them within `timeouts.shutdown_grace`, then kills
-//!   the rest. Each child asks for SIGTERM when the master dies, the master when the server's
-//!   process dies, so a killed server leaves no orphans.
+//! - signals: SIGTERM/SIGINT set the shutdown flag (master and child alike); the master closes
+//!   the connections it holds, sends SIGTERM to its children and waits for them within
+//!   `timeouts.shutdown_grace`, then kills the rest. Each child asks for SIGTERM when the
+//!   master dies, the master when the server's process dies, so a killed server leaves no
+//!   orphans.
 //!
-//! A limit on live children (`process.max_children`, and `limits.max_connections`); every
-//! child is reaped (`waitpid` after each accept and every poll interval), so none is left a
-//! zombie for longer than [`ACCEPT_POLL`].
+//! A limit on live children (`process.max_children`, and `limits.max_connections`): a whole
+//! head that finds none free waits in the master, in arrival order. Every child is reaped when
+//! SIGCHLD interrupts the master's wait (or within [`SWEEP_EVERY`]), so none is left a zombie.
+//! The master stops accepting a few descriptors short of the open-file limit, since each
+//! held connection costs it one.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
