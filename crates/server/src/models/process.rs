@@ -237,7 +237,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             }
         }
         if last_sweep.elapsed() >= SWEEP_EVERY {
-            m.sweep(&app);
+            m.sweep();
             last_sweep = Instant::now();
         }
         m.epoll.wait(&mut ready, SWEEP_EVERY)?;
@@ -517,7 +517,7 @@ impl Master {
 
     /// Ends connections past their deadline: a partial head gets 408, an idle connection or
     /// one that never sent a byte is closed.
-    fn sweep(&mut self, app: &App) {
+    fn sweep(&mut self) {
         let now = Instant::now();
         let expired: Vec<RawFd> = self
             .held
@@ -549,7 +549,6 @@ impl Master {
             }
             self.close(fd);
         }
-        let _ = app;
     }
 
     /// Forgets and closes a held connection.
