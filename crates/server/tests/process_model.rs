@@ -425,3 +425,42 @@ fn the_master_times_out_partial_heads_and_idle_connections() {
         "{log}"
     );
 }
+
+/// SIGTERM closes the connections the master holds (idle ones it took back, partial heads)
+/// at once, and the server exits without waiting for the grace period.
+#[test]
+fn sigterm_closes_the_connections_the_master_holds() {
+    let mut srv = Builder::new("process-held-sigterm")
+        .config("[process]\nmax_children = 1\n[timeouts]\nshutdown_grace = \"20s\"\n")
+        .start();
+    let master = master(&srv);
+    let mut conns: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(c.read_response().expect("response").body, b"echo");
+            c
+        })
+        .collect();
+    for _ in 0..2 {
+        let mut c = srv.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+        conns.push(c);
+    }
+    // With one child allowed, every idle connection went back to the master.
+    assert_children_reach_zero(master);
+
+    srv.signal(libc::SIGTERM);
+    for c in &mut conns {
+        assert!(
+            c.closed_within(Duration::from_secs(5)),
+            "a connection the master held is still open after SIGTERM"
+        );
+    }
+    let status = srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("the server did not exit after SIGTERM");
+    assert!(status.success(), "{status:?}; log:\n{}", srv.log());
+    assert!(gone(master), "the master outlived the server");
+    assert!(!srv.log().contains("grace period"), "{}", srv.log());
+}
