@@ -464,3 +464,46 @@ fn sigterm_closes_the_connections_the_master_holds() {
     assert!(gone(master), "the master outlived the server");
     assert!(!srv.log().contains("grace period"), "{}", srv.log());
 }
+
+/// The status page counts the connections the master holds as open, beside those children
+/// serve.
+#[test]
+fn status_counts_the_connections_the_master_holds() {
+    let srv = Builder::new("process-held-status")
+        .args(&["--status"])
+        .config("[process]\nmax_children = 1\n")
+        .start();
+    let mut conns: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(c.read_response().expect("response").body, b"echo");
+            c
+        })
+        .collect();
+    for _ in 0..2 {
+        let mut c = srv.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+        conns.push(c);
+    }
+    // Five held and the status request's own connection; polled, as the master accepts the
+    // partial heads' connections in its own time.
+    let deadline = Instant::now() + TREE_DEADLINE;
+    loop {
+        let r = srv.get("/_weft/status.json");
+        assert_eq!(r.status, 200, "{r:?}");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+        let open = v["listeners"][0]["connections_open"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no connections_open in {v}"));
+        if open == 6 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "connections_open is {open}, not 6"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(conns);
+}
