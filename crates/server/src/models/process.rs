@@ -368,28 +368,23 @@ impl Master {
         if want == 0 {
             return;
         }
-        h.buf.resize(had + want, 0);
-        let r = (&h.stream).read(&mut h.buf[had..]);
-        let n = match r {
-            Ok(n) => n,
-            Err(ref e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-            Err(_) => 0,
-        };
-        h.buf.truncate(had + n);
-        match r {
+        // Read on the stack and keep only what came: a thousand slow heads of a few dozen
+        // bytes each cost the master a few dozen bytes each, not a read buffer each.
+        let mut chunk = [0u8; conn::READ_BUF];
+        match (&h.stream).read(&mut chunk[..want]) {
             Ok(0) => {
                 if had > 0 {
                     log::debug!("{}: closed in the middle of a request head", h.peer);
                 }
                 return self.close(fd);
             }
+            Ok(n) => h.buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return,
             Err(e) => {
                 log::debug!("{}: connection ended: {e}", h.peer);
                 return self.close(fd);
             }
-            Ok(_) => {}
         }
         if let Stage::Idle { .. } = h.stage {
             h.stage = Stage::Head {
@@ -411,7 +406,7 @@ impl Master {
             let Some(fd) = self.queue.pop_front() else {
                 return;
             };
-            if !self.held.contains_key(&fd) {
+            if !self.held.get(&fd).is_some_and(|h| h.stage == Stage::Queued) {
                 continue;
             }
             match self.fork_child(fd, app, listener_fds) {
