@@ -48,7 +48,8 @@
 //! revalidate = "1s"           # a changed file is served stale at most this long
 //!
 //! [process]
-//! max_children = 256          # live connection processes per process listener
+//! max_children = 256          # live connection processes per process listener (idle
+//!                             # connections wait in the master and hold none)
 //!
 //! [pipeline]               # the pipeline model
 //! threads_total = 16          # M: all stages together
@@ -390,8 +391,11 @@ impl Default for CacheConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProcessConfig {
-    /// Live connection processes per process listener (Apache prefork `MaxRequestWorkers`,
-    /// default 256); past it the listener stops accepting until a child exits.
+    /// Live connection processes per process listener (Apache `MaxRequestWorkers`, default
+    /// 256): children serving a request, or lingering for the next one while fewer than
+    /// three quarters of them are live. Idle and half-sent connections are held by the
+    /// master and count only against `limits.max_connections`; a whole request head that
+    /// finds no child free waits in the master until one exits.
     pub max_children: usize,
 }
 

@@ -77,7 +77,7 @@ enum HeadRead {
 
 /// Serves requests on `stream` until either side ends the connection.
 pub fn serve<T: Transport>(stream: &mut T, app: &App, info: &ConnInfo) -> io::Result<()> {
-    serve_inner(stream, app, info, false, true).map(drop)
+    serve_inner(stream, app, info, false, true, Duration::ZERO).map(drop)
 }
 
 /// Serves requests until the connection ends or falls idle between requests: then it returns
@@ -90,7 +90,20 @@ pub fn serve_until_idle<T: Transport>(
     info: &ConnInfo,
     resumed: bool,
 ) -> io::Result<Served> {
-    serve_inner(stream, app, info, true, !resumed)
+    serve_inner(stream, app, info, true, !resumed, linger_period(&app.cfg))
+}
+
+/// [`serve_until_idle`] for a connection's first request on this transport, lingering up to
+/// `period` between requests (the `process` model's connection processes keep their
+/// connection for the keep-alive timeout; their transport cuts the wait short under
+/// pressure).
+pub(crate) fn serve_lingering<T: Transport>(
+    stream: &mut T,
+    app: &App,
+    info: &ConnInfo,
+    period: Duration,
+) -> io::Result<Served> {
+    serve_inner(stream, app, info, true, true, period)
 }
 
 /// How long a connection served by [`serve_until_idle`] waits in its fiber for the next
@@ -157,10 +170,10 @@ fn serve_inner<T: Transport>(
     info: &ConnInfo,
     return_when_idle: bool,
     first: bool,
+    period: Duration,
 ) -> io::Result<Served> {
     let mut first = first;
     let limits = app.cfg.limits.http();
-    let period = linger_period(&app.cfg);
     loop {
         let mut scratch = take_scratch(&limits);
         let mut gather = Gather::new(stream, std::mem::take(&mut scratch.out));

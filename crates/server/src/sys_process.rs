@@ -218,6 +218,69 @@ pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<usi
         .collect())
 }
 
+/// An epoll instance (the `process` model's master waits on its listeners, the connections it
+/// holds with one). Closed on drop.
+#[derive(Debug)]
+pub struct Epoll {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Epoll {
+    /// epoll_create1(2).
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: epoll_create1 takes a flag and returns a new descriptor or -1.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: `fd` was just returned to us and is owned by nothing else.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        Ok(Epoll { fd })
+    }
+
+    /// The descriptor (a forked child closes its copy).
+    pub fn raw_fd(&self) -> RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+    }
+
+    /// Watches `fd` for input (level-triggered), reported with `token`.
+    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call; a bad `fd` is
+        // an error return, not undefined behaviour.
+        cvt(unsafe { libc::epoll_ctl(self.raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(drop)
+    }
+
+    /// Stops watching `fd` (it stays open).
+    pub fn delete(&self, fd: RawFd) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: EPOLL_CTL_DEL ignores the event, but kernels before 2.6.9 want it non-null;
+        // `ev` is valid for the call.
+        cvt(unsafe { libc::epoll_ctl(self.raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) }).map(drop)
+    }
+
+    /// Waits up to `timeout` and appends the tokens of ready descriptors to `out` (cleared
+    /// first). A signal ends the wait early with none.
+    pub fn wait(&self, out: &mut Vec<u64>, timeout: Duration) -> io::Result<()> {
+        const MAX: usize = 256;
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; MAX];
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        out.clear();
+        // SAFETY: `evs` has room for MAX events, the count passed.
+        let r = unsafe { libc::epoll_wait(self.raw_fd(), evs.as_mut_ptr(), MAX as i32, ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        out.extend(evs[..r as usize].iter().map(|e| e.u64));
+        Ok(())
+    }
+}
+
 /// Types that may live in memory shared between processes.
 ///
 /// # Safety

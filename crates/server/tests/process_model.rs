@@ -133,22 +133,30 @@ fn every_connection_process_is_reaped() {
 }
 
 #[test]
-fn max_children_holds_a_third_connection_until_one_closes() {
+fn max_children_holds_a_third_request_until_a_child_is_free() {
     let srv = Builder::new("process-limit")
         .config("[process]\nmax_children = 2\n")
         .start();
     let master = master(&srv);
+    // A request whose body is still arriving holds its child (an idle connection would not:
+    // the master keeps those itself).
     let mut held: Vec<_> = (0..2)
         .map(|_| {
             let mut c = srv.connect();
-            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-            assert_eq!(c.read_response().expect("response").body, INDEX_HTML);
+            c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
             c
         })
         .collect();
-    assert_eq!(children_of(master).len(), 2);
+    let deadline = Instant::now() + TREE_DEADLINE;
+    while children_of(master).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "two requests did not get children"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 
-    // The kernel completes the handshake (the backlog), but no process serves it yet.
+    // The master reads the third head, but no child is free to serve it yet.
     let mut third = srv.connect();
     third.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     third
@@ -162,20 +170,20 @@ fn max_children_holds_a_third_connection_until_one_closes() {
                 e.kind(),
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
             ) => {}
-        other => panic!("a third connection was served with max_children = 2: {other:?}"),
+        other => panic!("a third request was served with max_children = 2: {other:?}"),
     }
     assert_eq!(children_of(master).len(), 2, "more than max_children live");
 
-    // One closes: its process exits, is reaped, and the third connection gets its own.
+    // One request ends (its client goes away): its process exits, is reaped, and the third
+    // request gets a child.
     drop(held.remove(0));
-    let r = third
-        .read_response()
-        .expect("the third connection is served");
+    let r = third.read_response().expect("the third request is served");
     assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
     assert!(children_of(master).len() <= 2);
     // The one still held is served on as before.
-    held[0].send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert_eq!(held[0].read_response().expect("response").body, INDEX_HTML);
+    held[0].send(b"cd");
+    let r = held[0].read_response().expect("response");
+    assert_eq!((r.status, r.body.as_slice()), (200, b"abcd".as_slice()));
     drop(held);
     drop(third);
     assert_children_reach_zero(master);
@@ -271,4 +279,231 @@ fn connection_processes_fill_no_cache_and_count_their_misses() {
         (0, 0),
         "{after}"
     );
+}
+
+/// Open descriptors of process `pid`.
+fn fd_count(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Raises this test process's open-file limit to at least `n` (within the hard limit).
+fn raise_nofile(n: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for getrlimit to fill.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    if lim.rlim_cur < n {
+        lim.rlim_cur = n.min(lim.rlim_max);
+        // SAFETY: `lim` is a valid rlimit read from the kernel with the soft limit raised.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    }
+    assert!(
+        lim.rlim_cur >= n,
+        "the open-file limit ({}) is below the {n} this test needs",
+        lim.rlim_cur
+    );
+}
+
+/// Issue 29: connections that only hold a socket (idle on keep-alive after a request, or a
+/// head without its final CRLF) are held by the master, not by children; 1,000 of each do not
+/// keep a normal client from being answered, with only 16 children allowed.
+#[test]
+fn idle_and_partial_connections_do_not_exhaust_the_children() {
+    const IDLE: usize = 1000;
+    const PARTIAL: usize = 1000;
+    raise_nofile((IDLE + PARTIAL) as u64 + 256);
+    let srv = Builder::new("process-idle")
+        .config("[process]\nmax_children = 16\n")
+        .start();
+    let master = master(&srv);
+    let fds_before = fd_count(master);
+
+    let mut idle: Vec<_> = (0..IDLE)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+            let r = c.read_response().expect("an idle-to-be client's request");
+            assert_eq!((r.status, r.body.as_slice()), (200, b"echo".as_slice()));
+            c
+        })
+        .collect();
+    let mut partial: Vec<_> = (0..PARTIAL)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+            c
+        })
+        .collect();
+    assert!(
+        children_of(master).len() <= 16,
+        "more than max_children live"
+    );
+
+    // A normal client, on new connections and on one kept alive: every request is answered
+    // (the read deadline of `read_response` is the failure condition). Before the master held
+    // idle connections, this one waited for the keep-alive timeout of a held child.
+    let mut kept = srv.connect();
+    for _ in 0..20 {
+        let r = srv.get("/echo");
+        assert_eq!((r.status, r.body.as_slice()), (200, b"echo".as_slice()));
+        kept.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = kept
+            .read_response()
+            .expect("the normal client's keep-alive request");
+        assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
+    }
+
+    // The connections the master held are still served: an idle one's next request, and a
+    // partial head completed (the bytes the master read reach the child).
+    for c in idle.iter_mut().step_by(100) {
+        c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c
+            .read_response()
+            .expect("an idle connection's next request");
+        assert_eq!((r.status, r.body.as_slice()), (200, b"echo".as_slice()));
+    }
+    for c in partial.iter_mut().step_by(100) {
+        c.send(b"\r\n");
+        let r = c.read_response().expect("a completed partial head");
+        assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
+    }
+
+    // Every connection closed: every child exits and the master's descriptors are what they
+    // were before (none leaked).
+    drop(idle);
+    drop(partial);
+    drop(kept);
+    assert_children_reach_zero(master);
+    let deadline = Instant::now() + TREE_DEADLINE;
+    while fd_count(master) != fds_before {
+        assert!(
+            Instant::now() < deadline,
+            "the master has {} descriptors open, {fds_before} before the clients came",
+            fd_count(master)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    srv.assert_alive();
+}
+
+/// The master applies the header timeout to a partial head it holds (408, one log line) and
+/// the keep-alive timeout to an idle connection it took back from a child.
+#[test]
+fn the_master_times_out_partial_heads_and_idle_connections() {
+    // max_children = 1: the one child is always scarce, so it gives its connection back to
+    // the master as soon as the response is out.
+    let srv = Builder::new("process-timeouts")
+        .config(
+            "[process]\nmax_children = 1\n[timeouts]\nheader_read = \"1s\"\nkeepalive = \"1s\"\n",
+        )
+        .start();
+    let master = master(&srv);
+
+    let mut partial = srv.connect();
+    partial.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+    let r = partial.read_response().expect("408 for a partial head");
+    assert_eq!(r.status, 408, "{r:?}");
+    assert!(r.closes(), "{r:?}");
+    assert!(partial.closed_within(Duration::from_secs(5)));
+
+    let mut idle = srv.connect();
+    idle.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(idle.read_response().expect("response").body, b"echo");
+    assert_children_reach_zero(master);
+    assert!(
+        idle.closed_within(Duration::from_secs(5)),
+        "an idle connection the master held outlived the keep-alive timeout"
+    );
+    let log = srv.log();
+    assert_eq!(
+        log.matches("408 request head not received in time").count(),
+        1,
+        "{log}"
+    );
+}
+
+/// SIGTERM closes the connections the master holds (idle ones it took back, partial heads)
+/// at once, and the server exits without waiting for the grace period.
+#[test]
+fn sigterm_closes_the_connections_the_master_holds() {
+    let mut srv = Builder::new("process-held-sigterm")
+        .config("[process]\nmax_children = 1\n[timeouts]\nshutdown_grace = \"20s\"\n")
+        .start();
+    let master = master(&srv);
+    let mut conns: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(c.read_response().expect("response").body, b"echo");
+            c
+        })
+        .collect();
+    for _ in 0..2 {
+        let mut c = srv.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+        conns.push(c);
+    }
+    // With one child allowed, every idle connection went back to the master.
+    assert_children_reach_zero(master);
+
+    srv.signal(libc::SIGTERM);
+    for c in &mut conns {
+        assert!(
+            c.closed_within(Duration::from_secs(5)),
+            "a connection the master held is still open after SIGTERM"
+        );
+    }
+    let status = srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("the server did not exit after SIGTERM");
+    assert!(status.success(), "{status:?}; log:\n{}", srv.log());
+    assert!(gone(master), "the master outlived the server");
+    assert!(!srv.log().contains("grace period"), "{}", srv.log());
+}
+
+/// The status page counts the connections the master holds as open, beside those children
+/// serve.
+#[test]
+fn status_counts_the_connections_the_master_holds() {
+    let srv = Builder::new("process-held-status")
+        .args(&["--status"])
+        .config("[process]\nmax_children = 1\n")
+        .start();
+    let mut conns: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(c.read_response().expect("response").body, b"echo");
+            c
+        })
+        .collect();
+    for _ in 0..2 {
+        let mut c = srv.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+        conns.push(c);
+    }
+    // Five held and the status request's own connection; polled, as the master accepts the
+    // partial heads' connections in its own time.
+    let deadline = Instant::now() + TREE_DEADLINE;
+    loop {
+        let r = srv.get("/_weft/status.json");
+        assert_eq!(r.status, 200, "{r:?}");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+        let open = v["listeners"][0]["connections_open"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no connections_open in {v}"));
+        if open == 6 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "connections_open is {open}, not 6"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(conns);
 }

@@ -1,46 +1,72 @@
-//! The `process` model (the threads-vs-processes paper): one forked child per accepted
-//! connection, which serves that connection's keep-alive loop with the same `conn::serve` as
-//! every other model and exits. The parent only accepts, forks and reaps.
+//! The `process` model (the threads-vs-processes paper): requests are served by forked
+//! children, each running the same `conn::serve` loop as every other model; a child serves one
+//! connection and exits.
+//!
+//! Idle clients cannot exhaust the children (issue 29). The master holds every connection that
+//! only holds a socket, in one epoll, as the fiber model parks idle connections without a
+//! stack: a new connection until its request head has arrived, and a keep-alive connection
+//! between requests. Only a whole head (or bytes that can no longer be a valid one: the child
+//! answers those with 400/414/431 as every model does) gets a child, forked at that moment; the
+//! child inherits the head bytes with the address space. The master keeps its copy of the
+//! descriptor. A child lingers for the next request up to the keep-alive timeout while
+//! children are plentiful (so a keep-alive connection costs one fork, as in the paper), but
+//! once three quarters of `process.max_children` are live it gives its connection back at
+//! once (exit status [`EXIT_IDLE`]): Apache event MPM's shortened keep-alive under pressure.
+//! The master applies `timeouts.header_read` to the heads it reads (408 and one log line for a
+//! partial head, a silent close for a connection that sent nothing) and
+//! `timeouts.keepalive` to the idle connections it holds.
+//!
+//! Fork or pass the descriptor: `examples/handoff_cost.rs` measured an `SCM_RIGHTS` round trip
+//! to a long-lived child at about a tenth of a fork (BENCHMARKS.md, "Process model
+//! hand-off"). A fork per hand-off was kept: without pressure a connection is handed off once,
+//! as before, and a child per connection keeps the paper's isolation (a crash or leak dies
+//! with its connection) and picks up a reloaded configuration with no pool to recycle.
 //!
 //! fork is safe only from a single-threaded process, so the process listeners of a server are
 //! run by a master process forked when the server is built, before any thread exists
 //! ([`start_master`]); the server's own process goes on to run its other models' threads.
 //!
 //! What a child inherits, and what is done about it:
-//! - every listening socket: closed at once in the child (a child must not keep a port
-//!   accepting after the master has gone); sockets of other models are closed in the master;
+//! - every listening socket, the master's epoll and every other connection the master holds:
+//!   closed at once in the child (a copy would keep a socket open after the master closed
+//!   it); sockets of other models are closed in the master;
 //! - the counters: listener counters and cache hit/miss/eviction counters live in shared
 //!   memory (`sys_process::Shared`), so every child adds to the same numbers and the status
-//!   page shows the model's totals; open connections are counted by the master (one per live
-//!   child);
+//!   page shows the model's totals; open connections are counted by the master (from accept
+//!   to its close of its copy), as is the number of live children the lingering ones read;
 //! - the response cache: empty at fork, private to the child, gone at exit (a child serves one
 //!   connection, so only that connection's repeated requests hit it; sharing one would need
 //!   shared-memory allocation and cross-process locking, which the paper's forked server
 //!   does not have either);
 //! - the access log: the buffer is empty at fork; the child flushes it once a second and
 //!   before it exits (appends of whole lines to the same file);
-//! - signals: SIGTERM/SIGINT set the shutdown flag (master and child alike); the master sends
-//!   SIGTERM to its children and waits for them within `timeouts.shutdown_grace`, then kills
-//!   the rest. Each child asks for SIGTERM when the master dies, the master when the server's
-//!   process dies, so a killed server leaves no orphans.
+//! - signals: SIGTERM/SIGINT set the shutdown flag (master and child alike); the master closes
+//!   the connections it holds, sends SIGTERM to its children and waits for them within
+//!   `timeouts.shutdown_grace`, then kills the rest. Each child asks for SIGTERM when the
+//!   master dies, the master when the server's process dies, so a killed server leaves no
+//!   orphans.
 //!
-//! A limit on live children (`process.max_children`, and `limits.max_connections`); every
-//! child is reaped (`waitpid` after each accept and every poll interval), so none is left a
-//! zombie for longer than [`ACCEPT_POLL`].
+//! A limit on live children (`process.max_children`, and `limits.max_connections`): a whole
+//! head that finds none free waits in the master, in arrival order. Every child is reaped when
+//! SIGCHLD interrupts the master's wait (or within [`SWEEP_EVERY`]), so none is left a zombie.
+//! The master stops accepting a few descriptors short of the open-file limit, since each
+//! held connection costs it one.
 
-use std::collections::HashMap;
-use std::io::{self, Write};
-use std::net::TcpListener;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
+use weft_http::Parser;
+
+use super::{AcceptGate, ACCEPT_BACKOFF};
 use crate::app::{App, LiveApp};
-use crate::conn::{self, ConnInfo};
+use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::ListenerMetrics;
-use crate::net::BlockingStream;
+use crate::net::{BlockingStream, Transport};
 use crate::sys_process::{self as sp, Exit, Forked, Pid};
 
 /// How often the master looks for exited children while it waits at shutdown.
@@ -88,9 +114,61 @@ pub(crate) fn start_master(
     }
 }
 
-/// A live child and the listener it counts against.
+/// Exit status of a connection process that gives its connection back to the master, idle
+/// between requests with nothing buffered (0: the connection is finished).
+const EXIT_IDLE: i32 = 3;
+/// How often a lingering connection process looks at the pressure and the shutdown flag.
+const LINGER_SLICE: Duration = Duration::from_millis(20);
+/// Connections accepted per listener wake-up, so one busy listener cannot starve the rest.
+const ACCEPT_BURST: usize = 64;
+/// epoll token of a held connection (with its descriptor); a listener's is its index.
+const CONN_TAG: u64 = 1 << 62;
+
+/// A live child: the connection it serves.
 struct Child {
+    conn: RawFd,
+}
+
+/// Where a connection the master holds stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Reading a request head (none, or part of one, has arrived); answered 408 past the
+    /// deadline if a part has arrived, closed silently if none has.
+    Head { deadline: Instant },
+    /// Idle between requests; closed at the deadline (the keep-alive timeout).
+    Idle { deadline: Instant },
+    /// A whole head (or bytes a child must answer with an error) waits for a free child.
+    Queued,
+    /// A child serves it; the master keeps its copy of the descriptor and takes the
+    /// connection back if the child exits with [`EXIT_IDLE`].
+    Served,
+}
+
+/// A connection the master holds.
+struct Held {
+    stream: TcpStream,
+    peer: SocketAddr,
     lm: Arc<ListenerMetrics>,
+    /// Head bytes read so far; a forked child inherits them with the address space.
+    buf: Vec<u8>,
+    stage: Stage,
+    accepted: Option<Instant>,
+    /// The connection has been served before (its next child records no accept phase).
+    resumed: bool,
+}
+
+/// Everything the master keeps; forked children close the descriptors in it.
+struct Master {
+    epoll: sp::Epoll,
+    held: HashMap<RawFd, Held>,
+    queue: VecDeque<RawFd>,
+    children: HashMap<Pid, Child>,
+    /// Live children, read by lingering children to see the pressure.
+    live: sp::Shared<AtomicU64>,
+    max_children: usize,
+    parser: Parser,
+    /// Descriptors the master may use for connections (see [`descriptor_room`]).
+    fd_room: usize,
 }
 
 fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -> io::Result<()> {
@@ -98,10 +176,18 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     register_shutdown_signals(&app)?;
     // SIGHUP (forwarded by the server process): re-read the configuration between accepts;
     // children forked afterwards serve with it.
-    let hup = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(libc::SIGHUP, hup.clone())?;
-    for (l, _) in &listeners {
+    // SIGCHLD only interrupts the master's epoll_wait (never restarted after a handler), so an
+    // exited child is reaped, its connection taken back or closed, and a queued request given
+    // its slot at once. The handler writes to no descriptor, so the children that inherit it
+    // cannot write into one they reused; one that exits just before the wait begins is
+    // reaped within [`SWEEP_EVERY`].
+    signal_hook::flag::register(libc::SIGCHLD, Arc::new(AtomicBool::new(false)))?;
+    let epoll = sp::Epoll::new()?;
+    for (i, (l, _)) in listeners.iter().enumerate() {
         l.set_nonblocking(true)?;
+        epoll.add(l.as_raw_fd(), i as u64)?;
     }
     let fds: Vec<RawFd> = listeners.iter().map(|(l, _)| l.as_raw_fd()).collect();
     let max_children = app
@@ -111,7 +197,19 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         .min(app.cfg.limits.max_connections)
         .max(1);
     let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
-    let mut children: HashMap<Pid, Child> = HashMap::new();
+    let mut m = Master {
+        epoll,
+        held: HashMap::new(),
+        queue: VecDeque::new(),
+        children: HashMap::new(),
+        live: sp::Shared::new(),
+        max_children,
+        parser: Parser::new(app.cfg.limits.http()),
+        fd_room: descriptor_room(),
+    };
+    let mut armed = vec![true; listeners.len()];
+    let mut ready = Vec::new();
+    let mut last_sweep = Instant::now();
     while !app.shutdown.is_set() {
         if hup.swap(false, Relaxed) {
             match live.reload() {
@@ -119,118 +217,529 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
                 Err(e) => log::error!("process model master: reload failed, kept: {e}"),
             }
             app = live.current();
+            m.parser = Parser::new(app.cfg.limits.http());
         }
-        reap(&mut children, false);
-        if children.len() >= max_children {
-            let which = if max_children == app.cfg.process.max_children {
-                "process.max_children"
+        m.reap(&app, false);
+        m.dispatch(&app, &fds, &mut gate);
+        // A listener the master cannot accept from now leaves the epoll set (level-triggered,
+        // it would wake the master at once, again and again) until a connection closes.
+        for (i, (l, lm)) in listeners.iter().enumerate() {
+            let want = m.has_room(&mut gate) && !gate.at_capacity(lm);
+            if want != armed[i] {
+                let r = if want {
+                    m.epoll.add(l.as_raw_fd(), i as u64)
+                } else {
+                    m.epoll.delete(l.as_raw_fd())
+                };
+                if r.is_ok() {
+                    armed[i] = want;
+                }
+            }
+        }
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            m.sweep();
+            last_sweep = Instant::now();
+        }
+        m.epoll.wait(&mut ready, SWEEP_EVERY)?;
+        for &token in &ready {
+            if token & CONN_TAG != 0 {
+                m.read_head(&app, (token & !CONN_TAG) as RawFd);
             } else {
-                "limits.max_connections"
-            };
-            gate.warn(|| {
-                format!("{max_children} connection processes live ({which}); not accepting")
-            });
-            std::thread::sleep(REAP_EVERY);
-            continue;
+                let (listener, lm) = &listeners[token as usize];
+                m.accept(listener, lm, &app, &mut gate);
+            }
         }
-        let ready = sp::poll_readable_any(&fds, ACCEPT_POLL)?;
-        for i in ready {
-            let (listener, lm) = &listeners[i];
-            if gate.at_capacity(lm) || children.len() >= max_children {
-                continue;
+    }
+    // Stop accepting: the kernel refuses new connections once the sockets are closed; the
+    // connections no child serves close now, the others when their child ends.
+    drop(listeners);
+    let waiting: Vec<RawFd> = m
+        .held
+        .iter()
+        .filter(|(_, h)| h.stage != Stage::Served)
+        .map(|(&fd, _)| fd)
+        .collect();
+    for fd in waiting {
+        m.close(fd);
+    }
+    m.stop_children(&app, app.cfg.timeouts.shutdown_grace);
+    Ok(())
+}
+
+/// How often the master looks for expired head and keep-alive deadlines (and the longest it
+/// waits in epoll, so shutdown and SIGHUP are seen at least this often).
+const SWEEP_EVERY: Duration = Duration::from_millis(50);
+
+/// Descriptors the master keeps free for its own use: the `/proc/self/stat` read of each
+/// fork, an accept, log files reopened.
+const FD_SPARE: usize = 8;
+
+/// How many descriptors the master may give to connections: the open-file limit
+/// less what is open now and [`FD_SPARE`]. The master stops accepting at this mark instead of
+/// running into EMFILE, where it could no longer fork (a fork reads `/proc/self/stat`) and the
+/// connections it holds would wait for a child forever.
+fn descriptor_room() -> usize {
+    let limit = crate::sys::raise_nofile_limit().unwrap_or(1024);
+    let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
+    usize::try_from(limit)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(open + FD_SPARE)
+}
+
+impl Master {
+    /// Whether another connection fits in the master's descriptors (with a warning if not).
+    fn has_room(&self, gate: &mut AcceptGate) -> bool {
+        let used = self.held.len();
+        if used < self.fd_room {
+            return true;
+        }
+        gate.warn(|| {
+            format!("{used} descriptors of connections open (open-file limit); not accepting")
+        });
+        false
+    }
+
+    /// Accepts what the listener has (at most [`ACCEPT_BURST`]) and holds each connection
+    /// until its head has arrived.
+    fn accept(
+        &mut self,
+        listener: &TcpListener,
+        lm: &Arc<ListenerMetrics>,
+        app: &App,
+        gate: &mut AcceptGate,
+    ) {
+        for _ in 0..ACCEPT_BURST {
+            if gate.at_capacity(lm) || !self.has_room(gate) {
+                return;
             }
             match listener.accept() {
                 Ok((stream, peer)) => {
-                    if let Some(pid) = fork_child(stream, peer, lm, &app, &fds, &mut gate) {
-                        lm.accepted.fetch_add(1, Relaxed);
-                        lm.open.fetch_add(1, Relaxed);
-                        children.insert(pid, Child { lm: lm.clone() });
+                    // Taken at accept, so the `accept` phase includes the wait for the head
+                    // and the fork (the CGI paper's question).
+                    let accepted = app.cfg.timing.on().then(Instant::now);
+                    let fd = stream.as_raw_fd();
+                    if let Err(e) = stream
+                        .set_nonblocking(true)
+                        .and_then(|()| self.epoll.add(fd, CONN_TAG | fd as u64))
+                    {
+                        log::warn!("{peer}: cannot watch the connection: {e}");
+                        continue;
                     }
+                    lm.accepted.fetch_add(1, Relaxed);
+                    lm.open.fetch_add(1, Relaxed);
+                    self.held.insert(
+                        fd,
+                        Held {
+                            stream,
+                            peer,
+                            lm: lm.clone(),
+                            buf: Vec::new(),
+                            stage: Stage::Head {
+                                deadline: Instant::now() + app.cfg.timeouts.header_read,
+                            },
+                            accepted,
+                            resumed: false,
+                        },
+                    );
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
                     if gate.failed(lm, &e) {
                         std::thread::sleep(ACCEPT_BACKOFF);
                     }
+                    return;
                 }
             }
         }
     }
-    // Stop accepting: the kernel refuses new connections once the sockets are closed.
-    drop(listeners);
-    stop_children(&mut children, app.cfg.timeouts.shutdown_grace);
-    Ok(())
-}
 
-/// Forks a child for one accepted connection; in the parent returns its pid (or `None`, with
-/// the client told 503, if fork failed). The child never returns.
-fn fork_child(
-    stream: std::net::TcpStream,
-    peer: std::net::SocketAddr,
-    lm: &Arc<ListenerMetrics>,
-    app: &Arc<App>,
-    listener_fds: &[RawFd],
-    gate: &mut AcceptGate,
-) -> Option<Pid> {
-    let master = sp::pid();
-    // Taken before the fork, so the `accept` phase includes it (the CGI paper's question).
-    let accepted = app.cfg.timing.on().then(std::time::Instant::now);
-    match sp::fork() {
-        Ok(Forked::Parent(pid)) => Some(pid),
-        Ok(Forked::Child) => {
-            for &fd in listener_fds {
-                sp::close_inherited(fd);
-            }
-            // A child whose master is gone must not serve on: it gets SIGTERM (graceful).
-            if !matches!(sp::die_with_parent(libc::SIGTERM, master), Ok(true)) {
-                sp::exit_now(0);
-            }
-            serve_child(stream, peer, lm, app, accepted);
-            sp::exit_now(0)
+    /// Reads what a held connection sent; queues it for a child once its head is whole (or
+    /// is bad or too large: the child answers it as every model does).
+    fn read_head(&mut self, app: &App, fd: RawFd) {
+        let max = app.cfg.limits.max_head_bytes + 1;
+        let Some(h) = self.held.get_mut(&fd) else {
+            return;
+        };
+        if !matches!(h.stage, Stage::Head { .. } | Stage::Idle { .. }) {
+            return;
         }
-        Err(e) => {
-            gate.warn(|| format!("{}: cannot fork a connection process: {e}", lm.addr));
-            let mut s = stream;
-            let _ = s.set_nonblocking(true);
-            let _ = s.write(UNAVAILABLE);
-            lm.response(503, UNAVAILABLE.len() as u64);
-            std::thread::sleep(ACCEPT_BACKOFF);
-            None
+        let had = h.buf.len();
+        let want = (max - had.min(max)).min(conn::READ_BUF);
+        if want == 0 {
+            return;
+        }
+        // Read on the stack and keep only what came: a thousand slow heads of a few dozen
+        // bytes each cost the master a few dozen bytes each, not a read buffer each.
+        let mut chunk = [0u8; conn::READ_BUF];
+        match (&h.stream).read(&mut chunk[..want]) {
+            Ok(0) => {
+                if had > 0 {
+                    log::debug!("{}: closed in the middle of a request head", h.peer);
+                }
+                return self.close(fd);
+            }
+            Ok(n) => h.buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return,
+            Err(e) => {
+                log::debug!("{}: connection ended: {e}", h.peer);
+                return self.close(fd);
+            }
+        }
+        if let Stage::Idle { .. } = h.stage {
+            h.stage = Stage::Head {
+                deadline: Instant::now() + app.cfg.timeouts.header_read,
+            };
+        }
+        self.parser.reset();
+        let whole = !matches!(self.parser.parse(&h.buf), Ok(None)) || h.buf.len() >= max;
+        if whole {
+            h.stage = Stage::Queued;
+            let _ = self.epoll.delete(fd);
+            self.queue.push_back(fd);
+        }
+    }
+
+    /// Forks a child for each queued connection while fewer than `max_children` live.
+    fn dispatch(&mut self, app: &Arc<App>, listener_fds: &[RawFd], gate: &mut AcceptGate) {
+        while self.children.len() < self.max_children {
+            let Some(fd) = self.queue.pop_front() else {
+                return;
+            };
+            if !self.held.get(&fd).is_some_and(|h| h.stage == Stage::Queued) {
+                continue;
+            }
+            match self.fork_child(fd, app, listener_fds) {
+                Ok(pid) => {
+                    let h = self.held.get_mut(&fd).expect("queued connections are held");
+                    h.stage = Stage::Served;
+                    // The child has its copy; the master needs none until it comes back.
+                    h.buf = Vec::new();
+                    self.children.insert(pid, Child { conn: fd });
+                    self.live.store(self.children.len() as u64, Relaxed);
+                }
+                Err(e) => {
+                    let h = &self.held[&fd];
+                    let lm = h.lm.clone();
+                    gate.warn(|| format!("{}: cannot fork a connection process: {e}", lm.addr));
+                    let _ = (&h.stream).write(UNAVAILABLE);
+                    lm.response(503, UNAVAILABLE.len() as u64);
+                    self.close(fd);
+                    std::thread::sleep(ACCEPT_BACKOFF);
+                }
+            }
+        }
+        if !self.queue.is_empty() {
+            let which = if self.max_children == app.cfg.process.max_children {
+                "process.max_children"
+            } else {
+                "limits.max_connections"
+            };
+            let (n, q) = (self.max_children, self.queue.len());
+            gate.warn(|| {
+                format!("{n} connection processes live ({which}); {q} requests wait for one")
+            });
+        }
+    }
+
+    /// Forks the child that serves connection `fd`; in the master returns its pid. The child
+    /// never returns.
+    fn fork_child(&mut self, fd: RawFd, app: &Arc<App>, listener_fds: &[RawFd]) -> io::Result<Pid> {
+        let master = sp::pid();
+        match sp::fork()? {
+            Forked::Parent(pid) => Ok(pid),
+            Forked::Child => {
+                // A child holds only its own connection: a copy of another one (or of a
+                // listener) would keep that socket open after the master closed it.
+                for &l in listener_fds {
+                    sp::close_inherited(l);
+                }
+                sp::close_inherited(self.epoll.raw_fd());
+                for (&other, _) in self.held.iter().filter(|(&o, _)| o != fd) {
+                    sp::close_inherited(other);
+                }
+                // A child whose master is gone must not serve on: it gets SIGTERM (graceful).
+                if !matches!(sp::die_with_parent(libc::SIGTERM, master), Ok(true)) {
+                    sp::exit_now(0);
+                }
+                let h = self.held.remove(&fd).expect("the connection is held");
+                let code = serve_child(h, app, &self.live, self.max_children);
+                sp::exit_now(code)
+            }
+        }
+    }
+
+    /// Reaps exited children; takes back connections they gave back idle and closes the
+    /// rest. `quiet`: at shutdown, where signal deaths are expected.
+    fn reap(&mut self, app: &App, quiet: bool) {
+        loop {
+            match sp::try_wait(-1) {
+                Ok(Some((pid, exit))) => {
+                    if let Some(c) = self.children.remove(&pid) {
+                        self.live.store(self.children.len() as u64, Relaxed);
+                        self.child_ended(c.conn, exit, app);
+                    }
+                    match exit {
+                        Exit::Code(0 | EXIT_IDLE) => {}
+                        Exit::Signal(libc::SIGKILL | libc::SIGTERM) if quiet => {}
+                        other => log::warn!("connection process {pid} ended with {other:?}"),
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    log::error!("waitpid: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn child_ended(&mut self, fd: RawFd, exit: Exit, app: &App) {
+        let idle = exit == Exit::Code(EXIT_IDLE) && !app.shutdown.is_set();
+        if idle {
+            if let Some(h) = self.held.get_mut(&fd) {
+                h.stage = Stage::Idle {
+                    deadline: Instant::now() + app.cfg.timeouts.keepalive,
+                };
+                h.resumed = true;
+                if self.epoll.add(fd, CONN_TAG | fd as u64).is_ok() {
+                    return;
+                }
+            }
+        }
+        self.close(fd);
+    }
+
+    /// Ends connections past their deadline: a partial head gets 408, an idle connection or
+    /// one that never sent a byte is closed.
+    fn sweep(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<RawFd> = self
+            .held
+            .iter()
+            .filter(|(_, h)| {
+                matches!(h.stage, Stage::Head { deadline } | Stage::Idle { deadline } if deadline <= now)
+            })
+            .map(|(&fd, _)| fd)
+            .collect();
+        for fd in expired {
+            let h = &self.held[&fd];
+            if matches!(h.stage, Stage::Head { .. }) && !h.buf.is_empty() {
+                log::info!("{}: 408 request head not received in time", h.peer);
+                let mut wbuf = Vec::new();
+                let out = conn::encode_response(&mut wbuf, conn::failure(408), None, false, b"");
+                debug_assert!(matches!(out.tail, conn::Tail::None));
+                // Best effort: a client that sends a head this slowly has room for 400 bytes.
+                let sent = (&h.stream).write(&wbuf).unwrap_or(0);
+                h.lm.response(408, sent as u64);
+                let _ = h.stream.shutdown(std::net::Shutdown::Write);
+                // Read what is pending, so the close sends no reset that could destroy the
+                // answer; bounded: the socket is non-blocking.
+                let mut scratch = [0u8; 4096];
+                for _ in 0..16 {
+                    if !matches!((&h.stream).read(&mut scratch), Ok(n) if n > 0) {
+                        break;
+                    }
+                }
+            }
+            self.close(fd);
+        }
+    }
+
+    /// Forgets and closes a held connection.
+    fn close(&mut self, fd: RawFd) {
+        if let Some(h) = self.held.remove(&fd) {
+            let _ = self.epoll.delete(fd);
+            h.lm.open.fetch_sub(1, Relaxed);
+            drop(h);
+        }
+    }
+
+    /// SIGTERM to every child, then waits up to `grace` for them; kills and reaps the rest.
+    fn stop_children(&mut self, app: &App, grace: Duration) {
+        for &pid in self.children.keys() {
+            let _ = sp::kill(pid, libc::SIGTERM);
+        }
+        let end = Instant::now() + grace;
+        while !self.children.is_empty() && Instant::now() < end {
+            self.reap(app, true);
+            if !self.children.is_empty() {
+                std::thread::sleep(REAP_EVERY);
+            }
+        }
+        if !self.children.is_empty() {
+            log::warn!(
+                "{} connection processes still running after the {grace:?} grace period; killing them",
+                self.children.len()
+            );
+            let pids: Vec<Pid> = self.children.keys().copied().collect();
+            for pid in pids {
+                let _ = sp::kill(pid, libc::SIGKILL);
+                let _ = sp::wait(pid);
+                if let Some(c) = self.children.remove(&pid) {
+                    self.close(c.conn);
+                }
+            }
+        }
+        let rest: Vec<RawFd> = self.held.keys().copied().collect();
+        for fd in rest {
+            self.close(fd);
         }
     }
 }
 
-/// The child: serves the connection's keep-alive loop, then flushes its log.
-fn serve_child(
-    stream: std::net::TcpStream,
-    peer: std::net::SocketAddr,
-    lm: &Arc<ListenerMetrics>,
-    app: &Arc<App>,
-    accepted: Option<std::time::Instant>,
-) {
+/// The child: serves the connection from the head the master read until it closes or falls
+/// idle; returns the exit status ([`EXIT_IDLE`]: the master takes the connection back).
+fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_children: usize) -> i32 {
     app.enter_connection_process();
     if let Some(l) = &app.access_log {
         if let Err(e) = l.start_flusher() {
             log::warn!("access log flusher: {e}");
         }
     }
+    let Held {
+        stream,
+        peer,
+        lm,
+        buf,
+        accepted,
+        resumed,
+        ..
+    } = h;
+    let fd = stream.as_raw_fd();
     let _ = stream.set_nonblocking(false);
-    let local = super::local_addr(lm, || stream.local_addr());
-    let mut stream = BlockingStream::new(stream);
+    let local = super::local_addr(&lm, || stream.local_addr());
+    let mut stream = ChildStream {
+        inner: BlockingStream::new(stream),
+        head: buf,
+        pos: 0,
+        live,
+        // Apache event MPM's rule: with children this scarce, an idle connection goes back to
+        // the master at once instead of holding one.
+        pressure: (max_children - max_children / 4).max(1) as u64,
+        app,
+        gave_back: false,
+    };
     let info = ConnInfo {
         peer,
         local,
-        listener: lm.clone(),
-        registration: Some(app.shutdown.register(stream.raw_fd())),
-        accepted,
+        listener: lm,
+        registration: Some(app.shutdown.register(fd)),
+        // The accept phase belongs to a connection's first request only.
+        accepted: if resumed { None } else { accepted },
     };
-    if let Err(e) = conn::serve(&mut stream, app, &info) {
-        log::debug!("{peer}: connection ended: {e}");
+    let served = conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive);
+    let code = match served {
+        Ok(Served::Idle) if stream.gave_back && !app.shutdown.is_set() => EXIT_IDLE,
+        Ok(_) => 0,
+        Err(e) => {
+            log::debug!("{peer}: connection ended: {e}");
+            0
+        }
+    };
+    if code == 0 {
+        // The master still holds a copy of the descriptor: the client sees the end now, not
+        // when the master closes its copy.
+        let _ = crate::sys::shutdown(fd, libc::SHUT_WR);
     }
     drop(info);
     drop(stream);
     if let Some(l) = &app.access_log {
         l.flush();
+    }
+    code
+}
+
+/// A connection process's transport: first the head bytes the master read, then the socket;
+/// between requests it lingers for the keep-alive timeout unless children are scarce.
+struct ChildStream<'a> {
+    inner: BlockingStream,
+    head: Vec<u8>,
+    pos: usize,
+    live: &'a sp::Shared<AtomicU64>,
+    /// Live children from which lingering gives the connection back.
+    pressure: u64,
+    app: &'a App,
+    /// The last linger ended because children were scarce (not by the timeout).
+    gave_back: bool,
+}
+
+impl Read for ChildStream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.pos < self.head.len() {
+            let n = buf.len().min(self.head.len() - self.pos);
+            buf[..n].copy_from_slice(&self.head[self.pos..self.pos + n]);
+            self.pos += n;
+            if self.pos == self.head.len() {
+                self.head = Vec::new();
+                self.pos = 0;
+            }
+            return Ok(n);
+        }
+        self.inner.read(buf)
+    }
+}
+
+impl Write for ChildStream<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.inner.write_vectored(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Transport for ChildStream<'_> {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    /// Waits for the next request in slices, giving up (to hand the connection back to the
+    /// master) as soon as children are scarce or shutdown begins.
+    fn linger(&mut self, period: Duration) -> bool {
+        self.gave_back = false;
+        if self.pos < self.head.len() {
+            return true;
+        }
+        let end = Instant::now() + period;
+        loop {
+            if self.app.shutdown.is_set() {
+                return false;
+            }
+            if self.live.load(Relaxed) >= self.pressure {
+                self.gave_back = true;
+                return false;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            match crate::sys::poll_readable(self.inner.raw_fd(), left.min(LINGER_SLICE)) {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+    }
+
+    fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
+        self.inner.write_head(head)
+    }
+
+    fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.send_file(file, offset, len)
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.inner.shutdown_write()
     }
 }
 
@@ -240,55 +749,6 @@ fn register_shutdown_signals(app: &App) -> io::Result<()> {
         signal_hook::flag::register(sig, app.shutdown.flag())?;
     }
     Ok(())
-}
-
-/// Reaps exited children; `quiet`: at shutdown, where signal deaths are expected.
-fn reap(children: &mut HashMap<Pid, Child>, quiet: bool) {
-    loop {
-        match sp::try_wait(-1) {
-            Ok(Some((pid, exit))) => {
-                if let Some(c) = children.remove(&pid) {
-                    c.lm.open.fetch_sub(1, Relaxed);
-                }
-                match exit {
-                    Exit::Code(0) => {}
-                    Exit::Signal(libc::SIGKILL | libc::SIGTERM) if quiet => {}
-                    other => log::warn!("connection process {pid} ended with {other:?}"),
-                }
-            }
-            Ok(None) => return,
-            Err(e) => {
-                log::error!("waitpid: {e}");
-                return;
-            }
-        }
-    }
-}
-
-/// SIGTERM to every child, then waits up to `grace` for them; kills and reaps the rest.
-fn stop_children(children: &mut HashMap<Pid, Child>, grace: Duration) {
-    for &pid in children.keys() {
-        let _ = sp::kill(pid, libc::SIGTERM);
-    }
-    let end = Instant::now() + grace;
-    while !children.is_empty() && Instant::now() < end {
-        reap(children, true);
-        if !children.is_empty() {
-            std::thread::sleep(REAP_EVERY);
-        }
-    }
-    if !children.is_empty() {
-        log::warn!(
-            "{} connection processes still running after the {grace:?} grace period; killing them",
-            children.len()
-        );
-        for (&pid, c) in children.iter() {
-            let _ = sp::kill(pid, libc::SIGKILL);
-            let _ = sp::wait(pid);
-            c.lm.open.fetch_sub(1, Relaxed);
-        }
-        children.clear();
-    }
 }
 
 /// Waits for the master in the server's process: sends it SIGTERM once shutdown begins and

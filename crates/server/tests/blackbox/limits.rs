@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use crate::common::{model_name, Builder, Conn, Server};
+use crate::common::{Builder, Conn, Server};
 
 const ECHO: &[u8] = b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n";
 
@@ -81,12 +81,9 @@ fn running_out_of_descriptors_backs_off_and_recovers() {
             pending.push(c);
         }
     }
-    if model_name() == "process" {
-        // The master hands every connection to a child and closes its copy: it never runs
-        // out of descriptors, every client is served.
-        assert!(pending.is_empty(), "{} not served", pending.len());
-        return;
-    }
+    // The process model's master keeps a descriptor of every connection too (it holds idle
+    // ones itself and takes back those its children give back), so it runs out like the
+    // others.
     assert!(
         !pending.is_empty(),
         "all 60 clients were served with 48 descriptors"
@@ -111,7 +108,13 @@ fn running_out_of_descriptors_backs_off_and_recovers() {
         assert_eq!(r.status, 200);
     }
     srv.assert_alive();
-    assert!(srv.log().contains("accept failed"), "{}", srv.log());
+    // The process model's master stops accepting a few descriptors before the limit (it
+    // needs one for each fork), the other models when accept fails.
+    let log = srv.log();
+    assert!(
+        log.contains("accept failed") || log.contains("(open-file limit); not accepting"),
+        "{log}"
+    );
 }
 
 #[test]
