@@ -18,7 +18,7 @@
 //! send = "60s"                # nginx send_timeout
 //! shutdown_grace = "10s"
 //!
-//! [limits]
+//! [limits]                    # sizes in bytes, or "64k", "1m", "1g"
 //! max_connections = 10000
 //! max_request_line = 8192     # 414 past it
 //! max_head_bytes = 32768      # 431 past it
