@@ -21,7 +21,7 @@
 #   processes may be running on a shared machine);
 # - a server (`... serve`, a line ending in `&`) runs in the background until the script ends;
 #   the quick start's foreground `serve` is started, checked and stopped;
-# - `weft-bench experiment` runs with --servers fiber, and a full run (no --quick) runs as
+# - `weft-bench experiment` runs with one server (--servers fiber), and a full run (no --quick) runs as
 #   --quick: a full run is a measurement that replaces the committed results by design;
 #   --link (root, a network namespace) is left out unless LINK=1; --root /tmp/sw becomes a
 #   scratch folder that is removed at the end;
@@ -123,7 +123,10 @@ while IFS=$'\t' read -r line cmd; do
         if [ "$LINK" != 1 ]; then echo "README.md:$line: skipped (LINK=1 runs it, as root): $cmd"; continue; fi ;;
       esac
       case "$run" in *--quick*) ;; *) run="$run --quick" ;; esac
-      run="$run --servers fiber" ;;
+      case "$run" in
+        *threads-cache*) run="$run --servers fiber-cache-on" ;;
+        *) run="$run --servers fiber" ;;
+      esac ;;
   esac
   case "$run" in
     *' serve'*)
