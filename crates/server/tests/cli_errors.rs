@@ -4,7 +4,6 @@
 use std::process::Command;
 
 #[path = "common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 /// The model the shared helpers would start servers with (none is started here).

@@ -5,7 +5,6 @@
 use std::path::Path;
 
 #[path = "common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 /// The model every server of this binary is started with.
