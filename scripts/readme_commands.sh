@@ -107,8 +107,10 @@ shorten() {
     -e "s#^cargo install (.*)#cargo install \\1 --root $scratch/install#"
 }
 
-n=0
-while IFS=$'\t' read -r line cmd; do
+# run_command LINE COMMAND STOP: runs README.md's COMMAND from LINE, shortened; a server
+# runs in the background, and is stopped once it answered if STOP is 1.
+run_command() {
+  local line=$1 cmd=$2 stop_after=$3 run background port pid
   # The README's trailing comments (no README command has a `#` of its own).
   cmd=$(printf '%s' "$cmd" | sed -E 's/[[:space:]]+#.*$//; s/[[:space:]]+$//')
   run=$(printf '%s' "$cmd" | shorten)
@@ -116,11 +118,11 @@ while IFS=$'\t' read -r line cmd; do
   case "$run" in *' &') background=1; run=${run% &} ;; esac
   case "$run" in
     'cargo test'*)
-      if [ "$TESTS" != 1 ]; then echo "README.md:$line: skipped (TESTS=1 runs it): $cmd"; continue; fi ;;
+      if [ "$TESTS" != 1 ]; then echo "README.md:$line: skipped (TESTS=1 runs it): $cmd"; return; fi ;;
     *'weft-bench experiment'*)
-      if [ "$EXPERIMENTS" != 1 ]; then echo "README.md:$line: skipped (EXPERIMENTS=0): $cmd"; continue; fi
+      if [ "$EXPERIMENTS" != 1 ]; then echo "README.md:$line: skipped (EXPERIMENTS=0): $cmd"; return; fi
       case "$run" in *--link*)
-        if [ "$LINK" != 1 ]; then echo "README.md:$line: skipped (LINK=1 runs it, as root): $cmd"; continue; fi ;;
+        if [ "$LINK" != 1 ]; then echo "README.md:$line: skipped (LINK=1 runs it, as root): $cmd"; return; fi ;;
       esac
       case "$run" in *--quick*) ;; *) run="$run --quick" ;; esac
       case "$run" in
@@ -134,11 +136,16 @@ while IFS=$'\t' read -r line cmd; do
       port=$(printf '%s' "$run" | sed -E 's/.*--listen 127\.0\.0\.1:([0-9]+).*/\1/')
       background=1 ;;
     *'weft-bench backend'*) port=$BACKEND_PORT ;;
+    *'--example hello'*)
+      # The example listens on 127.0.0.1:8080 itself.
+      if [ "$PORT" != 8080 ]; then echo "README.md:$line: skipped (it binds port 8080; PORT is $PORT): $cmd"; return; fi
+      port=8080
+      background=1 ;;
     *) port= ;;
   esac
   n=$((n + 1))
   echo "README.md:$line: $run$([ "$background" = 1 ] && echo ' (in the background)')"
-  [ "$DRY" = 1 ] && continue
+  [ "$DRY" = 1 ] && return
   if [ "$background" = 1 ]; then
     # exec: the pid is the server's own (for --server-pid and for stopping it).
     setsid bash -c "exec $run" </dev/null >"$scratch/bg-$line.log" 2>&1 &
@@ -156,7 +163,11 @@ while IFS=$'\t' read -r line cmd; do
         # The quick start's server runs in the foreground until stopped: stop it here.
         stop "$pid" ;;
       *' serve'*)
-        [ -n "$server_pid" ] || server_pid=$pid ;;
+        if [ "$stop_after" = 1 ]; then
+          stop "$pid"
+        elif [ -z "$server_pid" ]; then
+          server_pid=$pid
+        fi ;;
     esac
   elif ! timeout 900 bash -c "$run" </dev/null >"$scratch/out" 2>&1; then
     cat "$scratch/out" >&2
@@ -169,7 +180,36 @@ while IFS=$'\t' read -r line cmd; do
     echo "README.md:$line: requests failed: $run" >&2
     exit 1
   fi
+}
+
+n=0
+while IFS=$'\t' read -r line cmd; do
+  run_command "$line" "$cmd" 0
 done < <(commands)
+
+# The first command of each section without a shell block, as the prose writes it (DIR: a
+# scratch folder). Left out: `weft calibrate` (a saturating load for minutes), the Benchmarks
+# section's scripts/compare.sh (a measurement; needs wrk and nginx), and fuzzing (nightly).
+mkdir -p "$scratch/dir"
+# The blocks' servers stop first: with SO_REUSEPORT a new server on their port would share it.
+for p in "${pids[@]}"; do stop "$p"; done
+pids=()
+for cmd in \
+  'weft serve --listen 127.0.0.1:8080=fiber --listen 127.0.0.1:8081=thread' \
+  'weft fileset DIR' \
+  'weft serve --cgi DIR' \
+  'cargo run --release -p weft --example hello'; do
+  line=$( (grep -nF -- "$cmd" README.md || true) | head -1 | cut -d: -f1)
+  # A code span may go on over a line break.
+  if [ -z "$line" ] && tr '\n' ' ' <README.md | grep -qF -- "$cmd"; then
+    line='(over two lines)'
+  fi
+  if [ -z "$line" ]; then
+    echo "README.md no longer shows \`$cmd\`: update this script" >&2
+    exit 1
+  fi
+  run_command "$line" "${cmd//DIR/$scratch/dir}" 1
+done
 
 [ "$DRY" = 1 ] && exit 0
 after=$(results_state)
