@@ -152,3 +152,21 @@ fn the_docs_name_only_examples_and_benchmarks_that_exist() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(checked >= 5, "only {checked} examples and benchmarks found");
 }
+
+#[test]
+fn the_readmes_configuration_is_a_valid_config_with_the_defaults() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let start = readme.find("```toml\n").expect("README's TOML block") + "```toml\n".len();
+    let len = readme[start..].find("```").unwrap();
+    let cfg = weft::Config::from_toml(&readme[start..start + len])
+        .unwrap_or_else(|e| panic!("README's configuration: {e}"));
+    // It shows the defaults (a few the README writes out differently: a root, two fiber
+    // workers, CGI and proxy entries).
+    let d = weft::Config::default();
+    assert_eq!(cfg.timeouts, d.timeouts);
+    assert_eq!(cfg.limits, d.limits);
+    assert_eq!(cfg.fiber, d.fiber);
+    assert_eq!(cfg.cache, d.cache);
+    assert_eq!(cfg.pipeline, d.pipeline);
+    assert_eq!(cfg.status, d.status);
+}
