@@ -73,25 +73,6 @@ fn status_pages_with_status_flag() {
 }
 
 #[test]
-fn status_pages_absent_without_flag() {
-    let srv = Server::start("nostatus");
-    for p in PATHS {
-        assert_eq!(srv.get(p).status, 404, "{p}");
-    }
-    srv.assert_alive();
-}
-
-#[test]
-fn status_pages_refused_to_clients_outside_allow() {
-    let srv = Builder::new("status-deny")
-        .config("[status]\nenabled = true\nallow = [\"10.0.0.0/8\"]\n")
-        .start();
-    for p in PATHS {
-        assert_eq!(srv.get(p).status, 403, "{p}");
-    }
-}
-
-#[test]
 fn status_page_shows_the_cache_figures_of_the_json() {
     let srv = Builder::new("status-cache").args(&["--status"]).start();
     // Two lookups (misses: a file this new is not cached yet, see `cache.rs`).
@@ -128,5 +109,24 @@ fn status_page_shows_the_cache_figures_of_the_json() {
             page.contains("<h2>response cache</h2>\n<p>off</p>"),
             "{page}"
         );
+    }
+}
+
+#[test]
+fn status_pages_absent_without_flag() {
+    let srv = Server::start("nostatus");
+    for p in PATHS {
+        assert_eq!(srv.get(p).status, 404, "{p}");
+    }
+    srv.assert_alive();
+}
+
+#[test]
+fn status_pages_refused_to_clients_outside_allow() {
+    let srv = Builder::new("status-deny")
+        .config("[status]\nenabled = true\nallow = [\"10.0.0.0/8\"]\n")
+        .start();
+    for p in PATHS {
+        assert_eq!(srv.get(p).status, 403, "{p}");
     }
 }
