@@ -478,6 +478,11 @@ mod tests {
         };
         assert!(e.quick);
         assert_eq!(e.servers, ["fiber", "nginx"]);
-        assert_eq!(e.out, std::path::Path::new("results"));
+        // No --out: the quick run's own folder (experiment::out_dir).
+        assert_eq!(e.out, None);
+        assert_eq!(
+            crate::experiment::out_dir(&e),
+            std::path::Path::new("results/quick/fibers")
+        );
     }
 }

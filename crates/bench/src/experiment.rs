@@ -18,7 +18,10 @@
 //! With two cores or more, servers run on core 0 (`taskset`) and the client on core 1
 //! (`sched_setaffinity`). Servers alternate run by run (the order rotates), and the report
 //! takes the median of the runs. Output: `OUT/NAME/rows.csv` (every run),
-//! `OUT/NAME/median.csv`, bar charts (`OUT/NAME/*.png` and `*.svg`) and `OUT/NAME/report.md`.
+//! `OUT/NAME/median.csv`, bar charts (`OUT/NAME/*.png` and `*.svg`) and `OUT/NAME/report.md`,
+//! and `OUT/NAME/run-kind.txt` (`full` or `quick`). OUT is `results/`, whose folders hold the
+//! measured results that are committed; a `--quick` smoke check goes to `results/quick/`
+//! (ignored by git), says so in its report and charts, and refuses a full run's folder.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -52,9 +55,10 @@ pub struct ExperimentArgs {
     /// Runs of each point (default 5, 1 with --quick); the report takes the median.
     #[arg(long)]
     pub runs: Option<usize>,
-    /// Results go to OUT/NAME/.
-    #[arg(long, default_value = "results")]
-    pub out: PathBuf,
+    /// Results go to OUT/NAME/ (default: results, or results/quick with --quick, which git
+    /// ignores: a smoke check never replaces measured results).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// The weft binary (default: `weft` next to this executable).
     #[arg(long)]
     pub weft: Option<PathBuf>,
@@ -479,6 +483,9 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
             .into())
         }
     };
+    // Before anything is started or written: a quick run never replaces a full one's results.
+    let dir = out_dir(&a);
+    check_overwrite(&dir, a.quick)?;
     let weft = weft_binary(&a);
     if !weft.is_file() {
         return Err(BadInput(format!(
@@ -512,11 +519,6 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         std::net::Ipv4Addr::LOCALHOST
     };
-    let dir = match &a.link {
-        Some(rate) => a.out.join(format!("{}-{rate}", a.name)),
-        None => a.out.join(&a.name),
-    };
-    fs::create_dir_all(&dir)?;
     let work = std::env::temp_dir().join(format!("weft-experiment-{}", std::process::id()));
     fs::create_dir_all(&work)?;
     // Counted before pinning: afterwards this process sees only its own core.
@@ -588,6 +590,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
             None => String::new(),
         }
     );
+    mark(&dir, a.quick)?;
     let mut b = Bench {
         servers,
         runs: a.runs.unwrap_or(if a.quick { 1 } else { 5 }).max(1),
@@ -609,18 +612,88 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     drop(link);
     let _ = fs::remove_dir_all(&work);
     r?;
-    eprintln!("# wrote {}", b.dir.join("report.md").display());
+    eprintln!(
+        "# wrote {}{}",
+        b.dir.join("report.md").display(),
+        if b.quick {
+            " (a quick run: a smoke check, not a measurement)"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }
 
-/// Writes `DIR/STEM.png` and `DIR/STEM.svg`; returns the report's line for them.
+/// Where quick runs go unless `--out` says otherwise (ignored by git).
+pub const QUICK_OUT: &str = "results/quick";
+
+/// The file in a results folder that says which kind of run wrote it: `full` or `quick`.
+pub const RUN_KIND_FILE: &str = "run-kind.txt";
+
+/// `OUT/NAME/` (`OUT/NAME-RATE/` over a shaped link), OUT defaulting to `results`, or to
+/// [`QUICK_OUT`] for a quick run.
+pub fn out_dir(a: &ExperimentArgs) -> PathBuf {
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(if a.quick { QUICK_OUT } else { "results" }));
+    match &a.link {
+        Some(rate) => out.join(format!("{}-{rate}", a.name)),
+        None => out.join(&a.name),
+    }
+}
+
+/// Which kind of run wrote `dir`: `Some(true)` a quick one, `Some(false)` a full one (or
+/// results from before the marker existed, which were all full runs), `None` no run.
+pub fn written_by_quick_run(dir: &Path) -> Option<bool> {
+    match fs::read_to_string(dir.join(RUN_KIND_FILE)) {
+        Ok(text) => Some(text.lines().next().map(str::trim) == Some("quick")),
+        Err(_) => ["report.md", "rows.csv", "median.csv"]
+            .iter()
+            .any(|f| dir.join(f).exists())
+            .then_some(false),
+    }
+}
+
+/// Refuses a quick run where a full run's results are.
+pub fn check_overwrite(dir: &Path, quick: bool) -> Result<(), BadInput> {
+    if quick && written_by_quick_run(dir) == Some(false) {
+        return Err(BadInput(format!(
+            "{}: holds a full run's results, which a --quick run never overwrites (leave out \
+             --out: quick runs go to {QUICK_OUT}/; or name another folder)",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Creates `dir` and marks it with the kind of run now writing it.
+pub fn mark(dir: &Path, quick: bool) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let kind = if quick {
+        "quick\nWritten by a --quick run: one short run per point, a smoke check, not a \
+         measurement.\n"
+    } else {
+        "full\nWritten by a full run (no --quick): the measured results.\n"
+    };
+    fs::write(dir.join(RUN_KIND_FILE), kind)
+}
+
+/// Writes `DIR/STEM.png` and `DIR/STEM.svg`; returns the report's line for them. A quick
+/// run's charts say so in their title, since they travel without the report.
 fn chart(
-    dir: &Path,
+    b: &Bench,
     stem: &str,
     title: &str,
     unit: &str,
     series: &[(String, f64)],
 ) -> io::Result<String> {
+    let dir = &b.dir;
+    let title = &if b.quick {
+        format!("{title} (quick run: a smoke check, not a measurement)")
+    } else {
+        title.to_string()
+    };
     fs::write(
         dir.join(format!("{stem}.svg")),
         plot::bars(title, unit, series),
@@ -744,7 +817,7 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         let stem = f.trim_start_matches("/files/").replace('.', "_");
         let series: Vec<(String, f64)> = names.iter().map(|s| (s.to_string(), med(s, f))).collect();
         let title = format!("groups, {f}: mean completion time");
-        md.push_str(&chart(&b.dir, &stem, &title, "ms", &series)?);
+        md.push_str(&chart(b, &stem, &title, "ms", &series)?);
     }
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
@@ -897,7 +970,7 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             .filter(|(_, v)| !v.is_nan())
             .collect();
         let title = format!("{path}: requests/s");
-        md.push_str(&chart(&b.dir, &stem, &title, "req/s", &series)?);
+        md.push_str(&chart(b, &stem, &title, "req/s", &series)?);
         md.push('\n');
     }
     fs::write(b.dir.join("median.csv"), csv)?;
@@ -1063,7 +1136,7 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     }
     md.push('\n');
     md.push_str(&chart(
-        &b.dir,
+        b,
         "cgi",
         "the CGI paper's POST: mean time",
         "ms",
@@ -1178,7 +1251,7 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     md.push('\n');
     let title = "SPECweb99-like: mean response time";
-    md.push_str(&chart(&b.dir, "response", title, "ms", &series)?);
+    md.push_str(&chart(b, "response", title, "ms", &series)?);
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
     Ok(())
@@ -1187,6 +1260,99 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(line: &[&str]) -> ExperimentArgs {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["weft-bench", "experiment"].iter().chain(line))
+            .expect("parses");
+        match cli.command {
+            crate::cli::Command::Experiment(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn quick_runs_go_to_their_own_folder_unless_told() {
+        let dir = |line: &[&str]| out_dir(&args(line));
+        assert_eq!(dir(&["fibers"]), Path::new("results/fibers"));
+        assert_eq!(
+            dir(&["fibers", "--quick"]),
+            Path::new("results/quick/fibers")
+        );
+        assert_eq!(
+            dir(&["fibers", "--quick", "--link", "10mbit"]),
+            Path::new("results/quick/fibers-10mbit")
+        );
+        assert_eq!(
+            dir(&["cgi", "--quick", "--out", "/tmp/x"]),
+            Path::new("/tmp/x/cgi")
+        );
+        // .gitignore keeps quick runs out of git.
+        let ignore = include_str!("../../../.gitignore");
+        assert!(
+            ignore.lines().any(|l| l.trim() == format!("/{QUICK_OUT}/")),
+            "{ignore}"
+        );
+    }
+
+    #[test]
+    fn the_committed_results_are_full_runs_a_quick_run_refuses() {
+        let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results");
+        let mut n = 0;
+        for e in fs::read_dir(&results).expect("results/") {
+            let dir = e.unwrap().path();
+            if dir.file_name() == Some("quick".as_ref()) || !dir.is_dir() {
+                continue;
+            }
+            n += 1;
+            assert_eq!(written_by_quick_run(&dir), Some(false), "{}", dir.display());
+            let err = check_overwrite(&dir, true).unwrap_err().to_string();
+            assert!(err.contains("holds a full run's results"), "{err}");
+            check_overwrite(&dir, false).expect("a full run may replace a full run");
+        }
+        assert!(n >= 4, "{n} result folders");
+    }
+
+    #[test]
+    fn a_quick_runs_report_and_charts_say_it_is_a_smoke_check() {
+        let dir = std::env::temp_dir().join(format!("weft-bench-chart-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut b = Bench {
+            servers: Vec::new(),
+            runs: 1,
+            quick: true,
+            dir: dir.clone(),
+            root: dir.clone(),
+            machine: String::new(),
+        };
+        let series = [("fiber".to_string(), 1.0)];
+        for quick in [true, false] {
+            b.quick = quick;
+            chart(&b, "x", "requests/s", "req/s", &series).unwrap();
+            let svg = fs::read_to_string(dir.join("x.svg")).unwrap();
+            assert_eq!(svg.contains("smoke check"), quick, "{svg}");
+            assert_eq!(quick_note(&b).contains("smoke check"), quick);
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_marker_says_which_run_wrote_a_folder() {
+        let dir = std::env::temp_dir().join(format!("weft-bench-marker-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        // Nothing there yet: either kind may write.
+        assert_eq!(written_by_quick_run(&dir), None);
+        check_overwrite(&dir, true).unwrap();
+        mark(&dir, true).unwrap();
+        assert_eq!(written_by_quick_run(&dir), Some(true));
+        // A quick run may replace a quick run, and a full run either.
+        check_overwrite(&dir, true).unwrap();
+        check_overwrite(&dir, false).unwrap();
+        mark(&dir, false).unwrap();
+        assert_eq!(written_by_quick_run(&dir), Some(false));
+        assert!(check_overwrite(&dir, true).is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn medians() {

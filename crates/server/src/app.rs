@@ -141,6 +141,7 @@ impl App {
                 .then(|| Arc::new(ResponseCache::new(&cfg.cache))),
         };
         metrics.set_cache(cache.clone());
+        metrics.set_timing(cfg.timing.on());
         let static_files = if cfg.static_files.enabled {
             Some(
                 StaticFiles::with_cache(&cfg.root, cfg.static_files.clone(), cache.clone())

@@ -18,7 +18,7 @@
 //! send = "60s"                # nginx send_timeout
 //! shutdown_grace = "10s"
 //!
-//! [limits]
+//! [limits]                    # sizes in bytes, or "64k", "1m", "1g"
 //! max_connections = 10000
 //! max_request_line = 8192     # 414 past it
 //! max_head_bytes = 32768      # 431 past it
@@ -223,16 +223,21 @@ pub struct LimitsConfig {
     /// Open connections per listener; past it the listener stops accepting until one closes.
     pub max_connections: usize,
     /// Longest request line (414).
+    #[serde(deserialize_with = "de_size")]
     pub max_request_line: usize,
     /// Largest request head (431).
+    #[serde(deserialize_with = "de_size")]
     pub max_head_bytes: usize,
     /// Most header fields (431).
     pub max_headers: usize,
     /// Largest request body (413).
+    #[serde(deserialize_with = "de_size")]
     pub max_body: u64,
     /// Longest chunk-size line with extensions (400).
+    #[serde(deserialize_with = "de_size")]
     pub max_chunk_line: usize,
     /// Largest chunked trailer section (400).
+    #[serde(deserialize_with = "de_size")]
     pub max_trailer_bytes: usize,
 }
 
@@ -300,6 +305,7 @@ pub struct FiberConfig {
     /// handlers need far less than the default (see BENCHMARKS.md); handlers that recurse
     /// deeply or keep large buffers on the stack need more. An overflow aborts the process
     /// with a message naming the fiber, never corrupts memory.
+    #[serde(deserialize_with = "de_size")]
     pub stack_size: usize,
     /// Between requests, hold a keep-alive connection in the reactor as its socket and a few
     /// hundred bytes, without a fiber or buffers; it gets a pooled fiber when bytes arrive.
@@ -367,8 +373,10 @@ pub struct CacheConfig {
     /// Keep whole responses of small files in memory.
     pub enabled: bool,
     /// Bytes all entries may take together (bodies, heads and keys).
+    #[serde(deserialize_with = "de_size")]
     pub max_bytes: u64,
     /// Files larger than this are never cached (they go out with `sendfile`).
+    #[serde(deserialize_with = "de_size")]
     pub max_object_bytes: u64,
     /// An entry older than this is checked against the file (inode, size, mtime, ctime)
     /// before it is served again: a changed file is served stale at most this long.
@@ -550,8 +558,11 @@ struct PipelineToml {
     #[serde(deserialize_with = "de_duration")]
     period: Duration,
     controller: bool,
+    #[serde(deserialize_with = "de_seconds_per")]
     c1: f64,
+    #[serde(deserialize_with = "de_seconds_per")]
     c2: f64,
+    #[serde(deserialize_with = "de_fraction")]
     min_idle_cpu: f64,
 }
 
@@ -858,7 +869,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 impl Config {
     /// Parses a TOML configuration.
     pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        toml::from_str(text).map_err(|e| toml_error(text, &e))
     }
 
     /// Reads and parses a configuration file.
@@ -896,16 +907,194 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("bad duration `{s}`: {e}"))
 }
 
-fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Secs(u64),
-        Text(String),
+/// A setting's value as written, so that a value of the wrong type or range can be reported
+/// in the user's terms ("expected a duration like ..., got -3") instead of serde's.
+enum Scalar {
+    Int(i128),
+    Float(f64),
+    Text(String),
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scalar::Int(n) => write!(f, "{n}"),
+            Scalar::Float(x) => write!(f, "{x}"),
+            Scalar::Text(t) => write!(f, "{t:?}"),
+        }
     }
-    match Raw::deserialize(d)? {
-        Raw::Secs(n) => Ok(Duration::from_secs(n)),
-        Raw::Text(t) => parse_duration(&t).map_err(serde::de::Error::custom),
+}
+
+/// The error for a setting that is not `expected`; `from_toml` adds its key and position.
+fn wrong<E: serde::de::Error>(expected: &str, got: impl fmt::Display) -> E {
+    E::custom(format!("expected {expected}, got {got}"))
+}
+
+/// Reads a number or a string; anything else is refused as not `expected`.
+fn scalar<'de, D: Deserializer<'de>>(d: D, expected: &'static str) -> Result<Scalar, D::Error> {
+    struct V(&'static str);
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Scalar;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
+            Ok(Scalar::Int(v.into()))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+            Ok(Scalar::Int(v.into()))
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Scalar, E> {
+            Ok(Scalar::Float(v))
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
+            Ok(Scalar::Text(v.to_string()))
+        }
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Scalar, E> {
+            Err(wrong(self.0, v))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _: A) -> Result<Scalar, A::Error> {
+            Err(wrong(self.0, "an array"))
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> Result<Scalar, A::Error> {
+            Err(wrong(self.0, "a table"))
+        }
+    }
+    d.deserialize_any(V(expected))
+}
+
+const DURATION: &str = "a duration like \"75s\" or a number of seconds >= 0";
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    match scalar(d, DURATION)? {
+        Scalar::Int(n) if n >= 0 => u64::try_from(n)
+            .map(Duration::from_secs)
+            .map_err(|_| wrong(DURATION, n)),
+        Scalar::Float(x) if x >= 0.0 => {
+            Duration::try_from_secs_f64(x).map_err(|_| wrong(DURATION, x))
+        }
+        Scalar::Text(t) => parse_duration(&t).map_err(|_| wrong(DURATION, Scalar::Text(t))),
+        other => Err(wrong(DURATION, other)),
+    }
+}
+
+const SIZE: &str = "a number of bytes >= 0 or a size like \"64k\" or \"1m\"";
+
+/// Parses `"65536"`, `"64k"`, `"1m"` or `"1g"` (KiB, MiB, GiB, as nginx reads sizes).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        _ => return None,
+    };
+    n.checked_mul(1 << shift)
+}
+
+fn de_size<'de, D: Deserializer<'de>, T: TryFrom<u64>>(d: D) -> Result<T, D::Error> {
+    let v = scalar(d, SIZE)?;
+    let bytes = match &v {
+        Scalar::Int(n) => u64::try_from(*n).ok(),
+        Scalar::Text(t) => parse_size(t),
+        Scalar::Float(_) => None,
+    };
+    bytes
+        .and_then(|b| T::try_from(b).ok())
+        .ok_or_else(|| wrong(SIZE, v))
+}
+
+const SECONDS_PER: &str = "a number of seconds >= 0 like 1.5e-5";
+
+/// A cost in seconds per request or per byte (`[pipeline] c1`, `c2`).
+fn de_seconds_per<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    match scalar(d, SECONDS_PER)? {
+        Scalar::Int(n) if n >= 0 => Ok(n as f64),
+        Scalar::Float(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        other => Err(wrong(SECONDS_PER, other)),
+    }
+}
+
+const FRACTION: &str = "a fraction from 0 to 1 like 0.1";
+
+fn de_fraction<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    match scalar(d, FRACTION)? {
+        Scalar::Int(n @ 0..=1) => Ok(n as f64),
+        Scalar::Float(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        other => Err(wrong(FRACTION, other)),
+    }
+}
+
+/// `line L, column C: KEY: MESSAGE` for a TOML error, the key as dotted path (`[[listen]]`
+/// entries and array elements as `[i]`), found by walking the document's spans.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim_end();
+    let Some(at) = e.span().map(|s| s.start) else {
+        return msg.to_string();
+    };
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let mut path = String::new();
+    let found =
+        toml_edit::ImDocument::parse(text).is_ok_and(|doc| key_at(doc.as_table(), at, &mut path));
+    if found && !path.is_empty() {
+        format!("line {line}, column {column}: {path}: {msg}")
+    } else {
+        format!("line {line}, column {column}: {msg}")
+    }
+}
+
+/// Appends to `path` the keys down to the key or value that spans byte `at`.
+fn key_at(table: &dyn toml_edit::TableLike, at: usize, path: &mut String) -> bool {
+    let hit = |span: Option<std::ops::Range<usize>>| span.is_some_and(|s| s.contains(&at));
+    for (k, item) in table.iter() {
+        let len = path.len();
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(k);
+        let found = match item {
+            toml_edit::Item::Table(t) => key_at(t, at, path),
+            toml_edit::Item::ArrayOfTables(a) => a.iter().enumerate().any(|(i, t)| {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let found = key_at(t, at, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            toml_edit::Item::Value(v) => value_at(v, at, path),
+            toml_edit::Item::None => false,
+        };
+        if found || hit(table.key(k).and_then(|k| k.span())) {
+            return true;
+        }
+        path.truncate(len);
+    }
+    false
+}
+
+fn value_at(v: &toml_edit::Value, at: usize, path: &mut String) -> bool {
+    match v {
+        toml_edit::Value::InlineTable(t) => key_at(t, at, path),
+        toml_edit::Value::Array(a) => {
+            a.iter().enumerate().any(|(i, v)| {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let found = value_at(v, at, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }) || v.span().is_some_and(|s| s.contains(&at))
+        }
+        _ => v.span().is_some_and(|s| s.contains(&at)),
     }
 }
 
@@ -962,6 +1151,127 @@ mod tests {
         assert_eq!(c.echo.path, "");
         assert!(c.status.allow[0].contains("10.1.2.3".parse().unwrap()));
         assert!(!c.status.allow[0].contains("11.1.2.3".parse().unwrap()));
+    }
+
+    /// `[SECTION]` (or `[[SECTION]]`) with `key = value` on line 2 (plus what a proxy needs).
+    fn one_setting(section: &str, key: &str, value: &str) -> String {
+        match section {
+            "proxy" => format!(
+                "[[proxy]]\n{key} = {value}\nprefix = \"/a/\"\nupstream = \"http://127.0.0.1:1\"\n"
+            ),
+            _ => format!("[{section}]\n{key} = {value}\n"),
+        }
+    }
+
+    #[test]
+    fn every_duration_size_and_rate_setting_says_what_is_wrong_where() {
+        let durations = [
+            ("timeouts", "header_read"),
+            ("timeouts", "body_read"),
+            ("timeouts", "keepalive"),
+            ("timeouts", "send"),
+            ("timeouts", "shutdown_grace"),
+            ("fiber", "linger"),
+            ("cache", "revalidate"),
+            ("cgi", "timeout"),
+            ("pipeline", "period"),
+            ("proxy", "connect_timeout"),
+            ("proxy", "read_timeout"),
+            ("proxy", "idle_timeout"),
+        ];
+        let sizes = [
+            ("limits", "max_request_line"),
+            ("limits", "max_head_bytes"),
+            ("limits", "max_body"),
+            ("limits", "max_chunk_line"),
+            ("limits", "max_trailer_bytes"),
+            ("fiber", "stack_size"),
+            ("cache", "max_bytes"),
+            ("cache", "max_object_bytes"),
+        ];
+        let rates = [
+            ("pipeline", "c1"),
+            ("pipeline", "c2"),
+            ("pipeline", "min_idle_cpu"),
+        ];
+        let expected = |section: &str, key: &str| match (section, key) {
+            (_, "c1" | "c2") => "a number of seconds >= 0 like 1.5e-5",
+            (_, "min_idle_cpu") => "a fraction from 0 to 1 like 0.1",
+            _ if durations.contains(&(section, key)) => {
+                "a duration like \"75s\" or a number of seconds >= 0"
+            }
+            _ => "a number of bytes >= 0 or a size like \"64k\" or \"1m\"",
+        };
+        for (section, key) in durations.iter().chain(&sizes).chain(&rates) {
+            let path = match *section {
+                "proxy" => format!("proxy[0].{key}"),
+                s => format!("{s}.{key}"),
+            };
+            // The value starts at column len(key) + 4 of line 2.
+            let col = key.len() + 4;
+            for (value, got) in [
+                ("-3", "-3"),
+                ("\"5 parsecs\"", "\"5 parsecs\""),
+                ("true", "true"),
+                ("[1]", "an array"),
+            ] {
+                let err = Config::from_toml(&one_setting(section, key, value)).unwrap_err();
+                let want = format!(
+                    "line 2, column {col}: {path}: expected {}, got {got}",
+                    expected(section, key)
+                );
+                assert_eq!(err, want, "{section}.{key} = {value}");
+            }
+        }
+        // What each kind does take.
+        let c = Config::from_toml("[timeouts]\nkeepalive = 1.5\nsend = 3\n").unwrap();
+        assert_eq!(c.timeouts.keepalive, Duration::from_millis(1500));
+        assert_eq!(c.timeouts.send, Duration::from_secs(3));
+        let c = Config::from_toml(
+            "[limits]\nmax_body = \"1m\"\nmax_head_bytes = \"64k\"\nmax_headers = 7\n\
+             [cache]\nmax_bytes = \"1G\"\nmax_object_bytes = 4096\n",
+        )
+        .unwrap();
+        assert_eq!(c.limits.max_body, 1 << 20);
+        assert_eq!(c.limits.max_head_bytes, 64 << 10);
+        assert_eq!(c.cache.max_bytes, 1 << 30);
+        assert_eq!(c.cache.max_object_bytes, 4096);
+        let c = Config::from_toml("[pipeline]\nc1 = 0\nc2 = 2e-10\nmin_idle_cpu = 1\n").unwrap();
+        assert_eq!((c.pipeline.c1, c.pipeline.c2), (0.0, 2e-10));
+        assert_eq!(c.pipeline.min_idle_cpu, 1.0);
+        for bad in ["\"1t\"", "1.5", "\"99999999999g\""] {
+            let err = Config::from_toml(&format!("[limits]\nmax_body = {bad}\n")).unwrap_err();
+            assert!(
+                err.starts_with("line 2, column 12: limits.max_body: expected"),
+                "{err}"
+            );
+        }
+        let err = Config::from_toml("[pipeline]\nmin_idle_cpu = 1.5\n").unwrap_err();
+        assert!(err.ends_with("got 1.5"), "{err}");
+    }
+
+    #[test]
+    fn other_errors_name_their_line_column_and_key() {
+        let err = Config::from_toml("root = \"www\"\n[timeouts]\nkeeplive = \"5s\"\n").unwrap_err();
+        assert!(
+            err.starts_with("line 3, column 1: timeouts.keeplive: unknown field `keeplive`"),
+            "{err}"
+        );
+        let err = Config::from_toml("[[listen]]\naddr = \"127.0.0.1:1\"\nmodel = \"bogus\"\n")
+            .unwrap_err();
+        assert!(
+            err.starts_with("line 3, column 9: listen[0].model: "),
+            "{err}"
+        );
+        let err = Config::from_toml("[status]\nallow = [\"::1\", \"nonsense\"]\n").unwrap_err();
+        // toml points at the whole array for a bad element.
+        assert_eq!(
+            err,
+            "line 2, column 9: status.allow: bad address in `nonsense`: invalid IP address syntax"
+        );
+        // A file that is not TOML at all still gets its position.
+        let err = Config::from_toml("[timeouts\n").unwrap_err();
+        assert!(err.starts_with("line 1, column "), "{err}");
     }
 
     #[test]

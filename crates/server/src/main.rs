@@ -198,14 +198,25 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     Ok(cfg)
 }
 
+/// Refuses a document root that is missing or not a directory, saying which.
+fn check_root(root: &std::path::Path) -> Result<(), String> {
+    let what = match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => "is not a directory".to_string(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "does not exist".to_string(),
+        Err(e) => format!("cannot be read: {e}"),
+    };
+    Err(format!(
+        "document root {} {what} (run from the repository, or pass --root DIR)",
+        root.display()
+    ))
+}
+
 fn serve(args: ServeArgs) -> Result<(), String> {
     let cfg = load_config(&args)?;
     let default_root = args.root.is_none() && args.config.is_none();
-    if cfg.static_files.enabled && !cfg.root.is_dir() {
-        return Err(format!(
-            "document root {} is not a directory (run from the repository, or pass --root DIR)",
-            cfg.root.display()
-        ));
+    if cfg.static_files.enabled {
+        check_root(&cfg.root)?;
     }
     if default_root {
         // The sample site's large files are generated, not committed.

@@ -6,7 +6,7 @@
 //! and all children must add to the same counters for the status page to see them.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -225,6 +225,9 @@ pub struct Metrics {
     listeners: Mutex<Vec<Arc<ListenerMetrics>>>,
     /// The response cache, when it is on (replaced when a reload replaces the cache).
     cache: Mutex<Option<Arc<ResponseCache>>>,
+    /// Whether requests are timed (`[timing]`): the status JSON carries `phases` only then,
+    /// rather than histograms that nothing fills.
+    timing: AtomicBool,
 }
 
 impl Default for Metrics {
@@ -233,6 +236,7 @@ impl Default for Metrics {
             started: Instant::now(),
             listeners: Mutex::new(Vec::new()),
             cache: Mutex::new(None),
+            timing: AtomicBool::new(false),
         }
     }
 }
@@ -253,6 +257,16 @@ impl Metrics {
     /// Reports `cache`'s counters with the listeners' (`None`: the cache is off).
     pub fn set_cache(&self, cache: Option<Arc<ResponseCache>>) {
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = cache;
+    }
+
+    /// Notes whether requests are timed (set again on every reload).
+    pub fn set_timing(&self, on: bool) {
+        self.timing.store(on, Relaxed);
+    }
+
+    /// True if requests are timed, so that the phase histograms are being filled.
+    pub fn timing(&self) -> bool {
+        self.timing.load(Relaxed)
     }
 
     /// The response cache's counters (`None` when the cache is off).
@@ -312,7 +326,9 @@ impl Metrics {
         });
         status["listeners"] = self.listeners_json();
         status["cache"] = self.cache_json();
-        status["phases"] = self.phases_json();
+        if self.timing() {
+            status["phases"] = self.phases_json();
+        }
         status
     }
 
@@ -520,6 +536,8 @@ mod tests {
         assert_eq!(j["listeners"][0]["requests"], 3);
         assert_eq!(j["listeners"][0]["responses"]["4xx"], 1);
         assert_eq!(j["listeners"][0]["bytes_out"], 111);
+        // Requests are not timed: no phase block at all (not one of empty histograms).
+        assert!(j.get("phases").is_none(), "{j}");
         let p = m.to_prometheus();
         assert!(
             p.contains(
@@ -545,6 +563,7 @@ mod tests {
         assert_eq!(bucket_of(4), 3);
         assert_eq!(bucket_of(u64::MAX), PHASE_BUCKETS - 1);
         let m = Metrics::default();
+        m.set_timing(true);
         let a = m.add_listener("127.0.0.1:1".parse().unwrap(), Model::Fiber);
         let b = m.add_listener("127.0.0.1:2".parse().unwrap(), Model::Thread);
         // 90 fast heads (3 µs: bucket [2, 4)) and 10 slow ones (1000 µs: bucket [512, 1024)).

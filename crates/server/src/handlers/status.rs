@@ -68,6 +68,7 @@ fn html(m: &Metrics) -> String {
             l.open.load(Relaxed),
         ));
     }
+    let cache = cache_html(m);
     // A page with live model figures (the pipeline's stages) refreshes itself.
     let refresh = if reports.is_empty() {
         ""
@@ -79,7 +80,29 @@ fn html(m: &Metrics) -> String {
          <style>body{{font-family:sans-serif}}td,th{{padding:2px 10px;text-align:right}}</style></head>\n\
          <body><h1>weft status</h1><p>uptime {} s &middot; <a href=\"status.json\">JSON</a> &middot; <a href=\"metrics\">metrics</a></p>\n\
          <table><tr><th>listener</th><th>model</th><th>requests</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>\
-         <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table>\n{reports}</body></html>\n",
+         <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table>\n{cache}{reports}</body></html>\n",
         m.started.elapsed().as_secs()
     )
+}
+
+/// The response cache's figures, as the JSON's `cache` block has them.
+#[inline(never)]
+fn cache_html(m: &Metrics) -> String {
+    match m.cache_stats() {
+        Some(c) => format!(
+            "<h2>response cache</h2>\n<table><tr><th>hits</th><th>misses</th><th>fills</th>\
+             <th>evictions</th><th>entries</th><th>bytes</th><th>max bytes</th>\
+             <th>max object bytes</th></tr>\n<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>\n",
+            c.hits,
+            c.misses,
+            c.fills,
+            c.evictions,
+            c.entries,
+            c.bytes,
+            c.max_bytes,
+            c.max_object_bytes
+        ),
+        None => "<h2>response cache</h2>\n<p>off</p>\n".into(),
+    }
 }

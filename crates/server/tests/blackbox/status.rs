@@ -73,6 +73,46 @@ fn status_pages_with_status_flag() {
 }
 
 #[test]
+fn status_page_shows_the_cache_figures_of_the_json() {
+    let srv = Builder::new("status-cache").args(&["--status"]).start();
+    // Two lookups (misses: a file this new is not cached yet, see `cache.rs`).
+    for _ in 0..2 {
+        assert_eq!(srv.get("/index.html").status, 200);
+    }
+    let r = srv.get("/_weft/status.json");
+    let j: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+    let cache = &j["cache"];
+    // Status requests never touch the cache, so the page read next shows the same figures.
+    let page = srv.get("/_weft/status").text();
+    assert!(page.contains("<h2>response cache</h2>"), "{page}");
+    if cache["enabled"] == true {
+        let row: String = [
+            "hits",
+            "misses",
+            "fills",
+            "evictions",
+            "entries",
+            "bytes",
+            "max_bytes",
+            "max_object_bytes",
+        ]
+        .iter()
+        .map(|k| format!("<td>{}</td>", cache[k].as_u64().expect(k)))
+        .collect();
+        assert!(page.contains(&row), "{row} not in {page}");
+        // Connection processes count in their own copy of the cache.
+        if crate::common::model_name() != "process" {
+            assert!(cache["misses"].as_u64().unwrap() >= 2, "{cache}");
+        }
+    } else {
+        assert!(
+            page.contains("<h2>response cache</h2>\n<p>off</p>"),
+            "{page}"
+        );
+    }
+}
+
+#[test]
 fn status_pages_absent_without_flag() {
     let srv = Server::start("nostatus");
     for p in PATHS {

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Runs the commands of README.md's shell blocks, in order, as a newcomer would on a fresh
+# clone, shortened; each must exit 0 with no failed request in its report, and the committed
+# results under results/ must be byte for byte what they were before.
+#
+#   scripts/readme_commands.sh                      # from anywhere in the repository
+#   PORT=18080 scripts/readme_commands.sh           # README's 127.0.0.1:8080 is taken here
+#   EXPERIMENTS=0 scripts/readme_commands.sh        # leave out `weft-bench experiment`
+#   TESTS=1 scripts/readme_commands.sh              # also `cargo test --workspace` (long)
+#   DRY=1 scripts/readme_commands.sh                # only print the commands it would run
+#
+# What is shortened or redirected, and why:
+# - durations (-d, --duration, --step-duration) become 1s, -n 10000 becomes -n 200 and
+#   --connections 50 becomes 5 and --step 1,5,2 (a smaller SPECweb file set): a check, not a
+#   measurement;
+# - 127.0.0.1:8080, :8081 and :9000 become $PORT, $PORT2 and $BACKEND_PORT (defaults: the
+#   README's), and a `serve` without --listen gets --listen 127.0.0.1:$PORT;
+# - `cargo install` installs under a scratch --root (with this checkout's target/, so it
+#   reuses the release build), which goes first on the PATH: nothing is written to ~/.cargo;
+# - `$(pgrep -nx weft)` becomes the pid of the server this script started (other weft
+#   processes may be running on a shared machine);
+# - a server (`... serve`, a line ending in `&`) runs in the background until the script ends;
+#   the quick start's foreground `serve` is started, checked and stopped;
+# - `weft-bench experiment` runs with one server (--servers fiber), and a full run (no --quick) runs as
+#   --quick: a full run is a measurement that replaces the committed results by design;
+#   --link (root, a network namespace) is left out unless LINK=1; --root /tmp/sw becomes a
+#   scratch folder that is removed at the end;
+# - `cargo test --workspace` runs only with TESTS=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PORT=${PORT:-8080}
+PORT2=${PORT2:-8081}
+BACKEND_PORT=${BACKEND_PORT:-9000}
+EXPERIMENTS=${EXPERIMENTS:-1}
+TESTS=${TESTS:-0}
+LINK=${LINK:-0}
+DRY=${DRY:-0}
+
+scratch=$(mktemp -d /tmp/weft-readme.XXXXXX)
+pids=()
+had_specweb=0
+[ -e www/specweb ] && had_specweb=1
+# Each background command leads its own process group (setsid), so that stopping it stops
+# what it started too (`cargo run` and the server it runs).
+stop() {
+  kill -- "-$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+cleanup() {
+  for p in "${pids[@]}"; do stop "$p"; done
+  rm -rf "$scratch"
+  [ "$had_specweb" = 1 ] || rm -rf www/specweb
+}
+trap cleanup EXIT
+
+for p in "$PORT" "$PORT2" "$BACKEND_PORT"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    echo "port $p is in use here: set PORT, PORT2 or BACKEND_PORT" >&2
+    exit 1
+  fi
+done
+
+# The committed results: their content, and git's view of the folder (untracked files too).
+results_state() {
+  git status --porcelain --untracked-files=all -- results
+  git ls-files -z results | xargs -0 sha256sum
+}
+before=$(results_state)
+
+export PATH="$scratch/install/bin:$PWD/target/release:$PATH"
+export CARGO_TARGET_DIR="$PWD/target"
+server_pid=
+
+# wait_port PORT PID LOG: waits for 127.0.0.1:PORT to accept (10 minutes at most: `cargo run`
+# may build first) while PID lives; otherwise prints LOG and fails.
+wait_port() {
+  for _ in $(seq 6000); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "nothing listens on port $1:" >&2
+  cat "$3" >&2
+  exit 1
+}
+
+# `LINE<TAB>COMMAND` for every line of the README's ```sh blocks.
+commands() {
+  awk '/^```sh$/ { inside = 1; next } /^```/ { inside = 0; next }
+       inside && $0 !~ /^[ \t]*(#|$)/ { print NR "\t" $0 }' README.md
+}
+
+shorten() {
+  sed -E \
+    -e "s/127\.0\.0\.1:8080/127.0.0.1:$PORT/g" \
+    -e "s/127\.0\.0\.1:8081/127.0.0.1:$PORT2/g" \
+    -e "s/127\.0\.0\.1:9000/127.0.0.1:$BACKEND_PORT/g" \
+    -e 's/(^| )-d[0-9]+s/\1-d1s/g' \
+    -e 's/--duration [0-9]+s/--duration 1s/g' \
+    -e 's/--step-duration [0-9]+s/--step-duration 1s/g' \
+    -e 's/-n 10000/-n 200/g' \
+    -e 's/--connections 50/--connections 5/g' \
+    -e 's/--step [0-9,]+/--step 1,5,2/g' \
+    -e "s/\\\$\\(pgrep -nx weft\\)/$server_pid/g" \
+    -e "s# --root /tmp/sw# --root $scratch/sw#g" \
+    -e "s#^cargo install (.*)#cargo install \\1 --root $scratch/install#"
+}
+
+# run_command LINE COMMAND STOP: runs README.md's COMMAND from LINE, shortened; a server
+# runs in the background, and is stopped once it answered if STOP is 1.
+run_command() {
+  local line=$1 cmd=$2 stop_after=$3 run background port pid
+  # The README's trailing comments (no README command has a `#` of its own).
+  cmd=$(printf '%s' "$cmd" | sed -E 's/[[:space:]]+#.*$//; s/[[:space:]]+$//')
+  run=$(printf '%s' "$cmd" | shorten)
+  background=0
+  case "$run" in *' &') background=1; run=${run% &} ;; esac
+  case "$run" in
+    'cargo test'*)
+      if [ "$TESTS" != 1 ]; then echo "README.md:$line: skipped (TESTS=1 runs it): $cmd"; return; fi ;;
+    *'weft-bench experiment'*)
+      if [ "$EXPERIMENTS" != 1 ]; then echo "README.md:$line: skipped (EXPERIMENTS=0): $cmd"; return; fi
+      case "$run" in *--link*)
+        if [ "$LINK" != 1 ]; then echo "README.md:$line: skipped (LINK=1 runs it, as root): $cmd"; return; fi ;;
+      esac
+      case "$run" in *--quick*) ;; *) run="$run --quick" ;; esac
+      case "$run" in
+        *threads-cache*) run="$run --servers fiber-cache-on" ;;
+        *) run="$run --servers fiber" ;;
+      esac ;;
+  esac
+  case "$run" in
+    *' serve'*)
+      case "$run" in *--listen*) ;; *) run="$run --listen 127.0.0.1:$PORT" ;; esac
+      port=$(printf '%s' "$run" | sed -E 's/.*--listen 127\.0\.0\.1:([0-9]+).*/\1/')
+      background=1 ;;
+    *'weft-bench backend'*) port=$BACKEND_PORT ;;
+    *'--example hello'*)
+      # The example listens on 127.0.0.1:8080 itself.
+      if [ "$PORT" != 8080 ]; then echo "README.md:$line: skipped (it binds port 8080; PORT is $PORT): $cmd"; return; fi
+      port=8080
+      background=1 ;;
+    *) port= ;;
+  esac
+  n=$((n + 1))
+  echo "README.md:$line: $run$([ "$background" = 1 ] && echo ' (in the background)')"
+  [ "$DRY" = 1 ] && return
+  if [ "$background" = 1 ]; then
+    # exec: the pid is the server's own (for --server-pid and for stopping it).
+    setsid bash -c "exec $run" </dev/null >"$scratch/bg-$line.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    if [ -n "$port" ]; then
+      wait_port "$port" "$pid" "$scratch/bg-$line.log"
+      if (exec 3<>"/dev/tcp/127.0.0.1/$port"; printf 'GET / HTTP/1.0\r\n\r\n' >&3; head -c 12 <&3) |
+        grep -q 'HTTP/1.1 [0-9]'; then :; else
+        echo "README.md:$line: no HTTP answer on port $port" >&2; exit 1
+      fi
+    fi
+    case "$run" in
+      cargo\ run*)
+        # The quick start's server runs in the foreground until stopped: stop it here.
+        stop "$pid" ;;
+      *' serve'*)
+        if [ "$stop_after" = 1 ]; then
+          stop "$pid"
+        elif [ -z "$server_pid" ]; then
+          server_pid=$pid
+        fi ;;
+    esac
+  elif ! timeout 900 bash -c "$run" </dev/null >"$scratch/out" 2>&1; then
+    cat "$scratch/out" >&2
+    echo "README.md:$line: failed: $run" >&2
+    exit 1
+  elif grep -Eq '(^|[[:space:]])errors[[:space:]]+[1-9]|"(connect|read|write|timeout|status)": [1-9]' \
+      "$scratch/out"; then
+    # weft-bench, like wrk, exits 0 whatever the answers were: its report says.
+    cat "$scratch/out" >&2
+    echo "README.md:$line: requests failed: $run" >&2
+    exit 1
+  fi
+}
+
+n=0
+while IFS=$'\t' read -r line cmd; do
+  run_command "$line" "$cmd" 0
+done < <(commands)
+
+# The first command of each section without a shell block, as the prose writes it (DIR: a
+# scratch folder). Left out: `weft calibrate` (a saturating load for minutes), the Benchmarks
+# section's scripts/compare.sh (a measurement; needs wrk and nginx), and fuzzing (nightly).
+mkdir -p "$scratch/dir"
+# The blocks' servers stop first: with SO_REUSEPORT a new server on their port would share it.
+for p in "${pids[@]}"; do stop "$p"; done
+pids=()
+for cmd in \
+  'weft serve --listen 127.0.0.1:8080=fiber --listen 127.0.0.1:8081=thread' \
+  'weft fileset DIR' \
+  'weft serve --cgi DIR' \
+  'cargo run --release -p weft --example hello'; do
+  line=$( (grep -nF -- "$cmd" README.md || true) | head -1 | cut -d: -f1)
+  # A code span may go on over a line break.
+  if [ -z "$line" ] && tr '\n' ' ' <README.md | grep -qF -- "$cmd"; then
+    line='(over two lines)'
+  fi
+  if [ -z "$line" ]; then
+    echo "README.md no longer shows \`$cmd\`: update this script" >&2
+    exit 1
+  fi
+  run_command "$line" "${cmd//DIR/$scratch/dir}" 1
+done
+
+[ "$DRY" = 1 ] && exit 0
+after=$(results_state)
+if [ "$before" != "$after" ]; then
+  echo "results/ changed:" >&2
+  diff <(echo "$before") <(echo "$after") >&2 || true
+  exit 1
+fi
+echo "ok: $n README commands ran; results/ is unchanged"
