@@ -96,7 +96,10 @@ impl App {
     /// of the embedder; the response cache and the access log are kept when their settings
     /// (and the document root) did not change, and replaced otherwise.
     pub fn reload(&self, cfg: Config) -> std::io::Result<App> {
-        let same_files = cfg.root == self.cfg.root && cfg.cache == self.cfg.cache;
+        // The cached heads carry the Content-Type, charset included.
+        let same_files = cfg.root == self.cfg.root
+            && cfg.cache == self.cfg.cache
+            && cfg.static_files.charset == self.cfg.static_files.charset;
         let carried = Carried {
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
@@ -117,10 +120,10 @@ impl App {
             access_log,
         } = carried;
         let mut routes = user_routes.clone();
-        if !cfg.echo.path.is_empty() {
+        if let Some(path) = cfg.echo.mount_path(&cfg.root) {
             routes.push(Route {
                 method: None,
-                path: cfg.echo.path.clone(),
+                path: path.into(),
                 prefix: false,
                 handler: Arc::new(echo::handle),
             });

@@ -30,9 +30,10 @@
 //! dotfiles = false
 //! symlinks_outside_root = false
 //! autoindex = false
+//! charset = "utf-8"           # on text types' Content-Type; "" for none
 //!
 //! [echo]
-//! path = "/echo"              # "" unmounts the echo function
+//! path = "/echo"              # "" unmounts it; not set: /echo on the sample site (www/) only
 //!
 //! [fiber]
 //! stack_size = 65536         # bytes per connection fiber
@@ -277,6 +278,10 @@ pub struct StaticConfig {
     pub symlinks_outside_root: bool,
     /// List a directory without an index file (403 by default).
     pub autoindex: bool,
+    /// The charset text types are declared with (nginx `charset`; see
+    /// `static_files::with_charset` for the types): `"utf-8"` (the default) or `""` (none).
+    /// weft does not read files to guess: a site in another encoding sets `""`.
+    pub charset: String,
 }
 
 impl Default for StaticConfig {
@@ -287,6 +292,7 @@ impl Default for StaticConfig {
             dotfiles: false,
             symlinks_outside_root: false,
             autoindex: false,
+            charset: "utf-8".into(),
         }
     }
 }
@@ -344,17 +350,25 @@ pub enum AcceptMode {
 }
 
 /// The built-in echo function of the fibers paper.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EchoConfig {
-    /// Where it is mounted; empty unmounts it.
-    pub path: String,
+    /// Where it is mounted; empty unmounts it. Not set: at [`DEFAULT_ECHO_PATH`] on the
+    /// repository's sample site only (a root with the marker file of `fileset::is_sample_site`),
+    /// so a user's site does not answer arbitrary bytes from its origin unless asked to.
+    pub path: Option<String>,
 }
 
-impl Default for EchoConfig {
-    fn default() -> Self {
-        EchoConfig {
-            path: "/echo".into(),
+/// Where the echo function is mounted on the sample site.
+pub const DEFAULT_ECHO_PATH: &str = "/echo";
+
+impl EchoConfig {
+    /// The path echo is mounted at for document root `root`; `None`: not mounted.
+    pub fn mount_path(&self, root: &std::path::Path) -> Option<&str> {
+        match self.path.as_deref() {
+            Some("") => None,
+            Some(p) => Some(p),
+            None => crate::fileset::is_sample_site(root).then_some(DEFAULT_ECHO_PATH),
         }
     }
 }
@@ -955,7 +969,8 @@ mod tests {
         assert_eq!(c.timeouts.send, Duration::from_millis(1500));
         assert_eq!(c.timeouts.body_read, Duration::from_secs(60));
         assert_eq!(c.limits.max_body, 10);
-        assert_eq!(c.echo.path, "");
+        assert_eq!(c.echo.path.as_deref(), Some(""));
+        assert_eq!(c.echo.mount_path(&c.root), None);
         assert!(c.status.allow[0].contains("10.1.2.3".parse().unwrap()));
         assert!(!c.status.allow[0].contains("11.1.2.3".parse().unwrap()));
     }

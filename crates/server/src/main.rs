@@ -93,6 +93,10 @@ struct ServeArgs {
     /// that is not a file); may repeat (config `[[proxy]]`).
     #[arg(long = "proxy", value_name = "/PREFIX=http://HOST:PORT")]
     proxy: Vec<weft::config::ProxyConfig>,
+    /// Mount the echo function at PATH, or "off" (config `[echo] path`; by default mounted at
+    /// /echo on the sample site www/ only).
+    #[arg(long, value_name = "PATH|off")]
+    echo: Option<String>,
 }
 
 /// `on` or `off`.
@@ -195,20 +199,23 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
         cfg.pipeline.controller = matches!(c, OnOff::On);
     }
     cfg.proxy.extend(args.proxy.iter().cloned());
+    if let Some(path) = &args.echo {
+        cfg.echo.path = Some(if path == "off" { "" } else { path }.to_string());
+    }
     Ok(cfg)
 }
 
 fn serve(args: ServeArgs) -> Result<(), String> {
     let cfg = load_config(&args)?;
-    let default_root = args.root.is_none() && args.config.is_none();
     if cfg.static_files.enabled && !cfg.root.is_dir() {
         return Err(format!(
             "document root {} is not a directory (run from the repository, or pass --root DIR)",
             cfg.root.display()
         ));
     }
-    if default_root {
-        // The sample site's large files are generated, not committed.
+    if fileset::is_sample_site(&cfg.root) {
+        // The sample site's large files are generated, not committed; only there (its marker
+        // file), never into a user's directory (`weft fileset DIR` does that on request).
         let n =
             fileset::ensure(&cfg.root).map_err(|e| format!("generating the sample files: {e}"))?;
         if n > 0 {

@@ -1,5 +1,8 @@
 //! The echo function of the fibers paper: `GET` answers the 4-byte body `echo`, `POST`
-//! answers the request body (Content-Length or chunked) with its Content-Type.
+//! answers the request body (Content-Length or chunked) as `application/octet-stream` with
+//! `X-Content-Type-Options: nosniff`: never with the client's Content-Type, which would let a
+//! page post `text/html` with a script to it and have it run from the site's origin
+//! (reflected XSS).
 
 use weft_http::Method;
 
@@ -17,12 +20,10 @@ pub fn handle(req: &Request, body: &mut RequestBody<'_>) -> Response {
             .header("Content-Type", "text/plain")
             .body("echo"),
         Method::Post => match body.read_all() {
-            Ok(data) => {
-                let ct = req
-                    .header("Content-Type")
-                    .map_or(b"application/octet-stream".to_vec(), <[u8]>::to_vec);
-                Response::new(200).header("Content-Type", ct).body(data)
-            }
+            Ok(data) => Response::new(200)
+                .header("Content-Type", "application/octet-stream")
+                .header("X-Content-Type-Options", "nosniff")
+                .body(data),
             // The driver answers the body error (413, 400, 408) itself.
             Err(_) => Response::error(400),
         },

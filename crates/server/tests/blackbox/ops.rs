@@ -1,0 +1,113 @@
+//! Operating weft: safe defaults (a port in use, the sample site, charsets).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{model_name, Builder};
+
+/// Runs `weft ARGS` to its end (killed after `limit`: a server that started instead of
+/// failing); returns its exit code (`None` if it had to be killed) and its stderr.
+fn run_weft(args: &[String], limit: Duration) -> (Option<i32>, String) {
+    let dir = crate::common::unique_dir("run");
+    let err_path = dir.join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .spawn()
+        .expect("spawn weft");
+    let end = Instant::now() + limit;
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, err)
+}
+
+#[test]
+fn a_second_server_on_a_port_in_use_fails_at_start_whatever_the_threads() {
+    for threads in ["1", "2", "4"] {
+        let first = Builder::new("port-first")
+            .args(&["--threads", threads])
+            .start();
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--listen".into(),
+            format!("{}={}", first.addr, model_name()),
+            "--threads".into(),
+            threads.into(),
+            "--root".into(),
+            first.dir().join("root").display().to_string(),
+        ];
+        args.extend(
+            crate::MODEL
+                .split_ascii_whitespace()
+                .skip(1)
+                .map(String::from),
+        );
+        let (code, err) = run_weft(&args, Duration::from_secs(10));
+        assert_eq!(
+            code,
+            Some(1),
+            "threads {threads}: the second server must exit 1; its stderr:\n{err}"
+        );
+        assert!(err.contains("address in use"), "threads {threads}: {err}");
+        // The first one still serves, alone.
+        first.assert_alive();
+    }
+}
+
+#[test]
+fn sample_files_are_generated_only_into_the_sample_site() {
+    let user = Builder::new("user-site").no_echo().start();
+    user.assert_alive();
+    assert!(!user.dir().join("root/changes.html").exists());
+    assert!(!user.dir().join("root/files").exists());
+    assert_eq!(user.get("/echo").status, 404);
+
+    let sample = Builder::new("sample-site")
+        .no_echo()
+        .file(".weft-sample-site", b"marker\n")
+        .start();
+    let changes = std::fs::metadata(sample.dir().join("root/changes.html")).expect("generated");
+    assert_eq!(changes.len(), 816_378);
+    assert!(sample.dir().join("root/files/1k.bin").is_file());
+    // The sample site gets echo without configuring it; its marker is never served.
+    let r = sample.get("/echo");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+    assert_eq!(sample.get("/.weft-sample-site").status, 403);
+}
+
+#[test]
+fn text_types_are_declared_utf8_and_others_are_not() {
+    let srv = Builder::new("charset")
+        .file("a.txt", "héllo\n".as_bytes())
+        .file("a.css", b"p{}")
+        .file("a.bin", b"\x00\x01")
+        .start();
+    // Twice: the first answer is filled into the response cache, the second comes from it.
+    for _ in 0..2 {
+        let r = srv.get("/");
+        assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
+        let r = srv.get("/a.txt");
+        assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
+        let r = srv.get("/a.css");
+        assert_eq!(r.header("Content-Type"), Some("text/css; charset=utf-8"));
+        let r = srv.get("/a.bin");
+        assert_eq!(r.header("Content-Type"), Some("application/octet-stream"));
+    }
+    let off = Builder::new("charset-off")
+        .config("[static_files]\ncharset = \"\"\n")
+        .start();
+    assert_eq!(off.get("/").header("Content-Type"), Some("text/html"));
+}
