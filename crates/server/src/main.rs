@@ -23,6 +23,10 @@ struct Cli {
 enum Cmd {
     /// Serve a document root (default: www/ on http://127.0.0.1:8080).
     Serve(ServeArgs),
+    /// Check a configuration as `serve` would take it (root, CGI directory, proxy upstreams,
+    /// ports free), print the effective configuration as TOML, exit 0 if it would start, 1 if
+    /// not (as `nginx -t`).
+    Check(ServeArgs),
     /// Write the papers' generated test files (changes.html, files/*.bin) under DIR.
     Fileset {
         /// Document root to fill.
@@ -111,6 +115,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Serve(args) => serve(args),
+        Cmd::Check(args) => check(args),
         Cmd::Fileset { dir } => fileset::ensure(&dir)
             .map(|n| println!("wrote {n} files under {}", dir.display()))
             .map_err(|e| format!("fileset: {e}")),
@@ -203,6 +208,24 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
         cfg.echo.path = Some(if path == "off" { "" } else { path }.to_string());
     }
     Ok(cfg)
+}
+
+fn check(args: ServeArgs) -> Result<(), String> {
+    let cfg = load_config(&args)?;
+    let text = weft::check::effective(&cfg).to_toml()?;
+    print!("{text}");
+    let _ = std::io::stdout().flush();
+    let problems = weft::check::problems(&cfg);
+    for p in &problems {
+        eprintln!("weft: {p}");
+    }
+    match problems.len() {
+        0 => {
+            eprintln!("weft: the configuration is ok");
+            Ok(())
+        }
+        n => Err(format!("the configuration has {n} problem(s)")),
+    }
 }
 
 fn serve(args: ServeArgs) -> Result<(), String> {

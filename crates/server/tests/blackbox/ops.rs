@@ -8,12 +8,19 @@ use crate::common::{model_name, Builder};
 /// Runs `weft ARGS` to its end (killed after `limit`: a server that started instead of
 /// failing); returns its exit code (`None` if it had to be killed) and its stderr.
 fn run_weft(args: &[String], limit: Duration) -> (Option<i32>, String) {
+    let (code, _, err) = run_weft_out(args, limit);
+    (code, err)
+}
+
+/// `run_weft`, with its stdout too: (exit code, stdout, stderr).
+fn run_weft_out(args: &[String], limit: Duration) -> (Option<i32>, String, String) {
     let dir = crate::common::unique_dir("run");
     let err_path = dir.join("stderr");
+    let out_path = dir.join("stdout");
     let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
         .stderr(std::fs::File::create(&err_path).expect("stderr file"))
         .spawn()
         .expect("spawn weft");
@@ -30,8 +37,70 @@ fn run_weft(args: &[String], limit: Duration) -> (Option<i32>, String) {
         std::thread::sleep(Duration::from_millis(20));
     };
     let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let out = std::fs::read_to_string(&out_path).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
-    (code, err)
+    (code, out, err)
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn check_prints_the_effective_configuration_and_exits_0_or_1() {
+    let site = Builder::new("check").no_echo();
+    let root = site.dir().join("root").display().to_string();
+    let conf = site.dir().join("weft.toml");
+    std::fs::write(
+        &conf,
+        "[timeouts]\nkeepalive = \"5s\"\n[cache]\nenabled = false\n",
+    )
+    .unwrap();
+    let conf = conf.display().to_string();
+    let listen = format!("127.0.0.1:0={}", model_name());
+    let limit = Duration::from_secs(20);
+
+    let (code, out, err) = run_weft_out(
+        &strings(&[
+            "check", "--config", &conf, "--root", &root, "--listen", &listen,
+        ]),
+        limit,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("configuration is ok"), "{err}");
+    // The file's settings, the command line's and the defaults, as TOML.
+    assert!(out.contains("keepalive = \"5s\""), "{out}");
+    assert!(out.contains(&format!("root = \"{root}\"")), "{out}");
+    assert!(
+        out.contains(&format!("model = \"{}\"", model_name())),
+        "{out}"
+    );
+    assert!(out.contains("header_read = \"60s\""), "{out}");
+    assert!(
+        out.contains("[echo]\npath = \"\""),
+        "not the sample site: {out}"
+    );
+
+    // A missing root, and a port another process listens on: both named, exit 1.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = format!("{}={}", taken.local_addr().unwrap(), model_name());
+    let (code, _, err) = run_weft_out(
+        &strings(&["check", "--root", "/nonexistent/weft", "--listen", &busy]),
+        limit,
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("/nonexistent/weft"), "{err}");
+    assert!(err.contains("address in use"), "{err}");
+
+    // A file that does not parse: exit 1 with the parser's message.
+    std::fs::write(&conf, "[timeouts]\nkeepalive = \"5 parsecs\"\n").unwrap();
+    let (code, out, err) = run_weft_out(&strings(&["check", "--config", &conf]), limit);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("keepalive") || err.contains("duration"),
+        "{err}"
+    );
 }
 
 #[test]
