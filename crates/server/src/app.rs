@@ -10,7 +10,7 @@ use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::handlers::cgi::{self, Cgi};
 use crate::handlers::proxy::Proxy;
-use crate::handlers::{echo, static_files::StaticFiles, status};
+use crate::handlers::{echo, health, static_files::StaticFiles, status};
 use crate::log::AccessLog;
 use crate::metrics::Metrics;
 use crate::response::Response;
@@ -119,7 +119,24 @@ impl App {
             cache,
             access_log,
         } = carried;
-        let mut routes = user_routes.clone();
+        let mut routes = Vec::new();
+        if !cfg.health.path.is_empty() {
+            if !cfg.health.path.starts_with('/') {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("health path `{}` must start with `/`", cfg.health.path),
+                ));
+            }
+            // First: an operator's probe must reach it whatever else is mounted.
+            let sd = shutdown.clone();
+            routes.push(Route {
+                method: None,
+                path: cfg.health.path.clone(),
+                prefix: false,
+                handler: Arc::new(move |req, _| health::handle(req, &sd)),
+            });
+        }
+        routes.extend(user_routes.iter().cloned());
         if let Some(path) = cfg.echo.mount_path(&cfg.root) {
             routes.push(Route {
                 method: None,

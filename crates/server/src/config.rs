@@ -35,6 +35,10 @@
 //! [echo]
 //! path = "/echo"              # "" unmounts it; not set: /echo on the sample site (www/) only
 //!
+//! [health]
+//! path = ""                   # e.g. "/healthz": 200 ok while serving, 503 once draining
+//! log = false                 # its requests in the access log
+//!
 //! [fiber]
 //! stack_size = 65536         # bytes per connection fiber
 //! park_idle = true            # idle keep-alive connections hold no fiber
@@ -378,6 +382,17 @@ impl EchoConfig {
             None => crate::fileset::is_sample_site(root).then_some(DEFAULT_ECHO_PATH),
         }
     }
+}
+
+/// The health check for load balancers and orchestrators (see `handlers/health.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// Where it is mounted (e.g. `"/healthz"`); empty (the default): not mounted.
+    pub path: String,
+    /// Write its requests to the access log (off: probes every few seconds would bury the
+    /// requests that matter).
+    pub log: bool,
 }
 
 /// The response cache of static files (see `cache.rs`).
@@ -841,6 +856,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub static_files: StaticConfig,
     pub echo: EchoConfig,
+    pub health: HealthConfig,
     pub status: StatusConfig,
     pub fiber: FiberConfig,
     pub cache: CacheConfig,
@@ -881,6 +897,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             static_files: StaticConfig::default(),
             echo: EchoConfig::default(),
+            health: HealthConfig::default(),
             status: StatusConfig::default(),
             fiber: FiberConfig::default(),
             cache: CacheConfig::default(),

@@ -101,6 +101,10 @@ struct ServeArgs {
     /// /echo on the sample site www/ only).
     #[arg(long, value_name = "PATH|off")]
     echo: Option<String>,
+    /// Mount the health check at PATH: 200 ok while serving, 503 once a drain has begun
+    /// (config `[health] path`).
+    #[arg(long, value_name = "PATH")]
+    health: Option<String>,
 }
 
 /// `on` or `off`.
@@ -204,6 +208,9 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
         cfg.pipeline.controller = matches!(c, OnOff::On);
     }
     cfg.proxy.extend(args.proxy.iter().cloned());
+    if let Some(path) = &args.health {
+        cfg.health.path = path.clone();
+    }
     if let Some(path) = &args.echo {
         cfg.echo.path = Some(if path == "off" { "" } else { path }.to_string());
     }

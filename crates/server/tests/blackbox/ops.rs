@@ -180,3 +180,66 @@ fn text_types_are_declared_utf8_and_others_are_not() {
         .start();
     assert_eq!(off.get("/").header("Content-Type"), Some("text/html"));
 }
+
+#[test]
+fn health_answers_ok_then_503_once_the_drain_has_begun() {
+    let log = crate::common::unique_dir("health-log").join("access.log");
+    let mut srv = Builder::new("health")
+        .args(&["--health", "/healthz"])
+        .args(&["--access-log", &log.display().to_string()])
+        .config("[timeouts]\nshutdown_grace = \"8s\"\n")
+        .start();
+    let r = srv.get("/healthz");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok\n"[..]));
+    assert_eq!(r.header("Cache-Control"), Some("no-store"));
+    let r = srv.send(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(r.status, 405);
+    assert_eq!(srv.get("/").status, 200);
+
+    // A probe in flight when SIGTERM comes: its head has begun, so it is finished, with 503.
+    let mut probe = srv.connect();
+    probe.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n");
+    std::thread::sleep(Duration::from_millis(200));
+    srv.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(300));
+    probe.send(b"\r\n");
+    let r = probe
+        .read_response()
+        .expect("the probe in flight is answered");
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (503, &b"draining\n"[..]),
+        "{r:?}"
+    );
+    let status = srv.wait_exit(Duration::from_secs(10)).expect("exits");
+    assert!(status.success(), "{status:?}");
+
+    // Health requests stay out of the access log ([health] log = false); the others do not.
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("\"GET / HTTP/1.1\" 200"), "{text}");
+    assert!(!text.contains("healthz"), "{text}");
+    let _ = std::fs::remove_dir_all(log.parent().unwrap());
+}
+
+#[test]
+fn health_is_answered_to_any_client_and_logged_when_asked() {
+    let log = crate::common::unique_dir("health-log2").join("access.log");
+    let srv = Builder::new("health-log")
+        .args(&["--access-log", &log.display().to_string()])
+        // status.allow admits nobody: the health check does not depend on it.
+        .config("[health]\npath = \"/up\"\nlog = true\n[status]\nenabled = true\nallow = [\"10.9.9.9/32\"]\n")
+        .start();
+    let r = srv.get("/up");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok\n"[..]));
+    assert_eq!(srv.get("/_weft/metrics").status, 403);
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("\"GET /up HTTP/1.1\" 200") {
+            break;
+        }
+        assert!(Instant::now() < end, "no access-log line for /up: {text:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_dir_all(log.parent().unwrap());
+}
