@@ -317,6 +317,20 @@ impl ShutdownHandle {
         }
         self.live.reload()
     }
+
+    /// Opens the access log file again at its configured path (after logrotate renamed it);
+    /// the `process` model's master is told to as well, for the connections it forks next.
+    pub fn reopen_logs(&self) -> io::Result<()> {
+        if let Some(pid) = self.master {
+            // SAFETY: kill takes no pointers; the master is our child and not yet reaped
+            // while the server runs.
+            unsafe { libc::kill(pid, libc::SIGUSR1) };
+        }
+        match &self.live.current().access_log {
+            Some(l) => l.reopen(),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Server {
@@ -444,17 +458,24 @@ impl Server {
     }
 }
 
-/// Starts a thread that begins graceful shutdown on SIGINT or SIGTERM and reloads the
-/// configuration on SIGHUP.
+/// Starts a thread that begins graceful shutdown on SIGINT or SIGTERM, reloads the
+/// configuration on SIGHUP and reopens the access log on SIGUSR1 (nginx's signals).
 pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])?;
     std::thread::Builder::new()
         .name("weft-signals".into())
         .spawn(move || {
             let mut stopping = false;
             for sig in signals.forever() {
                 match sig {
+                    SIGUSR1 => match handle.reopen_logs() {
+                        Ok(()) => log::info!("signal {sig}: access log reopened"),
+                        Err(e) => log::error!(
+                            "signal {sig}: cannot reopen the access log, still writing the old \
+                             file: {e}"
+                        ),
+                    },
                     SIGHUP if !stopping => match handle.reload() {
                         Ok(()) => log::info!("signal {sig}: configuration reloaded"),
                         Err(e) => {

@@ -100,6 +100,11 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     // children forked afterwards serve with it.
     let hup = Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(libc::SIGHUP, hup.clone())?;
+    // SIGUSR1 (forwarded too): reopen the access log, so children forked afterwards write to
+    // the new file; a child keeps the file it was forked with (one connection's life). The
+    // children inherit this handler, so a SIGUSR1 sent to the process group kills none.
+    let usr1 = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(libc::SIGUSR1, usr1.clone())?;
     for (l, _) in &listeners {
         l.set_nonblocking(true)?;
     }
@@ -119,6 +124,11 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
                 Err(e) => log::error!("process model master: reload failed, kept: {e}"),
             }
             app = live.current();
+        }
+        if usr1.swap(false, Relaxed) {
+            if let Some(Err(e)) = app.access_log.as_ref().map(|l| l.reopen()) {
+                log::error!("process model master: cannot reopen the access log: {e}");
+            }
         }
         reap(&mut children, false);
         if children.len() >= max_children {
