@@ -243,3 +243,51 @@ fn health_is_answered_to_any_client_and_logged_when_asked() {
     }
     let _ = std::fs::remove_dir_all(log.parent().unwrap());
 }
+
+#[test]
+fn metrics_report_the_process_the_build_and_each_status_code() {
+    let srv = Builder::new("metrics").args(&["--status"]).start();
+    assert_eq!(srv.get("/").status, 200);
+    assert_eq!(srv.get("/missing").status, 404);
+    assert_eq!(srv.get("/missing-too").status, 404);
+    // A response is counted once it is written, which the client may see first: ask again
+    // until both 404s are in.
+    let end = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let r = srv.get("/_weft/metrics");
+        assert_eq!(r.status, 200);
+        let text = r.text();
+        if text.contains("code=\"404\"} 2\n") || Instant::now() >= end {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    assert!(value("process_resident_memory_bytes") > 0.0);
+    assert!(value("process_open_fds") >= 3.0);
+    assert!(value("process_cpu_seconds_total") >= 0.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = value("process_start_time_seconds");
+    assert!(
+        started <= now + 1.0 && started > now - 600.0,
+        "{started} vs {now}"
+    );
+    assert!(text.contains("weft_build_info{version=\""), "{text}");
+    let by_code = |code: u16| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("weft_http_responses_total{")
+                    && l.contains(&format!("code=\"{code}\"}}"))
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+    };
+    assert_eq!(by_code(404), Some(2), "{text}");
+    assert!(by_code(200).is_some_and(|n| n >= 1), "{text}");
+}
