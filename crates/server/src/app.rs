@@ -79,9 +79,10 @@ struct Carried {
 }
 
 impl App {
-    /// Builds the application: the embedder's routes first, then the built-ins the config
-    /// enables (echo, status), then proxy prefixes, then CGI scripts under their prefix, then
-    /// static files from the root, then the fallback proxy for what is not a file.
+    /// Builds the application: the health check (when configured) first, then the
+    /// embedder's routes, then the built-ins the config enables (echo, status), then proxy
+    /// prefixes, then CGI scripts under their prefix, then static files from the root, then
+    /// the fallback proxy for what is not a file.
     pub fn new(cfg: Config, user_routes: Vec<Route>) -> std::io::Result<App> {
         let carried = Carried {
             metrics: Arc::new(Metrics::default()),

@@ -56,7 +56,8 @@ impl ServerBuilder {
     }
 
     /// Mounts `handler` for `method` (`"*"`: any method) at exactly `path`. Routes are tried in
-    /// the order added, before the built-in echo and status handlers and the static files.
+    /// the order added, after the health check (`[health] path`) and before the built-in echo
+    /// and status handlers and the static files.
     pub fn route<F>(mut self, method: &str, path: &str, handler: F) -> Self
     where
         F: Fn(&Request, &mut RequestBody<'_>) -> Response + Send + Sync + 'static,
