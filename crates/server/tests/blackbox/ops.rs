@@ -101,6 +101,8 @@ fn check_prints_the_effective_configuration_and_exits_0_or_1() {
         err.contains("keepalive") || err.contains("duration"),
         "{err}"
     );
+    // No server was started to remove the directory when it drops.
+    let _ = std::fs::remove_dir_all(site.dir());
 }
 
 #[test]
