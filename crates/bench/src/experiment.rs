@@ -315,6 +315,10 @@ pub fn start(
                 "1".into(),
                 "--listen".into(),
                 format!("{bind}:{port}={model}"),
+                // Measured on every root, not only the sample site `www/` where it is the
+                // default.
+                "--echo".into(),
+                "/echo".into(),
             ];
             if cgi {
                 args.push("--cgi".into());

@@ -28,7 +28,9 @@ impl Weft {
         Weft::start_with(name, weft::Config::default())
     }
 
-    fn start_with(name: &str, cfg: weft::Config) -> Weft {
+    fn start_with(name: &str, mut cfg: weft::Config) -> Weft {
+        // The root below is not the sample site, where echo is mounted by default.
+        cfg.echo.path.get_or_insert_with(|| "/echo".into());
         let dir = std::env::temp_dir().join(format!("weft-bench-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();

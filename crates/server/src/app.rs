@@ -10,7 +10,7 @@ use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::handlers::cgi::{self, Cgi};
 use crate::handlers::proxy::Proxy;
-use crate::handlers::{echo, static_files::StaticFiles, status};
+use crate::handlers::{echo, health, static_files::StaticFiles, status};
 use crate::log::AccessLog;
 use crate::metrics::Metrics;
 use crate::response::Response;
@@ -79,9 +79,10 @@ struct Carried {
 }
 
 impl App {
-    /// Builds the application: the embedder's routes first, then the built-ins the config
-    /// enables (echo, status), then proxy prefixes, then CGI scripts under their prefix, then
-    /// static files from the root, then the fallback proxy for what is not a file.
+    /// Builds the application: the health check (when configured) first, then the
+    /// embedder's routes, then the built-ins the config enables (echo, status), then proxy
+    /// prefixes, then CGI scripts under their prefix, then static files from the root, then
+    /// the fallback proxy for what is not a file.
     pub fn new(cfg: Config, user_routes: Vec<Route>) -> std::io::Result<App> {
         let carried = Carried {
             metrics: Arc::new(Metrics::default()),
@@ -96,7 +97,10 @@ impl App {
     /// of the embedder; the response cache and the access log are kept when their settings
     /// (and the document root) did not change, and replaced otherwise.
     pub fn reload(&self, cfg: Config) -> std::io::Result<App> {
-        let same_files = cfg.root == self.cfg.root && cfg.cache == self.cfg.cache;
+        // The cached heads carry the Content-Type, charset included.
+        let same_files = cfg.root == self.cfg.root
+            && cfg.cache == self.cfg.cache
+            && cfg.static_files.charset == self.cfg.static_files.charset;
         let carried = Carried {
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
@@ -116,11 +120,28 @@ impl App {
             cache,
             access_log,
         } = carried;
-        let mut routes = user_routes.clone();
-        if !cfg.echo.path.is_empty() {
+        let mut routes = Vec::new();
+        if !cfg.health.path.is_empty() {
+            if !cfg.health.path.starts_with('/') {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("health path `{}` must start with `/`", cfg.health.path),
+                ));
+            }
+            // First: an operator's probe must reach it whatever else is mounted.
+            let sd = shutdown.clone();
             routes.push(Route {
                 method: None,
-                path: cfg.echo.path.clone(),
+                path: cfg.health.path.clone(),
+                prefix: false,
+                handler: Arc::new(move |req, _| health::handle(req, &sd)),
+            });
+        }
+        routes.extend(user_routes.iter().cloned());
+        if let Some(path) = cfg.echo.mount_path(&cfg.root) {
+            routes.push(Route {
+                method: None,
+                path: path.into(),
                 prefix: false,
                 handler: Arc::new(echo::handle),
             });

@@ -30,9 +30,14 @@
 //! dotfiles = false
 //! symlinks_outside_root = false
 //! autoindex = false
+//! charset = "utf-8"           # on text types' Content-Type; "" for none
 //!
 //! [echo]
-//! path = "/echo"              # "" unmounts the echo function
+//! path = "/echo"              # "" unmounts it; not set: /echo on the sample site (www/) only
+//!
+//! [health]
+//! path = ""                   # e.g. "/healthz": 200 ok while serving, 503 once draining
+//! log = false                 # its requests in the access log
 //!
 //! [fiber]
 //! stack_size = 65536         # bytes per connection fiber
@@ -95,7 +100,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A concurrency model: who runs which piece of a request's work, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -147,6 +152,12 @@ impl FromStr for Model {
     }
 }
 
+impl Serialize for Model {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl<'de> Deserialize<'de> for Model {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Model, D::Error> {
         String::deserialize(d)?
@@ -156,7 +167,7 @@ impl<'de> Deserialize<'de> for Model {
 }
 
 /// One listening address and the model that serves it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Listen {
     pub addr: SocketAddr,
@@ -184,23 +195,23 @@ impl FromStr for Listen {
 }
 
 /// Timeouts, each named after its nginx counterpart.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timeouts {
     /// Whole request head, from its first byte (nginx `client_header_timeout`, 60 s); 408.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub header_read: Duration,
     /// Between two reads of a request body (nginx `client_body_timeout`, 60 s); 408.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub body_read: Duration,
     /// Idle keep-alive connection waiting for its next request (nginx `keepalive_timeout`, 75 s).
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub keepalive: Duration,
     /// Between two writes to a client that stopped reading (nginx `send_timeout`, 60 s).
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub send: Duration,
     /// How long SIGTERM waits for in-flight requests before exiting.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub shutdown_grace: Duration,
 }
 
@@ -217,7 +228,7 @@ impl Default for Timeouts {
 }
 
 /// Limits on connections and request sizes.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Open connections per listener; past it the listener stops accepting until one closes.
@@ -270,7 +281,7 @@ impl LimitsConfig {
 }
 
 /// The static-file handler.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StaticConfig {
     /// Serve files from the root at all.
@@ -283,6 +294,10 @@ pub struct StaticConfig {
     pub symlinks_outside_root: bool,
     /// List a directory without an index file (403 by default).
     pub autoindex: bool,
+    /// The charset text types are declared with (nginx `charset`; see
+    /// `static_files::with_charset` for the types): `"utf-8"` (the default) or `""` (none).
+    /// weft does not read files to guess: a site in another encoding sets `""`.
+    pub charset: String,
 }
 
 impl Default for StaticConfig {
@@ -293,12 +308,13 @@ impl Default for StaticConfig {
             dotfiles: false,
             symlinks_outside_root: false,
             autoindex: false,
+            charset: "utf-8".into(),
         }
     }
 }
 
 /// The fiber model's runtime.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FiberConfig {
     /// Usable stack bytes per connection fiber (pages are touched lazily). The built-in
@@ -315,7 +331,7 @@ pub struct FiberConfig {
     /// the connection is parked without it (at most half the keep-alive timeout). A busy
     /// connection keeps its fiber and buffers from one request to the next; one quiet for
     /// this long gives them back. `"0s"` parks at once.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub linger: Duration,
     /// Most fibers lingering at once per worker; an idle connection beyond them is parked
     /// without a fiber at once. A lingering fiber keeps its stack, which its connection's next
@@ -340,7 +356,7 @@ impl Default for FiberConfig {
 }
 
 /// How the fiber model accepts (both measured in BENCHMARKS.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AcceptMode {
     /// Each worker accepts on its own `SO_REUSEPORT` socket; the kernel spreads connections
@@ -351,23 +367,43 @@ pub enum AcceptMode {
 }
 
 /// The built-in echo function of the fibers paper.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EchoConfig {
-    /// Where it is mounted; empty unmounts it.
-    pub path: String,
+    /// Where it is mounted; empty unmounts it. Not set: at [`DEFAULT_ECHO_PATH`] on the
+    /// repository's sample site only (a root with the marker file of `fileset::is_sample_site`),
+    /// so a user's site does not answer arbitrary bytes from its origin unless asked to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
-impl Default for EchoConfig {
-    fn default() -> Self {
-        EchoConfig {
-            path: "/echo".into(),
+/// Where the echo function is mounted on the sample site.
+pub const DEFAULT_ECHO_PATH: &str = "/echo";
+
+impl EchoConfig {
+    /// The path echo is mounted at for document root `root`; `None`: not mounted.
+    pub fn mount_path(&self, root: &std::path::Path) -> Option<&str> {
+        match self.path.as_deref() {
+            Some("") => None,
+            Some(p) => Some(p),
+            None => crate::fileset::is_sample_site(root).then_some(DEFAULT_ECHO_PATH),
         }
     }
 }
 
+/// The health check for load balancers and orchestrators (see `handlers/health.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// Where it is mounted (e.g. `"/healthz"`); empty (the default): not mounted.
+    pub path: String,
+    /// Write its requests to the access log (off: probes every few seconds would bury the
+    /// requests that matter).
+    pub log: bool,
+}
+
 /// The response cache of static files (see `cache.rs`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Keep whole responses of small files in memory.
@@ -380,7 +416,7 @@ pub struct CacheConfig {
     pub max_object_bytes: u64,
     /// An entry older than this is checked against the file (inode, size, mtime, ctime)
     /// before it is served again: a changed file is served stale at most this long.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub revalidate: Duration,
 }
 
@@ -396,7 +432,7 @@ impl Default for CacheConfig {
 }
 
 /// The `process` model.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProcessConfig {
     /// Live connection processes per process listener (Apache `MaxRequestWorkers`, default
@@ -414,17 +450,18 @@ impl Default for ProcessConfig {
 }
 
 /// CGI/1.1 scripts (RFC 3875, see `handlers/cgi.rs`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CgiConfig {
     /// The directory the scripts live in; `None` (the default) turns CGI off.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
     /// The URL path prefix the directory is mounted at (starts and ends with `/`).
     pub prefix: String,
     /// How long a script may run, from its start to the end of its output (nginx
     /// `fastcgi_read_timeout` is 60s); past it the script's process group is killed and the
     /// client gets 504 (or, once the response has begun, a closed connection).
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub timeout: Duration,
     /// File name endings (e.g. `[".cgi"]`) that make an executable file anywhere under the
     /// document root a CGI script (Apache's `AddHandler cgi-script .cgi`); empty: off.
@@ -443,7 +480,7 @@ impl Default for CgiConfig {
 }
 
 /// The `pipeline` model: its stages' threads, queues and controller.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(from = "PipelineToml")]
 pub struct PipelineConfig {
     /// Most threads of all four stages together (the paper's M). Every stage starts this many
@@ -460,7 +497,7 @@ pub struct PipelineConfig {
     /// Capacity of each stage's task queue; a full queue makes the stage before it wait.
     pub queue: usize,
     /// How often the load monitor samples and the controller decides.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub period: Duration,
     /// Move threads between stages; `false` keeps the initial allocation.
     pub controller: bool,
@@ -499,7 +536,7 @@ impl Default for PipelineConfig {
 }
 
 /// One reverse-proxy mount (see `handlers/proxy.rs`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProxyConfig {
     /// Requests whose path starts with this (and still does once normalised) are forwarded;
@@ -515,15 +552,15 @@ pub struct ProxyConfig {
     pub host: ProxyHost,
     /// Longest wait for the TCP handshake with the upstream (nginx `proxy_connect_timeout`,
     /// 60 s there; 5 s here); past it, 504.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub connect_timeout: Duration,
     /// Longest wait between two reads from the upstream, and for each write to it (nginx
     /// `proxy_read_timeout`, 60 s); past it, 504, or a cut response once it has begun.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub read_timeout: Duration,
     /// An idle pooled connection older than this is closed rather than reused (upstreams
     /// close idle connections too: nginx after 75 s, Apache after 5 s).
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub idle_timeout: Duration,
     /// Idle keep-alive connections kept per upstream (nginx `keepalive`); 0 disables reuse.
     pub max_idle: usize,
@@ -676,7 +713,7 @@ impl FromStr for ProxyConfig {
 }
 
 /// The `Host` a proxied request carries upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProxyHost {
     /// The client's `Host` (the upstream's authority if the client sent none): the upstream
@@ -687,7 +724,7 @@ pub enum ProxyHost {
 }
 
 /// The status page and metrics.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StatusConfig {
     /// Mount `/_weft/status`, `/_weft/status.json` and `/_weft/metrics`.
@@ -760,6 +797,18 @@ impl FromStr for Cidr {
     }
 }
 
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl Serialize for Cidr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl<'de> Deserialize<'de> for Cidr {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cidr, D::Error> {
         String::deserialize(d)?
@@ -787,6 +836,16 @@ impl FromStr for AccessLogTarget {
     }
 }
 
+impl Serialize for AccessLogTarget {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AccessLogTarget::Off => s.serialize_str("off"),
+            AccessLogTarget::Stdout => s.serialize_str("stdout"),
+            AccessLogTarget::File(p) => p.serialize(s),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for AccessLogTarget {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d)?
@@ -796,7 +855,7 @@ impl<'de> Deserialize<'de> for AccessLogTarget {
 }
 
 /// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Document root (`www` by default, relative to the working directory).
@@ -804,6 +863,7 @@ pub struct Config {
     /// Listening addresses; `127.0.0.1:8080` with the default model when empty.
     pub listen: Vec<Listen>,
     /// Worker threads for models that use a fixed number (default: one per core).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
     /// Combined Log Format access log.
     pub access_log: AccessLogTarget,
@@ -811,6 +871,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub static_files: StaticConfig,
     pub echo: EchoConfig,
+    pub health: HealthConfig,
     pub status: StatusConfig,
     pub fiber: FiberConfig,
     pub cache: CacheConfig,
@@ -823,7 +884,7 @@ pub struct Config {
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimingConfig {
     /// Histograms of every phase of every request (a few clock reads per request).
@@ -851,6 +912,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             static_files: StaticConfig::default(),
             echo: EchoConfig::default(),
+            health: HealthConfig::default(),
             status: StatusConfig::default(),
             fiber: FiberConfig::default(),
             cache: CacheConfig::default(),
@@ -879,6 +941,12 @@ impl Config {
         Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// The configuration as a TOML file that `from_toml` reads back to the same value
+    /// (`weft check` prints it).
+    pub fn to_toml(&self) -> Result<String, String> {
+        toml::to_string(self).map_err(|e| e.to_string())
+    }
+
     /// The listeners to open: the configured ones, or the default address.
     pub fn listeners(&self) -> Vec<Listen> {
         if self.listen.is_empty() {
@@ -905,6 +973,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("bad duration unit in `{s}` (use ms, s, m or h)")),
     };
     Duration::try_from_secs_f64(secs).map_err(|e| format!("bad duration `{s}`: {e}"))
+}
+
+/// Writes a duration as `parse_duration` reads it back: whole seconds as `"75s"`, else
+/// milliseconds (`"250ms"`), else fractional seconds.
+pub fn format_duration(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.subsec_nanos() % 1_000_000 == 0 {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}", d.as_secs_f64())
+    }
+}
+
+fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
 }
 
 /// A setting's value as written, so that a value of the wrong type or range can be reported
@@ -1148,7 +1232,8 @@ mod tests {
         assert_eq!(c.timeouts.send, Duration::from_millis(1500));
         assert_eq!(c.timeouts.body_read, Duration::from_secs(60));
         assert_eq!(c.limits.max_body, 10);
-        assert_eq!(c.echo.path, "");
+        assert_eq!(c.echo.path.as_deref(), Some(""));
+        assert_eq!(c.echo.mount_path(&c.root), None);
         assert!(c.status.allow[0].contains("10.1.2.3".parse().unwrap()));
         assert!(!c.status.allow[0].contains("11.1.2.3".parse().unwrap()));
     }
@@ -1405,6 +1490,42 @@ mod tests {
         let all: Cidr = "0.0.0.0/0".parse().unwrap();
         assert!(all.contains("8.8.8.8".parse().unwrap()));
         assert!("1.2.3.4/33".parse::<Cidr>().is_err());
+    }
+
+    #[test]
+    fn a_config_written_as_toml_reads_back_the_same() {
+        let mut c = Config::from_toml(
+            r#"
+            root = "/srv/www"
+            threads = 3
+            access_log = "/var/log/weft/access.log"
+            [[listen]]
+            addr = "[::1]:9000"
+            model = "pipeline"
+            [timeouts]
+            send = "1500ms"
+            [echo]
+            path = ""
+            [status]
+            allow = ["10.0.0.0/8", "::1"]
+            [cgi]
+            dir = "/srv/cgi"
+            [pipeline]
+            period = "100ms"
+            c1 = 2e-5
+            [[proxy]]
+            prefix = "/api/"
+            upstream = "http://127.0.0.1:9000"
+            "#,
+        )
+        .unwrap();
+        c.timeouts.body_read = Duration::from_micros(1500);
+        let text = c.to_toml().unwrap();
+        assert_eq!(Config::from_toml(&text).unwrap(), c, "{text}");
+        let d = Config::default();
+        assert_eq!(Config::from_toml(&d.to_toml().unwrap()).unwrap(), d);
+        assert_eq!(format_duration(Duration::from_secs(75)), "75s");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
     }
 
     #[test]

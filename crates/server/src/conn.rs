@@ -353,6 +353,10 @@ pub(crate) fn log_access(app: &App, info: &ConnInfo, req: &Request, status: u16,
     let Some(log) = &app.access_log else {
         return;
     };
+    let health = &app.cfg.health;
+    if !health.log && !health.path.is_empty() && req.path() == health.path {
+        return;
+    }
     let head_only = req.method() == Method::Head;
     log.write(&Entry {
         peer: info.peer.ip(),

@@ -48,6 +48,17 @@ pub const PAPER_FILES: &[FileSpec] = &[
     },
 ];
 
+/// The file that marks a document root as the repository's own sample site (`www/`): only
+/// there does `weft serve` generate these files on its own and mount `/echo` by default. A
+/// dotfile, so the static files never serve it.
+pub const SAMPLE_SITE_MARKER: &str = ".weft-sample-site";
+
+/// True if `root` is the repository's sample site (it holds [`SAMPLE_SITE_MARKER`]). A user's
+/// directory that happens to be called `www` is not.
+pub fn is_sample_site(root: &Path) -> bool {
+    root.join(SAMPLE_SITE_MARKER).is_file()
+}
+
 /// Writes every missing (or wrong-sized) generated file under `root`; returns how many it wrote.
 ///
 /// A file whose size is already right is left alone (its content is not re-read).
@@ -371,6 +382,20 @@ mod tests {
             distinct > 200,
             "only {distinct} distinct byte values in 1 KiB"
         );
+    }
+
+    #[test]
+    fn only_a_root_with_the_marker_is_the_sample_site() {
+        let root = scratch_dir("marker");
+        fs::create_dir_all(&root).unwrap();
+        assert!(!is_sample_site(&root));
+        fs::write(root.join(SAMPLE_SITE_MARKER), "").unwrap();
+        assert!(is_sample_site(&root));
+        // The repository's own sample site carries it (tests run in crates/server).
+        assert!(is_sample_site(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www")
+        ));
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod app;
 pub mod body;
 pub mod cache;
 pub mod calibrate;
+pub mod check;
 pub mod config;
 pub mod conn;
 pub mod fileset;

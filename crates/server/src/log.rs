@@ -43,6 +43,8 @@ pub fn init_error_log() {
 pub struct AccessLog {
     out: Arc<Mutex<BufWriter<Box<dyn Write + Send>>>>,
     flusher: Arc<std::sync::Once>,
+    /// Where it goes, to open it again on [`AccessLog::reopen`].
+    target: AccessLogTarget,
 }
 
 impl std::fmt::Debug for AccessLog {
@@ -67,17 +69,28 @@ pub struct Entry<'a> {
 impl AccessLog {
     /// Opens the log; `None` when it is off. A file is appended to.
     pub fn open(target: &AccessLogTarget) -> io::Result<Option<AccessLog>> {
-        let w: Box<dyn Write + Send> = match target {
-            AccessLogTarget::Off => return Ok(None),
-            AccessLogTarget::Stdout => Box::new(io::stdout()),
-            AccessLogTarget::File(p) => {
-                Box::new(OpenOptions::new().create(true).append(true).open(p)?)
-            }
+        let Some(w) = writer(target)? else {
+            return Ok(None);
         };
         Ok(Some(AccessLog {
-            out: Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, w))),
+            out: Arc::new(Mutex::new(BufWriter::with_capacity(BUFFER, w))),
             flusher: Arc::new(std::sync::Once::new()),
+            target: target.clone(),
         }))
+    }
+
+    /// Opens the file at the configured path again (SIGUSR1, as nginx: logrotate renames the
+    /// file, then signals, and the next lines go to a new file at the path). Buffered lines
+    /// go to the old file first. On an error the old file stays in use.
+    pub fn reopen(&self) -> io::Result<()> {
+        let AccessLogTarget::File(_) = &self.target else {
+            return Ok(());
+        };
+        let w = writer(&self.target)?.expect("a file target opens a writer");
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        out.flush()?;
+        *out = BufWriter::with_capacity(BUFFER, w);
+        Ok(())
     }
 
     /// Starts the thread that flushes the log once a second (once; later calls do nothing).
@@ -115,6 +128,20 @@ impl AccessLog {
     pub fn flush(&self) {
         let _ = self.out.lock().unwrap_or_else(|e| e.into_inner()).flush();
     }
+}
+
+/// Bytes of access-log lines buffered before a write (and at most a second's worth).
+const BUFFER: usize = 64 * 1024;
+
+/// The writer for `target`; `None` when it is off. A file is appended to, created if missing.
+fn writer(target: &AccessLogTarget) -> io::Result<Option<Box<dyn Write + Send>>> {
+    Ok(match target {
+        AccessLogTarget::Off => None,
+        AccessLogTarget::Stdout => Some(Box::new(io::stdout())),
+        AccessLogTarget::File(p) => Some(Box::new(
+            OpenOptions::new().create(true).append(true).open(p)?,
+        )),
+    })
 }
 
 /// `ip - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 2326 "referer" "agent"\n`

@@ -23,6 +23,10 @@ struct Cli {
 enum Cmd {
     /// Serve a document root (default: www/ on http://127.0.0.1:8080).
     Serve(ServeArgs),
+    /// Check a configuration as `serve` would take it (root, CGI directory, proxy upstreams,
+    /// ports free), print the effective configuration as TOML, exit 0 if it would start, 1 if
+    /// not (as `nginx -t`).
+    Check(ServeArgs),
     /// Write the papers' generated test files (changes.html, files/*.bin) under DIR.
     Fileset {
         /// Document root to fill.
@@ -93,6 +97,14 @@ struct ServeArgs {
     /// that is not a file); may repeat (config `[[proxy]]`).
     #[arg(long = "proxy", value_name = "/PREFIX=http://HOST:PORT")]
     proxy: Vec<weft::config::ProxyConfig>,
+    /// Mount the echo function at PATH, or "off" (config `[echo] path`; by default mounted at
+    /// /echo on the sample site www/ only).
+    #[arg(long, value_name = "PATH|off")]
+    echo: Option<String>,
+    /// Mount the health check at PATH: 200 ok while serving, 503 once a drain has begun
+    /// (config `[health] path`).
+    #[arg(long, value_name = "PATH")]
+    health: Option<String>,
 }
 
 /// `on` or `off`.
@@ -107,6 +119,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Serve(args) => serve(args),
+        Cmd::Check(args) => check(args),
         Cmd::Fileset { dir } => fileset::ensure(&dir)
             .map(|n| println!("wrote {n} files under {}", dir.display()))
             .map_err(|e| format!("fileset: {e}")),
@@ -195,6 +208,12 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
         cfg.pipeline.controller = matches!(c, OnOff::On);
     }
     cfg.proxy.extend(args.proxy.iter().cloned());
+    if let Some(path) = &args.health {
+        cfg.health.path = path.clone();
+    }
+    if let Some(path) = &args.echo {
+        cfg.echo.path = Some(if path == "off" { "" } else { path }.to_string());
+    }
     Ok(cfg)
 }
 
@@ -212,14 +231,32 @@ fn check_root(root: &std::path::Path) -> Result<(), String> {
     ))
 }
 
+fn check(args: ServeArgs) -> Result<(), String> {
+    let cfg = load_config(&args)?;
+    let text = weft::check::effective(&cfg).to_toml()?;
+    print!("{text}");
+    let _ = std::io::stdout().flush();
+    let problems = weft::check::problems(&cfg);
+    for p in &problems {
+        eprintln!("weft: {p}");
+    }
+    match problems.len() {
+        0 => {
+            eprintln!("weft: the configuration is ok");
+            Ok(())
+        }
+        n => Err(format!("the configuration has {n} problem(s)")),
+    }
+}
+
 fn serve(args: ServeArgs) -> Result<(), String> {
     let cfg = load_config(&args)?;
-    let default_root = args.root.is_none() && args.config.is_none();
     if cfg.static_files.enabled {
         check_root(&cfg.root)?;
     }
-    if default_root {
-        // The sample site's large files are generated, not committed.
+    if fileset::is_sample_site(&cfg.root) {
+        // The sample site's large files are generated, not committed; only there (its marker
+        // file), never into a user's directory (`weft fileset DIR` does that on request).
         let n =
             fileset::ensure(&cfg.root).map_err(|e| format!("generating the sample files: {e}"))?;
         if n > 0 {

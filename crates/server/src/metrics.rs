@@ -36,6 +36,9 @@ pub struct ListenerMetrics {
 pub struct Counters {
     /// Responses by status class: index 0 = 1xx … 4 = 5xx.
     pub responses: [AtomicU64; 5],
+    /// Responses by status code: index `code - 100` for 100..=599 (a code a handler set
+    /// outside that range counts at the nearer end).
+    pub by_status: [AtomicU64; STATUS_CODES],
     pub bytes_out: AtomicU64,
     pub accepted: AtomicU64,
     pub open: AtomicU64,
@@ -46,6 +49,9 @@ pub struct Counters {
 // SAFETY: only AtomicU64 fields (directly or in arrays of `PhaseHistogram`, itself only
 // AtomicU64s); all-zero is every counter at 0.
 unsafe impl AtomicsOnly for Counters {}
+
+/// Status codes counted one by one: 100 to 599.
+pub const STATUS_CODES: usize = 500;
 
 /// The phases of a request that `[timing]` measures (the CGI paper's breakdown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +191,8 @@ impl ListenerMetrics {
     pub fn response(&self, status: u16, bytes: u64) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.responses[class].fetch_add(1, Relaxed);
+        let code = usize::from(status).clamp(100, 100 + STATUS_CODES - 1) - 100;
+        self.by_status[code].fetch_add(1, Relaxed);
         self.bytes_out.fetch_add(bytes, Relaxed);
     }
 
@@ -222,6 +230,10 @@ impl Drop for OpenGuard {
 #[derive(Debug)]
 pub struct Metrics {
     pub started: Instant,
+    /// The server's process, whose `process_*` figures `/_weft/metrics` reports: taken when
+    /// the metrics are made, before the `process` model forks, so a connection process that
+    /// answers the request reports the server, not itself.
+    server_pid: u32,
     listeners: Mutex<Vec<Arc<ListenerMetrics>>>,
     /// The response cache, when it is on (replaced when a reload replaces the cache).
     cache: Mutex<Option<Arc<ResponseCache>>>,
@@ -234,6 +246,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             started: Instant::now(),
+            server_pid: std::process::id(),
             listeners: Mutex::new(Vec::new()),
             cache: Mutex::new(None),
             timing: AtomicBool::new(false),
@@ -512,7 +525,119 @@ impl Metrics {
             "# HELP weft_uptime_seconds Seconds since start.\n# TYPE weft_uptime_seconds gauge\nweft_uptime_seconds {}",
             self.started.elapsed().as_secs()
         );
+        // Named as the Prometheus client libraries' process collector and promhttp's `code`
+        // label name them, so stock dashboards and alerts work unchanged.
+        out.push_str(
+            "# HELP weft_http_responses_total Responses sent, by listener, model and status code.\n\
+             # TYPE weft_http_responses_total counter\n",
+        );
+        for l in &ls {
+            for (i, c) in l.by_status.iter().enumerate() {
+                let n = c.load(Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "weft_http_responses_total{{{},code=\"{}\"}} {n}",
+                        label(l),
+                        i + 100
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP weft_build_info The weft build serving.\n# TYPE weft_build_info gauge\n\
+             weft_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        match ProcessStats::read(self.server_pid) {
+            Ok(p) => {
+                for (name, kind, help, v) in [
+                    (
+                        "process_cpu_seconds_total",
+                        "counter",
+                        "Total user and system CPU time spent in seconds.",
+                        p.cpu_seconds,
+                    ),
+                    (
+                        "process_resident_memory_bytes",
+                        "gauge",
+                        "Resident memory size in bytes.",
+                        p.resident_bytes as f64,
+                    ),
+                    (
+                        "process_virtual_memory_bytes",
+                        "gauge",
+                        "Virtual memory size in bytes.",
+                        p.virtual_bytes as f64,
+                    ),
+                    (
+                        "process_open_fds",
+                        "gauge",
+                        "Number of open file descriptors.",
+                        p.open_fds as f64,
+                    ),
+                    (
+                        "process_start_time_seconds",
+                        "gauge",
+                        "Start time of the process since unix epoch in seconds.",
+                        p.start_time_seconds,
+                    ),
+                ] {
+                    let _ = writeln!(
+                        out,
+                        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+                    );
+                }
+            }
+            Err(e) => log::warn!("metrics: cannot read /proc for process_*: {e}"),
+        }
         out
+    }
+}
+
+/// The server process's figures from `/proc` (Linux), as the Prometheus process collector
+/// reads them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessStats {
+    /// User and system CPU time.
+    pub cpu_seconds: f64,
+    pub resident_bytes: u64,
+    pub virtual_bytes: u64,
+    pub open_fds: u64,
+    /// Seconds since the Unix epoch.
+    pub start_time_seconds: f64,
+}
+
+impl ProcessStats {
+    /// Reads `/proc/PID/stat`, `/proc/PID/fd` and the boot time from `/proc/stat`.
+    pub fn read(pid: u32) -> std::io::Result<ProcessStats> {
+        let bad =
+            |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // The command name (field 2) may hold spaces and parentheses: fields 3 on follow the
+        // last `)`.
+        let rest = stat.rsplit_once(')').ok_or_else(|| bad("stat"))?.1;
+        let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+        // proc(5): utime 14, stime 15, starttime 22, vsize 23, rss 24 (1-based; f[0] is 3).
+        let field = |n: usize| -> std::io::Result<u64> {
+            f.get(n - 3)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad("stat field"))
+        };
+        let ticks = crate::sys::clock_ticks_per_second() as f64;
+        let boot = std::fs::read_to_string("/proc/stat")?
+            .lines()
+            .find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok())
+            .ok_or_else(|| bad("btime"))?;
+        let open_fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64;
+        Ok(ProcessStats {
+            cpu_seconds: (field(14)? + field(15)?) as f64 / ticks,
+            resident_bytes: field(24)? * crate::sys::page_size(),
+            virtual_bytes: field(23)?,
+            open_fds,
+            start_time_seconds: boot as f64 + field(22)? as f64 / ticks,
+        })
     }
 }
 
@@ -552,6 +677,50 @@ mod tests {
             !p.contains("weft_request_phase_seconds"),
             "no phase timed: {p}"
         );
+        for code in [200, 404, 503] {
+            let line = format!(
+                "weft_http_responses_total{{listener=\"127.0.0.1:1\",model=\"thread\",code=\"{code}\"}} 1\n"
+            );
+            assert!(p.contains(&line), "{line} in {p}");
+        }
+        assert!(!p.contains("code=\"500\""), "{p}");
+        assert!(p.contains(&format!(
+            "weft_build_info{{version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
+
+    #[test]
+    fn process_figures_of_this_process_are_plausible() {
+        let p = ProcessStats::read(std::process::id()).unwrap();
+        assert!(
+            p.resident_bytes > 0 && p.virtual_bytes >= p.resident_bytes,
+            "{p:?}"
+        );
+        // stdin, stdout, stderr at least.
+        assert!(p.open_fds >= 3, "{p:?}");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        // Started before now, and not before the test binary was built (a day's slack).
+        assert!(
+            p.start_time_seconds <= now + 1.0 && p.start_time_seconds > now - 86_400.0,
+            "{p:?}"
+        );
+        assert!(p.cpu_seconds >= 0.0, "{p:?}");
+        let text = Metrics::default().to_prometheus();
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_start_time_seconds",
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {name} ")),
+                "{name} in {text}"
+            );
+        }
     }
 
     #[test]

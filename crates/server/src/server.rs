@@ -56,7 +56,8 @@ impl ServerBuilder {
     }
 
     /// Mounts `handler` for `method` (`"*"`: any method) at exactly `path`. Routes are tried in
-    /// the order added, before the built-in echo and status handlers and the static files.
+    /// the order added, after the health check (`[health] path`) and before the built-in echo
+    /// and status handlers and the static files.
     pub fn route<F>(mut self, method: &str, path: &str, handler: F) -> Self
     where
         F: Fn(&Request, &mut RequestBody<'_>) -> Response + Send + Sync + 'static,
@@ -212,7 +213,18 @@ fn default_workers() -> usize {
 
 /// Binds `count` sockets to `addr` (with `SO_REUSEPORT` when more than one; port 0 resolves
 /// once and the others join that port).
+///
+/// A port another process listens on is refused with `AddrInUse` whatever `count` is. One
+/// socket without `SO_REUSEPORT` gets that from the kernel; a `SO_REUSEPORT` group would not,
+/// since Linux lets any process of the same user join it (two servers would silently share
+/// the port), so the port is probed first with a plain bind ([`probe_port`]). The probe, not
+/// one socket shared by all workers, because per-worker sockets are what the fiber model's
+/// accept path is measured with (BENCHMARKS.md, `fiber.accept`); what is left is a window of
+/// microseconds in which two servers started at the same instant could both pass the probe.
 fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<TcpListener>> {
+    if count > 1 && addr.port() != 0 {
+        probe_port(addr)?;
+    }
     let mut out: Vec<TcpListener> = Vec::with_capacity(count);
     for _ in 0..count {
         let at = out.first().map_or(Ok(addr), |l| l.local_addr())?;
@@ -227,11 +239,36 @@ fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<TcpListener>> {
         // Accepted connections inherit TCP_NODELAY from the listener (Linux copies it), which
         // saves a setsockopt per connection: responses go out without Nagle's wait.
         socket.set_tcp_nodelay(true)?;
-        socket.bind(&at.into())?;
+        socket.bind(&at.into()).map_err(in_use_message)?;
         socket.listen(BACKLOG)?;
         out.push(socket.into());
     }
     Ok(out)
+}
+
+/// Fails with `AddrInUse` if a socket listens on `addr` (or on the wildcard address of its
+/// port): a plain bind, with `SO_REUSEADDR` so that connections in TIME_WAIT from an earlier
+/// run do not count, conflicts with any listening socket, `SO_REUSEPORT` or not. The socket is
+/// closed again at once, never listened on. `weft check` uses it too.
+pub fn probe_port(addr: SocketAddr) -> io::Result<()> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into()).map_err(in_use_message)
+}
+
+/// Says what `EADDRINUSE` means here (the OS text is "Address already in use").
+fn in_use_message(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::AddrInUse {
+        io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "address in use (another process listens on this port)",
+        )
+    } else {
+        e
+    }
 }
 
 #[derive(Debug)]
@@ -280,6 +317,20 @@ impl ShutdownHandle {
             unsafe { libc::kill(pid, libc::SIGHUP) };
         }
         self.live.reload()
+    }
+
+    /// Opens the access log file again at its configured path (after logrotate renamed it);
+    /// the `process` model's master is told to as well, for the connections it forks next.
+    pub fn reopen_logs(&self) -> io::Result<()> {
+        if let Some(pid) = self.master {
+            // SAFETY: kill takes no pointers; the master is our child and not yet reaped
+            // while the server runs.
+            unsafe { libc::kill(pid, libc::SIGUSR1) };
+        }
+        match &self.live.current().access_log {
+            Some(l) => l.reopen(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -408,17 +459,24 @@ impl Server {
     }
 }
 
-/// Starts a thread that begins graceful shutdown on SIGINT or SIGTERM and reloads the
-/// configuration on SIGHUP.
+/// Starts a thread that begins graceful shutdown on SIGINT or SIGTERM, reloads the
+/// configuration on SIGHUP and reopens the access log on SIGUSR1 (nginx's signals).
 pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])?;
     std::thread::Builder::new()
         .name("weft-signals".into())
         .spawn(move || {
             let mut stopping = false;
             for sig in signals.forever() {
                 match sig {
+                    SIGUSR1 => match handle.reopen_logs() {
+                        Ok(()) => log::info!("signal {sig}: access log reopened"),
+                        Err(e) => log::error!(
+                            "signal {sig}: cannot reopen the access log, still writing the old \
+                             file: {e}"
+                        ),
+                    },
                     SIGHUP if !stopping => match handle.reload() {
                         Ok(()) => log::info!("signal {sig}: configuration reloaded"),
                         Err(e) => {

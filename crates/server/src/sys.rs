@@ -325,6 +325,20 @@ fn coarse_ms(clock: libc::clockid_t, resolution: bool) -> u64 {
     ms + u64::try_from(ts.tv_nsec).unwrap_or(0).div_ceil(1_000_000)
 }
 
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of CPU times in `/proc`.
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf takes no pointers and has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(100)
+}
+
+/// Bytes per memory page (`sysconf(_SC_PAGESIZE)`), the unit of resident sizes in `/proc`.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf takes no pointers and has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,6 +20,8 @@ mod limits;
 mod malformed;
 #[path = "blackbox/nodelay.rs"]
 mod nodelay;
+#[path = "blackbox/ops.rs"]
+mod ops;
 #[path = "blackbox/proxy.rs"]
 mod proxy;
 #[path = "blackbox/reload.rs"]

@@ -222,6 +222,9 @@ fn a_panicking_handler_closes_its_connection_and_the_stage_keeps_its_thread() {
     let dir = common::unique_dir("pipe-panic");
     let cfg = weft::Config {
         root: dir.clone(),
+        echo: weft::config::EchoConfig {
+            path: Some("/echo".into()),
+        },
         // One process thread: if the panic took it, nothing would answer afterwards.
         pipeline: weft::config::PipelineConfig {
             threads_total: 4,

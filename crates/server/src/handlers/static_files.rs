@@ -42,6 +42,8 @@ pub struct StaticFiles {
     cfg: StaticConfig,
     resolve: Resolve,
     cache: Option<Arc<ResponseCache>>,
+    /// `charset = "utf-8"`: text types are declared UTF-8.
+    utf8: bool,
 }
 
 /// Where a response's body comes from.
@@ -69,6 +71,16 @@ impl StaticFiles {
                 format!("{} is not a directory", root.display()),
             ));
         }
+        let utf8 = match cfg.charset.to_ascii_lowercase().as_str() {
+            "utf-8" | "utf8" => true,
+            "" | "off" => false,
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("[static_files] charset `{other}`: only \"utf-8\" or \"\" (none)"),
+                ))
+            }
+        };
         let resolve = if cfg.symlinks_outside_root {
             Resolve::Follow
         } else {
@@ -80,6 +92,7 @@ impl StaticFiles {
             cfg,
             resolve,
             cache,
+            utf8,
         })
     }
 
@@ -234,7 +247,11 @@ impl StaticFiles {
         meta: &std::fs::Metadata,
         key: &[u8],
     ) -> Response {
-        let v = Validators::new(meta, content_type(rel));
+        let mut ct = content_type(rel);
+        if self.utf8 {
+            ct = with_charset(ct);
+        }
+        let v = Validators::new(meta, ct);
         if let Some(cache) = &self.cache {
             if let Some(entry) = cache.fill(key, rel, &file, meta, v.clone()) {
                 return answer(req, conds, v, Source::Cached(entry));
@@ -272,8 +289,9 @@ impl StaticFiles {
             ));
         }
         page.push_str("</pre><hr></body>\r\n</html>\r\n");
+        // The names were converted to UTF-8 above, whatever the charset setting.
         Response::new(200)
-            .header("Content-Type", "text/html")
+            .header("Content-Type", "text/html; charset=utf-8")
             .body(page)
     }
 }
@@ -390,6 +408,37 @@ pub fn content_type(rel: &[u8]) -> &'static str {
         .unwrap_or("application/octet-stream")
 }
 
+/// `content_type` with `; charset=utf-8` where it is a text type: `text/*` and the textual
+/// `application/` and `image/svg+xml` types (a superset of nginx's default `charset_types`).
+/// Static strings, so the head costs nothing more to build; a cached response has it in
+/// its prepared head anyway.
+pub fn with_charset(content_type: &'static str) -> &'static str {
+    match content_type {
+        "text/html" => "text/html; charset=utf-8",
+        "text/plain" => "text/plain; charset=utf-8",
+        "text/css" => "text/css; charset=utf-8",
+        "text/javascript" => "text/javascript; charset=utf-8",
+        "text/xml" => "text/xml; charset=utf-8",
+        "text/csv" => "text/csv; charset=utf-8",
+        "text/markdown" => "text/markdown; charset=utf-8",
+        "text/x-markdown" => "text/x-markdown; charset=utf-8",
+        "text/calendar" => "text/calendar; charset=utf-8",
+        "text/vtt" => "text/vtt; charset=utf-8",
+        "text/tab-separated-values" => "text/tab-separated-values; charset=utf-8",
+        "application/javascript" => "application/javascript; charset=utf-8",
+        "application/x-javascript" => "application/x-javascript; charset=utf-8",
+        "application/json" => "application/json; charset=utf-8",
+        "application/ld+json" => "application/ld+json; charset=utf-8",
+        "application/manifest+json" => "application/manifest+json; charset=utf-8",
+        "application/xml" => "application/xml; charset=utf-8",
+        "application/rss+xml" => "application/rss+xml; charset=utf-8",
+        "application/atom+xml" => "application/atom+xml; charset=utf-8",
+        "application/xhtml+xml" => "application/xhtml+xml; charset=utf-8",
+        "image/svg+xml" => "image/svg+xml; charset=utf-8",
+        other => other,
+    }
+}
+
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -419,6 +468,23 @@ pub fn unix_secs(t: SystemTime) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_types_get_the_charset_and_others_do_not() {
+        for (file, ct) in [
+            ("index.html", "text/html; charset=utf-8"),
+            ("a.css", "text/css; charset=utf-8"),
+            ("a.js", "text/javascript; charset=utf-8"),
+            ("a.json", "application/json; charset=utf-8"),
+            ("a.svg", "image/svg+xml; charset=utf-8"),
+            ("a.txt", "text/plain; charset=utf-8"),
+            ("a.png", "image/png"),
+            ("a.bin", "application/octet-stream"),
+            ("noext", "application/octet-stream"),
+        ] {
+            assert_eq!(with_charset(content_type(file.as_bytes())), ct, "{file}");
+        }
+    }
 
     #[test]
     fn mime_types() {

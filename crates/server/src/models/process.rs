@@ -178,6 +178,11 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     // children forked afterwards serve with it.
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(libc::SIGHUP, hup.clone())?;
+    // SIGUSR1 (forwarded too): reopen the access log, so children forked afterwards write to
+    // the new file; a child keeps the file it was forked with (one connection's life). The
+    // children inherit this handler, so a SIGUSR1 sent to the process group kills none.
+    let usr1 = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(libc::SIGUSR1, usr1.clone())?;
     // SIGCHLD only interrupts the master's epoll_wait (never restarted after a handler), so an
     // exited child is reaped, its connection taken back or closed, and a queued request given
     // its slot at once. The handler writes to no descriptor, so the children that inherit it
@@ -218,6 +223,11 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             }
             app = live.current();
             m.parser = Parser::new(app.cfg.limits.http());
+        }
+        if usr1.swap(false, Relaxed) {
+            if let Some(Err(e)) = app.access_log.as_ref().map(|l| l.reopen()) {
+                log::error!("process model master: cannot reopen the access log: {e}");
+            }
         }
         m.reap(&app, false);
         m.dispatch(&app, &fds, &mut gate);

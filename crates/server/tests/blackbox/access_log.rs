@@ -87,3 +87,44 @@ fn combined_log_format_flushed_within_a_second_and_at_exit() {
     assert!(tail.starts_with("\"GET /nope HTTP/1.1\" 404 "), "{tail}");
     check_line(find("\"HEAD / "), "HEAD / HTTP/1.0", 200, 0, "-", "a\\x22b");
 }
+
+#[test]
+fn sigusr1_reopens_the_log_at_its_path_after_a_rename() {
+    let b = Builder::new("reopen");
+    let log = b.dir().join("access.log");
+    let rotated = b.dir().join("access.log.1");
+    let srv = b
+        .args(&["--access-log", &log.display().to_string()])
+        .start();
+    assert_eq!(srv.get("/?before").status, 200);
+    let lines = wait_for_lines(&log, 1, Duration::from_secs(5));
+    assert!(lines.iter().any(|l| l.contains("/?before")), "{lines:?}");
+
+    // logrotate: rename, then signal.
+    std::fs::rename(&log, &rotated).unwrap();
+    srv.signal(libc::SIGUSR1);
+    // The signal is handled asynchronously (and by the process model's master between
+    // accepts), so requests go on until one lands in a new file at the configured path.
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut n = 0;
+    loop {
+        n += 1;
+        assert_eq!(srv.get(&format!("/?after-{n}")).status, 200);
+        // Lines are flushed once a second: any of the requests since the signal will do.
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("/?after-") {
+            break;
+        }
+        assert!(Instant::now() < end, "no new file at {}", log.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // From then on every line goes to the new file, none to the renamed one.
+    assert_eq!(srv.get("/?later").status, 200);
+    let lines = wait_for_lines(&log, n + 1, Duration::from_secs(5));
+    assert!(lines.iter().any(|l| l.contains("/?later ")), "{lines:?}");
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(old.contains("/?before "), "{old}");
+    assert!(!old.contains("/?later"), "{old}");
+    assert!(!lines.iter().any(|l| l.contains("/?before")), "{lines:?}");
+    srv.assert_alive();
+}

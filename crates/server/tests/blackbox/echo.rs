@@ -30,7 +30,9 @@ fn post_echo_returns_the_body() {
     let r = c.read_response().unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, body);
-    assert_eq!(r.header("Content-Type"), Some("application/x-test"));
+    // Never the client's type: a posted text/html page must not come back as one.
+    assert_eq!(r.header("Content-Type"), Some("application/octet-stream"));
+    assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
 
     // Chunked, in pieces of several sizes, with an extension and a trailer.
     for piece in [1, 7, 1000, 5000] {
@@ -113,10 +115,7 @@ Content-type: application/x-www-form-urlencoded\r\n\
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.body.len(), 542);
     assert_eq!(r.body, body);
-    assert_eq!(
-        r.header("Content-Type"),
-        Some("application/x-www-form-urlencoded")
-    );
+    assert_eq!(r.header("Content-Type"), Some("application/octet-stream"));
     assert!(r.closes(), "HTTP/1.0 without keep-alive must close: {r:?}");
     assert!(c.closed_within(std::time::Duration::from_secs(5)));
     // In one write as well.
@@ -142,6 +141,30 @@ fn echo_path_comes_from_the_config() {
         .send(b"POST /e2 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi");
     assert_eq!((r.status, r.body.as_slice()), (200, &b"hi"[..]));
     assert_eq!(moved.get("/echo").status, 404);
+}
+
+#[test]
+fn echo_reflects_no_client_content_type() {
+    let srv = Server::start("echo-xss");
+    let page = b"<script>alert(document.cookie)</script>";
+    let mut raw = format!(
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n",
+        page.len()
+    )
+    .into_bytes();
+    raw.extend_from_slice(page);
+    let r = srv.send(&raw);
+    assert_eq!((r.status, r.body.as_slice()), (200, &page[..]));
+    assert_eq!(r.header("Content-Type"), Some("application/octet-stream"));
+    assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
+}
+
+#[test]
+fn echo_is_not_mounted_on_a_users_root_unless_configured() {
+    let srv = Builder::new("echo-default").no_echo().start();
+    assert_eq!(srv.get("/echo").status, 404);
+    let r = srv.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi");
+    assert_ne!(r.status, 200, "{r:?}");
 }
 
 #[test]

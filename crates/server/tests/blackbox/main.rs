@@ -20,6 +20,7 @@ mod echo;
 mod limits;
 mod malformed;
 mod nodelay;
+mod ops;
 mod proxy;
 mod reload;
 mod shutdown;

@@ -29,7 +29,7 @@ fn index_redirect_and_missing() {
     let r = srv.get("/");
     assert_eq!(r.status, 200);
     assert_eq!(r.body, INDEX_HTML);
-    assert_eq!(r.header("Content-Type"), Some("text/html"));
+    assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
     assert_eq!(
         r.header("Content-Length"),
         Some(&*INDEX_HTML.len().to_string())
@@ -64,11 +64,17 @@ fn index_redirect_and_missing() {
 fn mime_types() {
     let srv = site();
     for (path, want) in [
-        ("/index.html", &["text/html"][..]),
-        ("/ten.txt", &["text/plain"]),
-        ("/style.css", &["text/css"]),
-        ("/app.js", &["application/javascript", "text/javascript"]),
-        ("/data.json", &["application/json"]),
+        ("/index.html", &["text/html; charset=utf-8"][..]),
+        ("/ten.txt", &["text/plain; charset=utf-8"]),
+        ("/style.css", &["text/css; charset=utf-8"]),
+        (
+            "/app.js",
+            &[
+                "application/javascript; charset=utf-8",
+                "text/javascript; charset=utf-8",
+            ],
+        ),
+        ("/data.json", &["application/json; charset=utf-8"]),
         ("/pic.png", &["image/png"]),
         ("/noext", &["application/octet-stream"]),
         ("/thing.unknownext", &["application/octet-stream"]),

@@ -50,6 +50,9 @@ pub struct Builder {
     args: Vec<String>,
     /// RLIMIT_NOFILE (soft and hard) for the server process.
     nofile: Option<u64>,
+    /// Mount `/echo` (`--echo /echo`): test roots are not the sample site, where it is the
+    /// default. Off when the test's config has an `[echo]` section, or with `no_echo`.
+    echo: bool,
 }
 
 impl Builder {
@@ -65,7 +68,14 @@ impl Builder {
             config: None,
             args: Vec::new(),
             nofile: None,
+            echo: true,
         }
+    }
+
+    /// Starts the server without `--echo /echo` (the default a user's root gets).
+    pub fn no_echo(mut self) -> Builder {
+        self.echo = false;
+        self
     }
 
     /// The test directory (the root is `dir()/root`).
@@ -128,6 +138,11 @@ impl Builder {
             let path = self.dir.join("weft.toml");
             fs::write(&path, cfg).expect("write config");
             cmd.arg("--config").arg(path);
+        }
+        let configures_echo = self.config.as_deref().is_some_and(|c| c.contains("[echo]"))
+            || self.args.iter().any(|a| a == "--echo");
+        if self.echo && !configures_echo {
+            cmd.args(["--echo", "/echo"]);
         }
         cmd.args(&self.args);
         let log = fs::File::create(self.dir.join("server.log")).expect("create server log");

@@ -1,0 +1,85 @@
+//! `weft check`, as `nginx -t`: everything `weft serve` would refuse at start, found without
+//! serving: the configuration parses, the document root and CGI directory exist, proxy
+//! upstreams are `http://` URLs that resolve, the pipeline's threads add up, and no other
+//! process listens on a configured port.
+
+use crate::app::App;
+use crate::config::{Config, Model};
+
+/// The configuration `weft serve` would run with: the default listener written out and the
+/// echo function's mount resolved (`""`: not mounted), so the printed file says what is
+/// served, not what was left to defaults.
+pub fn effective(cfg: &Config) -> Config {
+    let mut out = cfg.clone();
+    out.listen = cfg.listeners();
+    out.echo.path = Some(cfg.echo.mount_path(&cfg.root).unwrap_or("").to_string());
+    out
+}
+
+/// Every problem found with `cfg`, each a line for the operator; empty when it would start.
+pub fn problems(cfg: &Config) -> Vec<String> {
+    let mut found = Vec::new();
+    let listeners = cfg.listeners();
+    if listeners.iter().any(|l| l.model == Model::Pipeline) {
+        if let Err(e) = cfg.pipeline.validate() {
+            found.push(e);
+        }
+    }
+    // Builds the application as `serve` does (root, CGI, proxy upstreams, access log, charset)
+    // and drops it: nothing listens and no thread starts.
+    if let Err(e) = App::new(cfg.clone(), Vec::new()) {
+        found.push(e.to_string());
+    }
+    for l in &listeners {
+        if l.addr.port() == 0 {
+            continue;
+        }
+        if let Err(e) = crate::server::probe_port(l.addr) {
+            found.push(format!("cannot listen on {}: {e}", l.addr));
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_root_or_a_bad_upstream_is_reported() {
+        let mut cfg = Config::from_toml(
+            "root = \"/nonexistent/weft-check\"\n[[listen]]\naddr = \"127.0.0.1:0\"\n",
+        )
+        .unwrap();
+        let found = problems(&cfg);
+        assert!(
+            found.iter().any(|p| p.contains("/nonexistent/weft-check")),
+            "{found:?}"
+        );
+        let eff = effective(&cfg);
+        assert_eq!(eff.echo.path.as_deref(), Some(""));
+        assert_eq!(eff.listen.len(), 1);
+
+        cfg.root = std::env::temp_dir();
+        assert!(problems(&cfg).is_empty());
+        cfg.proxy = vec!["/api/=ftp://127.0.0.1:21".parse().unwrap()];
+        let found = problems(&cfg);
+        assert!(found.iter().any(|p| p.contains("ftp://")), "{found:?}");
+    }
+
+    #[test]
+    fn a_port_in_use_is_reported() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let mut cfg = Config {
+            root: std::env::temp_dir(),
+            ..Config::default()
+        };
+        cfg.listen = vec![format!("{addr}").parse().unwrap()];
+        let found = problems(&cfg);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("address in use"), "{found:?}");
+        drop(taken);
+        assert!(problems(&cfg).is_empty());
+    }
+}
