@@ -161,6 +161,10 @@ pub struct Listen {
     pub addr: SocketAddr,
     #[serde(default = "default_model")]
     pub model: Model,
+    /// Takes a socket handed over under this name (systemd's `FileDescriptorName=`), whatever
+    /// its address; unnamed, a handed-over socket is matched by address.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 fn default_model() -> Model {
@@ -178,7 +182,11 @@ impl FromStr for Listen {
         let addr = addr
             .parse()
             .map_err(|e| format!("bad listen address `{addr}`: {e}"))?;
-        Ok(Listen { addr, model })
+        Ok(Listen {
+            addr,
+            model,
+            name: None,
+        })
     }
 }
 

@@ -16,6 +16,7 @@
 //!     .expect("serve");
 //! ```
 
+pub mod activation;
 pub mod app;
 pub mod body;
 pub mod cache;

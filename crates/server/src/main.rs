@@ -106,7 +106,11 @@ fn main() -> ExitCode {
     weft::log::init_error_log();
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Serve(args) => serve(args),
+        // Sockets handed over are taken first, while the process has one thread (taking them
+        // changes the environment).
+        Cmd::Serve(args) => weft::activation::Activation::from_env()
+            .map_err(|e| e.to_string())
+            .and_then(|a| serve(args, a)),
         Cmd::Fileset { dir } => fileset::ensure(&dir)
             .map(|n| println!("wrote {n} files under {}", dir.display()))
             .map_err(|e| format!("fileset: {e}")),
@@ -198,7 +202,7 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     Ok(cfg)
 }
 
-fn serve(args: ServeArgs) -> Result<(), String> {
+fn serve(args: ServeArgs, activation: weft::activation::Activation) -> Result<(), String> {
     let cfg = load_config(&args)?;
     let default_root = args.root.is_none() && args.config.is_none();
     if cfg.static_files.enabled && !cfg.root.is_dir() {
@@ -223,6 +227,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let server = Server::builder()
         .config(cfg)
         .reload_with(move || load_config(&args))
+        .activation(activation)
         .build()
         .map_err(|e| e.to_string())?;
     weft::server::shutdown_on_signals(server.shutdown_handle()).map_err(|e| e.to_string())?;
