@@ -110,13 +110,18 @@ impl Activation {
         notify(&[NotifyState::Ready]);
     }
 
-    /// Takes the sockets that belong to `l`: those named as it is, or bound to its address.
+    /// Takes the sockets that belong to `l`: those named as it is, or bound to its address. A
+    /// listener on port 0 takes those of one port on its IP: an upgrade hands over the port
+    /// that its previous process resolved, and clients already use it.
     pub(crate) fn take_for(&mut self, l: &Listen) -> Vec<TcpListener> {
         let mut out = Vec::new();
+        let mut port = (l.addr.port() != 0).then_some(l.addr.port());
         let mut i = 0;
         while i < self.listeners.len() {
             let s = &self.listeners[i];
-            if l.name.as_deref() == Some(s.name.as_str()) || s.addr == l.addr {
+            let same_addr =
+                s.addr.ip() == l.addr.ip() && *port.get_or_insert(s.addr.port()) == s.addr.port();
+            if l.name.as_deref() == Some(s.name.as_str()) || same_addr {
                 out.push(self.listeners.remove(i).listener);
             } else {
                 i += 1;
@@ -160,6 +165,10 @@ pub fn notify(state: &[NotifyState]) {
 
 /// How long a new process of an upgrade may take to report ready before it is stopped.
 pub const UPGRADE_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a new process that closed its ready pipe unready may take to exit before it is
+/// killed.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Starts the binary on disk with this process's arguments and listening sockets.
 #[derive(Debug)]
@@ -251,9 +260,24 @@ impl Upgrader {
         // Only the new process holds the write end now: end of file means it is gone.
         drop(write);
         let mut read = std::fs::File::from(read);
-        let failed = |why: String| {
-            let _ = sp::kill(pid, libc::SIGKILL);
-            match sp::wait(pid) {
+        // Reaps the new process, stopping it if it does not end by itself soon (a process
+        // that closed the pipe is on its way out; one that is late is stopped at once).
+        let failed = |why: String, wait: Duration| {
+            let end = std::time::Instant::now() + wait;
+            let exit = loop {
+                match sp::try_wait(pid) {
+                    Ok(Some((_, exit))) => break Ok(exit),
+                    Ok(None) if std::time::Instant::now() < end => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Ok(None) => {
+                        let _ = sp::kill(pid, libc::SIGKILL);
+                        break sp::wait(pid);
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            match exit {
                 Ok(exit) => format!("{why} (it exited: {exit:?})"),
                 Err(_) => why,
             }
@@ -261,17 +285,25 @@ impl Upgrader {
         match crate::sys::poll_readable(read.as_raw_fd(), timeout) {
             Ok(true) => {}
             Ok(false) => {
-                return Err(failed(format!(
-                    "the new process was not ready in {timeout:?}"
-                )))
+                let why = format!("the new process was not ready in {timeout:?}");
+                return Err(failed(why, Duration::ZERO));
             }
-            Err(e) => return Err(failed(format!("waiting for the new process: {e}"))),
+            Err(e) => {
+                let why = format!("waiting for the new process: {e}");
+                return Err(failed(why, Duration::ZERO));
+            }
         }
         let mut byte = [0u8; 1];
         match read.read(&mut byte) {
             Ok(1) => Ok(pid),
-            Ok(_) => Err(failed("the new process ended before it was ready".into())),
-            Err(e) => Err(failed(format!("reading the new process's ready pipe: {e}"))),
+            Ok(_) => Err(failed(
+                "the new process ended before it was ready".into(),
+                EXIT_WAIT,
+            )),
+            Err(e) => Err(failed(
+                format!("reading the new process's ready pipe: {e}"),
+                Duration::ZERO,
+            )),
         }
     }
 }

@@ -459,7 +459,11 @@ fn read_head<T: Transport>(
         }
         if !partial {
             if let Some(r) = &info.registration {
-                if !r.set_idle(true) {
+                // A new connection's first request is awaited even while draining (it stays
+                // busy, so shutdown does not wake it): its client was accepted and has sent,
+                // or is about to send, a request that closing now would lose (an upgrade's
+                // new process serves everything accepted after this one stopped).
+                if !first && !r.set_idle(true) {
                     return Ok(HeadRead::Closed);
                 }
             }

@@ -4,112 +4,19 @@
 //! the test binds).
 
 mod common;
+mod handover;
 
 /// Read by `common` (its `Builder` is not used here).
 const MODEL: &str = "thread";
 
-use std::ffi::CString;
 use std::fs;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::{TcpListener, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use common::{unique_dir, Conn, INDEX_HTML};
-use weft::sys_process::{self as sp, Exit};
-
-/// Longest wait for the server to start, answer or exit.
-const WAIT: Duration = Duration::from_secs(20);
-
-/// A `weft serve` process started as systemd would start it; killed (and reaped) on drop, so a
-/// failing test leaves no server behind.
-struct Weft {
-    pid: sp::Pid,
-    dir: PathBuf,
-    reaped: bool,
-}
-
-impl Weft {
-    /// Starts `weft serve ARGS` with `fds` at 3, 4, ... and `env` (`NAME=value`) added;
-    /// standard output and error go to `dir/server.log`.
-    fn start(dir: &Path, args: &[&str], fds: &[RawFd], env: &[String]) -> Weft {
-        let log = fs::File::create(dir.join("server.log")).expect("create log");
-        let exe = CString::new(env!("CARGO_BIN_EXE_weft")).unwrap();
-        let mut argv = vec![exe.clone(), CString::new("serve").unwrap()];
-        argv.extend(args.iter().map(|a| CString::new(*a).unwrap()));
-        let mut envp: Vec<CString> = vec![
-            CString::new("WEFT_LOG=debug").unwrap(),
-            CString::new(format!("LISTEN_FDS={}", fds.len())).unwrap(),
-        ];
-        if let Ok(path) = std::env::var("PATH") {
-            envp.push(CString::new(format!("PATH={path}")).unwrap());
-        }
-        envp.extend(env.iter().map(|e| CString::new(e.as_str()).unwrap()));
-        let pid =
-            sp::spawn_with_fds(&exe, &argv, &envp, fds, Some(log.as_raw_fd())).expect("spawn weft");
-        Weft {
-            pid,
-            dir: dir.to_path_buf(),
-            reaped: false,
-        }
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-    }
-
-    fn signal(&self, sig: libc::c_int) {
-        sp::kill(self.pid, sig).expect("signal weft");
-    }
-
-    /// Waits for the process to exit (bounded); its exit.
-    fn wait_exit(&mut self) -> Exit {
-        let end = Instant::now() + WAIT;
-        while Instant::now() < end {
-            if let Some((_, exit)) = sp::try_wait(self.pid).expect("waitpid") {
-                self.reaped = true;
-                return exit;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("weft did not exit in {WAIT:?}; its log:\n{}", self.log());
-    }
-}
-
-impl Drop for Weft {
-    fn drop(&mut self) {
-        if !self.reaped {
-            let _ = sp::kill(self.pid, libc::SIGKILL);
-            let _ = sp::wait(self.pid);
-        }
-    }
-}
-
-/// A test directory with `root/index.html`.
-fn site(name: &str) -> PathBuf {
-    let dir = unique_dir(name);
-    fs::create_dir(dir.join("root")).unwrap();
-    fs::write(dir.join("root/index.html"), INDEX_HTML).unwrap();
-    dir
-}
-
-/// `GET /` on a new connection to `addr`, retried until the server answers (it may still be
-/// starting; the socket already queues connections).
-fn get_index(addr: SocketAddr, server: &Weft) -> common::Response {
-    let end = Instant::now() + WAIT;
-    loop {
-        let mut c = Conn::connect(addr);
-        c.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-        match c.read_response() {
-            Ok(r) => return r,
-            Err(e) if Instant::now() > end => {
-                panic!("no answer from {addr}: {e:?}; log:\n{}", server.log())
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-}
+use common::{Conn, INDEX_HTML};
+use handover::{get_index, recv_notify, site, Weft, WAIT};
+use weft::sys_process::Exit;
 
 #[test]
 fn a_socket_handed_over_is_matched_by_address_and_served() {
@@ -228,15 +135,6 @@ fn names_that_do_not_match_the_count_stop_the_start() {
         "log:\n{}",
         server.log()
     );
-}
-
-/// Receives one notification (bounded wait).
-fn recv_notify(sock: &UnixDatagram, server: &Weft) -> String {
-    let mut buf = [0u8; 512];
-    match sock.recv(&mut buf) {
-        Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
-        Err(e) => panic!("no notification: {e}; log:\n{}", server.log()),
-    }
 }
 
 #[test]

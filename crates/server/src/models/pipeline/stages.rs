@@ -168,7 +168,8 @@ fn wait_for_request(conn: Box<Conn>) -> Next {
     if let Some(d) = conn.head_deadline {
         return Next::Park(conn, Wait::Request, d);
     }
-    if !set_idle(&conn, true) {
+    // A new connection's first request is awaited even while draining (see `conn::read_head`).
+    if !conn.first && !set_idle(&conn, true) {
         return Next::Close(conn);
     }
     let idle = if conn.first {
