@@ -62,3 +62,8 @@ fn response_head_corpus() {
 fn cgi_head_corpus() {
     replay("cgi_head", checks::cgi_head);
 }
+
+#[test]
+fn proxy_protocol_corpus() {
+    replay("proxy_protocol", checks::proxy_protocol);
+}
