@@ -264,7 +264,11 @@ pub fn proxy_protocol(data: &[u8]) {
             let alone = parse(&data[..len]);
             assert_eq!(alone, Ok(Parsed::Done { proxied, len }));
             for n in 0..len {
-                assert_eq!(parse(&data[..n]), Ok(Parsed::Partial), "prefix {n} of {len}");
+                assert_eq!(
+                    parse(&data[..n]),
+                    Ok(Parsed::Partial),
+                    "prefix {n} of {len}"
+                );
             }
         }
         Ok(Parsed::Partial) => {

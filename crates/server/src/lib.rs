@@ -29,6 +29,7 @@ pub mod log;
 pub mod metrics;
 pub mod models;
 pub mod net;
+pub mod realip;
 pub mod request;
 pub mod response;
 pub mod server;

@@ -93,6 +93,13 @@ struct ServeArgs {
     /// that is not a file); may repeat (config `[[proxy]]`).
     #[arg(long = "proxy", value_name = "/PREFIX=http://HOST:PORT")]
     proxy: Vec<weft::config::ProxyConfig>,
+    /// Every listener expects a PROXY protocol (v1/v2) header on each connection (config
+    /// `[[listen]] proxy_protocol`).
+    #[arg(long)]
+    proxy_protocol: bool,
+    /// Trust X-Forwarded-For from these proxies (config `real_ip_from`); may repeat or list.
+    #[arg(long, value_name = "CIDR", value_delimiter = ',')]
+    real_ip_from: Vec<weft::config::Cidr>,
 }
 
 /// `on` or `off`.
@@ -199,6 +206,13 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
         cfg.pipeline.controller = matches!(c, OnOff::On);
     }
     cfg.proxy.extend(args.proxy.iter().cloned());
+    if args.proxy_protocol {
+        cfg.listen = cfg.listeners();
+        for l in &mut cfg.listen {
+            l.proxy_protocol = true;
+        }
+    }
+    cfg.real_ip_from.extend(args.real_ip_from.iter().copied());
     Ok(cfg)
 }
 

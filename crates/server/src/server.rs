@@ -138,6 +138,7 @@ impl ServerBuilder {
                     addr,
                     model: m.unwrap_or(default),
                     name: None,
+                    proxy_protocol: false,
                 })
                 .collect();
         } else if let Some(m) = self.model {
@@ -172,6 +173,7 @@ impl ServerBuilder {
             };
             let addr = listeners[0].local_addr()?;
             let metrics = app.metrics.add_listener(addr, l.model);
+            metrics.set_proxy_protocol(l.proxy_protocol);
             bound.push(Bound {
                 listeners,
                 addr,

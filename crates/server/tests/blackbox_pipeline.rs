@@ -22,6 +22,8 @@ mod malformed;
 mod nodelay;
 #[path = "blackbox/proxy.rs"]
 mod proxy;
+#[path = "blackbox/realip.rs"]
+mod realip;
 #[path = "blackbox/reload.rs"]
 mod reload;
 #[path = "blackbox/shutdown.rs"]

@@ -223,6 +223,7 @@ fn serve_child(
         listener: lm.clone(),
         registration: Some(app.shutdown.register(stream.raw_fd())),
         accepted,
+        proxied: Default::default(),
     };
     if let Err(e) = conn::serve(&mut stream, app, &info) {
         log::debug!("{peer}: connection ended: {e}");

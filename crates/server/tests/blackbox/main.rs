@@ -21,6 +21,7 @@ mod limits;
 mod malformed;
 mod nodelay;
 mod proxy;
+mod realip;
 mod reload;
 mod shutdown;
 mod stall;
