@@ -61,14 +61,19 @@ impl Activation {
             .ok()
             .and_then(|p| p.parse::<Pid>().ok())
             == Some(sp::pid());
-        let fds = sd_notify::listen_fds_with_names();
+        // Variables meant for another process (a parent that leaked them) are ignored, names
+        // and all, as sd_listen_fds does.
+        let fds = if ours {
+            sd_notify::listen_fds_with_names().map(|fds| fds.collect())
+        } else {
+            Ok(Vec::new())
+        };
         let ready = std::env::var(READY_FD).ok();
         for var in [sp::LISTEN_PID, "LISTEN_FDS", "LISTEN_FDNAMES", READY_FD] {
             std::env::remove_var(var);
         }
-        let fds: Vec<(RawFd, String)> = fds
-            .map_err(|e| io::Error::new(e.kind(), format!("socket activation: {e}")))?
-            .collect();
+        let fds: Vec<(RawFd, String)> =
+            fds.map_err(|e| io::Error::new(e.kind(), format!("socket activation: {e}")))?;
         let mut listeners = Vec::with_capacity(fds.len());
         for (fd, name) in fds {
             // SAFETY: sd-notify checked that `fd` is open (and set FD_CLOEXEC on it); the
@@ -278,6 +283,11 @@ impl Upgrader {
                 }
             };
             match exit {
+                // spawn_with_fds's status for an exec that failed.
+                Ok(sp::Exit::Code(127)) => format!(
+                    "{why} (exit 127: {} could not be run, or failed at once)",
+                    self.exe.to_string_lossy()
+                ),
                 Ok(exit) => format!("{why} (it exited: {exit:?})"),
                 Err(_) => why,
             }

@@ -14,7 +14,7 @@ use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 
-use common::{Conn, INDEX_HTML};
+use common::INDEX_HTML;
 use handover::{get_index, recv_notify, site, Weft, WAIT};
 use weft::sys_process::Exit;
 
@@ -25,16 +25,6 @@ fn a_socket_handed_over_is_matched_by_address_and_served() {
     // while the test holds it, having no SO_REUSEPORT on this one).
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let cgi = dir.join("cgi");
-    fs::create_dir(&cgi).unwrap();
-    let script = cgi.join("env.sh");
-    fs::write(
-        &script,
-        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n\
-         echo \"fds=${LISTEN_FDS-unset} pid=${LISTEN_PID-unset} names=${LISTEN_FDNAMES-unset}\"\n",
-    )
-    .unwrap();
-    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let root = dir.join("root");
     let server = Weft::start(
         &dir,
@@ -43,8 +33,6 @@ fn a_socket_handed_over_is_matched_by_address_and_served() {
             &format!("{addr}=thread"),
             "--root",
             root.to_str().unwrap(),
-            "--cgi",
-            cgi.to_str().unwrap(),
         ],
         &[listener.as_raw_fd()],
         &["LISTEN_FDNAMES=http".into()],
@@ -52,12 +40,6 @@ fn a_socket_handed_over_is_matched_by_address_and_served() {
     let r = get_index(addr, &server);
     assert_eq!(r.status, 200, "log:\n{}", server.log());
     assert_eq!(r.body, INDEX_HTML);
-    // The variables were taken and removed: a CGI script (a child of weft) sees none.
-    let mut c = Conn::connect(addr);
-    c.send(b"GET /cgi-bin/env.sh HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    let r = c.read_response().expect("cgi response");
-    assert_eq!(r.status, 200, "log:\n{}", server.log());
-    assert_eq!(r.text().trim(), "fds=unset pid=unset names=unset");
     assert!(
         server.log().contains("handed-over socket"),
         "log:\n{}",
@@ -173,4 +155,30 @@ fn sd_notify_tells_ready_reloading_and_stopping() {
     server.signal(libc::SIGTERM);
     assert_eq!(recv_notify(&sock, &server).trim(), "STOPPING=1");
     assert_eq!(server.wait_exit(), Exit::Code(0));
+}
+
+/// In this process (the only test here that touches the environment): the variables are
+/// removed whatever they held, so no child or later upgrade mistakes them for its own.
+#[test]
+fn taking_the_sockets_removes_the_variables() {
+    use weft::activation::{Activation, READY_FD};
+    let vars = ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", READY_FD];
+    // Ours, no sockets, and a ready descriptor that is no number: an error, variables gone.
+    std::env::set_var("LISTEN_PID", std::process::id().to_string());
+    std::env::set_var("LISTEN_FDS", "0");
+    std::env::set_var(READY_FD, "x");
+    let err = Activation::from_env().expect_err("bad ready descriptor");
+    assert!(err.to_string().contains("bad descriptor `x`"), "{err}");
+    for v in vars {
+        assert!(std::env::var_os(v).is_none(), "{v} left set");
+    }
+    // Another process's sockets: none taken (their names not even checked), variables gone.
+    std::env::set_var("LISTEN_PID", "1");
+    std::env::set_var("LISTEN_FDS", "2");
+    std::env::set_var("LISTEN_FDNAMES", "a:b:c");
+    let a = Activation::from_env().expect("not ours");
+    assert!(a.listeners.is_empty());
+    for v in vars {
+        assert!(std::env::var_os(v).is_none(), "{v} left set");
+    }
 }
