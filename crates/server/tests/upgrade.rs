@@ -301,3 +301,70 @@ fn a_new_process_that_fails_to_start_leaves_the_old_one_serving() {
     old.signal(libc::SIGTERM);
     assert_eq!(old.wait_exit(), Exit::Code(0), "log:\n{}", old.log());
 }
+
+#[test]
+fn the_binary_on_disk_is_started_not_the_running_one() {
+    become_subreaper();
+    let dir = site("upgrade-on-disk");
+    // The server runs from its own name for the binary (a hard link: no copy), which is then
+    // replaced, as an install does, by a script that leaves a mark and runs the real binary.
+    let exe = dir.join("weft");
+    let real = std::path::Path::new(env!("CARGO_BIN_EXE_weft"));
+    if fs::hard_link(real, &exe).is_err() {
+        fs::copy(real, &exe).unwrap();
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let root = dir.join("root");
+    let notify_path = dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(WAIT)).unwrap();
+    let mut old = Weft::start_exe(
+        &exe,
+        &dir,
+        &[
+            "--listen",
+            &format!("{addr}=thread"),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[listener.as_raw_fd()],
+        &[format!("NOTIFY_SOCKET={}", notify_path.display())],
+    );
+    drop(listener);
+    assert_eq!(recv_notify(&notify, &old).trim(), "READY=1");
+    let marker = dir.join("started-from-disk");
+    let script = dir.join("weft.new");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nexec '{}' \"$@\"\n",
+            marker.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    fs::rename(&script, &exe).unwrap();
+    old.signal(libc::SIGUSR2);
+    let mut new_pid = None;
+    for _ in 0..4 {
+        let msg = recv_notify(&notify, &old);
+        if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
+            new_pid = Some(pid.parse::<i32>().expect("pid"));
+            break;
+        }
+    }
+    let new_pid = new_pid.unwrap_or_else(|| panic!("no MAINPID; log:\n{}", old.log()));
+    let mut new = Weft::adopt(new_pid, &dir);
+    assert_eq!(old.wait_exit(), Exit::Code(0), "log:\n{}", old.log());
+    assert!(
+        marker.exists(),
+        "the replaced file was not run; log:\n{}",
+        old.log()
+    );
+    assert_eq!(handover::get_index(addr, &new).status, 200);
+    new.signal(libc::SIGTERM);
+    assert_eq!(new.wait_exit(), Exit::Code(0), "log:\n{}", new.log());
+    fs::remove_dir_all(&dir).ok();
+}

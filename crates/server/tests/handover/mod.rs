@@ -30,8 +30,13 @@ impl Weft {
     /// Starts `weft serve ARGS` with `fds` at 3, 4, ... and `env` (`NAME=value`) added;
     /// standard output and error go to `dir/server.log`.
     pub fn start(dir: &Path, args: &[&str], fds: &[RawFd], env: &[String]) -> Weft {
+        Weft::start_exe(Path::new(env!("CARGO_BIN_EXE_weft")), dir, args, fds, env)
+    }
+
+    /// [`Weft::start`] with the executable at `exe`.
+    pub fn start_exe(exe: &Path, dir: &Path, args: &[&str], fds: &[RawFd], env: &[String]) -> Weft {
         let log = fs::File::create(dir.join("server.log")).expect("create log");
-        let exe = CString::new(env!("CARGO_BIN_EXE_weft")).unwrap();
+        let exe = CString::new(exe.to_str().expect("UTF-8 path")).unwrap();
         let mut argv = vec![exe.clone(), CString::new("serve").unwrap()];
         argv.extend(args.iter().map(|a| CString::new(*a).unwrap()));
         let mut envp: Vec<CString> = vec![
