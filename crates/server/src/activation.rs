@@ -144,13 +144,20 @@ fn inherited(socket: Socket, fd: RawFd, name: String) -> io::Result<Inherited> {
             format!("socket activation: descriptor {fd} ({name}) {why}"),
         )
     };
-    if socket.r#type()? != Type::STREAM || !socket.is_listener()? {
-        return Err(bad(
-            "is not a listening stream socket (use ListenStream= and Accept=no)",
-        ));
+    let not_listening = "is not a listening stream socket (use ListenStream= and Accept=no)";
+    // A descriptor that is no socket at all fails these calls (ENOTSOCK).
+    let stream = socket
+        .r#type()
+        .map_err(|e| bad(&format!("{not_listening}: {e}")))?;
+    let listening = socket
+        .is_listener()
+        .map_err(|e| bad(&format!("{not_listening}: {e}")))?;
+    if stream != Type::STREAM || !listening {
+        return Err(bad(not_listening));
     }
     let addr = socket
-        .local_addr()?
+        .local_addr()
+        .map_err(|e| bad(&format!("has no address: {e}")))?
         .as_socket()
         .ok_or_else(|| bad("is not an IP socket"))?;
     Ok(Inherited {

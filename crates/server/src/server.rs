@@ -217,7 +217,8 @@ impl ServerBuilder {
 /// Forks the `process` model's master for the process listeners (now, while the process has
 /// one thread: building a server must come before starting threads when it has a process
 /// listener). The master takes those sockets; this process keeps them only for their
-/// addresses. Returns the master's pid.
+/// addresses, and `copies` (of every listener, for an upgrade), which the master closes.
+/// Returns the master's pid.
 fn start_process_master(
     live: &Arc<LiveApp>,
     bound: &mut [Bound],

@@ -81,21 +81,26 @@ fn a_socket_handed_over_is_matched_by_name_on_the_fiber_model() {
 fn a_descriptor_that_is_not_a_listening_socket_stops_the_start_with_a_clear_error() {
     let dir = site("activation-bad");
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let unlistened =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let file = fs::File::open(dir.join("root/index.html")).unwrap();
     let root = dir.join("root");
-    let mut server = Weft::start(
-        &dir,
-        &["--listen", "127.0.0.1:0", "--root", root.to_str().unwrap()],
-        &[udp.as_raw_fd()],
-        &[],
-    );
-    assert_eq!(server.wait_exit(), Exit::Code(1));
-    assert!(
-        server
-            .log()
-            .contains("descriptor 3 (unknown) is not a listening stream socket"),
-        "log:\n{}",
-        server.log()
-    );
+    for fd in [udp.as_raw_fd(), unlistened.as_raw_fd(), file.as_raw_fd()] {
+        let mut server = Weft::start(
+            &dir,
+            &["--listen", "127.0.0.1:0", "--root", root.to_str().unwrap()],
+            &[fd],
+            &[],
+        );
+        assert_eq!(server.wait_exit(), Exit::Code(1), "log:\n{}", server.log());
+        assert!(
+            server
+                .log()
+                .contains("descriptor 3 (unknown) is not a listening stream socket"),
+            "log:\n{}",
+            server.log()
+        );
+    }
 }
 
 #[test]
