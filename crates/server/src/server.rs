@@ -496,6 +496,9 @@ impl Server {
                 }
             }
         }
+        // Nothing accepts any more, whatever ended the acceptors: connections to the port are
+        // refused from here on rather than queued on the copies kept for an upgrade.
+        self.upgrader.close();
         let grace = self.live.current().cfg.timeouts.shutdown_grace;
         let end = Instant::now() + grace;
         while app.metrics.open_connections() > 0 && Instant::now() < end {

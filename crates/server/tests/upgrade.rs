@@ -368,3 +368,47 @@ fn the_binary_on_disk_is_started_not_the_running_one() {
     assert_eq!(new.wait_exit(), Exit::Code(0), "log:\n{}", new.log());
     fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_process_models_master_survives_a_sigusr2_meant_for_the_server() {
+    let dir = site("upgrade-stray-usr2");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let root = dir.join("root");
+    let mut server = Weft::start(
+        &dir,
+        &[
+            "--listen",
+            &format!("{addr}=process"),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[listener.as_raw_fd()],
+        &[],
+    );
+    drop(listener);
+    assert_eq!(handover::get_index(addr, &server).status, 200);
+    // The master is the server's only child (no request is in flight to fork others).
+    let children = fs::read_to_string(format!("/proc/{0}/task/{0}/children", server.pid))
+        .expect("children of the server");
+    let master: i32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no master in {children:?}"));
+    weft::sys_process::kill(master, libc::SIGUSR2).unwrap();
+    // Still serving, through the same master (a dead master ends the server).
+    for _ in 0..3 {
+        let mut c = Conn::connect(addr);
+        c.send(REQUEST_CLOSE);
+        assert_eq!(c.read_response().expect("answer").status, 200);
+    }
+    assert!(
+        fs::metadata(format!("/proc/{master}")).is_ok(),
+        "master gone; log:\n{}",
+        server.log()
+    );
+    assert!(!server.log().contains("master exited"), "{}", server.log());
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait_exit(), Exit::Code(0), "log:\n{}", server.log());
+}

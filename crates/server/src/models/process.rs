@@ -240,6 +240,14 @@ fn register_shutdown_signals(app: &App) -> io::Result<()> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, app.shutdown.flag())?;
     }
+    // SIGUSR2 (upgrade) is the server process's; sent to the whole group (`systemctl kill`
+    // without `--kill-whom=main`), its default action would end the master and every
+    // connection. A handler that only sets an unread flag survives fork (the children) and
+    // is reset by exec (CGI scripts).
+    signal_hook::flag::register(
+        signal_hook::consts::SIGUSR2,
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    )?;
     Ok(())
 }
 
