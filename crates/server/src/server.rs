@@ -535,7 +535,8 @@ pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
             let mut stopping = false;
             for sig in signals.forever() {
                 match sig {
-                    SIGHUP if !stopping => {
+                    // After a handover the new process is the one systemd follows and reloads.
+                    SIGHUP if !stopping && !handed_over.load(SeqCst) => {
                         let mut state = vec![NotifyState::Reloading];
                         // systemd's Type=notify-reload wants the time the reload started.
                         state.extend(NotifyState::monotonic_usec_now().ok());
