@@ -366,3 +366,31 @@ pub fn conditional(data: &[u8]) {
         assert_eq!(outcome, Outcome::PreconditionFailed);
     }
 }
+
+/// A PROXY protocol header (`weft_http::proxy_protocol`): never a panic; a complete header
+/// lies within the input, parses the same alone and with any bytes after it, and every shorter
+/// prefix of it asks for more; an input that asks for more is shorter than the longest header.
+pub fn proxy_protocol(data: &[u8]) {
+    use weft_http::proxy_protocol::{parse, Parsed, V1_MAX, V2_MAX_PAYLOAD};
+    match parse(data) {
+        Ok(Parsed::Done { proxied, len }) => {
+            assert!(len <= data.len(), "{len} of {}", data.len());
+            let alone = parse(&data[..len]);
+            assert_eq!(alone, Ok(Parsed::Done { proxied, len }));
+            for n in 0..len {
+                assert_eq!(
+                    parse(&data[..n]),
+                    Ok(Parsed::Partial),
+                    "prefix {n} of {len}"
+                );
+            }
+        }
+        Ok(Parsed::Partial) => {
+            assert!(data.len() < 16 + V2_MAX_PAYLOAD, "{} bytes", data.len());
+            if data.first() == Some(&b'P') {
+                assert!(data.len() < V1_MAX, "v1 partial at {} bytes", data.len());
+            }
+        }
+        Err(_) => {}
+    }
+}

@@ -38,6 +38,7 @@ mod error;
 mod host;
 mod limits;
 pub mod path;
+pub mod proxy_protocol;
 pub mod range;
 mod request;
 pub mod response;

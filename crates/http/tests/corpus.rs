@@ -67,3 +67,8 @@ fn cgi_head_corpus() {
 fn conditional_corpus() {
     replay("conditional", checks::conditional);
 }
+
+#[test]
+fn proxy_protocol_corpus() {
+    replay("proxy_protocol", checks::proxy_protocol);
+}

@@ -173,6 +173,14 @@ pub struct Listen {
     pub addr: SocketAddr,
     #[serde(default = "default_model")]
     pub model: Model,
+    /// Takes a socket handed over under this name (systemd's `FileDescriptorName=`), whatever
+    /// its address; unnamed, a handed-over socket is matched by address.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Each connection starts with a PROXY protocol header (v1 or v2, from a load balancer
+    /// such as HAProxy or AWS NLB) giving the client's address; one without is closed.
+    #[serde(default)]
+    pub proxy_protocol: bool,
 }
 
 fn default_model() -> Model {
@@ -190,7 +198,12 @@ impl FromStr for Listen {
         let addr = addr
             .parse()
             .map_err(|e| format!("bad listen address `{addr}`: {e}"))?;
-        Ok(Listen { addr, model })
+        Ok(Listen {
+            addr,
+            model,
+            name: None,
+            proxy_protocol: false,
+        })
     }
 }
 
@@ -862,6 +875,10 @@ pub struct Config {
     pub root: PathBuf,
     /// Listening addresses; `127.0.0.1:8080` with the default model when empty.
     pub listen: Vec<Listen>,
+    /// Proxies trusted to say who the client is: from these addresses, the right-most
+    /// `X-Forwarded-For` entry that is not one of them is the client (nginx `real_ip_from`
+    /// with `real_ip_recursive on`). Empty by default: the connection's address stands.
+    pub real_ip_from: Vec<Cidr>,
     /// Worker threads for models that use a fixed number (default: one per core).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
@@ -906,6 +923,7 @@ impl Default for Config {
         Config {
             root: PathBuf::from("www"),
             listen: Vec::new(),
+            real_ip_from: Vec::new(),
             threads: None,
             access_log: AccessLogTarget::Off,
             timeouts: Timeouts::default(),
@@ -1357,6 +1375,24 @@ mod tests {
         // A file that is not TOML at all still gets its position.
         let err = Config::from_toml("[timeouts\n").unwrap_err();
         assert!(err.starts_with("line 1, column "), "{err}");
+    }
+
+    #[test]
+    fn listener_name_proxy_protocol_and_real_ip_from() {
+        let c = Config::from_toml(
+            "real_ip_from = [\"10.0.0.0/8\", \"::1\"]\n\
+             [[listen]]\naddr = \"127.0.0.1:1\"\nname = \"web\"\nproxy_protocol = true\n\
+             [[listen]]\naddr = \"127.0.0.1:2\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.listen[0].name.as_deref(), Some("web"));
+        assert!(c.listen[0].proxy_protocol);
+        assert_eq!(c.listen[1].name, None);
+        assert!(!c.listen[1].proxy_protocol);
+        assert!(c.real_ip_from[0].contains("10.2.3.4".parse().unwrap()));
+        assert!(c.real_ip_from[1].contains("::1".parse().unwrap()));
+        assert!(Config::default().real_ip_from.is_empty());
+        assert!(Config::from_toml("real_ip_from = [\"10.0.0.0/33\"]").is_err());
     }
 
     #[test]

@@ -47,6 +47,112 @@ pub struct ConnInfo {
     pub registration: Option<Registration>,
     /// When the connection was accepted, if requests are timed (`[timing]`).
     pub accepted: Option<Instant>,
+    /// Set once the PROXY protocol header is read (`[[listen]] proxy_protocol`): the client's
+    /// address it gave, or `None` for a header that gave none (a balancer's health check).
+    pub proxied: std::sync::OnceLock<Option<SocketAddr>>,
+}
+
+impl ConnInfo {
+    /// The client's address: the PROXY protocol header's, else the socket's peer.
+    pub fn client(&self) -> SocketAddr {
+        self.proxied.get().copied().flatten().unwrap_or(self.peer)
+    }
+
+    /// True while a PROXY protocol header is still to be read before the first request.
+    pub(crate) fn awaits_proxy_header(&self) -> bool {
+        self.listener.proxy_protocol() && self.proxied.get().is_none()
+    }
+}
+
+/// What [`take_proxy_header`] found at the front of the read buffer.
+#[derive(Debug)]
+pub(crate) enum ProxyStep {
+    /// Not all of the header yet: read more.
+    NeedMore,
+    /// Taken (and consumed); `info.proxied` is set.
+    Done,
+    /// Not a PROXY header: close the connection (after logging why).
+    Bad(weft_http::proxy_protocol::ProxyError),
+}
+
+/// Takes a PROXY protocol header off the front of `rbuf`, recording what it says in
+/// `info.proxied`; the bytes after it stay for the request.
+pub(crate) fn take_proxy_header(rbuf: &mut ReadBuf, info: &ConnInfo) -> ProxyStep {
+    use weft_http::proxy_protocol::{parse, Parsed, Proxied};
+    match parse(rbuf.data()) {
+        Ok(Parsed::Partial) => ProxyStep::NeedMore,
+        Ok(Parsed::Done { proxied, len }) => {
+            rbuf.consume(len);
+            let client = match proxied {
+                Proxied::Tcp { source, .. } => Some(source),
+                Proxied::Local => None,
+            };
+            let _ = info.proxied.set(client);
+            ProxyStep::Done
+        }
+        Err(e) => ProxyStep::Bad(e),
+    }
+}
+
+/// The read buffer's limit while a PROXY header is read: room for the longest one.
+pub(crate) fn proxy_read_max(cfg: &crate::config::Config) -> usize {
+    (cfg.limits.max_head_bytes + 1).max(16 + weft_http::proxy_protocol::V2_MAX_PAYLOAD)
+}
+
+/// Reads the PROXY protocol header a connection must start with, within the header-read
+/// timeout. False (with a log line) when the connection is to be closed: no header, a bad one,
+/// the client gone, or too slow.
+fn read_proxy_header<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut ReadBuf,
+    app: &App,
+    info: &ConnInfo,
+) -> io::Result<bool> {
+    let timeout = app.cfg.timeouts.header_read;
+    let deadline = Instant::now() + timeout;
+    let max = proxy_read_max(&app.cfg);
+    loop {
+        if !rbuf.is_empty() {
+            match take_proxy_header(rbuf, info) {
+                ProxyStep::Done => return Ok(true),
+                ProxyStep::Bad(e) => {
+                    log::info!("{}: {e}; connection closed", info.peer);
+                    return Ok(false);
+                }
+                ProxyStep::NeedMore => {}
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            log::info!(
+                "{}: no PROXY header within {timeout:?}; connection closed",
+                info.peer
+            );
+            return Ok(false);
+        }
+        stream.set_read_timeout(Some(left))?;
+        match rbuf.fill(stream, max) {
+            Ok(0) => {
+                log::info!("{}: closed before its PROXY header", info.peer);
+                return Ok(false);
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                log::info!(
+                    "{}: no PROXY header within {timeout:?}; connection closed",
+                    info.peer
+                );
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Why [`serve_until_idle`] returned.
@@ -223,6 +329,9 @@ fn serve_with<T: Transport>(
     let mut batch: u32 = 0;
     if first {
         stream.set_write_timeout(Some(cfg.timeouts.send))?;
+        if info.awaits_proxy_header() && !read_proxy_header(stream, rbuf, app, info)? {
+            return Ok(Served::Closed);
+        }
     }
     let timed = cfg.timing.on();
     loop {
@@ -253,7 +362,7 @@ fn serve_with<T: Transport>(
         }
         first = false;
         served_any = true;
-        let req = take_request(parser, rbuf, head_len, info);
+        let req = take_request(parser, rbuf, head_len, info, &cfg.real_ip_from);
         let (resp, keep_alive) = handle(stream, rbuf, app, &req, limits, &mut times);
         let status = resp.status;
         // Another request already buffered (pipelined): this response waits to go out with
@@ -288,7 +397,7 @@ fn serve_with<T: Transport>(
                 return Ok(Served::Closed);
             }
         };
-        log_access(app, info, &req, status, body_len);
+        log_access(app, &req, status, body_len);
         if !keep_alive {
             if closes_cleanly(&req, rbuf) {
                 let _ = stream.flush();
@@ -309,9 +418,19 @@ pub(crate) fn take_request(
     rbuf: &mut ReadBuf,
     head_len: usize,
     info: &ConnInfo,
+    real_ip_from: &[crate::config::Cidr],
 ) -> Request {
     let head = parser.take_head();
-    Request::new(rbuf.split_head(head_len), head, info.peer, info.local)
+    let mut req = Request::new(rbuf.split_head(head_len), head, info.client(), info.local);
+    if !real_ip_from.is_empty() {
+        let xff = req
+            .headers()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("x-forwarded-for"))
+            .map(|(_, value)| value);
+        let client = crate::realip::real_ip(info.client(), real_ip_from, xff);
+        req.set_peer(client);
+    }
+    req
 }
 
 /// Gives the storage of a finished request back to the parser and read buffer it came from.
@@ -349,7 +468,7 @@ pub(crate) fn handle<T: Transport>(
 }
 
 /// Writes the access-log line of a response that went out (`body_len`: the body bytes sent).
-pub(crate) fn log_access(app: &App, info: &ConnInfo, req: &Request, status: u16, body_len: u64) {
+pub(crate) fn log_access(app: &App, req: &Request, status: u16, body_len: u64) {
     let Some(log) = &app.access_log else {
         return;
     };
@@ -359,7 +478,7 @@ pub(crate) fn log_access(app: &App, info: &ConnInfo, req: &Request, status: u16,
     }
     let head_only = req.method() == Method::Head;
     log.write(&Entry {
-        peer: info.peer.ip(),
+        peer: req.peer_addr().ip(),
         method: req.method_str(),
         target: req.target(),
         version: version_str(req.version()),
@@ -499,7 +618,11 @@ fn read_head<T: Transport>(
         }
         if !partial {
             if let Some(r) = &info.registration {
-                if !r.set_idle(true) {
+                // A new connection's first request is awaited even while draining (it stays
+                // busy, so shutdown does not wake it): its client was accepted and has sent,
+                // or is about to send, a request that closing now would lose (an upgrade's
+                // new process serves everything accepted after this one stopped).
+                if !first && !r.set_idle(true) {
                     return Ok(HeadRead::Closed);
                 }
             }
@@ -1081,6 +1204,7 @@ mod tests {
             listener: Arc::new(ListenerMetrics::new(addr, Model::Thread)),
             registration: None,
             accepted: None,
+            proxied: Default::default(),
         };
         let mut wire = Wire {
             input: input.to_vec(),

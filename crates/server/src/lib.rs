@@ -16,6 +16,7 @@
 //!     .expect("serve");
 //! ```
 
+pub mod activation;
 pub mod app;
 pub mod body;
 pub mod cache;
@@ -30,6 +31,7 @@ pub mod log;
 pub mod metrics;
 pub mod models;
 pub mod net;
+pub mod realip;
 pub mod request;
 pub mod response;
 pub mod server;

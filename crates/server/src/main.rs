@@ -105,6 +105,13 @@ struct ServeArgs {
     /// (config `[health] path`).
     #[arg(long, value_name = "PATH")]
     health: Option<String>,
+    /// Every listener expects a PROXY protocol (v1/v2) header on each connection (config
+    /// `[[listen]] proxy_protocol`).
+    #[arg(long)]
+    proxy_protocol: bool,
+    /// Trust X-Forwarded-For from these proxies (config `real_ip_from`); may repeat or list.
+    #[arg(long, value_name = "CIDR", value_delimiter = ',')]
+    real_ip_from: Vec<weft::config::Cidr>,
 }
 
 /// `on` or `off`.
@@ -118,7 +125,11 @@ fn main() -> ExitCode {
     weft::log::init_error_log();
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Serve(args) => serve(args),
+        // Sockets handed over are taken first, while the process has one thread (taking them
+        // changes the environment).
+        Cmd::Serve(args) => weft::activation::Activation::from_env()
+            .map_err(|e| e.to_string())
+            .and_then(|a| serve(args, a)),
         Cmd::Check(args) => check(args),
         Cmd::Fileset { dir } => fileset::ensure(&dir)
             .map(|n| println!("wrote {n} files under {}", dir.display()))
@@ -214,6 +225,13 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     if let Some(path) = &args.echo {
         cfg.echo.path = Some(if path == "off" { "" } else { path }.to_string());
     }
+    if args.proxy_protocol {
+        cfg.listen = cfg.listeners();
+        for l in &mut cfg.listen {
+            l.proxy_protocol = true;
+        }
+    }
+    cfg.real_ip_from.extend(args.real_ip_from.iter().copied());
     Ok(cfg)
 }
 
@@ -249,7 +267,7 @@ fn check(args: ServeArgs) -> Result<(), String> {
     }
 }
 
-fn serve(args: ServeArgs) -> Result<(), String> {
+fn serve(args: ServeArgs, activation: weft::activation::Activation) -> Result<(), String> {
     let cfg = load_config(&args)?;
     if cfg.static_files.enabled {
         check_root(&cfg.root)?;
@@ -271,6 +289,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let server = Server::builder()
         .config(cfg)
         .reload_with(move || load_config(&args))
+        .activation(activation)
         .build()
         .map_err(|e| e.to_string())?;
     weft::server::shutdown_on_signals(server.shutdown_handle()).map_err(|e| e.to_string())?;

@@ -29,6 +29,8 @@ pub struct ListenerMetrics {
     pub model: Model,
     counters: Shared<Counters>,
     report: std::sync::OnceLock<Arc<dyn ModelReport>>,
+    /// Connections start with a PROXY protocol header (`[[listen]] proxy_protocol`).
+    proxy_protocol: std::sync::atomic::AtomicBool,
 }
 
 /// The counters proper, in memory shared with forked children.
@@ -174,7 +176,18 @@ impl ListenerMetrics {
             model,
             counters: Shared::new(),
             report: std::sync::OnceLock::new(),
+            proxy_protocol: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether connections to this listener start with a PROXY protocol header.
+    pub fn proxy_protocol(&self) -> bool {
+        self.proxy_protocol.load(Relaxed)
+    }
+
+    /// Sets [`ListenerMetrics::proxy_protocol`] (once, when the listener is bound).
+    pub fn set_proxy_protocol(&self, on: bool) {
+        self.proxy_protocol.store(on, Relaxed);
     }
 
     /// Adds the model's live figures to this listener's status (the first one set stays).

@@ -110,6 +110,11 @@ impl Request {
         self.peer
     }
 
+    /// Replaces the client's address (with the one trusted proxies name).
+    pub(crate) fn set_peer(&mut self, peer: SocketAddr) {
+        self.peer = peer;
+    }
+
     /// The address the request arrived on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 
+use crate::activation::{self, Activation, Upgrader};
 use crate::app::{App, LiveApp, ReloadFn, Route};
 use crate::body::RequestBody;
 use crate::config::{Config, Listen, Model};
@@ -28,6 +29,7 @@ pub struct ServerBuilder {
     listen: Vec<(SocketAddr, Option<Model>)>,
     model: Option<Model>,
     reload: Option<ReloadFn>,
+    activation: Activation,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -38,6 +40,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("listen", &self.listen)
             .field("model", &self.model)
             .field("reloadable", &self.reload.is_some())
+            .field("activation", &self.activation)
             .finish()
     }
 }
@@ -115,8 +118,17 @@ impl ServerBuilder {
         self
     }
 
+    /// Listening sockets handed over (systemd's socket activation, or the previous process
+    /// of an upgrade; see [`Activation::from_env`]): a listener takes those named as it is or
+    /// bound to its address instead of binding its own.
+    pub fn activation(mut self, activation: Activation) -> Self {
+        self.activation = activation;
+        self
+    }
+
     /// Builds the application and binds every listener.
     pub fn build(self) -> io::Result<Server> {
+        let mut activation = self.activation;
         let mut cfg = self.cfg;
         if !self.listen.is_empty() {
             let default = self.model.unwrap_or(Model::DEFAULT);
@@ -126,6 +138,8 @@ impl ServerBuilder {
                 .map(|&(addr, m)| Listen {
                     addr,
                     model: m.unwrap_or(default),
+                    name: None,
+                    proxy_protocol: false,
                 })
                 .collect();
         } else if let Some(m) = self.model {
@@ -150,11 +164,17 @@ impl ServerBuilder {
             } else {
                 1
             };
-            let listeners = bind(l.addr, sockets).map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.addr))
-            })?;
+            let handed = activation.take_for(&l);
+            let listeners = if handed.is_empty() {
+                bind(l.addr, sockets).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.addr))
+                })?
+            } else {
+                adopt(handed, sockets, &l)?
+            };
             let addr = listeners[0].local_addr()?;
             let metrics = app.metrics.add_listener(addr, l.model);
+            metrics.set_proxy_protocol(l.proxy_protocol);
             bound.push(Bound {
                 listeners,
                 addr,
@@ -162,12 +182,35 @@ impl ServerBuilder {
                 metrics,
             });
         }
+        for s in activation.listeners.drain(..) {
+            log::warn!(
+                "socket {} ({}) was handed over but no listener is configured for it; closed",
+                s.addr,
+                s.name
+            );
+        }
+        // Copies of every socket for an upgrade, taken before the process model's master takes
+        // its own (the master closes these copies: it must not hold the others' sockets).
+        let mut copies = Vec::new();
+        for b in &bound {
+            for l in &b.listeners {
+                let name = listens_name(&app.cfg.listeners(), b.addr);
+                copies.push((std::os::fd::OwnedFd::from(l.try_clone()?), name));
+            }
+        }
+        let copy_fds: Vec<std::os::fd::RawFd> = copies
+            .iter()
+            .map(|(f, _)| std::os::fd::AsRawFd::as_raw_fd(f))
+            .collect();
+        let upgrader = Arc::new(Upgrader::new(copies)?);
         let live = Arc::new(LiveApp::new(app, self.reload));
-        let master = start_process_master(&live, &mut bound)?;
+        let master = start_process_master(&live, &mut bound, &copy_fds)?;
         Ok(Server {
             live,
             bound,
             master,
+            activation,
+            upgrader,
         })
     }
 }
@@ -175,17 +218,19 @@ impl ServerBuilder {
 /// Forks the `process` model's master for the process listeners (now, while the process has
 /// one thread: building a server must come before starting threads when it has a process
 /// listener). The master takes those sockets; this process keeps them only for their
-/// addresses. Returns the master's pid.
+/// addresses, and `copies` (of every listener, for an upgrade), which the master closes.
+/// Returns the master's pid.
 fn start_process_master(
     live: &Arc<LiveApp>,
     bound: &mut [Bound],
+    copies: &[std::os::fd::RawFd],
 ) -> io::Result<Option<libc::pid_t>> {
     use std::os::fd::AsRawFd;
     if !bound.iter().any(|b| b.model == Model::Process) {
         return Ok(None);
     }
     let mut process = Vec::new();
-    let mut others = Vec::new();
+    let mut others = copies.to_vec();
     for b in bound.iter_mut() {
         if b.model == Model::Process {
             for l in std::mem::take(&mut b.listeners) {
@@ -209,6 +254,45 @@ fn start_process_master(
 /// One core's worth of workers by default.
 fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Uses handed-over sockets for `l`, which wants `count` (the fiber model's one per worker): too
+/// few are shared (copies of the same socket, so every worker accepts), too many are all kept
+/// by the fiber model (each socket has its own queue; a closed one would reset the
+/// connections waiting in it) and by the other models beyond the first closed with a warning.
+fn adopt(mut handed: Vec<TcpListener>, count: usize, l: &Listen) -> io::Result<Vec<TcpListener>> {
+    log::info!(
+        "{}: serving on {} handed-over socket(s)",
+        l.addr,
+        handed.len()
+    );
+    if l.model == Model::Fiber {
+        let mut i = 0;
+        while handed.len() < count {
+            let copy = handed[i].try_clone()?;
+            handed.push(copy);
+            i += 1;
+        }
+    } else if handed.len() > 1 {
+        log::warn!(
+            "{}: {} sockets handed over, the {} model uses one; closing the others",
+            l.addr,
+            handed.len(),
+            l.model
+        );
+        handed.truncate(1);
+    }
+    Ok(handed)
+}
+
+/// The name a socket bound to `addr` is handed over with: its listener's `name`, else
+/// systemd's word for none.
+fn listens_name(listens: &[Listen], addr: SocketAddr) -> String {
+    listens
+        .iter()
+        .find(|l| l.addr == addr)
+        .and_then(|l| l.name.clone())
+        .unwrap_or_else(|| activation::UNNAMED.into())
 }
 
 /// Binds `count` sockets to `addr` (with `SO_REUSEPORT` when more than one; port 0 resolves
@@ -293,6 +377,9 @@ pub struct Server {
     bound: Vec<Bound>,
     /// The `process` model's master (forked in `build`).
     master: Option<libc::pid_t>,
+    /// Told once the listeners serve (the upgrade's ready pipe, systemd).
+    activation: Activation,
+    upgrader: Arc<Upgrader>,
 }
 
 /// Stops or reloads a running server from another thread (or a signal handler thread).
@@ -300,12 +387,26 @@ pub struct Server {
 pub struct ShutdownHandle {
     live: Arc<LiveApp>,
     master: Option<libc::pid_t>,
+    upgrader: Arc<Upgrader>,
 }
 
 impl ShutdownHandle {
     /// Stops accepting, lets in-flight requests finish, closes idle connections.
     pub fn shutdown(&self) {
+        self.upgrader.close();
         self.live.current().shutdown.begin();
+    }
+
+    /// Zero-downtime upgrade: starts the program on disk with this process's arguments and
+    /// listening sockets, waits for it to report ready, then drains this server (as
+    /// [`ShutdownHandle::shutdown`]) and returns the new process's pid. On failure this server
+    /// serves on and the error says why. Blocks up to [`activation::UPGRADE_READY_TIMEOUT`].
+    pub fn upgrade(&self) -> Result<libc::pid_t, String> {
+        let pid = self.upgrader.start(activation::UPGRADE_READY_TIMEOUT)?;
+        // systemd follows the new process as the service's main one.
+        activation::notify(&[sd_notify::NotifyState::MainPid(pid as u32)]);
+        self.shutdown();
+        Ok(pid)
     }
 
     /// Re-reads the configuration (see [`ServerBuilder::reload_with`]); new connections get
@@ -355,6 +456,7 @@ impl Server {
         ShutdownHandle {
             live: self.live.clone(),
             master: self.master,
+            upgrader: self.upgrader.clone(),
         }
     }
 
@@ -381,6 +483,7 @@ impl Server {
             l.start_flusher()?;
         }
         let mut acceptors = Vec::new();
+        let mut activation = self.activation;
         if let Some(pid) = self.master {
             let app = app.clone();
             let t = std::thread::Builder::new()
@@ -414,6 +517,8 @@ impl Server {
                         let live = self.live.clone();
                         let m = b.metrics.clone();
                         let handle = rt.handle().clone();
+                        // Handed-over sockets may outnumber the workers.
+                        let worker = worker % rt.handle().workers();
                         acceptors.push(Acceptor::Fiber(rt.spawn_on(worker, move || {
                             models::fiber::accept_loop(listener, live, m, handle)
                         })));
@@ -421,6 +526,8 @@ impl Server {
                 }
             }
         }
+        // Every listener is bound and its acceptor started: connections are served from here on.
+        activation.ready();
         let mut result = Ok(());
         for a in acceptors {
             let outcome = match a {
@@ -440,6 +547,9 @@ impl Server {
                 }
             }
         }
+        // Nothing accepts any more, whatever ended the acceptors: connections to the port are
+        // refused from here on rather than queued on the copies kept for an upgrade.
+        self.upgrader.close();
         let grace = self.live.current().cfg.timeouts.shutdown_grace;
         let end = Instant::now() + grace;
         while app.metrics.open_connections() > 0 && Instant::now() < end {
@@ -460,10 +570,17 @@ impl Server {
 }
 
 /// Starts a thread that begins graceful shutdown on SIGINT or SIGTERM, reloads the
-/// configuration on SIGHUP and reopens the access log on SIGUSR1 (nginx's signals).
+/// configuration on SIGHUP, reopens the access log on SIGUSR1 (nginx's signals) and upgrades to
+/// the binary on disk on SIGUSR2 (each told to systemd when it supervises the server).
 pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])?;
+    use sd_notify::NotifyState;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2])?;
+    // Set once an upgrade handed the service over: this process then drains without telling
+    // systemd it stops (the new main process serves on).
+    let handed_over = Arc::new(AtomicBool::new(false));
     std::thread::Builder::new()
         .name("weft-signals".into())
         .spawn(move || {
@@ -477,16 +594,48 @@ pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
                              file: {e}"
                         ),
                     },
-                    SIGHUP if !stopping => match handle.reload() {
-                        Ok(()) => log::info!("signal {sig}: configuration reloaded"),
-                        Err(e) => {
-                            log::error!("signal {sig}: reload failed, configuration kept: {e}")
+                    // After a handover the new process is the one systemd follows and reloads.
+                    SIGHUP if !stopping && !handed_over.load(SeqCst) => {
+                        let mut state = vec![NotifyState::Reloading];
+                        // systemd's Type=notify-reload wants the time the reload started.
+                        state.extend(NotifyState::monotonic_usec_now().ok());
+                        activation::notify(&state);
+                        match handle.reload() {
+                            Ok(()) => log::info!("signal {sig}: configuration reloaded"),
+                            Err(e) => {
+                                log::error!("signal {sig}: reload failed, configuration kept: {e}")
+                            }
                         }
-                    },
+                        activation::notify(&[NotifyState::Ready]);
+                    }
                     SIGHUP => {}
+                    SIGUSR2 if !stopping => {
+                        // The wait for the new process must not hold up SIGTERM.
+                        let (handle, handed_over) = (handle.clone(), handed_over.clone());
+                        let spawned = std::thread::Builder::new()
+                            .name("weft-upgrade".into())
+                            .spawn(move || match handle.upgrade() {
+                                Ok(pid) => {
+                                    handed_over.store(true, SeqCst);
+                                    log::info!(
+                                        "signal {sig}: upgraded: process {pid} serves; draining"
+                                    );
+                                }
+                                Err(e) => log::error!(
+                                    "signal {sig}: upgrade failed, this process serves on: {e}"
+                                ),
+                            });
+                        if let Err(e) = spawned {
+                            log::error!("signal {sig}: upgrade failed: {e}");
+                        }
+                    }
+                    SIGUSR2 => {}
                     _ if !stopping => {
                         log::info!("signal {sig}: shutting down (a second signal exits at once)");
                         stopping = true;
+                        if !handed_over.load(SeqCst) {
+                            activation::notify(&[NotifyState::Stopping]);
+                        }
                         handle.shutdown();
                     }
                     _ => {

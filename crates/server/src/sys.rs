@@ -15,6 +15,18 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// True if `fd` is an open descriptor of this process (`fcntl(F_GETFD)`).
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD takes no pointer; on a closed number it fails with EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// Sets `FD_CLOEXEC` on `fd`, so that no program this process starts inherits it.
+pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_SETFD takes no pointer; an invalid `fd` fails with EBADF.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
+}
+
 /// `sendfile(2)`: copies up to `count` bytes of `file` starting at `*offset` to `out` inside the
 /// kernel, advancing `*offset`. Returns the bytes sent (0 at end of file).
 pub fn sendfile(out: RawFd, file: &File, offset: &mut u64, count: usize) -> io::Result<usize> {

@@ -377,6 +377,115 @@ impl<T: AtomicsOnly> Drop for Shared<T> {
     }
 }
 
+/// The environment variable that [`spawn_with_fds`] fills with the child's own pid (systemd's
+/// `LISTEN_PID`, which a process checks against `getpid` before it takes `LISTEN_FDS`).
+pub const LISTEN_PID: &str = "LISTEN_PID";
+
+/// Starts `exe` with `argv` and `env` (each `NAME=value`) in a new process whose descriptors
+/// 3, 4, ... are `fds` (in order, inheritable) and whose `LISTEN_PID` is its own pid, as
+/// systemd's socket activation passes sockets. Every other descriptor of this process is
+/// `O_CLOEXEC` (the standard library and socket2 open them so), so the new program gets only
+/// these. Works from a process with threads: between fork and exec the child makes only
+/// async-signal-safe calls (fcntl, dup2, close, getpid, sigprocmask, execve, _exit) and
+/// touches only memory prepared before the fork. `output`, if given, becomes the child's
+/// standard output and error (else it shares this process's). Returns the child's pid; a
+/// failed exec ends the child with status 127.
+pub fn spawn_with_fds(
+    exe: &std::ffi::CStr,
+    argv: &[std::ffi::CString],
+    env: &[std::ffi::CString],
+    fds: &[RawFd],
+    output: Option<RawFd>,
+) -> io::Result<Pid> {
+    use std::ffi::c_char;
+    // `LISTEN_PID=` and room for any pid's digits and the terminating NUL, filled in the child.
+    let mut listen_pid = format!("{LISTEN_PID}=").into_bytes();
+    let digits_at = listen_pid.len();
+    listen_pid.resize(digits_at + 24, 0);
+    let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut envp: Vec<*const c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(listen_pid.as_ptr().cast());
+    envp.push(std::ptr::null());
+    // Where each descriptor is parked above the target range first, so that moving one into
+    // place never overwrites another still to be moved.
+    let mut parked: Vec<RawFd> = vec![-1; fds.len()];
+    let first_free = 3 + fds.len() as RawFd;
+    // SAFETY: fork takes no arguments. In the child only async-signal-safe functions run until
+    // execve or _exit, on memory allocated above (no allocation, no lock, no unwinding), which
+    // is what POSIX allows after fork in a multithreaded process.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            // SAFETY: (the whole block) each call is async-signal-safe; the pointers are into
+            // `listen_pid`, `parked`, `argv_ptrs` and `envp`, which this copy of the address
+            // space owns and nothing else uses; the descriptors in `fds` are open (the caller
+            // holds them) and the rest are numbers this block just created.
+            unsafe {
+                if let Some(out) = output {
+                    // First: `out` may have a number that the sockets are moved onto below.
+                    if libc::dup2(out, 1) < 0 || libc::dup2(out, 2) < 0 {
+                        libc::_exit(127);
+                    }
+                }
+                for (i, &fd) in fds.iter().enumerate() {
+                    let p = libc::fcntl(fd, libc::F_DUPFD, first_free);
+                    if p < 0 {
+                        libc::_exit(127);
+                    }
+                    *parked.as_mut_ptr().add(i) = p;
+                }
+                for (i, &p) in parked.iter().enumerate() {
+                    // dup2 leaves the new number without FD_CLOEXEC: it survives exec.
+                    if libc::dup2(p, 3 + i as RawFd) < 0 {
+                        libc::_exit(127);
+                    }
+                    libc::close(p);
+                }
+                let mut pid = libc::getpid() as u64;
+                let mut tmp = [0u8; 20];
+                let mut n = 0;
+                loop {
+                    tmp[n] = b'0' + (pid % 10) as u8;
+                    n += 1;
+                    pid /= 10;
+                    if pid == 0 {
+                        break;
+                    }
+                }
+                let out = listen_pid.as_mut_ptr().add(digits_at);
+                for j in 0..n {
+                    *out.add(j) = tmp[n - 1 - j];
+                }
+                *out.add(n) = 0;
+                // The signal mask survives exec; this thread's may block some (none of
+                // weft's do, but an embedder's might).
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+                libc::execve(exe.as_ptr(), argv_ptrs.as_ptr(), envp.as_ptr());
+                libc::_exit(127)
+            }
+        }
+        pid => Ok(pid),
+    }
+}
+
+/// A pipe whose both ends are `O_CLOEXEC`: (read end, write end).
+pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [-1 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors into the two-element array it is given.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both numbers were just created by pipe2 and are owned by nothing else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,8 @@ mod nodelay;
 mod ops;
 #[path = "blackbox/proxy.rs"]
 mod proxy;
+#[path = "blackbox/realip.rs"]
+mod realip;
 #[path = "blackbox/reload.rs"]
 mod reload;
 #[path = "blackbox/shutdown.rs"]

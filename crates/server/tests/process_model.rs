@@ -426,15 +426,16 @@ fn the_master_times_out_partial_heads_and_idle_connections() {
     );
 }
 
-/// SIGTERM closes the connections the master holds (idle ones it took back, partial heads)
-/// at once, and the server exits without waiting for the grace period.
+/// SIGTERM drains the connections the master holds as nginx does: idle ones it took back close
+/// at once; a request whose head has begun is still read and answered (with `Connection:
+/// close`); then the server exits without waiting for the grace period.
 #[test]
-fn sigterm_closes_the_connections_the_master_holds() {
+fn sigterm_closes_idle_connections_and_answers_begun_heads() {
     let mut srv = Builder::new("process-held-sigterm")
         .config("[process]\nmax_children = 1\n[timeouts]\nshutdown_grace = \"20s\"\n")
         .start();
     let master = master(&srv);
-    let mut conns: Vec<_> = (0..3)
+    let mut idle: Vec<_> = (0..3)
         .map(|_| {
             let mut c = srv.connect();
             c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -442,20 +443,29 @@ fn sigterm_closes_the_connections_the_master_holds() {
             c
         })
         .collect();
-    for _ in 0..2 {
-        let mut c = srv.connect();
-        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
-        conns.push(c);
-    }
+    let mut begun: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n");
+            c
+        })
+        .collect();
     // With one child allowed, every idle connection went back to the master.
     assert_children_reach_zero(master);
 
     srv.signal(libc::SIGTERM);
-    for c in &mut conns {
+    for c in &mut idle {
         assert!(
             c.closed_within(Duration::from_secs(5)),
-            "a connection the master held is still open after SIGTERM"
+            "an idle connection the master held is still open after SIGTERM"
         );
+    }
+    for c in &mut begun {
+        c.send(b"\r\n");
+        let r = c.read_response().expect("a begun request is answered");
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+        assert!(r.closes(), "{r:?}");
+        assert!(c.closed_within(Duration::from_secs(5)));
     }
     let status = srv
         .wait_exit(Duration::from_secs(10))

@@ -62,6 +62,7 @@ pub fn accept_loop(
                         listener: lm,
                         registration,
                         accepted,
+                        proxied: Default::default(),
                     };
                     let state = Box::new(ConnState {
                         app,

@@ -155,6 +155,9 @@ struct Held {
     accepted: Option<Instant>,
     /// The connection has been served before (its next child records no accept phase).
     resumed: bool,
+    /// What its PROXY protocol header said (`[[listen]] proxy_protocol`): `None` until it has
+    /// been read; then the client's address, or `None` for a header that named none.
+    proxied: Option<Option<SocketAddr>>,
 }
 
 /// Everything the master keeps; forked children close the descriptors in it.
@@ -260,9 +263,11 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             }
         }
     }
-    // Stop accepting: the kernel refuses new connections once the sockets are closed; the
-    // connections no child serves close now, the others when their child ends.
+    // Stop accepting: the kernel refuses new connections once the sockets are closed.
     drop(listeners);
+    let end = Instant::now() + app.cfg.timeouts.shutdown_grace;
+    m.drain(&app, &mut gate, &mut ready, end)?;
+    // What is still unanswered closes now; children finish within the rest of the grace.
     let waiting: Vec<RawFd> = m
         .held
         .iter()
@@ -272,7 +277,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     for fd in waiting {
         m.close(fd);
     }
-    m.stop_children(&app, app.cfg.timeouts.shutdown_grace);
+    m.stop_children(&app, end.saturating_duration_since(Instant::now()));
     Ok(())
 }
 
@@ -349,6 +354,7 @@ impl Master {
                             },
                             accepted,
                             resumed: false,
+                            proxied: None,
                         },
                     );
                 }
@@ -366,9 +372,13 @@ impl Master {
     /// Reads what a held connection sent; queues it for a child once its head is whole (or
     /// is bad or too large: the child answers it as every model does).
     fn read_head(&mut self, app: &App, fd: RawFd) {
-        let max = app.cfg.limits.max_head_bytes + 1;
         let Some(h) = self.held.get_mut(&fd) else {
             return;
+        };
+        let max = if h.lm.proxy_protocol() && h.proxied.is_none() {
+            conn::proxy_read_max(&app.cfg)
+        } else {
+            app.cfg.limits.max_head_bytes + 1
         };
         if !matches!(h.stage, Stage::Head { .. } | Stage::Idle { .. }) {
             return;
@@ -400,6 +410,27 @@ impl Master {
             h.stage = Stage::Head {
                 deadline: Instant::now() + app.cfg.timeouts.header_read,
             };
+        }
+        if h.lm.proxy_protocol() && h.proxied.is_none() {
+            use weft_http::proxy_protocol::{parse, Parsed, Proxied};
+            match parse(&h.buf) {
+                // Within the header-read deadline, as the head itself.
+                Ok(Parsed::Partial) => return,
+                Ok(Parsed::Done { proxied, len }) => {
+                    h.buf.drain(..len);
+                    h.proxied = Some(match proxied {
+                        Proxied::Tcp { source, .. } => Some(source),
+                        Proxied::Local => None,
+                    });
+                    if h.buf.is_empty() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    log::info!("{}: {e}; connection closed", h.peer);
+                    return self.close(fd);
+                }
+            }
         }
         self.parser.reset();
         let whole = !matches!(self.parser.parse(&h.buf), Ok(None)) || h.buf.len() >= max;
@@ -566,6 +597,58 @@ impl Master {
     }
 
     /// SIGTERM to every child, then waits up to `grace` for them; kills and reaps the rest.
+    /// Graceful shutdown's first part, as nginx drains: idle keep-alive connections close at
+    /// once and children are told to finish, but a request whose head has begun, or a
+    /// connection accepted that has not sent yet (it may have been accepted just before an
+    /// upgrade handed the port over), is still read and answered by a child, until `end` (or
+    /// its header-read deadline).
+    fn drain(
+        &mut self,
+        app: &Arc<App>,
+        gate: &mut AcceptGate,
+        ready: &mut Vec<u64>,
+        end: Instant,
+    ) -> io::Result<()> {
+        for &pid in self.children.keys() {
+            let _ = sp::kill(pid, libc::SIGTERM);
+        }
+        let idle: Vec<RawFd> = self
+            .held
+            .iter()
+            .filter(|(_, h)| match h.stage {
+                Stage::Idle { .. } => true,
+                Stage::Head { .. } => h.buf.is_empty() && h.resumed,
+                Stage::Queued | Stage::Served => false,
+            })
+            .map(|(&fd, _)| fd)
+            .collect();
+        for fd in idle {
+            self.close(fd);
+        }
+        let pending = |m: &Master| {
+            m.held
+                .values()
+                .any(|h| matches!(h.stage, Stage::Head { .. } | Stage::Queued))
+        };
+        while pending(self) {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            self.reap(app, false);
+            // The listeners are closed: a child has none of them to close.
+            self.dispatch(app, &[], gate);
+            self.sweep();
+            self.epoll.wait(ready, SWEEP_EVERY.min(end - now))?;
+            for &token in ready.iter() {
+                if token & CONN_TAG != 0 {
+                    self.read_head(app, (token & !CONN_TAG) as RawFd);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn stop_children(&mut self, app: &App, grace: Duration) {
         for &pid in self.children.keys() {
             let _ = sp::kill(pid, libc::SIGTERM);
@@ -614,6 +697,7 @@ fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_childr
         buf,
         accepted,
         resumed,
+        proxied,
         ..
     } = h;
     let fd = stream.as_raw_fd();
@@ -637,6 +721,8 @@ fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_childr
         registration: Some(app.shutdown.register(fd)),
         // The accept phase belongs to a connection's first request only.
         accepted: if resumed { None } else { accepted },
+        // The master read the PROXY protocol header, if the listener expects one.
+        proxied: proxied.map(std::sync::OnceLock::from).unwrap_or_default(),
     };
     let served = conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive);
     let code = match served {
@@ -758,6 +844,14 @@ fn register_shutdown_signals(app: &App) -> io::Result<()> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, app.shutdown.flag())?;
     }
+    // SIGUSR2 (upgrade) is the server process's; sent to the whole group (`systemctl kill`
+    // without `--kill-whom=main`), its default action would end the master and every
+    // connection. A handler that only sets an unread flag survives fork (the children) and
+    // is reset by exec (CGI scripts).
+    signal_hook::flag::register(
+        signal_hook::consts::SIGUSR2,
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    )?;
     Ok(())
 }
 

@@ -49,6 +49,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                             listener: lm2,
                             registration,
                             accepted,
+                            proxied: Default::default(),
                         };
                         if let Err(e) = conn::serve(&mut stream, &app, &info) {
                             log::debug!("{peer}: connection ended: {e}");

@@ -22,6 +22,7 @@ mod malformed;
 mod nodelay;
 mod ops;
 mod proxy;
+mod realip;
 mod reload;
 mod shutdown;
 mod stall;

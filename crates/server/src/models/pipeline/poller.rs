@@ -310,6 +310,13 @@ fn expire(p: &Pipeline) {
     p.poller.lock().parked.expire(now, &mut due);
     for Parked { conn, wait, .. } in due {
         match wait {
+            // A PROXY header cut short: closed without an HTTP answer (the peer is a balancer).
+            Wait::Request if conn.first && conn.info.awaits_proxy_header() => {
+                log::info!(
+                    "{}: no PROXY header in time; connection closed",
+                    conn.info.peer
+                );
+            }
             Wait::Request if !conn.rbuf.is_empty() => {
                 let next = super::stages::fail(conn, 408, "request head not received in time");
                 p.dispatch(next, false);

@@ -71,6 +71,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             listener: p.lm.clone(),
             registration,
             accepted,
+            proxied: Default::default(),
         },
         stream,
         _guard: guard,
@@ -95,14 +96,37 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
 pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
     let app = conn.app.clone();
     let cfg = &app.cfg;
-    let max = cfg.limits.max_head_bytes + 1;
+    // Room for a PROXY header (longer than a small request head) before the first request.
+    let max = if conn.first && conn.info.awaits_proxy_header() {
+        conn::proxy_read_max(cfg)
+    } else {
+        cfg.limits.max_head_bytes + 1
+    };
     let timed = cfg.timing.on();
     if timed && conn.times.start.is_none() && !conn.rbuf.is_empty() {
         // Pipelined: the request was already here; its turn comes now.
         conn.times.start = Some(Instant::now());
     }
     loop {
-        if !conn.rbuf.is_empty() {
+        if !conn.rbuf.is_empty() && conn.first && conn.info.awaits_proxy_header() {
+            // A `proxy_protocol` listener: the PROXY header comes before the first request.
+            match conn::take_proxy_header(&mut conn.rbuf, &conn.info) {
+                conn::ProxyStep::Done => continue,
+                conn::ProxyStep::Bad(e) => {
+                    log::info!("{}: {e}; connection closed", conn.info.peer);
+                    return Next::Close(conn);
+                }
+                conn::ProxyStep::NeedMore => {
+                    if conn.head_deadline.is_some_and(|d| d <= Instant::now()) {
+                        log::info!(
+                            "{}: no PROXY header in time; connection closed",
+                            conn.info.peer
+                        );
+                        return Next::Close(conn);
+                    }
+                }
+            }
+        } else if !conn.rbuf.is_empty() {
             let c = &mut *conn;
             match c.parser.parse(c.rbuf.data()) {
                 Ok(Some(n)) => {
@@ -113,7 +137,13 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                         c.times.first = c.first;
                         c.times.record_head(&c.info);
                     }
-                    c.req = Some(conn::take_request(&mut c.parser, &mut c.rbuf, n, &c.info));
+                    c.req = Some(conn::take_request(
+                        &mut c.parser,
+                        &mut c.rbuf,
+                        n,
+                        &c.info,
+                        &cfg.real_ip_from,
+                    ));
                     c.head_deadline = None;
                     c.first = false;
                     return Next::Process(conn);
@@ -168,7 +198,8 @@ fn wait_for_request(conn: Box<Conn>) -> Next {
     if let Some(d) = conn.head_deadline {
         return Next::Park(conn, Wait::Request, d);
     }
-    if !set_idle(&conn, true) {
+    // A new connection's first request is awaited even while draining (see `conn::read_head`).
+    if !conn.first && !set_idle(&conn, true) {
         return Next::Close(conn);
     }
     let idle = if conn.first {
@@ -299,7 +330,7 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
     }
     conn.times = conn::Times::default();
     if let Some(req) = out.req {
-        conn::log_access(&conn.app, &conn.info, &req, out.status, out.body_len);
+        conn::log_access(&conn.app, &req, out.status, out.body_len);
         conn::recycle_request(&mut conn.parser, &mut conn.rbuf, req);
     }
     if !out.keep_alive {

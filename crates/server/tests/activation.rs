@@ -1,0 +1,189 @@
+//! systemd integration, black-box: socket activation (a listening socket handed to the `weft`
+//! binary at descriptor 3 with `LISTEN_PID`/`LISTEN_FDS`/`LISTEN_FDNAMES`, as systemd does) and
+//! `sd_notify` (READY=1, RELOADING=1, STOPPING=1 received on a `NOTIFY_SOCKET` datagram socket
+//! the test binds).
+
+mod common;
+mod handover;
+
+/// Read by `common` (its `Builder` is not used here).
+const MODEL: &str = "thread";
+
+use std::fs;
+use std::net::{TcpListener, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+
+use common::INDEX_HTML;
+use handover::{get_index, recv_notify, site, Weft, WAIT};
+use weft::sys_process::Exit;
+
+#[test]
+fn a_socket_handed_over_is_matched_by_address_and_served() {
+    let dir = site("activation-addr");
+    // The test binds; weft must serve on this very socket (it cannot bind the port itself
+    // while the test holds it, having no SO_REUSEPORT on this one).
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let root = dir.join("root");
+    let server = Weft::start(
+        &dir,
+        &[
+            "--listen",
+            &format!("{addr}=thread"),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[listener.as_raw_fd()],
+        &["LISTEN_FDNAMES=http".into()],
+    );
+    let r = get_index(addr, &server);
+    assert_eq!(r.status, 200, "log:\n{}", server.log());
+    assert_eq!(r.body, INDEX_HTML);
+    assert!(
+        server.log().contains("handed-over socket"),
+        "log:\n{}",
+        server.log()
+    );
+}
+
+#[test]
+fn a_socket_handed_over_is_matched_by_name_on_the_fiber_model() {
+    let dir = site("activation-name");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // A different address in the configuration: only the name ties the socket to it.
+    let root = dir.join("root");
+    fs::write(
+        dir.join("weft.toml"),
+        format!(
+            "root = {:?}\n[[listen]]\naddr = \"127.0.0.1:9\"\nmodel = \"fiber\"\nname = \"web\"\n",
+            root.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let config = dir.join("weft.toml");
+    let server = Weft::start(
+        &dir,
+        &["--config", config.to_str().unwrap(), "--threads", "2"],
+        &[listener.as_raw_fd()],
+        &["LISTEN_FDNAMES=web".into()],
+    );
+    // Several connections: with two workers sharing the one socket, all are served.
+    for _ in 0..4 {
+        let r = get_index(addr, &server);
+        assert_eq!(r.status, 200, "log:\n{}", server.log());
+        assert_eq!(r.body, INDEX_HTML);
+    }
+}
+
+#[test]
+fn a_descriptor_that_is_not_a_listening_socket_stops_the_start_with_a_clear_error() {
+    let dir = site("activation-bad");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let unlistened =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let file = fs::File::open(dir.join("root/index.html")).unwrap();
+    let root = dir.join("root");
+    for fd in [udp.as_raw_fd(), unlistened.as_raw_fd(), file.as_raw_fd()] {
+        let mut server = Weft::start(
+            &dir,
+            &["--listen", "127.0.0.1:0", "--root", root.to_str().unwrap()],
+            &[fd],
+            &[],
+        );
+        assert_eq!(server.wait_exit(), Exit::Code(1), "log:\n{}", server.log());
+        assert!(
+            server
+                .log()
+                .contains("descriptor 3 (unknown) is not a listening stream socket"),
+            "log:\n{}",
+            server.log()
+        );
+    }
+}
+
+#[test]
+fn names_that_do_not_match_the_count_stop_the_start() {
+    let dir = site("activation-names");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let root = dir.join("root");
+    let mut server = Weft::start(
+        &dir,
+        &["--listen", "127.0.0.1:0", "--root", root.to_str().unwrap()],
+        &[listener.as_raw_fd()],
+        &["LISTEN_FDNAMES=a:b".into()],
+    );
+    assert_eq!(server.wait_exit(), Exit::Code(1));
+    assert!(
+        server
+            .log()
+            .contains("socket activation: invalid LISTEN_FDNAMES"),
+        "log:\n{}",
+        server.log()
+    );
+}
+
+#[test]
+fn sd_notify_tells_ready_reloading_and_stopping() {
+    let dir = site("activation-notify");
+    let path = dir.join("notify.sock");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(WAIT)).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let root = dir.join("root");
+    let mut server = Weft::start(
+        &dir,
+        &[
+            "--listen",
+            &format!("{addr}=thread"),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[listener.as_raw_fd()],
+        &[format!("NOTIFY_SOCKET={}", path.display())],
+    );
+    assert_eq!(recv_notify(&sock, &server).trim(), "READY=1");
+    assert_eq!(get_index(addr, &server).status, 200);
+    server.signal(libc::SIGHUP);
+    let reloading = recv_notify(&sock, &server);
+    let mut lines = reloading.lines();
+    assert_eq!(lines.next(), Some("RELOADING=1"), "{reloading}");
+    assert!(
+        lines
+            .next()
+            .is_some_and(|l| l.starts_with("MONOTONIC_USEC=")),
+        "{reloading}"
+    );
+    assert_eq!(recv_notify(&sock, &server).trim(), "READY=1");
+    server.signal(libc::SIGTERM);
+    assert_eq!(recv_notify(&sock, &server).trim(), "STOPPING=1");
+    assert_eq!(server.wait_exit(), Exit::Code(0));
+}
+
+/// In this process (the only test here that touches the environment): the variables are
+/// removed whatever they held, so no child or later upgrade mistakes them for its own.
+#[test]
+fn taking_the_sockets_removes_the_variables() {
+    use weft::activation::{Activation, READY_FD};
+    let vars = ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", READY_FD];
+    // Ours, no sockets, and a ready descriptor that is no number: an error, variables gone.
+    std::env::set_var("LISTEN_PID", std::process::id().to_string());
+    std::env::set_var("LISTEN_FDS", "0");
+    std::env::set_var(READY_FD, "x");
+    let err = Activation::from_env().expect_err("bad ready descriptor");
+    assert!(err.to_string().contains("bad descriptor `x`"), "{err}");
+    for v in vars {
+        assert!(std::env::var_os(v).is_none(), "{v} left set");
+    }
+    // Another process's sockets: none taken (their names not even checked), variables gone.
+    std::env::set_var("LISTEN_PID", "1");
+    std::env::set_var("LISTEN_FDS", "2");
+    std::env::set_var("LISTEN_FDNAMES", "a:b:c");
+    let a = Activation::from_env().expect("not ours");
+    assert!(a.listeners.is_empty());
+    for v in vars {
+        assert!(std::env::var_os(v).is_none(), "{v} left set");
+    }
+}

@@ -1,0 +1,414 @@
+//! Zero-downtime upgrade, black-box, on every model: under load from several client threads
+//! (keep-alive connections and a new connection per request), SIGUSR2 starts a new `weft`
+//! process on the same listening socket, the old one drains and exits, and no request is lost
+//! and no connection refused. A keep-alive request that meets the old process closing the idle
+//! connection (no byte of a response) is retried on a new connection, as HTTP clients do
+//! (RFC 9112 §9.3.1); anything else counts as a failure.
+
+mod common;
+mod handover;
+
+/// Read by `common` (its `Builder` is not used here).
+const MODEL: &str = "thread";
+
+use std::fs;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Conn, ReadError, INDEX_HTML};
+use handover::{become_subreaper, recv_notify, site, Weft, WAIT};
+use weft::sys_process::Exit;
+
+/// Requests per client thread at most (the load is bounded whatever happens).
+const MAX_REQUESTS: u64 = 20_000;
+const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+const REQUEST_CLOSE: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+#[derive(Default)]
+struct Tally {
+    ok: AtomicU64,
+    retried: AtomicU64,
+    failures: Mutex<Vec<String>>,
+}
+
+impl Tally {
+    fn fail(&self, why: String) {
+        self.failures.lock().unwrap().push(why);
+    }
+}
+
+fn connect(addr: SocketAddr, tally: &Tally) -> Option<Conn> {
+    match TcpStream::connect_timeout(&addr, WAIT) {
+        Ok(s) => Some(Conn::from_stream(s)),
+        Err(e) => {
+            tally.fail(format!("connect: {e}"));
+            None
+        }
+    }
+}
+
+fn check(r: &common::Response, tally: &Tally) -> bool {
+    if r.status == 200 && r.body == INDEX_HTML {
+        tally.ok.fetch_add(1, SeqCst);
+        true
+    } else {
+        tally.fail(format!("bad response: {} {:?}", r.status, r.text()));
+        false
+    }
+}
+
+/// Requests over keep-alive connections until `stop`.
+fn keepalive_client(addr: SocketAddr, stop: &AtomicBool, tally: &Tally) {
+    let mut conn: Option<(Conn, bool)> = None; // (connection, has served a request)
+    let mut done = 0;
+    while !stop.load(SeqCst) && done < MAX_REQUESTS {
+        let (c, reused) = match conn.take() {
+            Some(c) => c,
+            None => match connect(addr, tally) {
+                Some(c) => (c, false),
+                None => return,
+            },
+        };
+        let mut c = c;
+        let sent = c.try_send(REQUEST);
+        let read = match sent {
+            Ok(()) => c.read_response(),
+            Err(_) => Err(ReadError::Closed),
+        };
+        match read {
+            Ok(r) => {
+                done += 1;
+                if !check(&r, tally) {
+                    return;
+                }
+                if !r.closes() {
+                    conn = Some((c, true));
+                }
+            }
+            // The server closed an idle keep-alive connection as the request went out.
+            Err(ReadError::Closed) if reused => {
+                tally.retried.fetch_add(1, SeqCst);
+            }
+            Err(e) => {
+                tally.fail(format!("keep-alive request (reused: {reused}): {e:?}"));
+                return;
+            }
+        }
+    }
+}
+
+/// One new connection per request until `stop`.
+fn new_connection_client(addr: SocketAddr, stop: &AtomicBool, tally: &Tally) {
+    let mut done = 0;
+    while !stop.load(SeqCst) && done < MAX_REQUESTS {
+        let Some(mut c) = connect(addr, tally) else {
+            return;
+        };
+        if let Err(e) = c.stream.write_all(REQUEST_CLOSE) {
+            tally.fail(format!("send on a new connection: {e}"));
+            return;
+        }
+        match c.read_response() {
+            Ok(r) => {
+                done += 1;
+                if !check(&r, tally) {
+                    return;
+                }
+            }
+            Err(e) => {
+                tally.fail(format!("request on a new connection: {e:?}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Waits (bounded) until the clients have had `n` more answers than `from`.
+fn wait_answers(tally: &Tally, from: u64, n: u64, what: &str) {
+    let end = Instant::now() + WAIT;
+    while tally.ok.load(SeqCst) < from + n {
+        let failures = tally.failures.lock().unwrap().clone();
+        assert!(failures.is_empty(), "{what}: {failures:?}");
+        assert!(Instant::now() < end, "{what}: the clients got no answers");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn upgrade_under_load(model: &str) {
+    become_subreaper();
+    let dir = site(&format!("upgrade-{model}"));
+    let notify_path = dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(WAIT)).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let root = dir.join("root");
+    let mut old = Weft::start(
+        &dir,
+        &[
+            "--listen",
+            &format!("{addr}={model}"),
+            "--root",
+            root.to_str().unwrap(),
+            "--threads",
+            "2",
+        ],
+        &[listener.as_raw_fd()],
+        &[format!("NOTIFY_SOCKET={}", notify_path.display())],
+    );
+    // From here only weft holds the socket: were it ever closed, connecting would be refused.
+    drop(listener);
+    assert_eq!(recv_notify(&notify, &old).trim(), "READY=1");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
+    let mut clients = Vec::new();
+    for i in 0..5 {
+        let (stop, tally) = (stop.clone(), tally.clone());
+        clients.push(std::thread::spawn(move || {
+            if i < 3 {
+                keepalive_client(addr, &stop, &tally)
+            } else {
+                new_connection_client(addr, &stop, &tally)
+            }
+        }));
+    }
+    // Stops the clients whatever the outcome, so a failed assertion joins no endless thread.
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let _stop_guard = StopOnDrop(stop.clone());
+
+    wait_answers(&tally, 0, 200, "before the upgrade");
+    old.signal(libc::SIGUSR2);
+    // The old process names the new one (systemd's MAINPID); the new one says READY=1 too.
+    let mut new_pid = None;
+    for _ in 0..4 {
+        let msg = recv_notify(&notify, &old);
+        if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
+            new_pid = Some(pid.parse::<i32>().expect("pid"));
+            break;
+        }
+    }
+    let new_pid = new_pid.unwrap_or_else(|| panic!("no MAINPID; old log:\n{}", old.log()));
+    let mut new = Weft::adopt(new_pid, &dir);
+    assert_ne!(new_pid, old.pid);
+    assert_eq!(old.wait_exit(), Exit::Code(0), "old log:\n{}", old.log());
+    // The new process alone serves now.
+    let after_exit = tally.ok.load(SeqCst);
+    wait_answers(&tally, after_exit, 200, "after the old process exited");
+    stop.store(true, SeqCst);
+    for c in clients {
+        c.join().expect("client thread");
+    }
+    let failures = tally.failures.lock().unwrap().clone();
+    assert!(
+        failures.is_empty(),
+        "{} failures, e.g. {:?}; log:\n{}",
+        failures.len(),
+        &failures[..failures.len().min(5)],
+        old.log()
+    );
+    let log = old.log();
+    assert!(
+        log.contains(&format!("upgraded: process {new_pid} serves; draining")),
+        "log:\n{log}"
+    );
+    eprintln!(
+        "{model}: {} answers, {} keep-alive retries",
+        tally.ok.load(SeqCst),
+        tally.retried.load(SeqCst)
+    );
+    new.signal(libc::SIGTERM);
+    assert_eq!(new.wait_exit(), Exit::Code(0), "log:\n{}", new.log());
+    fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn upgrade_under_load_fiber() {
+    upgrade_under_load("fiber");
+}
+
+#[test]
+fn upgrade_under_load_thread() {
+    upgrade_under_load("thread");
+}
+
+#[test]
+fn upgrade_under_load_process() {
+    upgrade_under_load("process");
+}
+
+#[test]
+fn upgrade_under_load_pipeline() {
+    upgrade_under_load("pipeline");
+}
+
+#[test]
+fn a_new_process_that_fails_to_start_leaves_the_old_one_serving() {
+    become_subreaper();
+    let dir = site("upgrade-fails");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let root = dir.join("root");
+    let config = dir.join("weft.toml");
+    fs::write(&config, format!("root = {:?}\n", root.to_str().unwrap())).unwrap();
+    let mut old = Weft::start(
+        &dir,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            &format!("{addr}=thread"),
+        ],
+        &[listener.as_raw_fd()],
+        &[],
+    );
+    drop(listener);
+    assert_eq!(handover::get_index(addr, &old).status, 200);
+    // The new process reads the same arguments, so the same file: now one it refuses.
+    fs::write(&config, "no_such_key = 1\n").unwrap();
+    old.signal(libc::SIGUSR2);
+    let end = Instant::now() + WAIT;
+    while !old.log().contains("upgrade failed, this process serves on") {
+        assert!(
+            Instant::now() < end,
+            "no failure logged; log:\n{}",
+            old.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = old.log();
+    assert!(
+        log.contains("ended before it was ready (it exited: Code(1))"),
+        "{log}"
+    );
+    // The old process still serves, on the same socket, new connections and old.
+    for _ in 0..3 {
+        let mut c = Conn::connect(addr);
+        c.send(REQUEST_CLOSE);
+        let r = c.read_response().expect("answer after the failed upgrade");
+        assert_eq!(r.status, 200);
+    }
+    old.signal(libc::SIGTERM);
+    assert_eq!(old.wait_exit(), Exit::Code(0), "log:\n{}", old.log());
+}
+
+#[test]
+fn the_binary_on_disk_is_started_not_the_running_one() {
+    become_subreaper();
+    let dir = site("upgrade-on-disk");
+    // The server runs from its own name for the binary (a hard link: no copy), which is then
+    // replaced, as an install does, by a script that leaves a mark and runs the real binary.
+    let exe = dir.join("weft");
+    let real = std::path::Path::new(env!("CARGO_BIN_EXE_weft"));
+    if fs::hard_link(real, &exe).is_err() {
+        fs::copy(real, &exe).unwrap();
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let root = dir.join("root");
+    let notify_path = dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(WAIT)).unwrap();
+    let mut old = Weft::start_exe(
+        &exe,
+        &dir,
+        &[
+            "--listen",
+            &format!("{addr}=thread"),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[listener.as_raw_fd()],
+        &[format!("NOTIFY_SOCKET={}", notify_path.display())],
+    );
+    drop(listener);
+    assert_eq!(recv_notify(&notify, &old).trim(), "READY=1");
+    let marker = dir.join("started-from-disk");
+    let script = dir.join("weft.new");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nexec '{}' \"$@\"\n",
+            marker.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    fs::rename(&script, &exe).unwrap();
+    old.signal(libc::SIGUSR2);
+    let mut new_pid = None;
+    for _ in 0..4 {
+        let msg = recv_notify(&notify, &old);
+        if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
+            new_pid = Some(pid.parse::<i32>().expect("pid"));
+            break;
+        }
+    }
+    let new_pid = new_pid.unwrap_or_else(|| panic!("no MAINPID; log:\n{}", old.log()));
+    let mut new = Weft::adopt(new_pid, &dir);
+    assert_eq!(old.wait_exit(), Exit::Code(0), "log:\n{}", old.log());
+    assert!(
+        marker.exists(),
+        "the replaced file was not run; log:\n{}",
+        old.log()
+    );
+    assert_eq!(handover::get_index(addr, &new).status, 200);
+    new.signal(libc::SIGTERM);
+    assert_eq!(new.wait_exit(), Exit::Code(0), "log:\n{}", new.log());
+    fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn the_process_models_master_survives_a_sigusr2_meant_for_the_server() {
+    let dir = site("upgrade-stray-usr2");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let root = dir.join("root");
+    let mut server = Weft::start(
+        &dir,
+        &[
+            "--listen",
+            &format!("{addr}=process"),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[listener.as_raw_fd()],
+        &[],
+    );
+    drop(listener);
+    assert_eq!(handover::get_index(addr, &server).status, 200);
+    // The master is the server's only child (no request is in flight to fork others).
+    let children = fs::read_to_string(format!("/proc/{0}/task/{0}/children", server.pid))
+        .expect("children of the server");
+    let master: i32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no master in {children:?}"));
+    weft::sys_process::kill(master, libc::SIGUSR2).unwrap();
+    // Still serving, through the same master (a dead master ends the server).
+    for _ in 0..3 {
+        let mut c = Conn::connect(addr);
+        c.send(REQUEST_CLOSE);
+        assert_eq!(c.read_response().expect("answer").status, 200);
+    }
+    assert!(
+        fs::metadata(format!("/proc/{master}")).is_ok(),
+        "master gone; log:\n{}",
+        server.log()
+    );
+    assert!(!server.log().contains("master exited"), "{}", server.log());
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait_exit(), Exit::Code(0), "log:\n{}", server.log());
+}
