@@ -6,7 +6,7 @@ of `weft-bench specweb --step FEW,MANY,FEW` on core 1, then reads the controller
 from /_weft/status.json (one sample per period, the last 60 s) and writes:
 
   OUT/step.csv   t, threads per stage, queue per stage, U, W, the clients of the step
-  OUT/step.svg   threads per stage over time, the step's boundaries marked
+  OUT/step.svg   threads per stage over time and U x M (`weft-bench plot`; also step.png)
 
 and prints how long the allocation took to settle after each step (the time from the step
 to the last change of the allocation within it) and the CPU the controller thread
@@ -40,7 +40,6 @@ DYNAMIC = os.environ.get("DYNAMIC", "0")
 DELAY = os.environ.get("DELAY", "5ms")
 BACKEND_PORT = int(os.environ.get("BACKEND_PORT", "9001"))
 STAGES = ["accept", "receive", "process", "send"]
-COLORS = ["#888888", "#1f77b4", "#2ca02c", "#d62728"]
 
 
 def thread_cpu(pid, name):
@@ -57,42 +56,6 @@ def thread_cpu(pid, name):
         except OSError:
             pass
     return total
-
-
-def svg(rows, m, bounds):
-    w, h, left, top = 640.0, 260.0, 50.0, 30.0
-    tmax = rows[-1]["t"] if rows else 1.0
-    x = lambda t: left + t / tmax * w
-    y = lambda v: top + h - v / m * h
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + w + 20:.0f}" '
-        f'height="{top + h + 50:.0f}" font-family="sans-serif" font-size="11">',
-        '<rect width="100%" height="100%" fill="white"/>',
-        f'<text x="{left + w / 2:.0f}" y="18" text-anchor="middle" font-size="13">'
-        f"pipeline threads per stage, load step {FEW} / {MANY} / {FEW} clients</text>",
-    ]
-    for v in range(0, m + 1, max(1, m // 4)):
-        out.append(
-            f'<line x1="{left}" x2="{left + w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>'
-            f'<text x="{left - 5}" y="{y(v) + 4:.1f}" text-anchor="end">{v}</text>'
-        )
-    for b in bounds:
-        out.append(
-            f'<line x1="{x(b):.1f}" x2="{x(b):.1f}" y1="{top}" y2="{top + h}" '
-            'stroke="#999" stroke-dasharray="3"/>'
-        )
-    for k, name in enumerate(STAGES):
-        pts = " ".join(f"{x(r['t']):.1f},{y(r['threads'][k]):.1f}" for r in rows)
-        out.append(f'<polyline fill="none" stroke="{COLORS[k]}" stroke-width="1.5" points="{pts}"/>')
-        out.append(
-            f'<text x="{left + 10 + k * 90}" y="{top + h + 40}" fill="{COLORS[k]}">{name}</text>'
-        )
-    pts = " ".join(f"{x(r['t']):.1f},{y(min(r['u'], 1.0) * m):.1f}" for r in rows)
-    out.append(f'<polyline fill="none" stroke="#000" stroke-dasharray="4" points="{pts}"/>')
-    out.append(f'<text x="{left + 370}" y="{top + h + 40}">U x M (dashed)</text>')
-    out.append(f'<text x="{left + w / 2:.0f}" y="{top + h + 20}" text-anchor="middle">seconds</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
 
 
 def main():
@@ -151,13 +114,19 @@ def main():
     bounds = [STEP, 2 * STEP]
     with open(os.path.join(OUT, "step.csv"), "w") as f:
         f.write("t,clients," + ",".join(f"threads_{s}" for s in STAGES) + ","
-                + ",".join(f"queue_{s}" for s in STAGES) + ",u\n")
+                + ",".join(f"queue_{s}" for s in STAGES) + ",u,u_x_m\n")
         for r in rows:
             clients = FEW if r["t"] < STEP or r["t"] >= 2 * STEP else MANY
             f.write(f"{r['t']},{clients}," + ",".join(map(str, r["threads"])) + ","
-                    + ",".join(map(str, r["queue"])) + f",{r['u']}\n")
-    with open(os.path.join(OUT, "step.svg"), "w") as f:
-        f.write(svg(rows, pl["threads_total"], bounds))
+                    + ",".join(map(str, r["queue"]))
+                    + f",{r['u']},{min(r['u'], 1.0) * pl['threads_total']:.3f}\n")
+    subprocess.run(
+        [BENCH, "plot", os.path.join(OUT, "step.csv"), "--x", "t",
+         "--y", ",".join([f"threads_{s}" for s in STAGES] + ["u_x_m"]),
+         "--out", os.path.join(OUT, "step"), "--x-label", "seconds", "--y-label", "threads",
+         "--title", f"pipeline threads per stage, load step {FEW} / {MANY} / {FEW} clients "
+                    f"(steps at {bounds[0]} s and {bounds[1]} s)"],
+        check=True, stdout=subprocess.DEVNULL)
     print(f"samples: {len(rows)} (period {pl['period_ms']} ms), M = {pl['threads_total']}")
     for i, (lo, hi) in enumerate([(0, STEP), (STEP, 2 * STEP), (2 * STEP, 3 * STEP)]):
         seg = [r for r in rows if lo <= r["t"] < hi]

@@ -2,12 +2,14 @@
 
 use std::fs;
 use std::io::{self, IsTerminal};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::groups::{self, GroupsConfig};
 use crate::load::{self, LoadConfig, Stop};
+use crate::plot;
 use crate::procstat::{self, ServerCpu};
 use crate::report::{GroupsReport, LoadReport};
 use crate::specweb::{self, SpecwebConfig};
@@ -43,6 +45,61 @@ pub enum Command {
     Backend(BackendArgs),
     /// Runs one of the papers' experiments against weft's models and the installed peers.
     Experiment(crate::experiment::ExperimentArgs),
+    /// Draws columns of a CSV file against one of its columns as a line chart (OUT.svg and
+    /// OUT.png): time series such as the pipeline controller's threads per stage.
+    Plot(PlotArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// A CSV file with a header line.
+    pub csv: PathBuf,
+    /// The column on the x axis.
+    #[arg(long, default_value = "t")]
+    pub x: String,
+    /// The columns drawn, one line each.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub y: Vec<String>,
+    /// Writes OUT.svg and OUT.png.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, default_value = "")]
+    pub title: String,
+    /// The x axis' title (default: the x column's name).
+    #[arg(long)]
+    pub x_label: Option<String>,
+    #[arg(long, default_value = "")]
+    pub y_label: String,
+}
+
+/// Reads the series of `plot`: the `x` column against each `y` column; a cell that is not a
+/// number is a gap in its line.
+pub fn plot_series(csv: &str, x: &str, ys: &[String]) -> Result<Vec<plot::Series>, String> {
+    let mut lines = csv.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or("the CSV file is empty")?
+        .split(',')
+        .map(str::trim)
+        .collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| format!("no column {name:?} (columns: {})", header.join(", ")))
+    };
+    let xi = col(x)?;
+    let yi: Vec<usize> = ys.iter().map(|y| col(y)).collect::<Result<_, _>>()?;
+    let mut series: Vec<plot::Series> = ys.iter().map(|y| (y.clone(), Vec::new())).collect();
+    for (n, line) in lines.enumerate() {
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        let num = |i: usize| cells.get(i).and_then(|c| c.parse::<f64>().ok());
+        let xv = num(xi).ok_or_else(|| format!("line {}: no number in column {x:?}", n + 2))?;
+        for (s, &i) in series.iter_mut().zip(&yi) {
+            s.1.push((xv, num(i).unwrap_or(f64::NAN)));
+        }
+    }
+    Ok(series)
 }
 
 #[derive(Debug, Args)]
@@ -213,6 +270,22 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Command::Experiment(a) => crate::experiment::run(a),
+        Command::Plot(a) => {
+            let text = std::fs::read_to_string(&a.csv)
+                .map_err(|e| BadInput(format!("{}: {e}", a.csv.display())))?;
+            let series = plot_series(&text, &a.x, &a.y)
+                .map_err(|e| BadInput(format!("{}: {e}", a.csv.display())))?;
+            let x_label = a.x_label.as_deref().unwrap_or(&a.x);
+            let svg = a.out.with_extension("svg");
+            let png = a.out.with_extension("png");
+            std::fs::write(&svg, plot::lines(&a.title, x_label, &a.y_label, &series))?;
+            std::fs::write(
+                &png,
+                plot::lines_png(&a.title, x_label, &a.y_label, &series),
+            )?;
+            println!("wrote {} and {}", svg.display(), png.display());
+            Ok(())
+        }
         Command::Backend(a) => {
             let l = std::net::TcpListener::bind(&a.listen)
                 .map_err(|e| BadInput(format!("--listen {}: {e}", a.listen)))?;
@@ -397,6 +470,22 @@ fn print<R: serde::Serialize>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn plot_reads_columns_and_leaves_gaps_for_cells_that_are_not_numbers() {
+        let csv = "t,clients,threads_send,u\n0.25,20,4,0.1\n0.5,20,,0.2\n0.75,600,6,x\n";
+        let s = plot_series(csv, "t", &["threads_send".into(), "u".into()]).unwrap();
+        assert_eq!(s[0].0, "threads_send");
+        assert_eq!(s[0].1[0], (0.25, 4.0));
+        assert!(s[0].1[1].1.is_nan() && s[1].1[2].1.is_nan());
+        assert_eq!(s[1].1[1], (0.5, 0.2));
+        let e = plot_series(csv, "t", &["nope".into()]).unwrap_err();
+        assert!(
+            e.contains("no column \"nope\"") && e.contains("threads_send"),
+            "{e}"
+        );
+        assert!(plot_series("a,b\nx,1\n", "a", &["b".into()]).is_err());
+    }
+
     use super::*;
     use clap::CommandFactory;
 

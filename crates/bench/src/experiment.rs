@@ -683,28 +683,49 @@ pub fn mark(dir: &Path, quick: bool) -> io::Result<()> {
     fs::write(dir.join(RUN_KIND_FILE), kind)
 }
 
+/// A chart's bar for `label` over the runs' values: the median, and a whisker from the
+/// smallest to the largest run when there are several.
+fn bar(label: String, runs: Option<&Vec<f64>>) -> plot::Bar {
+    let runs: Vec<f64> = runs.map_or(Vec::new(), |v| {
+        v.iter().copied().filter(|x| x.is_finite()).collect()
+    });
+    let range = (runs.len() > 1).then(|| {
+        let lo = runs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = runs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi)
+    });
+    plot::Bar {
+        label,
+        value: median(&runs),
+        range,
+    }
+}
+
 /// Writes `DIR/STEM.png` and `DIR/STEM.svg`; returns the report's line for them. A quick
-/// run's charts say so in their title, since they travel without the report.
-fn chart(
-    b: &Bench,
-    stem: &str,
-    title: &str,
-    unit: &str,
-    series: &[(String, f64)],
-) -> io::Result<String> {
+/// run's charts say so in their title, since they travel without the report. Bars are the
+/// medians of the runs, whiskers their range.
+fn chart(b: &Bench, stem: &str, title: &str, unit: &str, bars: &[plot::Bar]) -> io::Result<String> {
     let dir = &b.dir;
     let title = &if b.quick {
         format!("{title} (quick run: a smoke check, not a measurement)")
     } else {
         title.to_string()
     };
+    let legend = if b.runs > 1 {
+        format!(
+            "bars: median of {} runs; whiskers: smallest to largest run",
+            b.runs
+        )
+    } else {
+        "one run".to_string()
+    };
     fs::write(
         dir.join(format!("{stem}.svg")),
-        plot::bars(title, unit, series),
+        plot::bar_chart(title, unit, bars, &legend),
     )?;
     fs::write(
         dir.join(format!("{stem}.png")),
-        plot::bars_png(title, unit, series),
+        plot::bar_chart_png(title, unit, bars, &legend),
     )?;
     Ok(format!("![{title}]({stem}.png) ([SVG]({stem}.svg))\n"))
 }
@@ -819,9 +840,12 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     }
     for f in files {
         let stem = f.trim_start_matches("/files/").replace('.', "_");
-        let series: Vec<(String, f64)> = names.iter().map(|s| (s.to_string(), med(s, f))).collect();
+        let bars: Vec<plot::Bar> = names
+            .iter()
+            .map(|s| bar(s.to_string(), avg.get(&(s.to_string(), f))))
+            .collect();
         let title = format!("groups, {f}: mean completion time");
-        md.push_str(&chart(b, &stem, &title, "ms", &series)?);
+        md.push_str(&chart(b, &stem, &title, "ms", &bars)?);
     }
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
@@ -964,17 +988,17 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         }
         let stem = path.trim_start_matches('/').replace('.', "_");
         let rps_r = &rps;
-        let series: Vec<(String, f64)> = names
+        let bars: Vec<plot::Bar> = names
             .iter()
             .flat_map(|s| {
                 concs
                     .iter()
-                    .map(move |&c| (format!("{s} c={c}"), get(rps_r, s, path, c)))
+                    .map(move |&c| bar(format!("{s} c={c}"), rps_r.get(&(s.to_string(), path, c))))
             })
-            .filter(|(_, v)| !v.is_nan())
+            .filter(|b| !b.value.is_nan())
             .collect();
         let title = format!("{path}: requests/s");
-        md.push_str(&chart(b, &stem, &title, "req/s", &series)?);
+        md.push_str(&chart(b, &stem, &title, "req/s", &bars)?);
         md.push('\n');
     }
     fs::write(b.dir.join("median.csv"), csv)?;
@@ -1136,7 +1160,7 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         let (m, c) = (get(&mean, k), get(&cpu, k));
         writeln!(csv, "{},{},{m:.3},{c:.1}", k.0, k.1)?;
         writeln!(md, "| {} | {} | {m:.3} | {c:.0} |", k.0, k.1)?;
-        series.push((format!("{} {}", k.0, k.1), m));
+        series.push(bar(format!("{} {}", k.0, k.1), mean.get(k)));
     }
     md.push('\n');
     md.push_str(&chart(
@@ -1245,17 +1269,17 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let resp_r = &resp;
-    let series: Vec<(String, f64)> = names
+    let bars: Vec<plot::Bar> = names
         .iter()
         .flat_map(|s| {
             clients
                 .iter()
-                .map(move |&c| (format!("{s} c={c}"), get(resp_r, s, c)))
+                .map(move |&c| bar(format!("{s} c={c}"), resp_r.get(&(s.to_string(), c))))
         })
         .collect();
     md.push('\n');
     let title = "SPECweb99-like: mean response time";
-    md.push_str(&chart(b, "response", title, "ms", &series)?);
+    md.push_str(&chart(b, "response", title, "ms", &bars)?);
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
     Ok(())
@@ -1329,7 +1353,7 @@ mod tests {
             root: dir.clone(),
             machine: String::new(),
         };
-        let series = [("fiber".to_string(), 1.0)];
+        let series = [plot::Bar::plain("fiber", 1.0)];
         for quick in [true, false] {
             b.quick = quick;
             chart(&b, "x", "requests/s", "req/s", &series).unwrap();
@@ -1338,6 +1362,15 @@ mod tests {
             assert_eq!(quick_note(&b).contains("smoke check"), quick);
         }
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_bar_is_the_median_with_the_runs_range() {
+        let b = bar("x".into(), Some(&vec![3.0, 1.0, f64::NAN, 2.0, 10.0]));
+        assert_eq!((b.value, b.range), (2.5, Some((1.0, 10.0))));
+        let one = bar("y".into(), Some(&vec![4.0]));
+        assert_eq!((one.value, one.range), (4.0, None));
+        assert!(bar("z".into(), None).value.is_nan());
     }
 
     #[test]

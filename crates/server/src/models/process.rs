@@ -565,7 +565,10 @@ impl Master {
             .collect();
         for fd in expired {
             let h = &self.held[&fd];
-            if matches!(h.stage, Stage::Head { .. }) && !h.buf.is_empty() {
+            if h.lm.proxy_protocol() && h.proxied.is_none() {
+                // Not an HTTP client (yet): no 408, as the other models.
+                log::info!("{}: no PROXY header in time; connection closed", h.peer);
+            } else if matches!(h.stage, Stage::Head { .. }) && !h.buf.is_empty() {
                 log::info!("{}: 408 request head not received in time", h.peer);
                 let mut wbuf = Vec::new();
                 let out = conn::encode_response(&mut wbuf, conn::failure(408), None, false, b"");
