@@ -1,7 +1,13 @@
 //! weft: a web server and an embeddable server library whose concurrency model is chosen per
-//! listening port. All models share one HTTP core ([`weft_http`]), one connection driver
-//! ([`conn::serve`]) and the same handlers; a model decides only who runs which piece of work
-//! when.
+//! listening port. All models share one HTTP core ([`weft_http`]), one connection driver and
+//! the same handlers; a model decides only who runs which piece of work when (ARCHITECTURE.md
+//! in the repository walks through them).
+//!
+//! The public API is what an embedder needs: [`Server`] and its [`ServerBuilder`], [`Config`]
+//! and [`Model`], handlers over [`Request`], [`RequestBody`] and [`Response`], the
+//! [`blocking`] calls that suit every model, [`metrics`], and the pieces of the `weft` binary's
+//! commands ([`check`], [`calibrate`], [`fileset`], [`activation`], [`log`]). The connection
+//! driver, the models, the cache and the system-call layer are private.
 //!
 //! Embedding: handlers are plain blocking functions.
 //!
@@ -17,26 +23,29 @@
 //! ```
 
 pub mod activation;
-pub mod app;
-pub mod body;
-pub mod cache;
+pub(crate) mod app;
+pub(crate) mod body;
+pub(crate) mod cache;
 pub mod calibrate;
 pub mod check;
 pub mod config;
-pub mod conn;
+pub(crate) mod conn;
 pub mod fileset;
 mod gather;
 pub mod handlers;
 pub mod log;
 pub mod metrics;
-pub mod models;
-pub mod net;
-pub mod realip;
-pub mod request;
-pub mod response;
+pub(crate) mod models;
+pub(crate) mod net;
+pub(crate) mod realip;
+pub(crate) mod request;
+pub(crate) mod response;
 pub mod server;
-pub mod shutdown;
-pub mod sys;
+pub(crate) mod shutdown;
+pub(crate) mod sys;
+// Fork, wait and signals, for the test harness too (its process-model and upgrade tests fork
+// and reap); not part of the library API.
+#[doc(hidden)]
 pub mod sys_process;
 
 /// Blocking calls for handlers that cost a parked fiber on the fiber model and a blocked
@@ -53,3 +62,6 @@ pub use config::{Config, Model};
 pub use request::Request;
 pub use response::{Body, Response};
 pub use server::{Server, ServerBuilder, ShutdownHandle};
+/// Raises the soft open-file limit to the hard one (a server holding many connections wants
+/// it; `weft serve` does it at start) and returns the new limit.
+pub use sys::raise_nofile_limit;

@@ -281,7 +281,7 @@ fn serve(args: ServeArgs, activation: weft::activation::Activation) -> Result<()
             log::info!("generated {n} sample files under {}", cfg.root.display());
         }
     }
-    match weft::sys::raise_nofile_limit() {
+    match weft::raise_nofile_limit() {
         Ok(n) => log::debug!("open-file limit {n}"),
         Err(e) => log::warn!("cannot raise the open-file limit: {e}"),
     }

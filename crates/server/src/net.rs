@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
@@ -88,16 +88,6 @@ impl BlockingStream {
             read_timeout: None,
             write_timeout: None,
         }
-    }
-
-    /// The peer's address.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.peer_addr()
-    }
-
-    /// The local address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
     }
 
     fn send_file_nonblocking(&mut self, file: &File, mut offset: u64, len: u64) -> io::Result<()> {

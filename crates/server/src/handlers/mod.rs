@@ -1,16 +1,16 @@
 //! The handlers every model shares: static files, CGI scripts, the reverse proxy, the echo
 //! function, the status page, the health check.
 
-pub mod cgi;
-pub mod echo;
-pub mod health;
+pub(crate) mod cgi;
+pub(crate) mod echo;
+pub(crate) mod health;
 /// Request-path normalisation (in weft-http, where it is fuzzed with the codec).
-pub use weft_http::path;
-pub mod proxy;
+pub(crate) use weft_http::path;
+pub(crate) mod proxy;
 /// `Range` header parsing (in weft-http, where it is fuzzed with the codec).
-pub use weft_http::range;
-pub mod static_files;
-pub mod status;
+pub(crate) use weft_http::range;
+pub(crate) mod static_files;
+pub(crate) mod status;
 
 use weft_http::conditional::{self, Current, Outcome};
 

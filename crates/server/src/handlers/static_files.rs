@@ -18,7 +18,6 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use weft_http::conditional::{self, Conditions, Current, EntityTag, Outcome};
 use weft_http::Method;
@@ -53,11 +52,6 @@ enum Source {
 }
 
 impl StaticFiles {
-    /// Opens `root` (which must be a directory).
-    pub fn new(root: &Path, cfg: StaticConfig) -> io::Result<StaticFiles> {
-        StaticFiles::with_cache(root, cfg, None)
-    }
-
     /// Opens `root`, answering from `cache` where it can.
     pub fn with_cache(
         root: &Path,
@@ -94,16 +88,6 @@ impl StaticFiles {
             cache,
             utf8,
         })
-    }
-
-    /// The document root as configured.
-    pub fn root(&self) -> &Path {
-        &self.root_path
-    }
-
-    /// Answers `req` from the document root.
-    pub fn handle(&self, req: &Request) -> Response {
-        self.handle_path(req, req.path())
     }
 
     /// Answers `req`, whose path (without query) the caller already holds.
@@ -456,13 +440,6 @@ fn percent_encode(s: &str) -> String {
         }
     }
     out
-}
-
-/// Seconds since the epoch of a modification time (for tests and logs).
-pub fn unix_secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
