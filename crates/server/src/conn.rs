@@ -1137,50 +1137,7 @@ mod tests {
     use super::*;
     use crate::app::Route;
     use crate::config::{Config, Model};
-    use std::io::{IoSlice, Read};
-
-    /// A connection whose client sent `input` at once (then closes), recording every write
-    /// call that reached the socket.
-    struct Wire {
-        input: Vec<u8>,
-        writes: Vec<Vec<u8>>,
-    }
-
-    impl Read for Wire {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let n = self.input.len().min(buf.len());
-            buf[..n].copy_from_slice(&self.input[..n]);
-            self.input.drain(..n);
-            Ok(n)
-        }
-    }
-
-    impl Write for Wire {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.writes.push(buf.to_vec());
-            Ok(buf.len())
-        }
-
-        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-            self.writes
-                .push(bufs.iter().flat_map(|b| b.iter().copied()).collect());
-            Ok(bufs.iter().map(|b| b.len()).sum())
-        }
-
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Transport for Wire {
-        fn set_read_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
-            Ok(())
-        }
-
-        fn set_write_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::gather::Recorder;
 
     /// Serves `input` on an app whose `/n` answers the request's query; returns the writes.
     fn serve_all(input: &[u8]) -> Vec<Vec<u8>> {
@@ -1206,7 +1163,7 @@ mod tests {
             accepted: None,
             proxied: Default::default(),
         };
-        let mut wire = Wire {
+        let mut wire = Recorder {
             input: input.to_vec(),
             writes: Vec::new(),
         };

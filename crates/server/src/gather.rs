@@ -172,56 +172,61 @@ impl<T: Transport> Transport for Gather<'_, T> {
     }
 }
 
+/// A transport for tests: a client that sent `input` at once (then closes), and every write
+/// call that reached the socket, as the bytes of that call.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Recorder {
+    pub(crate) writes: Vec<Vec<u8>>,
+    pub(crate) input: Vec<u8>,
+}
+
+#[cfg(test)]
+impl Read for Recorder {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.input.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.input[..n]);
+        self.input.drain(..n);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+impl Write for Recorder {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writes.push(buf.to_vec());
+        Ok(buf.len())
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.writes
+            .push(bufs.iter().flat_map(|b| b.iter().copied()).collect());
+        Ok(bufs.iter().map(|b| b.len()).sum())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+impl Transport for Recorder {
+    fn set_read_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn set_write_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A transport that records each call that reached it.
-    #[derive(Default)]
-    struct Calls {
-        writes: Vec<Vec<u8>>,
-        input: Vec<u8>,
-    }
-
-    impl Read for Calls {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let n = self.input.len().min(buf.len());
-            buf[..n].copy_from_slice(&self.input[..n]);
-            self.input.drain(..n);
-            Ok(n)
-        }
-    }
-
-    impl Write for Calls {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.writes.push(buf.to_vec());
-            Ok(buf.len())
-        }
-
-        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-            self.writes
-                .push(bufs.iter().flat_map(|b| b.iter().copied()).collect());
-            Ok(bufs.iter().map(|b| b.len()).sum())
-        }
-
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Transport for Calls {
-        fn set_read_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
-            Ok(())
-        }
-
-        fn set_write_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_batch_goes_out_in_one_call_with_its_last_response() {
-        let mut t = Calls::default();
+        let mut t = Recorder::default();
         let mut g = Gather::new(&mut t, Vec::new());
         g.set_gathering(true);
         g.write_all(b"one;").unwrap();
@@ -236,9 +241,9 @@ mod tests {
 
     #[test]
     fn a_read_sends_what_was_gathered_first() {
-        let mut t = Calls {
+        let mut t = Recorder {
             input: b"more".to_vec(),
-            ..Calls::default()
+            ..Recorder::default()
         };
         let mut g = Gather::new(&mut t, Vec::new());
         g.set_gathering(true);
@@ -252,7 +257,7 @@ mod tests {
 
     #[test]
     fn past_the_byte_bound_the_gathered_bytes_go_out() {
-        let mut t = Calls::default();
+        let mut t = Recorder::default();
         let mut g = Gather::new(&mut t, Vec::new());
         g.set_gathering(true);
         let big = vec![b'x'; GATHER_BYTES - 10];
@@ -270,7 +275,7 @@ mod tests {
         use std::io::Seek;
         let mut file = tempfile_with(b"FILE");
         file.rewind().unwrap();
-        let mut t = Calls::default();
+        let mut t = Recorder::default();
         let mut g = Gather::new(&mut t, Vec::new());
         g.set_gathering(true);
         g.write_all(b"r1;").unwrap();
