@@ -100,6 +100,11 @@ fn parse_v1(buf: &[u8]) -> Result<Parsed, ProxyError> {
         Some(b'\n') => {}
         Some(_) => return Err(ProxyError::BadV1),
     }
+    // A bare LF before the CR: refused here as it is while the line is still partial (above),
+    // so a header's prefixes and the header agree (found by the fuzz target).
+    if buf[..cr].contains(&b'\n') {
+        return Err(ProxyError::BadV1);
+    }
     let line = std::str::from_utf8(&buf[..cr]).map_err(|_| ProxyError::BadV1)?;
     let len = cr + 2;
     // Single spaces between the fields, as the spec writes them.
@@ -242,6 +247,16 @@ mod tests {
             }
             assert!(matches!(parse(h), Ok(Parsed::Done { len, .. }) if len == h.len()));
         }
+    }
+
+    /// Regression (fuzz): an UNKNOWN line with a bare LF before its CRLF was accepted whole,
+    /// while its prefix up to the LF was refused.
+    #[test]
+    fn a_bare_lf_in_a_v1_line_is_refused_whole_and_in_part() {
+        let h = b"PROXY UNKNOWN TCP6\0\0:1 ::1 \0\n\r\n65535 80\r\n";
+        assert_eq!(parse(h), Err(ProxyError::BadV1));
+        assert_eq!(parse(&h[..29]), Err(ProxyError::BadV1));
+        assert_eq!(parse(b"PROXY UNKNOWN\n\r\n"), Err(ProxyError::BadV1));
     }
 
     #[test]
