@@ -170,6 +170,9 @@ impl<'de> Deserialize<'de> for Model {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Listen {
+    /// `IP:PORT`, `[IPv6]:PORT` (IPv6 only, as nginx's `ipv6only=on`), `:PORT` or `PORT` (every
+    /// IPv4 address, as nginx's `listen PORT`), or `localhost:PORT` (127.0.0.1).
+    #[serde(deserialize_with = "de_listen_addr")]
     pub addr: SocketAddr,
     #[serde(default = "default_model")]
     pub model: Model,
@@ -195,15 +198,48 @@ impl FromStr for Listen {
             Some((a, m)) => (a, m.parse()?),
             None => (s, Model::DEFAULT),
         };
-        let addr = addr
-            .parse()
-            .map_err(|e| format!("bad listen address `{addr}`: {e}"))?;
+        let addr = parse_listen_addr(addr)?;
         Ok(Listen {
             addr,
             model,
             name: None,
             proxy_protocol: false,
         })
+    }
+}
+
+/// Parses a listening address: `IP:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` (0.0.0.0), or
+/// `localhost:PORT` (127.0.0.1; one address per listener, so not ::1 as well).
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    let bad = || {
+        format!(
+            "bad listen address `{s}`: expected IP:PORT, [IPv6]:PORT, :PORT, PORT or localhost:PORT"
+        )
+    };
+    let port = |p: &str| p.parse::<u16>().map_err(|_| bad());
+    if let Some(p) = s.strip_prefix(':') {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port(p)?)));
+    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port(s)?)));
+    }
+    if let Some(p) = s.strip_prefix("localhost:") {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port(p)?)));
+    }
+    s.parse().map_err(|_| bad())
+}
+
+fn de_listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_listen_addr(&text).map_err(serde::de::Error::custom)
+}
+
+fn de_threads<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    const THREADS: &str = "a number of worker threads >= 1";
+    match scalar(d, THREADS)? {
+        Scalar::Int(n) if n >= 1 => usize::try_from(n).map(Some).map_err(|_| wrong(THREADS, n)),
+        other => Err(wrong(THREADS, other)),
     }
 }
 
@@ -879,8 +915,11 @@ pub struct Config {
     /// `X-Forwarded-For` entry that is not one of them is the client (nginx `real_ip_from`
     /// with `real_ip_recursive on`). Empty by default: the connection's address stands.
     pub real_ip_from: Vec<Cidr>,
-    /// Worker threads for models that use a fixed number (default: one per core).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Worker threads for models that use a fixed number (default: one per core; at least 1).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_threads"
+    )]
     pub threads: Option<usize>,
     /// Combined Log Format access log.
     pub access_log: AccessLogTarget,

@@ -70,9 +70,9 @@ struct ServeArgs {
     /// ADDR or ADDR=MODEL (fiber, thread, process, pipeline); may repeat, one model per port.
     #[arg(long = "listen", value_name = "ADDR[=MODEL]")]
     listen: Vec<Listen>,
-    /// Worker threads for models with a fixed pool (default: one per core).
-    #[arg(long)]
-    threads: Option<usize>,
+    /// Worker threads for models with a fixed pool (default: one per core; at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     /// Access log: a file path, "stdout", or "off".
     #[arg(long, value_name = "PATH|off")]
     access_log: Option<AccessLogTarget>,
@@ -195,8 +195,8 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     if !args.listen.is_empty() {
         cfg.listen = args.listen.clone();
     }
-    if args.threads.is_some() {
-        cfg.threads = args.threads;
+    if let Some(n) = args.threads {
+        cfg.threads = Some(usize::from(n));
     }
     if let Some(a) = &args.access_log {
         cfg.access_log = a.clone();
