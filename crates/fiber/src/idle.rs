@@ -23,18 +23,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use crate::net::TcpStream;
-
-/// Why a callback given to [`crate::net::TcpStream::when_readable`] runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Readiness {
-    /// The socket reported readable: bytes arrived, the peer closed or reset, or the read
-    /// side was shut down (`shutdown(SHUT_RD)`). The next read returns the bytes, 0 or the
-    /// error — or, rarely, would block again (readiness is a hint, as with any epoll edge),
-    /// in which case it parks the fiber as usual.
-    Readable,
-    /// The timeout passed with nothing to read.
-    TimedOut,
-}
+use crate::readiness::Readiness;
 
 /// The callback of a parked connection.
 pub(crate) type IdleFn = Box<dyn FnOnce(TcpStream, Readiness) + Send>;

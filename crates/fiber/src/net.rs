@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockRef, Socket, Type};
 
-pub use crate::idle::Readiness;
-use crate::reactor::{never_drained, short_read, short_write, Deadline, Dir, Source};
+use crate::reactor::{never_drained, short_read, short_write, Source};
+pub use crate::readiness::Readiness;
+use crate::readiness::{Deadline, Dir};
 use crate::sys;
 use crate::task;
 use crate::worker;

@@ -42,18 +42,12 @@ use std::time::{Duration, Instant};
 
 use crate::idle::IdleKey;
 use crate::protocol::{self, is_ready, AtomicU32, READY};
-use crate::runtime::{bump, Shared};
+use crate::readiness::{timed_out, Deadline, Dir};
+use crate::state::bump;
 use crate::sync::lock::Lock;
 use crate::sys;
-use crate::task::{self, Task};
+use crate::task::{self, Shared, Task};
 use crate::worker::{self, Local};
-
-/// Readiness direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dir {
-    Read,
-    Write,
-}
 
 /// What waits on one registration. Kept small: an idle keep-alive connection holds one.
 #[derive(Default)]
@@ -231,28 +225,6 @@ impl Drop for Lingering<'_> {
         let n = self.0;
         n.store(n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
     }
-}
-
-/// When an operation gives up.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Deadline {
-    Never,
-    After(Duration),
-    At(Instant),
-}
-
-impl Deadline {
-    fn resolve(self) -> Option<Instant> {
-        match self {
-            Deadline::Never => None,
-            Deadline::After(d) => Some(Instant::now() + d),
-            Deadline::At(t) => Some(t),
-        }
-    }
-}
-
-pub(crate) fn timed_out() -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, "operation timed out")
 }
 
 /// Whether a result shows the fd drained in its direction (see the module docs). Operations

@@ -20,8 +20,8 @@ use std::time::Instant;
 use corosensei::{Coroutine, Yielder};
 
 use crate::protocol::{self, AtomicU8};
-use crate::runtime::Shared;
 use crate::stack::PooledStack;
+use crate::state;
 use crate::worker::{self, Local};
 
 pub(crate) use crate::protocol::{DONE, RUNNING, SCHEDULED};
@@ -37,6 +37,26 @@ pub(crate) enum Suspend {
 
 pub(crate) type Co = Coroutine<(), Suspend, (), PooledStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
+
+/// A fiber body spawned from another thread, boxed to cross to its worker.
+pub(crate) type RemoteBody = Box<dyn FnOnce(&FiberYielder, ()) + Send>;
+
+/// A message to a worker from another thread.
+pub(crate) enum Msg {
+    /// A fiber spawned from elsewhere: the worker gives it a stack and queues it.
+    Spawn(Arc<Task>, RemoteBody),
+    /// A task of this worker that another thread moved to `SCHEDULED`.
+    Wake(Arc<Task>),
+    /// An fd registration's epoll reference (the reactor's `IoSlot`), to drop outside any
+    /// event batch. Type-erased so that this layer does not name the reactor above it; the
+    /// worker only drops it.
+    Release(Arc<dyn Send + Sync>),
+}
+
+/// The runtime's shared state, with this layer's message type filled in.
+pub(crate) type Shared = state::Shared<Msg>;
+/// What other threads see of one worker.
+pub(crate) type Remote = state::Remote<Msg>;
 
 /// The part of a task only its home worker thread touches.
 #[derive(Default)]
@@ -136,7 +156,7 @@ impl Task {
     fn enqueue(&self, me: Arc<Task>) {
         match worker::local_for(&self.shared, self.worker) {
             Some(local) => local.push_ready(me),
-            None => self.shared.workers[self.worker].send_wake(me),
+            None => self.shared.workers[self.worker].send(Msg::Wake(me)),
         }
     }
 }

@@ -19,15 +19,16 @@ use std::time::{Duration, Instant};
 use corosensei::CoroutineResult;
 
 use crate::guard;
-use crate::idle::{IdleFn, IdleKey, IdleTable, Leaving, Readiness};
+use crate::idle::{IdleFn, IdleKey, IdleTable, Leaving};
 use crate::join::{self, JoinHandle};
 use crate::net::TcpStream;
 use crate::protocol;
 use crate::reactor::IoSlot;
-use crate::runtime::{bump, Msg, Remote, Shared, WorkerStats};
+use crate::readiness::Readiness;
 use crate::stack::StackPool;
+use crate::state::{bump, WorkerStats};
 use crate::sys;
-use crate::task::{self, Co, FiberYielder, Suspend, Task};
+use crate::task::{self, Co, FiberYielder, Msg, Remote, Shared, Suspend, Task};
 use crate::task::{DONE, RUNNING, SCHEDULED};
 use crate::timer::Timers;
 
