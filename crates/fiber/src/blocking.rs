@@ -5,7 +5,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::join::{JoinError, JoinInner};
-use crate::worker;
+use crate::sched;
+use crate::task;
 
 /// Runs `f` on the runtime's blocking pool and parks the calling fiber until it returns; a
 /// panic in `f` is resumed in the caller. Outside a fiber it simply calls `f` (a plain thread
@@ -21,13 +22,13 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let local = match worker::current_local() {
-        Some(l) if crate::in_fiber() => l,
+    let sched = match sched::current() {
+        Some(s) if task::in_fiber() => s,
         _ => return f(),
     };
     let cell = Arc::new(JoinInner::new());
     let done = cell.clone();
-    local.shared.blocking.submit(Box::new(move || {
+    sched.shared.blocking.submit(Box::new(move || {
         let r = panic::catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panic);
         done.complete(r);
     }));

@@ -22,15 +22,15 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
-use crate::net::TcpStream;
 use crate::readiness::Readiness;
 
-/// The callback of a parked connection.
-pub(crate) type IdleFn = Box<dyn FnOnce(TcpStream, Readiness) + Send>;
+/// The callback of a parked connection, which owns the connection's stream (see
+/// `Local::park_idle`): the table holds nothing of the stream's type.
+pub(crate) type IdleFn = Box<dyn FnOnce(Readiness) + Send>;
 
-/// A woken connection waiting in the run queue for its fiber's first run: the stream, the
-/// callback and why it runs.
-pub(crate) type Unstarted = (TcpStream, IdleFn, Readiness);
+/// A woken connection waiting in the run queue for its fiber's first run: the callback and
+/// why it runs.
+pub(crate) type Unstarted = (IdleFn, Readiness);
 
 /// Names a parked connection: its slab index and the generation of that slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,16 +45,8 @@ const NIL: u32 = u32::MAX;
 const COMPACT_SLACK: usize = 1024;
 
 enum Entry {
-    Vacant {
-        gen: u32,
-        next_free: u32,
-    },
-    Parked {
-        gen: u32,
-        timed: bool,
-        stream: TcpStream,
-        f: IdleFn,
-    },
+    Vacant { gen: u32, next_free: u32 },
+    Parked { gen: u32, timed: bool, f: IdleFn },
 }
 
 /// A worker's parked connections.
@@ -94,9 +86,6 @@ impl Default for IdleTable {
     }
 }
 
-/// A connection leaving the table, with the callback to run.
-pub(crate) type Leaving = (IdleKey, TcpStream, IdleFn);
-
 impl IdleTable {
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -111,14 +100,9 @@ impl IdleTable {
         self.fifo.len() + self.heap.len()
     }
 
-    /// Parks `stream` with its callback, to leave by [`IdleTable::take`] or, at `deadline`,
-    /// by [`IdleTable::expire`].
-    pub(crate) fn insert(
-        &mut self,
-        stream: TcpStream,
-        f: IdleFn,
-        deadline: Option<Instant>,
-    ) -> IdleKey {
+    /// Parks a connection's callback, to leave by [`IdleTable::take`] or, at `deadline`, by
+    /// [`IdleTable::expire`].
+    pub(crate) fn insert(&mut self, f: IdleFn, deadline: Option<Instant>) -> IdleKey {
         let timed = deadline.is_some();
         let (index, gen) = if self.free != NIL {
             let index = self.free;
@@ -127,22 +111,12 @@ impl IdleTable {
                 unreachable!("the free list holds vacant entries only")
             };
             self.free = next_free;
-            *e = Entry::Parked {
-                gen,
-                timed,
-                stream,
-                f,
-            };
+            *e = Entry::Parked { gen, timed, f };
             (index, gen)
         } else {
             let index = u32::try_from(self.entries.len()).expect("fewer than 2^32 connections");
             assert_ne!(index, NIL, "fewer than 2^32 - 1 parked connections");
-            self.entries.push(Entry::Parked {
-                gen: 0,
-                timed,
-                stream,
-                f,
-            });
+            self.entries.push(Entry::Parked { gen: 0, timed, f });
             (index, 0)
         };
         if let Some(at) = deadline {
@@ -157,8 +131,8 @@ impl IdleTable {
     }
 
     /// Takes the connection `key` names (an edge made it readable), if it is still parked.
-    pub(crate) fn take(&mut self, key: IdleKey) -> Option<(TcpStream, IdleFn)> {
-        let (stream, f, timed) = self.vacate(key)?;
+    pub(crate) fn take(&mut self, key: IdleKey) -> Option<IdleFn> {
+        let (f, timed) = self.vacate(key)?;
         if timed {
             self.dead += 1;
             if self.dead > self.items() / 2 + COMPACT_SLACK {
@@ -169,12 +143,12 @@ impl IdleTable {
                 self.dead = 0;
             }
         }
-        Some((stream, f))
+        Some(f)
     }
 
     /// Moves the connections whose deadline is at or before `now` to `out`; returns the next
     /// deadline.
-    pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<Leaving>) -> Option<Instant> {
+    pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<IdleFn>) -> Option<Instant> {
         let fifo = self.expire_lane(Lane::Fifo, now, out);
         let heap = self.expire_lane(Lane::Heap, now, out);
         match (fifo, heap) {
@@ -184,7 +158,7 @@ impl IdleTable {
     }
 
     /// [`IdleTable::expire`] on one lane; returns the lane's next deadline.
-    fn expire_lane(&mut self, lane: Lane, now: Instant, out: &mut Vec<Leaving>) -> Option<Instant> {
+    fn expire_lane(&mut self, lane: Lane, now: Instant, out: &mut Vec<IdleFn>) -> Option<Instant> {
         loop {
             let (at, index, gen) = match lane {
                 Lane::Fifo => *self.fifo.front()?,
@@ -203,18 +177,18 @@ impl IdleTable {
                 continue;
             }
             let key = IdleKey { index, gen };
-            let (stream, f, _) = self.vacate(key).expect("checked live");
-            out.push((key, stream, f));
+            let (f, _) = self.vacate(key).expect("checked live");
+            out.push(f);
         }
     }
 
     /// Empties the table (runtime shutdown): the caller drops what it gets, closing the
     /// streams without running the callbacks.
-    pub(crate) fn drain(&mut self) -> Vec<(TcpStream, IdleFn)> {
+    pub(crate) fn drain(&mut self) -> Vec<IdleFn> {
         let all = std::mem::take(&mut self.entries)
             .into_iter()
             .filter_map(|e| match e {
-                Entry::Parked { stream, f, .. } => Some((stream, f)),
+                Entry::Parked { f, .. } => Some(f),
                 Entry::Vacant { .. } => None,
             })
             .collect();
@@ -222,7 +196,7 @@ impl IdleTable {
         all
     }
 
-    fn vacate(&mut self, key: IdleKey) -> Option<(TcpStream, IdleFn, bool)> {
+    fn vacate(&mut self, key: IdleKey) -> Option<(IdleFn, bool)> {
         let e = self.entries.get_mut(key.index as usize)?;
         match e {
             Entry::Parked { gen, .. } if *gen == key.gen => {}
@@ -232,15 +206,12 @@ impl IdleTable {
             gen: key.gen.wrapping_add(1),
             next_free: self.free,
         };
-        let Entry::Parked {
-            timed, stream, f, ..
-        } = std::mem::replace(e, next)
-        else {
+        let Entry::Parked { timed, f, .. } = std::mem::replace(e, next) else {
             unreachable!("matched above")
         };
         self.free = key.index;
         self.len -= 1;
-        Some((stream, f, timed))
+        Some((f, timed))
     }
 }
 
@@ -264,32 +235,45 @@ mod tests {
             "{}",
             size_of::<crate::reactor::IoSlot>()
         );
-        assert!(size_of::<TcpStream>() <= 40, "{}", size_of::<TcpStream>());
+        assert!(
+            size_of::<crate::net::TcpStream>() <= 40,
+            "{}",
+            size_of::<crate::net::TcpStream>()
+        );
         assert!(size_of::<(Instant, u32, u32)>() <= 24);
     }
 
-    fn stream() -> TcpStream {
-        use std::os::fd::{FromRawFd, IntoRawFd};
-        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        // SAFETY: a fresh socket fd that nothing else owns (its peer closes at once, which
-        // the table does not care about).
-        unsafe { TcpStream::from_raw_fd(a.into_raw_fd()) }
+    fn noop() -> IdleFn {
+        Box::new(|_| {})
     }
 
-    fn noop() -> IdleFn {
-        Box::new(|_, _| {})
+    thread_local! {
+        static RAN: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// A callback that records `tag` when it runs (on this thread).
+    fn tagged(tag: u32) -> IdleFn {
+        Box::new(move |_| RAN.with(|r| r.borrow_mut().push(tag)))
+    }
+
+    /// Runs the callbacks `expire` handed out; returns their tags in the order they ran.
+    fn run(out: &mut Vec<IdleFn>) -> Vec<u32> {
+        for f in out.drain(..) {
+            f(Readiness::TimedOut);
+        }
+        RAN.with(|r| std::mem::take(&mut *r.borrow_mut()))
     }
 
     #[test]
     #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
     fn keys_are_generational_and_slots_reused() {
         let mut t = IdleTable::default();
-        let a = t.insert(stream(), noop(), None);
-        let b = t.insert(stream(), noop(), None);
+        let a = t.insert(noop(), None);
+        let b = t.insert(noop(), None);
         assert_eq!(t.len(), 2);
         assert!(t.take(a).is_some());
         assert!(t.take(a).is_none(), "a key works once");
-        let c = t.insert(stream(), noop(), None);
+        let c = t.insert(noop(), None);
         assert_eq!(c.index, a.index, "the freed slot is reused");
         assert_ne!(c, a);
         assert!(t.take(a).is_none(), "a stale key misses the new occupant");
@@ -304,10 +288,10 @@ mod tests {
         let mut t = IdleTable::default();
         let now = Instant::now();
         let ms = |n| now + std::time::Duration::from_millis(n);
-        let late = t.insert(stream(), noop(), Some(ms(30)));
-        let early = t.insert(stream(), noop(), Some(ms(10)));
-        let gone = t.insert(stream(), noop(), Some(ms(20)));
-        let never = t.insert(stream(), noop(), None);
+        t.insert(tagged(30), Some(ms(30)));
+        t.insert(tagged(10), Some(ms(10)));
+        let gone = t.insert(tagged(20), Some(ms(20)));
+        let never = t.insert(noop(), None);
         assert!(t.take(gone).is_some());
         let mut out = Vec::new();
         assert_eq!(t.expire(ms(5), &mut out), Some(ms(10)));
@@ -317,10 +301,9 @@ mod tests {
             Some(ms(30)),
             "the dead 20 ms item is skipped"
         );
-        assert_eq!(out.iter().map(|l| l.0).collect::<Vec<_>>(), vec![early]);
-        out.clear();
+        assert_eq!(run(&mut out), [10]);
         assert_eq!(t.expire(ms(30), &mut out), None);
-        assert_eq!(out.iter().map(|l| l.0).collect::<Vec<_>>(), vec![late]);
+        assert_eq!(run(&mut out), [30]);
         assert_eq!(t.len(), 1);
         assert_eq!(t.drain().len(), 1);
         assert!(t.take(never).is_none());
@@ -332,11 +315,10 @@ mod tests {
     fn dead_timer_items_are_compacted() {
         let mut t = IdleTable::default();
         let at = Instant::now() + std::time::Duration::from_secs(60);
-        let mut s = stream();
         for _ in 0..4000 {
             // Parked with a timeout, then taken by an edge: one dead heap item each time.
-            let k = t.insert(s, noop(), Some(at));
-            s = t.take(k).unwrap().0;
+            let k = t.insert(noop(), Some(at));
+            assert!(t.take(k).is_some());
         }
         assert!(
             t.items() <= 4000 / 2 + COMPACT_SLACK,
@@ -355,11 +337,11 @@ mod tests {
         let now = Instant::now();
         let ms = |n| now + std::time::Duration::from_millis(n);
         let keys: Vec<IdleKey> = (1..=4)
-            .map(|n| t.insert(stream(), noop(), Some(ms(10 * n))))
+            .map(|n| t.insert(tagged(10 * n as u32), Some(ms(10 * n))))
             .collect();
         assert_eq!((t.fifo.len(), t.heap.len()), (4, 0), "all in the FIFO lane");
         // One out of order goes to the heap and still expires in deadline order.
-        let early = t.insert(stream(), noop(), Some(ms(15)));
+        t.insert(tagged(15), Some(ms(15)));
         assert_eq!((t.fifo.len(), t.heap.len()), (4, 1));
         // A dead item behind the front is skipped when it reaches it.
         assert!(t.take(keys[1]).is_some());
@@ -367,13 +349,12 @@ mod tests {
         assert_eq!(t.expire(ms(5), &mut out), Some(ms(10)));
         assert_eq!(t.expire(ms(30), &mut out), Some(ms(40)));
         // Every due one leaves (lane by lane, so not in deadline order across the lanes).
-        let mut due: Vec<u32> = out.iter().map(|l| l.0.index).collect();
+        let mut due = run(&mut out);
         due.sort_unstable();
-        assert_eq!(due, [keys[0].index, keys[2].index, early.index]);
+        assert_eq!(due, [10, 15, 30]);
         assert_eq!(t.items(), 1, "the dead 20 ms item left with the due ones");
-        out.clear();
         assert_eq!(t.expire(ms(40), &mut out), None);
-        assert_eq!(out.len(), 1);
+        assert_eq!(run(&mut out), [40]);
         assert_eq!(t.len(), 0);
     }
 }

@@ -71,6 +71,7 @@ mod protocol;
 mod reactor;
 mod readiness;
 mod runtime;
+mod sched;
 mod stack;
 mod state;
 pub mod sync;

@@ -380,7 +380,7 @@ impl TcpStream {
         F: FnOnce(TcpStream, Readiness) + Send + 'static,
     {
         match worker::current_local() {
-            Some(local) if task::in_fiber() => local.park_idle(self, timeout, Box::new(f)),
+            Some(local) if task::in_fiber() => local.park_idle(self, |s| &mut s.src, timeout, f),
             _ => self.when_readable_thread(timeout, f),
         }
     }
@@ -411,14 +411,6 @@ impl TcpStream {
                 f(s, Readiness::Readable);
             }
         }
-    }
-
-    pub(crate) fn source(&self) -> &Source {
-        &self.src
-    }
-
-    pub(crate) fn source_mut(&mut self) -> &mut Source {
-        &mut self.src
     }
 }
 

@@ -201,7 +201,7 @@ impl Handle {
     /// The runtime of the calling worker thread (fiber or scheduler code), if any.
     pub fn try_current() -> Option<Handle> {
         worker::current_local().map(|l| Handle {
-            shared: l.shared.clone(),
+            shared: l.sched.shared.clone(),
         })
     }
 
@@ -447,11 +447,11 @@ where
 {
     let local = worker::current_local()
         .expect("weft_fiber::spawn outside a runtime: use Runtime::spawn or Handle::spawn");
-    match local.shared.config.policy {
+    match local.sched.shared.config.policy {
         SpawnPolicy::Local => local.spawn(f),
         SpawnPolicy::RoundRobin => {
-            let i = local.shared.next_worker();
-            spawn_on(&local.shared, i, f)
+            let i = local.sched.shared.next_worker();
+            spawn_on(&local.sched.shared, i, f)
         }
     }
 }

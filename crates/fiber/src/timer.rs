@@ -62,14 +62,14 @@ impl Entry {
         self.task.armed_timer.load(Ordering::Relaxed) == self.seq
     }
 
-    /// Wakes the task of an entry taken off its lane if the timer is still armed; false for
-    /// a dead (cancelled or replaced) entry.
-    fn fire(self) -> bool {
+    /// Wakes the task of an entry taken off its lane with `wake` if the timer is still armed;
+    /// false for a dead (cancelled or replaced) entry.
+    fn fire(self, wake: &mut impl FnMut(Arc<Task>)) -> bool {
         if !self.live() {
             return false;
         }
         self.task.armed_timer.store(0, Ordering::Relaxed);
-        self.task.unpark_owned();
+        wake(self.task);
         true
     }
 }
@@ -140,27 +140,35 @@ impl Timers {
         }
     }
 
-    /// Unparks the tasks whose deadline is at or before `now`; returns the next deadline.
-    pub(crate) fn fire(&mut self, now: Instant) -> Option<Instant> {
-        let next = self.fire_heap(now);
+    /// Unparks (with `wake`: the scheduler's `Task::unpark_owned`) the tasks whose deadline
+    /// is at or before `now`; returns the next deadline.
+    pub(crate) fn fire(
+        &mut self,
+        now: Instant,
+        mut wake: impl FnMut(Arc<Task>),
+    ) -> Option<Instant> {
+        let next = self.fire_heap(now, &mut wake);
         // Dead entries leave from the front whatever their deadline, so the front is live.
         while let Some(front) = self.fifo.front() {
             if front.live() && front.deadline > now {
                 let at = front.deadline;
                 return Some(next.map_or(at, |n| n.min(at)));
             }
-            self.fifo.pop_front().expect("looked at the front").fire();
+            self.fifo
+                .pop_front()
+                .expect("looked at the front")
+                .fire(&mut wake);
         }
         next
     }
 
-    fn fire_heap(&mut self, now: Instant) -> Option<Instant> {
+    fn fire_heap(&mut self, now: Instant, wake: &mut impl FnMut(Arc<Task>)) -> Option<Instant> {
         while let Some(Reverse(top)) = self.heap.peek() {
             if top.live() && top.deadline > now {
                 return Some(top.deadline);
             }
             let Reverse(e) = self.heap.pop().expect("peeked");
-            if !e.fire() {
+            if !e.fire(wake) {
                 self.dead = self.dead.saturating_sub(1);
             }
         }
