@@ -1,27 +1,30 @@
 //! Connections parked without a fiber ([`crate::net::TcpStream::when_readable`]): a worker's
-//! table of streams and the closures to spawn when they become readable or their timeout
-//! passes.
+//! table of the callbacks to spawn when a connection becomes readable or its timeout passes.
+//! Each callback owns its connection's stream (`Local::park_idle` moves it into the box), so
+//! the table knows nothing of sockets.
 //!
 //! An idle keep-alive connection costs a fiber stack page (4 KiB resident) when a fiber parks
-//! in its read. Parked here it costs the stream (40 bytes), the boxed closure (one pointer
-//! pair plus what the closure captures), its registration in the worker's epoll (the
-//! `IoSlot`, 88 bytes) and, with a timeout, 24 bytes in a timer heap — see the `idle_rss`
-//! example for the measured figure. Entries live in a slab (a `Vec` with an intrusive free
-//! list, so a freed entry costs no allocation to reuse); a key carries a generation, so a
-//! stale key (from an edge that raced with the timeout) never reaches a later occupant.
+//! in its read. Parked here it costs the boxed closure (the stream, 40 bytes, plus what the
+//! caller's closure captures), its entry here (24 bytes), its registration in the worker's
+//! epoll (the `IoSlot`, 88 bytes) and, with a timeout, 24 bytes in a deadline queue — see the
+//! `idle_rss` example for the measured figure. Entries live in a slab (a `Vec` with an
+//! intrusive free list, so a freed entry costs no allocation to reuse); a key carries a
+//! generation, so a stale key (from an edge that raced with the timeout) never reaches a later
+//! occupant.
 //!
-//! Timeouts are lazily cancelled, as the fibers' timers (`timer.rs`): an entry taken by an
-//! edge leaves a dead deadline item behind, skipped when it reaches the front and compacted
-//! away when dead items outnumber half of all items plus a slack. Items go in a FIFO lane when
-//! their deadline is no earlier than the lane's last (one keep-alive timeout after the worker's
-//! clock, as every idle connection of a server parks: no heap sift per park), else in a heap.
+//! Timeouts wait in a [`DeadlineQueue`] (`deadline.rs`), lazily cancelled as the fibers'
+//! timers: an entry taken by an edge leaves a dead deadline item behind, skipped when it
+//! reaches the front of its lane and compacted away when dead items outnumber half of all items
+//! plus a slack. Items go in the FIFO lane when their deadline is no earlier than the lane's
+//! last (one keep-alive timeout after the worker's clock, as every idle connection of a server
+//! parks: no heap sift per park), else in the heap. Keep-alive timeouts are long, so dead items
+//! of the FIFO lane count toward compaction too ([`Timed::COMPACT_FIFO`]).
 //!
 //! Only the owning worker thread touches its table.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
+use crate::deadline::{DeadlineQueue, Expiry, Lane, Timed};
 use crate::readiness::Readiness;
 
 /// The callback of a parked connection, which owns the connection's stream (see
@@ -41,151 +44,144 @@ pub(crate) struct IdleKey {
 
 /// No free entry.
 const NIL: u32 = u32::MAX;
-/// Dead heap items tolerated beyond half the heap before a compaction pass.
-const COMPACT_SLACK: usize = 1024;
 
 enum Entry {
-    Vacant { gen: u32, next_free: u32 },
-    Parked { gen: u32, timed: bool, f: IdleFn },
+    Vacant {
+        gen: u32,
+        next_free: u32,
+    },
+    Parked {
+        gen: u32,
+        /// The lane of its deadline item, if it has a timeout.
+        lane: Option<Lane>,
+        f: IdleFn,
+    },
+}
+
+/// A timed entry's deadline item, ordered by deadline (then slot, then generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Item {
+    at: Instant,
+    index: u32,
+    gen: u32,
+}
+
+impl Timed for Item {
+    // Keep-alive timeouts are long: a dead item would sit in the FIFO lane for one.
+    const COMPACT_FIFO: bool = true;
+
+    fn deadline(&self) -> Instant {
+        self.at
+    }
+}
+
+/// The parked connections' slab.
+struct Slab {
+    entries: Vec<Entry>,
+    free: u32,
+    len: usize,
 }
 
 /// A worker's parked connections.
 pub(crate) struct IdleTable {
-    entries: Vec<Entry>,
-    free: u32,
-    len: usize,
-    /// Deadlines of timed entries, `(deadline, index, gen)`: those armed in deadline order,
-    /// oldest first...
-    fifo: VecDeque<Deadline>,
-    /// ...and the others.
-    heap: BinaryHeap<Reverse<Deadline>>,
-    /// Dead items in `fifo` and `heap` together.
-    dead: usize,
-}
-
-/// A timed entry's deadline item: `(deadline, index, gen)`.
-type Deadline = (Instant, u32, u32);
-
-/// Where deadline items wait.
-#[derive(Clone, Copy)]
-enum Lane {
-    Fifo,
-    Heap,
+    slab: Slab,
+    deadlines: DeadlineQueue<Item>,
 }
 
 impl Default for IdleTable {
     fn default() -> Self {
         IdleTable {
-            entries: Vec::new(),
-            free: NIL,
-            len: 0,
-            fifo: VecDeque::new(),
-            heap: BinaryHeap::new(),
-            dead: 0,
+            slab: Slab {
+                entries: Vec::new(),
+                free: NIL,
+                len: 0,
+            },
+            deadlines: DeadlineQueue::default(),
         }
+    }
+}
+
+/// Expiry of the idle table: a due item's connection leaves the slab for `out`.
+struct Expire<'a> {
+    slab: &'a mut Slab,
+    out: &'a mut Vec<IdleFn>,
+}
+
+impl Expiry<Item> for Expire<'_> {
+    fn live(&self, d: &Item) -> bool {
+        self.slab.is_live(d)
+    }
+
+    fn due(&mut self, d: Item) {
+        let key = IdleKey {
+            index: d.index,
+            gen: d.gen,
+        };
+        let (f, _) = self.slab.vacate(key).expect("checked live");
+        self.out.push(f);
     }
 }
 
 impl IdleTable {
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.slab.len
     }
 
     pub(crate) fn has_timers(&self) -> bool {
-        !self.fifo.is_empty() || !self.heap.is_empty()
-    }
-
-    /// Deadline items held, live or dead.
-    fn items(&self) -> usize {
-        self.fifo.len() + self.heap.len()
+        !self.deadlines.is_empty()
     }
 
     /// Parks a connection's callback, to leave by [`IdleTable::take`] or, at `deadline`, by
     /// [`IdleTable::expire`].
     pub(crate) fn insert(&mut self, f: IdleFn, deadline: Option<Instant>) -> IdleKey {
-        let timed = deadline.is_some();
-        let (index, gen) = if self.free != NIL {
-            let index = self.free;
-            let e = &mut self.entries[index as usize];
+        let slab = &mut self.slab;
+        let (index, gen) = if slab.free != NIL {
+            let index = slab.free;
+            let e = &mut slab.entries[index as usize];
             let Entry::Vacant { gen, next_free } = *e else {
                 unreachable!("the free list holds vacant entries only")
             };
-            self.free = next_free;
-            *e = Entry::Parked { gen, timed, f };
+            slab.free = next_free;
             (index, gen)
         } else {
-            let index = u32::try_from(self.entries.len()).expect("fewer than 2^32 connections");
+            let index = u32::try_from(slab.entries.len()).expect("fewer than 2^32 connections");
             assert_ne!(index, NIL, "fewer than 2^32 - 1 parked connections");
-            self.entries.push(Entry::Parked { gen: 0, timed, f });
+            slab.entries.push(Entry::Vacant {
+                gen: 0,
+                next_free: NIL,
+            });
             (index, 0)
         };
-        if let Some(at) = deadline {
-            if self.fifo.back().is_none_or(|b| b.0 <= at) {
-                self.fifo.push_back((at, index, gen));
-            } else {
-                self.heap.push(Reverse((at, index, gen)));
-            }
-        }
-        self.len += 1;
+        let lane = deadline.map(|at| self.deadlines.push(Item { at, index, gen }));
+        slab.entries[index as usize] = Entry::Parked { gen, lane, f };
+        slab.len += 1;
         IdleKey { index, gen }
     }
 
     /// Takes the connection `key` names (an edge made it readable), if it is still parked.
     pub(crate) fn take(&mut self, key: IdleKey) -> Option<IdleFn> {
-        let (f, timed) = self.vacate(key)?;
-        if timed {
-            self.dead += 1;
-            if self.dead > self.items() / 2 + COMPACT_SLACK {
-                let entries = &self.entries;
-                self.fifo.retain(|&(_, i, g)| is_live(entries, i, g));
-                self.heap
-                    .retain(|Reverse((_, i, g))| is_live(entries, *i, *g));
-                self.dead = 0;
-            }
+        let (f, lane) = self.slab.vacate(key)?;
+        if let Some(lane) = lane {
+            let slab = &self.slab;
+            self.deadlines.died(lane, |d| slab.is_live(d));
         }
         Some(f)
     }
 
-    /// Moves the connections whose deadline is at or before `now` to `out`; returns the next
-    /// deadline.
+    /// Moves the callbacks of the connections whose deadline is at or before `now` to `out`;
+    /// returns the next deadline.
     pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<IdleFn>) -> Option<Instant> {
-        let fifo = self.expire_lane(Lane::Fifo, now, out);
-        let heap = self.expire_lane(Lane::Heap, now, out);
-        match (fifo, heap) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// [`IdleTable::expire`] on one lane; returns the lane's next deadline.
-    fn expire_lane(&mut self, lane: Lane, now: Instant, out: &mut Vec<IdleFn>) -> Option<Instant> {
-        loop {
-            let (at, index, gen) = match lane {
-                Lane::Fifo => *self.fifo.front()?,
-                Lane::Heap => self.heap.peek()?.0,
-            };
-            let live = is_live(&self.entries, index, gen);
-            if live && at > now {
-                return Some(at);
-            }
-            match lane {
-                Lane::Fifo => drop(self.fifo.pop_front()),
-                Lane::Heap => drop(self.heap.pop()),
-            }
-            if !live {
-                self.dead = self.dead.saturating_sub(1);
-                continue;
-            }
-            let key = IdleKey { index, gen };
-            let (f, _) = self.vacate(key).expect("checked live");
-            out.push(f);
-        }
+        let mut cx = Expire {
+            slab: &mut self.slab,
+            out,
+        };
+        self.deadlines.expire(now, &mut cx)
     }
 
     /// Empties the table (runtime shutdown): the caller drops what it gets, closing the
     /// streams without running the callbacks.
     pub(crate) fn drain(&mut self) -> Vec<IdleFn> {
-        let all = std::mem::take(&mut self.entries)
+        let all = std::mem::take(&mut self.slab.entries)
             .into_iter()
             .filter_map(|e| match e {
                 Entry::Parked { f, .. } => Some(f),
@@ -195,8 +191,10 @@ impl IdleTable {
         *self = IdleTable::default();
         all
     }
+}
 
-    fn vacate(&mut self, key: IdleKey) -> Option<(IdleFn, bool)> {
+impl Slab {
+    fn vacate(&mut self, key: IdleKey) -> Option<(IdleFn, Option<Lane>)> {
         let e = self.entries.get_mut(key.index as usize)?;
         match e {
             Entry::Parked { gen, .. } if *gen == key.gen => {}
@@ -206,17 +204,18 @@ impl IdleTable {
             gen: key.gen.wrapping_add(1),
             next_free: self.free,
         };
-        let Entry::Parked { timed, f, .. } = std::mem::replace(e, next) else {
+        let Entry::Parked { lane, f, .. } = std::mem::replace(e, next) else {
             unreachable!("matched above")
         };
         self.free = key.index;
         self.len -= 1;
-        Some((f, timed))
+        Some((f, lane))
     }
-}
 
-fn is_live(entries: &[Entry], index: u32, gen: u32) -> bool {
-    matches!(entries.get(index as usize), Some(Entry::Parked { gen: g, .. }) if *g == gen)
+    /// Whether deadline item `d` still belongs to a parked connection.
+    fn is_live(&self, d: &Item) -> bool {
+        matches!(self.entries.get(d.index as usize), Some(Entry::Parked { gen, .. }) if *gen == d.gen)
+    }
 }
 
 #[cfg(test)]
@@ -229,7 +228,7 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn the_per_connection_state_stays_small() {
-        assert!(size_of::<Entry>() <= 64, "{}", size_of::<Entry>());
+        assert!(size_of::<Entry>() <= 24, "{}", size_of::<Entry>());
         assert!(
             size_of::<crate::reactor::IoSlot>() <= 72,
             "{}",
@@ -240,7 +239,7 @@ mod tests {
             "{}",
             size_of::<crate::net::TcpStream>()
         );
-        assert!(size_of::<(Instant, u32, u32)>() <= 24);
+        assert!(size_of::<Item>() <= 24, "{}", size_of::<Item>());
     }
 
     fn noop() -> IdleFn {
@@ -265,7 +264,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
     fn keys_are_generational_and_slots_reused() {
         let mut t = IdleTable::default();
         let a = t.insert(noop(), None);
@@ -283,7 +281,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
     fn expiry_in_deadline_order_skips_entries_taken_by_an_edge() {
         let mut t = IdleTable::default();
         let now = Instant::now();
@@ -311,7 +308,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
     fn dead_timer_items_are_compacted() {
         let mut t = IdleTable::default();
         let at = Instant::now() + std::time::Duration::from_secs(60);
@@ -321,9 +317,9 @@ mod tests {
             assert!(t.take(k).is_some());
         }
         assert!(
-            t.items() <= 4000 / 2 + COMPACT_SLACK,
+            t.deadlines.len() <= 4000 / 2 + crate::deadline::COMPACT_SLACK,
             "{} deadline items for 0 live entries",
-            t.items()
+            t.deadlines.len()
         );
         let mut out = Vec::new();
         assert_eq!(t.expire(at, &mut out), None);
@@ -331,7 +327,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore)] // socketpair and fcntl: not supported by miri
     fn deadlines_armed_in_order_skip_the_heap_and_expire_in_order() {
         let mut t = IdleTable::default();
         let now = Instant::now();
@@ -339,20 +334,25 @@ mod tests {
         let keys: Vec<IdleKey> = (1..=4)
             .map(|n| t.insert(tagged(10 * n as u32), Some(ms(10 * n))))
             .collect();
-        assert_eq!((t.fifo.len(), t.heap.len()), (4, 0), "all in the FIFO lane");
+        assert_eq!(t.deadlines.lanes(), (4, 0), "all in the FIFO lane");
         // One out of order goes to the heap and still expires in deadline order.
         t.insert(tagged(15), Some(ms(15)));
-        assert_eq!((t.fifo.len(), t.heap.len()), (4, 1));
+        assert_eq!(t.deadlines.lanes(), (4, 1));
         // A dead item behind the front is skipped when it reaches it.
         assert!(t.take(keys[1]).is_some());
         let mut out = Vec::new();
         assert_eq!(t.expire(ms(5), &mut out), Some(ms(10)));
         assert_eq!(t.expire(ms(30), &mut out), Some(ms(40)));
-        // Every due one leaves (lane by lane, so not in deadline order across the lanes).
+        // Every due one leaves (lane by lane, heap first, so not in deadline order across the
+        // lanes).
         let mut due = run(&mut out);
         due.sort_unstable();
         assert_eq!(due, [10, 15, 30]);
-        assert_eq!(t.items(), 1, "the dead 20 ms item left with the due ones");
+        assert_eq!(
+            t.deadlines.len(),
+            1,
+            "the dead 20 ms item left with the due ones"
+        );
         assert_eq!(t.expire(ms(40), &mut out), None);
         assert_eq!(run(&mut out), [40]);
         assert_eq!(t.len(), 0);

@@ -61,6 +61,7 @@ macro_rules! fd_traits {
 }
 
 mod blocking;
+mod deadline;
 mod guard;
 mod idle;
 pub mod io;

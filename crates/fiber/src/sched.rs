@@ -101,7 +101,7 @@ impl Sched {
     }
 
     /// As [`Sched::add_timer`], for a wait of one fixed length armed many times a second
-    /// (the FIFO lane of `timer.rs`).
+    /// (the FIFO lane of `timer.rs`, `deadline.rs`).
     pub(crate) fn add_fifo_timer(&self, deadline: Instant, task: Arc<Task>) -> u64 {
         self.timers.borrow_mut().add_fifo(deadline, task)
     }

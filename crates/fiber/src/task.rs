@@ -76,7 +76,7 @@ pub(crate) struct Task {
     pub(crate) worker: usize,
     pub(crate) shared: Arc<Shared>,
     pub(crate) state: AtomicU8,
-    /// Number of the armed timer, 0 if none (only the home worker's timer heap uses it).
+    /// Number of the armed timer, 0 if none (only the home worker's timers use it).
     pub(crate) armed_timer: AtomicU64,
     local: UnsafeCell<LocalPart>,
 }

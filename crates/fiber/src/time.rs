@@ -1,4 +1,4 @@
-//! Sleeping: parks the fiber on its worker's timer heap (a thread sleeps with the OS).
+//! Sleeping: parks the fiber on its worker's timers (a thread sleeps with the OS).
 
 use std::time::{Duration, Instant};
 
