@@ -98,7 +98,10 @@ mod sched;
 mod stack;
 mod state;
 pub mod sync;
-mod sys;
+// Public only for weft's own crates, which share `cvt` and `sendfile` with the runtime (see
+// the module doc); hidden from the docs and not a stable API.
+#[doc(hidden)]
+pub mod sys;
 mod task;
 mod time;
 mod timer;
