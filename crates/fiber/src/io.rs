@@ -29,7 +29,8 @@ use std::os::fd::OwnedFd;
 use std::process::{ChildStderr, ChildStdin, ChildStdout};
 use std::time::{Duration, Instant};
 
-use crate::reactor::{short_read, short_write, Deadline, Dir, Source};
+use crate::reactor::{short_read, short_write, Source};
+use crate::readiness::{Deadline, Dir};
 use crate::sys;
 
 /// A new pipe, both ends non-blocking and close-on-exec: `(reader, writer)`.

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sched::{self, Waker};
 use crate::sync::lock::Lock;
-use crate::task::{self, FiberCtx, FiberYielder, Task, Waker};
+use crate::task::{self, FiberCtx, FiberYielder, Task};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -147,7 +148,7 @@ impl<T> JoinInner<T> {
                 }
                 s.waiter = Some(Waker::current());
             }
-            task::park(deadline);
+            sched::park(deadline);
         }
     }
 }

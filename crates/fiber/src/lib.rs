@@ -35,6 +35,28 @@
 //! ```
 //!
 //! Linux only (epoll, eventfd, sendfile, `MADV_GUARD_INSTALL` with an `mprotect` fallback).
+//!
+//! # Layers
+//!
+//! The modules form layers; each uses only modules of the layers before it (checked by
+//! `tests/layers.rs`, which reads `src/`), so none imports another in a circle:
+//!
+//! 1. `sys` (every raw syscall), `protocol` (the lock-free handshakes, loom-checked),
+//!    `sync::lock` (the internal short lock), `readiness` (the vocabulary of a wait: direction,
+//!    deadline, why an idle connection is handed back), `pool` (the blocking pool's threads),
+//!    `deadline` (the generic deadline queue: FIFO lane, heap, lazy cancellation): leaves.
+//! 2. `stack` (the stack pool), `guard` (stack-overflow report), `state` (what the workers
+//!    share, and their counters, generic over the message type), `idle` (the idle table).
+//! 3. `task`: a fiber's shared half, the running fiber's context, the workers' message type.
+//! 4. `timer`: the fibers' timers.
+//! 5. `sched`: the narrow interface between fibers and their worker (run queue, timers, round
+//!    clock; park, unpark, the waker). Nothing below the worker sees more of it.
+//! 6. `reactor` (fd registrations, readiness, `Source`), `join` (join cells, fiber bodies),
+//!    `sync` (fiber-aware `Mutex`, channels, `WaitGroup`), `time` (sleeping).
+//! 7. `worker` (the scheduler loop, fiber table, epoll batch, idle table), `io` (pipes),
+//!    `blocking` (`spawn_blocking`).
+//! 8. `net`: TCP sockets; parks idle connections in the worker.
+//! 9. `runtime`: builder, handle and runtime, which start the workers.
 
 /// `AsRawFd`, `AsFd` and `IntoRawFd` for a type whose `src` field is a reactor `Source`
 /// (sockets in `net`, pipes in `io`).
@@ -61,17 +83,25 @@ macro_rules! fd_traits {
 }
 
 mod blocking;
+mod deadline;
 mod guard;
 mod idle;
 pub mod io;
 mod join;
 pub mod net;
+mod pool;
 mod protocol;
 mod reactor;
+mod readiness;
 mod runtime;
+mod sched;
 mod stack;
+mod state;
 pub mod sync;
-mod sys;
+// Public only for weft's own crates, which share `cvt` and `sendfile` with the runtime (see
+// the module doc); hidden from the docs and not a stable API.
+#[doc(hidden)]
+pub mod sys;
 mod task;
 mod time;
 mod timer;

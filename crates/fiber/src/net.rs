@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockRef, Socket, Type};
 
-pub use crate::idle::Readiness;
-use crate::reactor::{never_drained, short_read, short_write, Deadline, Dir, Source};
+use crate::reactor::{never_drained, short_read, short_write, Source};
+pub use crate::readiness::Readiness;
+use crate::readiness::{Deadline, Dir};
 use crate::sys;
 use crate::task;
 use crate::worker;
@@ -379,7 +380,7 @@ impl TcpStream {
         F: FnOnce(TcpStream, Readiness) + Send + 'static,
     {
         match worker::current_local() {
-            Some(local) if task::in_fiber() => local.park_idle(self, timeout, Box::new(f)),
+            Some(local) if task::in_fiber() => local.park_idle(self, |s| &mut s.src, timeout, f),
             _ => self.when_readable_thread(timeout, f),
         }
     }
@@ -410,14 +411,6 @@ impl TcpStream {
                 f(s, Readiness::Readable);
             }
         }
-    }
-
-    pub(crate) fn source(&self) -> &Source {
-        &self.src
-    }
-
-    pub(crate) fn source_mut(&mut self) -> &mut Source {
-        &mut self.src
     }
 }
 

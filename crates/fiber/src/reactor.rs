@@ -42,18 +42,12 @@ use std::time::{Duration, Instant};
 
 use crate::idle::IdleKey;
 use crate::protocol::{self, is_ready, AtomicU32, READY};
-use crate::runtime::{bump, Shared};
+use crate::readiness::{timed_out, Deadline, Dir};
+use crate::sched::{self, Sched};
+use crate::state::bump;
 use crate::sync::lock::Lock;
 use crate::sys;
-use crate::task::{self, Task};
-use crate::worker::{self, Local};
-
-/// Readiness direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dir {
-    Read,
-    Write,
-}
+use crate::task::{self, Msg, Shared, Task};
 
 /// What waits on one registration. Kept small: an idle keep-alive connection holds one.
 #[derive(Default)]
@@ -90,9 +84,9 @@ impl IoSlot {
         self.worker as usize
     }
 
-    /// Whether `local` is the worker whose epoll holds this registration.
-    pub(crate) fn is_home(&self, local: &Local) -> bool {
-        self.worker() == local.index && Arc::ptr_eq(&self.shared, &local.shared)
+    /// Whether `sched` is that of the worker whose epoll holds this registration.
+    pub(crate) fn is_home(&self, sched: &Sched) -> bool {
+        self.worker() == sched.index && Arc::ptr_eq(&self.shared, &sched.shared)
     }
 
     fn epfd(&self) -> RawFd {
@@ -105,12 +99,12 @@ impl IoSlot {
     /// zero timeout settles it and, if nothing is there, marks the word drained — one cheap,
     /// non-destructive syscall (unlike a `MSG_PEEK` read, it leaves a pending `SO_ERROR` for
     /// the callee's read) instead of spawning a fiber whose read would find nothing.
-    pub(crate) fn readable_now(&self, local: &Local) -> bool {
+    pub(crate) fn readable_now(&self, sched: &Sched) -> bool {
         let snap = self.state(Dir::Read);
         if !is_ready(snap) {
             return false;
         }
-        let io = &local.stats().reads;
+        let io = &sched.stats().reads;
         bump(&io.calls);
         match sys::poll_fd(self.fd, sys::POLLIN | sys::POLLRDHUP, Some(Duration::ZERO)) {
             Ok(false) => {
@@ -213,12 +207,12 @@ fn park_on(
 struct Lingering<'a>(&'a std::sync::atomic::AtomicUsize);
 
 impl<'a> Lingering<'a> {
-    /// Counts one more lingering fiber on `local`, unless it has its most already.
-    fn enter(local: &'a Local) -> Option<Lingering<'a>> {
-        let n = &local.stats().lingering;
+    /// Counts one more lingering fiber on `sched`'s worker, unless it has its most already.
+    fn enter(sched: &'a Sched) -> Option<Lingering<'a>> {
+        let n = &sched.stats().lingering;
         // Single writer (this worker's thread): a plain load and store.
         let now = n.load(Ordering::Relaxed);
-        if now >= local.shared.config.max_lingering {
+        if now >= sched.shared.config.max_lingering {
             return None;
         }
         n.store(now + 1, Ordering::Relaxed);
@@ -231,28 +225,6 @@ impl Drop for Lingering<'_> {
         let n = self.0;
         n.store(n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
     }
-}
-
-/// When an operation gives up.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Deadline {
-    Never,
-    After(Duration),
-    At(Instant),
-}
-
-impl Deadline {
-    fn resolve(self) -> Option<Instant> {
-        match self {
-            Deadline::Never => None,
-            Deadline::After(d) => Some(Instant::now() + d),
-            Deadline::At(t) => Some(t),
-        }
-    }
-}
-
-pub(crate) fn timed_out() -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, "operation timed out")
 }
 
 /// Whether a result shows the fd drained in its direction (see the module docs). Operations
@@ -288,15 +260,6 @@ impl std::fmt::Debug for Source {
             .field("fd", &self.raw)
             .field("registered", &self.slot.get().is_some())
             .finish()
-    }
-}
-
-/// The worker of the calling fiber (`None` in scheduler code or on a plain thread).
-fn fiber_local() -> Option<&'static Local> {
-    if task::in_fiber() {
-        worker::current_local()
-    } else {
-        None
     }
 }
 
@@ -380,7 +343,7 @@ impl Source {
         drained: impl Fn(&R) -> bool,
         mut op: impl FnMut(RawFd) -> io::Result<R>,
     ) -> io::Result<R> {
-        let local = fiber_local();
+        let local = sched::fiber_sched();
         let mut resolved: Option<Option<Instant>> = None;
         loop {
             let slot = self.slot.get();
@@ -428,7 +391,7 @@ impl Source {
     /// Waits until the fd may be ready in direction `d` (after a syscall showed it drained,
     /// or its readiness word did), or fails with `TimedOut` at `deadline`.
     pub(crate) fn wait(&self, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
-        match fiber_local() {
+        match sched::fiber_sched() {
             Some(local) => self.wait_fiber(local, d, deadline),
             None => self.wait_thread(d, deadline),
         }
@@ -456,14 +419,14 @@ impl Source {
         }
     }
 
-    fn wait_fiber(&self, local: &Local, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
+    fn wait_fiber(&self, local: &Sched, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
         let slot = self.registration(local, d)?;
         let me = task::with_current(Arc::clone).expect("in a fiber");
         let edge = park_on(
             slot,
             d,
             &me,
-            || task::park(deadline),
+            || sched::park(deadline),
             || deadline.is_some_and(|at| Instant::now() >= at),
         );
         if edge {
@@ -482,7 +445,7 @@ impl Source {
     /// the gap (no timer-heap entry and no clock read per wait: the timer goes in the FIFO
     /// lane), a quiet one is handed back to the caller to park more cheaply.
     pub(crate) fn linger(&mut self, period: Duration) -> io::Result<bool> {
-        let Some(local) = fiber_local() else {
+        let Some(local) = sched::fiber_sched() else {
             return Ok(true);
         };
         // Borrowed, not cloned, once the registration is home (every wait after the first).
@@ -505,7 +468,7 @@ impl Source {
                 slot,
                 Dir::Read,
                 me,
-                || task::park_fifo(local, deadline, me),
+                || sched::park_fifo(local, deadline, me),
                 || local.round_now() >= deadline,
             )
         });
@@ -515,7 +478,7 @@ impl Source {
     /// The fd's registration, made now in `local`'s epoll if there is none yet (with
     /// direction `drained` not ready: the syscall that sent us here found it drained, and
     /// `EPOLL_CTL_ADD` reports whatever readiness came since as an event).
-    fn registration(&self, local: &Local, drained: Dir) -> io::Result<&Arc<IoSlot>> {
+    fn registration(&self, local: &Sched, drained: Dir) -> io::Result<&Arc<IoSlot>> {
         if let Some(s) = self.slot.get() {
             return Ok(s);
         }
@@ -525,7 +488,7 @@ impl Source {
 
     /// The fd's registration in `local`'s own epoll, moving it there from another worker's if
     /// needed. Needs `&mut self`: nothing may wait on the old registration meanwhile.
-    pub(crate) fn home_registration(&mut self, local: &Local) -> io::Result<Arc<IoSlot>> {
+    pub(crate) fn home_registration(&mut self, local: &Sched) -> io::Result<Arc<IoSlot>> {
         if let Some(s) = self.slot.get() {
             if s.is_home(local) {
                 return Ok(s.clone());
@@ -538,7 +501,7 @@ impl Source {
     }
 
     /// Adds the fd to `local`'s epoll; the returned slot has one reference leaked into epoll.
-    fn register_in(&self, local: &Local, drained: Dir) -> io::Result<Arc<IoSlot>> {
+    fn register_in(&self, local: &Sched, drained: Dir) -> io::Result<Arc<IoSlot>> {
         let (r, w) = match drained {
             Dir::Read => (0, READY),
             Dir::Write => (READY, 0),
@@ -569,18 +532,18 @@ impl Source {
             let _ = sys::epoll_del(lost.epfd(), self.raw);
             // SAFETY: `lost` was made by `register_in`, which leaked exactly one reference at
             // this address into the epoll it was just removed from.
-            worker::release_slot(unsafe { Arc::from_raw(Arc::as_ptr(&lost)) });
+            release_slot(unsafe { Arc::from_raw(Arc::as_ptr(&lost)) });
         }
         self.slot.get().expect("set above")
     }
 
-    /// Forgets a parked connection that left by its timeout (no edge took it).
-    pub(crate) fn forget_idle(&self, key: IdleKey) {
+    /// Forgets the parked connection of this fd that left by its timeout (no edge took it).
+    /// Called by the connection's own callback before it runs, so nothing can have parked the
+    /// fd again meanwhile; a stale key an edge took in between misses in the idle table (its
+    /// generation moved on).
+    pub(crate) fn forget_idle(&self) {
         if let Some(s) = self.slot.get() {
-            let mut w = s.waiters.lock();
-            if w.idle == Some(key) {
-                w.idle = None;
-            }
+            s.waiters.lock().idle = None;
         }
     }
 
@@ -591,7 +554,7 @@ impl Source {
             // `registration`, at this same address; after EPOLL_CTL_DEL no new event carries
             // it, and `release_slot` defers the drop past any batch already taken.
             let leaked = unsafe { Arc::from_raw(Arc::as_ptr(&slot)) };
-            worker::release_slot(leaked);
+            release_slot(leaked);
         }
     }
 
@@ -606,6 +569,17 @@ impl Drop for Source {
     fn drop(&mut self) {
         self.deregister();
         // `fd` closes after the epoll registration is gone.
+    }
+}
+
+/// Releases a registration's epoll reference: directly when on its worker (or when the worker
+/// is gone), else through the worker's inbox, so it never frees a slot inside an event batch.
+fn release_slot(slot: Arc<IoSlot>) {
+    let (shared, index) = (slot.shared.clone(), slot.worker());
+    if sched::current_for(&shared, index).is_some() {
+        drop(slot);
+    } else {
+        shared.workers[index].send(Msg::Release(slot));
     }
 }
 
@@ -637,7 +611,7 @@ mod tests {
         let s = src.clone();
         let winner = rt
             .spawn_on(1, move || {
-                let local = worker::current_local().unwrap();
+                let local = sched::current().unwrap();
                 Arc::as_ptr(s.registration(local, Dir::Read).unwrap()) as usize
             })
             .join()
@@ -646,7 +620,7 @@ mod tests {
         let s = src.clone();
         let kept = rt
             .spawn_on(0, move || {
-                let local = worker::current_local().unwrap();
+                let local = sched::current().unwrap();
                 let mine = s.register_in(local, Dir::Read).unwrap();
                 let mine_ptr = Arc::as_ptr(&mine) as usize;
                 let kept = Arc::as_ptr(s.install(mine)) as usize;

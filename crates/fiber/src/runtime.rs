@@ -1,21 +1,20 @@
-//! The runtime: its builder, the handle fibers and threads spawn through, per-worker mailboxes,
-//! and the fiber counters a status page reads.
+//! The runtime: its builder, the handle fibers and threads spawn through, and the fiber
+//! counters a status page reads. The top of the crate: it starts the workers (`worker.rs`) over
+//! the shared state (`state.rs`).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-
-use crate::protocol;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 
-use crate::blocking::BlockingPool;
 use crate::guard;
 use crate::join::{self, JoinError, JoinHandle};
-use crate::reactor::{Dir, IoSlot};
-use crate::sync::lock::Lock;
+use crate::pool::BlockingPool;
+pub use crate::state::SpawnPolicy;
+use crate::state::{Config, WorkerIo};
 use crate::sys;
-use crate::task::{self, FiberYielder, Task};
+use crate::task::{self, Msg, Remote, Shared, Task};
 use crate::worker;
 
 /// Default usable stack size of a fiber: 64 KiB (plus one guard page). Pages are touched
@@ -28,25 +27,6 @@ pub const DEFAULT_BLOCKING_THREADS: usize = 64;
 /// Fibers each worker lets wait in [`crate::net::TcpStream::linger`] at once, by default: no
 /// limit.
 pub const DEFAULT_MAX_LINGERING: usize = usize::MAX;
-
-/// Where `weft_fiber::spawn` puts a fiber spawned from inside a fiber.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SpawnPolicy {
-    /// On the spawning fiber's own worker (cache-warm, no cross-thread wake-up). The default.
-    #[default]
-    Local,
-    /// On the workers in turn.
-    RoundRobin,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) stack_size: usize,
-    pub(crate) warm_stacks: usize,
-    pub(crate) policy: SpawnPolicy,
-    pub(crate) on_round: Option<fn()>,
-    pub(crate) max_lingering: usize,
-}
 
 /// Configures and starts a [`Runtime`].
 #[derive(Debug, Clone)]
@@ -142,22 +122,18 @@ impl Builder {
             .workers
             .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
         let mut workers = Vec::with_capacity(n);
-        for index in 0..n {
-            workers.push(Remote::new(index)?);
+        for _ in 0..n {
+            workers.push(Remote::new()?);
         }
-        let shared = Arc::new(Shared {
-            workers: workers.into_boxed_slice(),
-            next: AtomicUsize::new(0),
-            config: Config {
-                stack_size: self.stack_size,
-                warm_stacks: self.warm_stacks,
-                policy: self.policy,
-                on_round: self.on_round,
-                max_lingering: self.max_lingering,
-            },
-            shutdown: AtomicBool::new(false),
-            blocking: BlockingPool::new(self.blocking_threads, format!("{}-blocking", self.name)),
-        });
+        let config = Config {
+            stack_size: self.stack_size,
+            warm_stacks: self.warm_stacks,
+            policy: self.policy,
+            on_round: self.on_round,
+            max_lingering: self.max_lingering,
+        };
+        let blocking = BlockingPool::new(self.blocking_threads, format!("{}-blocking", self.name));
+        let shared = Arc::new(Shared::new(workers.into_boxed_slice(), config, blocking));
         let mut threads = Vec::with_capacity(n);
         for index in 0..n {
             let s = shared.clone();
@@ -183,153 +159,28 @@ impl Builder {
     }
 }
 
-/// A fiber body spawned from another thread, boxed to cross to its worker.
-pub(crate) type RemoteBody = Box<dyn FnOnce(&FiberYielder, ()) + Send>;
-
-/// A message to a worker from another thread.
-pub(crate) enum Msg {
-    /// A fiber spawned from elsewhere: the worker gives it a stack and queues it.
-    Spawn(Arc<Task>, RemoteBody),
-    /// A task of this worker that another thread moved to `SCHEDULED`.
-    Wake(Arc<Task>),
-    /// An fd registration's epoll reference, to drop outside any event batch.
-    Release(Arc<IoSlot>),
-}
-
-pub(crate) struct Inbox {
-    pub(crate) msgs: Vec<Msg>,
-    pub(crate) closed: bool,
-}
-
-/// Single-writer counters (only the worker stores them), read by [`Handle::stats`].
-#[derive(Debug, Default)]
-pub(crate) struct WorkerStats {
-    pub(crate) spawned: AtomicU64,
-    pub(crate) finished: AtomicU64,
-    pub(crate) switches: AtomicU64,
-    pub(crate) live: AtomicUsize,
-    pub(crate) ready: AtomicUsize,
-    pub(crate) running: AtomicUsize,
-    /// Connections parked without a fiber (`TcpStream::when_readable`).
-    pub(crate) idle: AtomicUsize,
-    /// Fibers waiting in `TcpStream::linger`.
-    pub(crate) lingering: AtomicUsize,
-    /// Free stacks whose pages were given back (published as the worker goes idle).
-    pub(crate) stacks_discarded: AtomicU64,
-    pub(crate) reads: WorkerIo,
-    pub(crate) writes: WorkerIo,
-}
-
-/// I/O counters of one direction, bumped by the fibers of one worker (on its thread).
-#[derive(Debug, Default)]
-pub(crate) struct WorkerIo {
-    pub(crate) calls: AtomicU64,
-    pub(crate) would_block: AtomicU64,
-    pub(crate) skipped: AtomicU64,
-}
-
-impl WorkerStats {
-    pub(crate) fn io(&self, d: Dir) -> &WorkerIo {
-        match d {
-            Dir::Read => &self.reads,
-            Dir::Write => &self.writes,
-        }
+/// Spawns `f` on worker `index` (modulo the number of workers): directly when called on that
+/// worker, else through its mailbox.
+fn spawn_on<F, T>(shared: &Arc<Shared>, index: usize, f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let index = index % shared.workers.len();
+    if let Some(local) = worker::local_for(shared, index) {
+        return local.spawn(f);
     }
+    let task = Arc::new(Task::new(join::next_id(), index, shared.clone()));
+    let (handle, body) = join::fiber_body(task.clone(), f);
+    shared.workers[index].send(Msg::Spawn(task, Box::new(body)));
+    handle
 }
 
-impl WorkerIo {
-    fn add_to(&self, c: &mut IoCounters) {
-        c.calls += self.calls.load(Ordering::Relaxed);
-        c.would_block += self.would_block.load(Ordering::Relaxed);
-        c.skipped += self.skipped.load(Ordering::Relaxed);
-    }
-}
-
-/// Increments a single-writer counter without a locked instruction.
-pub(crate) fn bump(c: &AtomicU64) {
-    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-}
-
-/// What other threads see of a worker: its mailbox, its epoll and its counters. Aligned so two
-/// workers' hot flags never share a cache line.
-#[repr(align(128))]
-pub(crate) struct Remote {
-    pub(crate) epoll: OwnedFd,
-    pub(crate) eventfd: OwnedFd,
-    pub(crate) inbox: Lock<Inbox>,
-    pub(crate) has_msgs: protocol::AtomicBool,
-    pub(crate) sleeping: protocol::AtomicBool,
-    pub(crate) stats: WorkerStats,
-}
-
-impl Remote {
-    fn new(_index: usize) -> io::Result<Remote> {
-        let epoll = sys::epoll_create()?;
-        let eventfd = sys::eventfd()?;
-        sys::epoll_add(epoll.as_raw_fd(), eventfd.as_raw_fd(), sys::EPOLLIN, 0)?;
-        Ok(Remote {
-            epoll,
-            eventfd,
-            inbox: Lock::new(Inbox {
-                msgs: Vec::new(),
-                closed: false,
-            }),
-            has_msgs: protocol::AtomicBool::new(false),
-            sleeping: protocol::AtomicBool::new(false),
-            stats: WorkerStats::default(),
-        })
-    }
-
-    /// Posts `msg`; wakes the worker if it sleeps. After shutdown the message is dropped here
-    /// (a spawn then reports `Cancelled`).
-    pub(crate) fn send(&self, msg: Msg) {
-        {
-            let mut inbox = self.inbox.lock();
-            if inbox.closed {
-                drop(inbox);
-                drop(msg);
-                return;
-            }
-            inbox.msgs.push(msg);
-        }
-        if protocol::notify(&self.sleeping, &self.has_msgs) {
-            sys::eventfd_signal(self.eventfd.as_raw_fd());
-        }
-    }
-
-    pub(crate) fn send_wake(&self, task: Arc<Task>) {
-        self.send(Msg::Wake(task));
-    }
-}
-
-/// State shared by the workers, their tasks and every handle.
-pub(crate) struct Shared {
-    pub(crate) workers: Box<[Remote]>,
-    next: AtomicUsize,
-    pub(crate) config: Config,
-    pub(crate) shutdown: AtomicBool,
-    pub(crate) blocking: BlockingPool,
-}
-
-impl Shared {
-    fn spawn_on<F, T>(self: &Arc<Self>, index: usize, f: F) -> JoinHandle<T>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        let index = index % self.workers.len();
-        if let Some(local) = worker::local_for(self, index) {
-            return local.spawn(f);
-        }
-        let task = Arc::new(Task::new(join::next_id(), index, self.clone()));
-        let (handle, body) = join::fiber_body(task.clone(), f);
-        self.workers[index].send(Msg::Spawn(task, Box::new(body)));
-        handle
-    }
-
-    fn next_worker(&self) -> usize {
-        self.next.fetch_add(1, Ordering::Relaxed) % self.workers.len()
-    }
+/// Adds one direction's counters of a worker to a snapshot.
+fn add_io(io: &WorkerIo, c: &mut IoCounters) {
+    c.calls += io.calls.load(Ordering::Relaxed);
+    c.would_block += io.would_block.load(Ordering::Relaxed);
+    c.skipped += io.skipped.load(Ordering::Relaxed);
 }
 
 /// A cheap, cloneable reference to a runtime, for spawning from anywhere.
@@ -350,7 +201,7 @@ impl Handle {
     /// The runtime of the calling worker thread (fiber or scheduler code), if any.
     pub fn try_current() -> Option<Handle> {
         worker::current_local().map(|l| Handle {
-            shared: l.shared.clone(),
+            shared: l.sched.shared.clone(),
         })
     }
 
@@ -368,7 +219,7 @@ impl Handle {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.shared.spawn_on(self.shared.next_worker(), f)
+        spawn_on(&self.shared, self.shared.next_worker(), f)
     }
 
     /// Spawns a fiber on worker `worker` (modulo the number of workers).
@@ -377,7 +228,7 @@ impl Handle {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.shared.spawn_on(worker, f)
+        spawn_on(&self.shared, worker, f)
     }
 
     /// Runs `f` in a fiber and waits for its result (blocking a plain thread, parking a fiber).
@@ -423,8 +274,8 @@ impl Handle {
             s.idle += st.idle.load(Ordering::Relaxed);
             s.lingering += st.lingering.load(Ordering::Relaxed);
             s.stacks_discarded += st.stacks_discarded.load(Ordering::Relaxed);
-            st.reads.add_to(&mut s.reads);
-            st.writes.add_to(&mut s.writes);
+            add_io(&st.reads, &mut s.reads);
+            add_io(&st.writes, &mut s.writes);
             s.per_worker_switches
                 .push(st.switches.load(Ordering::Relaxed));
         }
@@ -596,11 +447,11 @@ where
 {
     let local = worker::current_local()
         .expect("weft_fiber::spawn outside a runtime: use Runtime::spawn or Handle::spawn");
-    match local.shared.config.policy {
+    match local.sched.shared.config.policy {
         SpawnPolicy::Local => local.spawn(f),
         SpawnPolicy::RoundRobin => {
-            let i = local.shared.next_worker();
-            local.shared.spawn_on(i, f)
+            let i = local.sched.shared.next_worker();
+            spawn_on(&local.sched.shared, i, f)
         }
     }
 }

@@ -3,6 +3,10 @@
 //! The rest of the crate holds no `unsafe` for syscalls: it calls these functions, which check
 //! return values and turn `errno` into `io::Error`. Each `unsafe` block says why the call is
 //! sound; the pointer arguments are always to live locals or to memory the caller owns.
+//!
+//! The module is public but hidden from the docs, and only [`cvt`] and [`sendfile`] are `pub`:
+//! weft's server crate needs the same two wrappers, and takes them from here so that each
+//! exists once. They are for the workspace's own crates, not a stable API.
 
 use std::io;
 use std::net::SocketAddr;
@@ -10,8 +14,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::time::Duration;
 
-/// Turns a `-1` return into the thread's `errno`.
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+/// Turns the `-1` a system call returns on failure into the thread's `errno` as an
+/// `io::Error`; any other value is the call's result.
+pub fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret == -1 {
         Err(io::Error::last_os_error())
     } else {
@@ -258,19 +263,17 @@ pub(crate) fn accept(fd: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
     Ok((owned, addr))
 }
 
-/// `sendfile(2)` of up to `len` bytes of `in_fd` from `*offset`, advancing `*offset`.
-pub(crate) fn sendfile(
-    out_fd: RawFd,
-    in_fd: RawFd,
-    offset: &mut u64,
-    len: usize,
-) -> io::Result<usize> {
+/// `sendfile(2)`: copies up to `len` bytes of `in_fd` (a file) from `*offset` to `out_fd` (a
+/// socket or pipe) inside the kernel, advancing `*offset` by what was sent. Returns the bytes
+/// sent: 0 when `*offset` is at or past the end of the file; `WouldBlock` when a non-blocking
+/// `out_fd` is full. An offset past `i64::MAX` is `InvalidInput`.
+pub fn sendfile(out_fd: RawFd, in_fd: RawFd, offset: &mut u64, len: usize) -> io::Result<usize> {
     let mut off = i64::try_from(*offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
     // Linux sends at most 0x7ffff000 bytes per call anyway.
     let len = len.min(0x7fff_f000);
-    // SAFETY: `off` is a live local the kernel reads and updates; the fds are borrowed from
-    // live owners by the caller.
+    // SAFETY: `off` is a live local the kernel reads and updates; the fds are plain numbers
+    // to the kernel (a closed or wrong one fails with EBADF or EINVAL, touching no memory).
     let n = cvt_size(unsafe { libc::sendfile(out_fd, in_fd, &mut off, len) })?;
     *offset = off as u64;
     Ok(n)
@@ -509,4 +512,52 @@ pub fn open_fds() -> io::Result<usize> {
     Ok(std::fs::read_dir("/proc/self/fd")?
         .count()
         .saturating_sub(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn cvt_turns_minus_one_into_errno_and_passes_the_rest() {
+        assert_eq!(cvt(7).unwrap(), 7);
+        assert_eq!(cvt(0).unwrap(), 0);
+        // SAFETY: closing an fd number that is not open touches no memory (EBADF).
+        let e = cvt(unsafe { libc::close(-1) }).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // sendfile: not supported by miri
+    fn sendfile_sends_a_range_and_advances_the_offset() {
+        let path = std::env::temp_dir().join(format!("weft-fiber-sendfile-{}", std::process::id()));
+        std::fs::write(&path, b"0123456789").unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut off = 3;
+        assert_eq!(
+            sendfile(b.as_raw_fd(), f.as_raw_fd(), &mut off, 4).unwrap(),
+            4
+        );
+        assert_eq!(off, 7);
+        // Past the end: nothing sent, the offset stays.
+        let mut end = 10;
+        assert_eq!(
+            sendfile(b.as_raw_fd(), f.as_raw_fd(), &mut end, 4).unwrap(),
+            0
+        );
+        assert_eq!(end, 10);
+        let mut huge = u64::MAX;
+        let e = sendfile(b.as_raw_fd(), f.as_raw_fd(), &mut huge, 1).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = sendfile(-1, f.as_raw_fd(), &mut 0, 1).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+        (&b).write_all(b"!").unwrap();
+        drop(b);
+        let mut got = Vec::new();
+        a.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"3456!");
+    }
 }

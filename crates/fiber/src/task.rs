@@ -1,4 +1,6 @@
-//! A fiber's shared half (`Task`), the running fiber's context, and parking.
+//! A fiber's shared half (`Task`), the running fiber's context, suspending, and the workers'
+//! message type (`Msg`, which fills in the shared state of `state.rs`). Unparking and parking
+//! need the worker's run queue and timers: they are in `sched.rs`, one layer up.
 //!
 //! A `Task` is what other threads may hold (in a channel's waiter slot, a timer, an fd's waiter
 //! list): its id, its home worker and an atomic state. Its coroutine lives in a cell that only
@@ -14,15 +16,12 @@
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::Thread;
-use std::time::Instant;
 
 use corosensei::{Coroutine, Yielder};
 
-use crate::protocol::{self, AtomicU8};
-use crate::runtime::Shared;
+use crate::protocol::AtomicU8;
 use crate::stack::PooledStack;
-use crate::worker::{self, Local};
+use crate::state;
 
 pub(crate) use crate::protocol::{DONE, RUNNING, SCHEDULED};
 
@@ -37,6 +36,26 @@ pub(crate) enum Suspend {
 
 pub(crate) type Co = Coroutine<(), Suspend, (), PooledStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
+
+/// A fiber body spawned from another thread, boxed to cross to its worker.
+pub(crate) type RemoteBody = Box<dyn FnOnce(&FiberYielder, ()) + Send>;
+
+/// A message to a worker from another thread.
+pub(crate) enum Msg {
+    /// A fiber spawned from elsewhere: the worker gives it a stack and queues it.
+    Spawn(Arc<Task>, RemoteBody),
+    /// A task of this worker that another thread moved to `SCHEDULED`.
+    Wake(Arc<Task>),
+    /// An fd registration's epoll reference (the reactor's `IoSlot`), to drop outside any
+    /// event batch. Type-erased so that this layer does not name the reactor above it; the
+    /// worker only drops it.
+    Release(Arc<dyn Send + Sync>),
+}
+
+/// The runtime's shared state, with this layer's message type filled in.
+pub(crate) type Shared = state::Shared<Msg>;
+/// What other threads see of one worker.
+pub(crate) type Remote = state::Remote<Msg>;
 
 /// The part of a task only its home worker thread touches.
 #[derive(Default)]
@@ -57,7 +76,7 @@ pub(crate) struct Task {
     pub(crate) worker: usize,
     pub(crate) shared: Arc<Shared>,
     pub(crate) state: AtomicU8,
-    /// Number of the armed timer, 0 if none (only the home worker's timer heap uses it).
+    /// Number of the armed timer, 0 if none (only the home worker's timers use it).
     pub(crate) armed_timer: AtomicU64,
     local: UnsafeCell<LocalPart>,
 }
@@ -111,33 +130,6 @@ impl Task {
     pub(crate) unsafe fn local_mut(&self) -> &mut LocalPart {
         // SAFETY: the caller guarantees exclusive, same-thread access.
         unsafe { &mut *self.local.get() }
-    }
-
-    /// Makes a parked task runnable, or marks a running one notified. Idempotent.
-    pub(crate) fn unpark(self: &Arc<Self>) {
-        if self.transition_to_scheduled() {
-            self.enqueue(self.clone());
-        }
-    }
-
-    /// As [`Task::unpark`], consuming the reference (saves a refcount round trip).
-    pub(crate) fn unpark_owned(self: Arc<Self>) {
-        if self.transition_to_scheduled() {
-            let me = self.clone();
-            self.enqueue(me);
-        }
-    }
-
-    /// True when the caller must enqueue the task.
-    fn transition_to_scheduled(&self) -> bool {
-        protocol::unpark(&self.state)
-    }
-
-    fn enqueue(&self, me: Arc<Task>) {
-        match worker::local_for(&self.shared, self.worker) {
-            Some(local) => local.push_ready(me),
-            None => self.shared.workers[self.worker].send_wake(me),
-        }
     }
 }
 
@@ -212,79 +204,5 @@ pub fn yield_now() {
         suspend(Suspend::Yield);
     } else {
         std::thread::yield_now();
-    }
-}
-
-/// Parks the current fiber (or thread) until unparked, or until `deadline`. May return
-/// spuriously: callers re-check their condition.
-pub(crate) fn park(deadline: Option<Instant>) {
-    match worker::current_local() {
-        Some(local) if in_fiber() => park_fiber(local, deadline),
-        _ => match deadline {
-            None => std::thread::park(),
-            Some(d) => {
-                let now = Instant::now();
-                if d > now {
-                    std::thread::park_timeout(d - now);
-                }
-            }
-        },
-    }
-}
-
-fn park_fiber(local: &Local, deadline: Option<Instant>) {
-    let timer = match deadline {
-        None => None,
-        Some(d) => {
-            if d <= Instant::now() {
-                return;
-            }
-            let task = with_current(Arc::clone).expect("in a fiber");
-            Some((local.add_timer(d, task.clone()), task))
-        }
-    };
-    suspend(Suspend::Park);
-    if let Some((seq, task)) = timer {
-        local.cancel_timer(&task, seq);
-    }
-}
-
-/// Parks the calling fiber `task` (which has queued itself where a wake-up will find it)
-/// until it is unparked or `deadline` passes, with its timer in the FIFO lane: for a short
-/// wait of one fixed length armed many times a second.
-pub(crate) fn park_fifo(local: &Local, deadline: Instant, task: &Arc<Task>) {
-    let seq = local.add_fifo_timer(deadline, task.clone());
-    suspend(Suspend::Park);
-    local.cancel_timer(task, seq);
-}
-
-/// Something to wake: a fiber or a plain thread.
-#[derive(Debug, Clone)]
-pub(crate) enum Waker {
-    Fiber(Arc<Task>),
-    Thread(Thread),
-}
-
-impl Waker {
-    /// The waker of the calling fiber or thread.
-    pub(crate) fn current() -> Waker {
-        match with_current(Arc::clone) {
-            Some(t) => Waker::Fiber(t),
-            None => Waker::Thread(std::thread::current()),
-        }
-    }
-
-    pub(crate) fn wake(self) {
-        match self {
-            Waker::Fiber(t) => t.unpark_owned(),
-            Waker::Thread(t) => t.unpark(),
-        }
-    }
-
-    pub(crate) fn wake_by_ref(&self) {
-        match self {
-            Waker::Fiber(t) => t.unpark(),
-            Waker::Thread(t) => t.unpark(),
-        }
     }
 }

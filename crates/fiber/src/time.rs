@@ -1,7 +1,8 @@
-//! Sleeping: parks the fiber on its worker's timer heap (a thread sleeps with the OS).
+//! Sleeping: parks the fiber on its worker's timers (a thread sleeps with the OS).
 
 use std::time::{Duration, Instant};
 
+use crate::sched;
 use crate::task;
 
 /// Sleeps for at least `d`. Inside a fiber only the fiber waits; its worker runs others.
@@ -22,6 +23,6 @@ pub fn sleep_until(deadline: Instant) {
         return;
     }
     while Instant::now() < deadline {
-        task::park(Some(deadline));
+        sched::park(Some(deadline));
     }
 }

@@ -7,9 +7,12 @@
 //! and blocks in `epoll_wait` until the next deadline; it never spins. Other threads wake it by
 //! pushing to its inbox and writing its eventfd — the write is skipped unless the worker said
 //! it was about to sleep (a store/load pair in sequentially consistent order on both sides).
+//!
+//! The run queue, the timers and the round clock are in the worker's [`Sched`] (`sched.rs`),
+//! the part of a worker its fibers may touch; this module adds the loop, the fiber table, the
+//! stack pool, the epoll event batch and the idle table, which no lower layer sees.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::ptr;
 use std::sync::atomic::Ordering;
@@ -19,17 +22,17 @@ use std::time::{Duration, Instant};
 use corosensei::CoroutineResult;
 
 use crate::guard;
-use crate::idle::{IdleFn, IdleKey, IdleTable, Leaving, Readiness};
+use crate::idle::{IdleFn, IdleKey, IdleTable};
 use crate::join::{self, JoinHandle};
-use crate::net::TcpStream;
 use crate::protocol;
-use crate::reactor::IoSlot;
-use crate::runtime::{bump, Msg, Remote, Shared, WorkerStats};
+use crate::reactor::{IoSlot, Source};
+use crate::readiness::Readiness;
+use crate::sched::Sched;
 use crate::stack::StackPool;
+use crate::state::{bump, WorkerStats};
 use crate::sys;
-use crate::task::{self, Co, FiberYielder, Suspend, Task};
+use crate::task::{self, Co, FiberYielder, Msg, Remote, Shared, Suspend, Task};
 use crate::task::{DONE, RUNNING, SCHEDULED};
-use crate::timer::Timers;
 
 /// Fibers run between two non-blocking polls of epoll and the timers on a busy worker (a prime,
 /// as tokio's `event_interval`, so it does not beat with periodic workloads).
@@ -46,13 +49,13 @@ const EVENTS_PER_POLL: usize = 256;
 /// Finished tasks a worker keeps for its next spawns (about 200 bytes each).
 const SPARE_TASKS: usize = 256;
 
-/// The worker's own state, on its thread's stack; fiber code reaches it through [`LOCAL`].
+/// The worker's own state, on its thread's stack. Fibers, the reactor and the sync types see
+/// only its [`Sched`] (through `sched::current`); `net` (to park an idle connection) and the
+/// runtime (to spawn) reach the whole through [`LOCAL`].
 pub(crate) struct Local {
-    pub(crate) index: usize,
-    pub(crate) shared: Arc<Shared>,
-    run_queue: RefCell<VecDeque<Arc<Task>>>,
+    /// What its fibers see of this worker (`sched.rs`).
+    pub(crate) sched: Sched,
     fibers: RefCell<Slab>,
-    timers: RefCell<Timers>,
     stacks: StackPool,
     spare: RefCell<Vec<Msg>>,
     events: RefCell<Vec<sys::EpollEvent>>,
@@ -60,9 +63,6 @@ pub(crate) struct Local {
     idle: RefCell<IdleTable>,
     /// Parked connections made readable by the current event batch (kept for its buffer).
     idle_due: RefCell<Vec<IdleKey>>,
-    /// The clock as of this worker's last poll of epoll: the base of short, coarse deadlines
-    /// ([`Local::round_now`]).
-    round_now: Cell<Instant>,
     /// When the stack pool's next decay is due.
     stack_decay_at: Cell<Instant>,
     /// Finished tasks nobody else held, ready for reuse ([`Local::new_task`]).
@@ -84,17 +84,17 @@ pub(crate) fn current_local() -> Option<&'static Local> {
 
 /// This thread's worker if it is worker `index` of the runtime `shared`.
 pub(crate) fn local_for(shared: &Arc<Shared>, index: usize) -> Option<&'static Local> {
-    current_local().filter(|l| l.index == index && Arc::ptr_eq(&l.shared, shared))
+    current_local().filter(|l| l.sched.index == index && Arc::ptr_eq(&l.sched.shared, shared))
 }
 
 impl Local {
     fn remote(&self) -> &Remote {
-        &self.shared.workers[self.index]
+        self.sched.remote()
     }
 
     /// This worker's counters (single writer: this thread).
     pub(crate) fn stats(&self) -> &WorkerStats {
-        &self.remote().stats
+        self.sched.stats()
     }
 
     /// Spawns `f` as a fiber of this worker, at the back of its run queue.
@@ -118,7 +118,7 @@ impl Local {
                 .reset(id);
             return t;
         }
-        Arc::new(Task::new(id, self.index, self.shared.clone()))
+        Arc::new(Task::new(id, self.sched.index, self.sched.shared.clone()))
     }
 
     /// Keeps a finished task for reuse if nobody else holds it (no timer entry, waiter slot
@@ -153,7 +153,7 @@ impl Local {
             return false;
         };
         let (lo, hi) = stack.guard_range();
-        let size = self.shared.config.stack_size;
+        let size = self.sched.shared.config.stack_size;
         // SAFETY: we are the task's home worker and nobody else holds its local part (it is
         // new, or queued and not running).
         let lp = unsafe { task.local_mut() };
@@ -170,52 +170,22 @@ impl Local {
         let st = &self.remote().stats;
         bump(&st.spawned);
         st.live.store(self.fibers.borrow().len, Ordering::Relaxed);
-        self.run_queue.borrow_mut().push_back(task);
-    }
-
-    /// Queues a task of this worker that was just moved to `SCHEDULED`.
-    pub(crate) fn push_ready(&self, task: Arc<Task>) {
-        self.run_queue.borrow_mut().push_back(task);
-    }
-
-    /// Arms the calling fiber's timer; returns its number for [`Local::cancel_timer`].
-    pub(crate) fn add_timer(&self, deadline: Instant, task: Arc<Task>) -> u64 {
-        self.timers.borrow_mut().add(deadline, task)
-    }
-
-    /// As [`Local::add_timer`], for a wait of one fixed length armed many times a second
-    /// (the FIFO lane of `timer.rs`).
-    pub(crate) fn add_fifo_timer(&self, deadline: Instant, task: Arc<Task>) -> u64 {
-        self.timers.borrow_mut().add_fifo(deadline, task)
-    }
-
-    /// The clock as of this worker's last poll of epoll, which a busy worker makes every
-    /// `IO_POLL_INTERVAL` fiber runs: behind the true time by at most that many runs. A
-    /// deadline from it may come that much early; it is for waits where that does not
-    /// matter (as nginx's timers run on a clock read once per event-loop turn), saving a
-    /// clock read per wait.
-    pub(crate) fn round_now(&self) -> Instant {
-        self.round_now.get()
-    }
-
-    pub(crate) fn cancel_timer(&self, task: &Task, seq: u64) {
-        self.timers.borrow_mut().cancel(task, seq);
+        self.sched.run_queue.borrow_mut().push_back(task);
     }
 
     /// Unparks every task, and spawns every parked connection, whose deadline has passed;
     /// returns the next deadline.
     fn fire_timers(&self, now: Instant) -> Option<Instant> {
-        let next = self.timers.borrow_mut().fire(now);
+        let next = self.sched.timers.borrow_mut().fire(now, Task::unpark_owned);
         if !self.idle.borrow().has_timers() {
             return next;
         }
-        let mut expired: Vec<Leaving> = Vec::new();
+        let mut expired: Vec<IdleFn> = Vec::new();
         let next_idle = self.idle.borrow_mut().expire(now, &mut expired);
         if !expired.is_empty() {
             self.idle_gauge();
-            for (key, stream, f) in expired {
-                stream.source().forget_idle(key);
-                self.spawn_idle(stream, f, Readiness::TimedOut);
+            for f in expired {
+                self.spawn_idle(f, Readiness::TimedOut);
             }
         }
         match (next, next_idle) {
@@ -225,29 +195,48 @@ impl Local {
     }
 
     fn has_timers(&self) -> bool {
-        !self.timers.borrow().is_empty() || self.idle.borrow().has_timers()
+        !self.sched.timers.borrow().is_empty() || self.idle.borrow().has_timers()
     }
 
     /// Parks `stream` without a fiber until it is readable or `timeout` passes, then spawns
-    /// `f` on this worker (see `TcpStream::when_readable`). Runs in a fiber of this worker.
-    pub(crate) fn park_idle(&self, mut stream: TcpStream, timeout: Option<Duration>, f: IdleFn) {
-        let slot = match stream.source_mut().home_registration(self) {
+    /// `f` on this worker (see `TcpStream::when_readable`; `src` finds the stream's reactor
+    /// source). Runs in a fiber of this worker. The stream goes into the one box that holds
+    /// `f`, so the idle table and a woken task hold a callback and nothing of the stream's type.
+    pub(crate) fn park_idle<S, F>(
+        &self,
+        mut stream: S,
+        src: fn(&mut S) -> &mut Source,
+        timeout: Option<Duration>,
+        f: F,
+    ) where
+        S: Send + 'static,
+        F: FnOnce(S, Readiness) + Send + 'static,
+    {
+        let registered = src(&mut stream).home_registration(&self.sched);
+        let call: IdleFn = Box::new(move |r| {
+            if r == Readiness::TimedOut {
+                // Left by its timeout, no edge took it: the registration forgets the key.
+                src(&mut stream).forget_idle();
+            }
+            f(stream, r)
+        });
+        let slot = match registered {
             Ok(s) => s,
             // Not pollable (or out of memory for the epoll item): let the callback's read see.
-            Err(_) => return self.spawn_idle(stream, f, Readiness::Readable),
+            Err(_) => return self.spawn_idle(call, Readiness::Readable),
         };
-        if slot.readable_now(self) {
-            return self.spawn_idle(stream, f, Readiness::Readable);
+        if slot.readable_now(&self.sched) {
+            return self.spawn_idle(call, Readiness::Readable);
         }
         let deadline = match timeout {
             None => None,
-            Some(t) if t.is_zero() => return self.spawn_idle(stream, f, Readiness::TimedOut),
+            Some(t) if t.is_zero() => return self.spawn_idle(call, Readiness::TimedOut),
             // On the round clock (no clock read per park; see `round_now`): keep-alive
             // timeouts need no finer measure, and deadlines one period after a clock that
             // only moves forward arrive in order, for the idle table's FIFO lane.
-            Some(t) => Some(self.round_now() + t),
+            Some(t) => Some(self.sched.round_now() + t),
         };
-        let key = self.idle.borrow_mut().insert(stream, f, deadline);
+        let key = self.idle.borrow_mut().insert(call, deadline);
         slot.set_idle(key);
         self.idle_gauge();
     }
@@ -255,9 +244,9 @@ impl Local {
     /// A parked connection turned readable: spawn its callback (if it is still parked).
     fn wake_idle(&self, key: IdleKey) {
         let taken = self.idle.borrow_mut().take(key);
-        if let Some((stream, f)) = taken {
+        if let Some(f) = taken {
             self.idle_gauge();
-            self.spawn_idle(stream, f, Readiness::Readable);
+            self.spawn_idle(f, Readiness::Readable);
         }
     }
 
@@ -265,10 +254,10 @@ impl Local {
     /// not here: an epoll batch may wake hundreds of connections, and each one that runs to its
     /// next park and ends before the next starts then reuses the one warm stack the previous
     /// gave back, instead of each touching a stack of its own.
-    fn spawn_idle(&self, stream: TcpStream, f: IdleFn, r: Readiness) {
+    fn spawn_idle(&self, f: IdleFn, r: Readiness) {
         let task = self.new_task();
         // SAFETY: home worker; the task is new and nobody else holds its local part.
-        unsafe { task.local_mut() }.unstarted = Some((stream, f, r));
+        unsafe { task.local_mut() }.unstarted = Some((f, r));
         self.enlist(task);
     }
 
@@ -291,7 +280,7 @@ impl Local {
     fn handle(&self, msg: Msg) {
         match msg {
             Msg::Spawn(task, body) => self.adopt(task, body),
-            Msg::Wake(task) => self.push_ready(task),
+            Msg::Wake(task) => self.sched.push_ready(task),
             Msg::Release(slot) => drop(slot),
         }
     }
@@ -303,8 +292,8 @@ impl Local {
         // SAFETY: we are the home worker and hold no other local part while this one is live
         // (a fiber spawning another touches only the new task's part).
         let mut lp = unsafe { task.local_mut() };
-        if let Some((stream, f, r)) = lp.unstarted.take() {
-            let body = join::detached_body(task.clone(), move || f(stream, r));
+        if let Some((f, r)) = lp.unstarted.take() {
+            let body = join::detached_body(task.clone(), move || f(r));
             if !self.bind_stack(&task, body) {
                 // No memory for a stack: the connection closes with the dropped callback.
                 self.finish(&task);
@@ -323,12 +312,12 @@ impl Local {
         match result {
             CoroutineResult::Yield(Suspend::Yield) => {
                 task.state.store(SCHEDULED, Ordering::Relaxed);
-                self.run_queue.borrow_mut().push_back(task);
+                self.sched.run_queue.borrow_mut().push_back(task);
             }
             CoroutineResult::Yield(Suspend::Park) => {
                 if !protocol::park(&task.state) {
                     // Unparked while it was still running: run it again.
-                    self.run_queue.borrow_mut().push_back(task);
+                    self.sched.run_queue.borrow_mut().push_back(task);
                 }
             }
             CoroutineResult::Return(()) => {
@@ -388,10 +377,10 @@ impl Local {
             if remote.has_msgs.load(Ordering::Relaxed) {
                 self.drain_inbox();
             }
-            if self.shared.shutdown.load(Ordering::Relaxed) {
+            if self.sched.shared.shutdown.load(Ordering::Relaxed) {
                 break;
             }
-            let next = self.run_queue.borrow_mut().pop_front();
+            let next = self.sched.run_queue.borrow_mut().pop_front();
             if let Some(task) = next {
                 self.run_task(task);
                 tick = tick.wrapping_add(1);
@@ -405,7 +394,7 @@ impl Local {
                     remote
                         .stats
                         .ready
-                        .store(self.run_queue.borrow().len(), Ordering::Relaxed);
+                        .store(self.sched.run_queue.borrow().len(), Ordering::Relaxed);
                 }
                 continue;
             }
@@ -413,18 +402,18 @@ impl Local {
             // Every firing sets the round clock first, so a fiber its timer woke finds the
             // round clock past its deadline.
             let now = Instant::now();
-            self.round_now.set(now);
+            self.sched.round_now.set(now);
             let timeout = match self.fire_timers(now) {
                 None => -1,
                 Some(at) => ms_until(at, now),
             };
-            if !self.run_queue.borrow().is_empty() {
+            if !self.sched.run_queue.borrow().is_empty() {
                 continue;
             }
             if !protocol::announce_sleep(&remote.sleeping, &remote.has_msgs) {
                 continue;
             }
-            if self.shared.shutdown.load(Ordering::SeqCst) {
+            if self.sched.shared.shutdown.load(Ordering::SeqCst) {
                 remote.sleeping.store(false, Ordering::Relaxed);
                 continue;
             }
@@ -435,7 +424,7 @@ impl Local {
                 .stats
                 .stacks_discarded
                 .store(discarded, Ordering::Relaxed);
-            self.timers.borrow_mut().shrink();
+            self.sched.timers.borrow_mut().shrink();
             self.poll_io(timeout);
             self.begin_round(Instant::now());
             remote.sleeping.store(false, Ordering::Relaxed);
@@ -470,8 +459,8 @@ impl Local {
     /// Starts a scheduling round after a poll of epoll: sets the round clock to `now` (just
     /// read) and calls the runtime's round hook ([`crate::Builder::on_round`]), if any.
     fn begin_round(&self, now: Instant) {
-        self.round_now.set(now);
-        if let Some(f) = self.shared.config.on_round {
+        self.sched.round_now.set(now);
+        if let Some(f) = self.sched.shared.config.on_round {
             f();
         }
     }
@@ -503,8 +492,8 @@ impl Local {
         // After the unwinding, which might have parked a connection on its way out.
         let parked = self.idle.borrow_mut().drain();
         drop(parked);
-        self.run_queue.borrow_mut().clear();
-        self.timers.borrow_mut().clear();
+        self.sched.run_queue.borrow_mut().clear();
+        self.sched.timers.borrow_mut().clear();
         // Releases that raced with `closed` were dropped with `msgs`; later ones drop directly.
         let late = std::mem::take(&mut remote.inbox.lock().msgs);
         drop(late);
@@ -524,22 +513,20 @@ fn ms_until(at: Instant, now: Instant) -> i32 {
 pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
     let _altstack = guard::ThreadGuard::install();
     let local = Local {
-        index,
         stacks: StackPool::new(shared.config.stack_size, shared.config.warm_stacks),
-        shared,
-        run_queue: RefCell::new(VecDeque::with_capacity(256)),
+        sched: Sched::new(index, shared),
         fibers: RefCell::new(Slab::default()),
-        timers: RefCell::new(Timers::default()),
         spare: RefCell::new(Vec::new()),
         events: RefCell::new(vec![sys::EpollEvent { events: 0, u64: 0 }; EVENTS_PER_POLL]),
         idle: RefCell::new(IdleTable::default()),
         idle_due: RefCell::new(Vec::new()),
-        round_now: Cell::new(Instant::now()),
         stack_decay_at: Cell::new(Instant::now()),
         spare_tasks: RefCell::new(Vec::new()),
     };
     LOCAL.with(|l| l.set(&local));
+    local.sched.enter();
     local.run();
+    local.sched.leave();
     LOCAL.with(|l| l.set(ptr::null()));
 }
 
@@ -577,17 +564,6 @@ impl Slab {
         self.free.clear();
         self.len = 0;
         self.entries.drain(..).flatten().collect()
-    }
-}
-
-/// Releases a registration's epoll reference: directly when on its worker (or when the worker
-/// is gone), else through the worker's inbox, so it never frees a slot inside an event batch.
-pub(crate) fn release_slot(slot: Arc<IoSlot>) {
-    let (shared, index) = (slot.shared.clone(), slot.worker());
-    if local_for(&shared, index).is_some() {
-        drop(slot);
-    } else {
-        shared.workers[index].send(Msg::Release(slot));
     }
 }
 

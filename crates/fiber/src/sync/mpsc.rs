@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::lock::Lock;
 use super::signal::Signal;
-use crate::task::{self, Waker};
+use crate::sched::{self, Waker};
 
 struct State<T> {
     queue: VecDeque<T>,
@@ -227,7 +227,7 @@ impl<T> Receiver<T> {
                 }
                 s.receiver = Some(Waker::current());
             }
-            task::park(deadline);
+            sched::park(deadline);
         }
     }
 

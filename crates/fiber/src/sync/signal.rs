@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::task::{self, Waker};
+use crate::sched::{self, Waker};
 
 #[derive(Debug)]
 pub(crate) struct Signal {
@@ -44,7 +44,7 @@ impl Signal {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return self.is_fired();
             }
-            task::park(deadline);
+            sched::park(deadline);
         }
     }
 }

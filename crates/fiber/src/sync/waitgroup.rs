@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::lock::Lock;
-use crate::task::{self, Waker};
+use crate::sched::{self, Waker};
 
 struct State {
     count: usize,
@@ -100,7 +100,7 @@ impl WaitGroup {
                 }
                 s.waiters.push(Waker::current());
             }
-            task::park(deadline);
+            sched::park(deadline);
         }
     }
 }
