@@ -94,6 +94,8 @@
 //! read_timeout = "60s"        # nginx proxy_read_timeout, between two reads (and writes); 504
 //! idle_timeout = "30s"        # an idle pooled upstream connection older than this is closed
 //! max_idle = 32               # idle keep-alive connections kept per upstream
+//! request_buffering = true    # nginx proxy_request_buffering: the whole body (at most
+//!                             # limits.max_body) is read before anything goes upstream
 //!
 //! [timing]                  # where a request's time goes (off: no clock reads)
 //! phases = false              # per-phase histograms in the status JSON and metrics
@@ -641,6 +643,11 @@ pub struct ProxyConfig {
     pub idle_timeout: Duration,
     /// Idle keep-alive connections kept per upstream (nginx `keepalive`); 0 disables reuse.
     pub max_idle: usize,
+    /// Read the whole request body (at most `limits.max_body`), and check its framing, before
+    /// anything goes upstream (nginx `proxy_request_buffering on`, its default): a malformed,
+    /// oversized or slow body never reaches the upstream, and the body goes up with a
+    /// `Content-Length`. `false`: the body streams upstream as it arrives.
+    pub request_buffering: bool,
 }
 
 impl Default for ProxyConfig {
@@ -654,6 +661,7 @@ impl Default for ProxyConfig {
             read_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),
             max_idle: 32,
+            request_buffering: true,
         }
     }
 }
