@@ -53,6 +53,15 @@ pub fn request_head(data: &[u8]) {
             assert!(h.name.start < h.name.end && h.value.start <= h.value.end);
         }
         let _ = head.header(input, "host");
+        // The request's host: the absolute-form authority (a valid one, inside the target) or
+        // the Host field (RFC 9112 §3.2.2).
+        if let Some(a) = head.authority_span() {
+            assert!(a.end as usize <= n && a.start < a.end);
+            assert!(weft_http::valid_authority(a.get(input)));
+            assert_eq!(head.effective_host_span(), Some(a));
+        } else {
+            assert_eq!(head.effective_host_span(), head.host_span());
+        }
         // A completed parser keeps its verdict.
         assert_eq!(whole.parse(input), w);
     }

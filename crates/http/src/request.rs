@@ -140,6 +140,8 @@ pub struct RequestHead {
     version: Version,
     headers: Vec<Header>,
     host: Option<Span>,
+    /// The authority of an absolute-form target.
+    authority: Option<Span>,
     framing: BodyFraming,
     expect: Expect,
     keep_alive: bool,
@@ -165,6 +167,7 @@ impl RequestHead {
             version: Version::Http11,
             headers,
             host: None,
+            authority: None,
             framing: BodyFraming::None,
             expect: Expect::None,
             keep_alive: true,
@@ -225,6 +228,15 @@ impl RequestHead {
     /// The Host field's value, if any.
     pub fn host_span(&self) -> Option<Span> {
         self.host
+    }
+    /// The authority of an absolute-form target (`other:8080` of `http://other:8080/x`).
+    pub fn authority_span(&self) -> Option<Span> {
+        self.authority
+    }
+    /// The host the request is for: an absolute-form target's authority, which replaces the
+    /// Host field (RFC 9112 §3.2.2: a server MUST ignore Host then), else the Host field.
+    pub fn effective_host_span(&self) -> Option<Span> {
+        self.authority.or(self.host)
     }
     /// How the body is framed.
     pub fn framing(&self) -> BodyFraming {
@@ -625,6 +637,11 @@ impl Parser {
         let (form, path) = classify_target(method, target)?;
         self.head.form = form;
         self.head.path = Span::new(start + t_start + path.0, start + t_start + path.1);
+        self.head.authority = (form == TargetForm::Absolute).then(|| {
+            // Between "http://" or "https://" (checked by classify_target) and the path.
+            let scheme = if target[4] == b':' { 7 } else { 8 };
+            Span::new(start + t_start + scheme, start + t_start + path.0)
+        });
         Ok(())
     }
 

@@ -173,6 +173,10 @@ fn absolute_form_targets_expose_their_origin_form_path() {
     // §3.2.2: the target's authority wins), but it is still required in HTTP/1.1.
     let req = b"GET http://[::1]:81/x HTTP/1.0\r\nHost: other\r\n\r\n";
     assert_eq!(ok(req).path(req), "/x");
+    assert_eq!(
+        ok(req).effective_host_span().map(|s| s.get(req)),
+        Some(&b"[::1]:81"[..])
+    );
     assert_eq!(status(b"GET http://a/ HTTP/1.1\r\n\r\n"), 400);
 
     for req in [
@@ -876,4 +880,53 @@ fn a_reused_parser_still_refuses_an_invalid_host_after_a_valid_one() {
     assert!(one("example.com:80800").is_err(), "a port out of range");
     assert_eq!(one("example.org"), Ok(true));
     assert_eq!(one("example.com:8080"), Ok(true));
+}
+
+#[test]
+fn an_absolute_form_authority_replaces_host() {
+    // RFC 9112 §3.2.2: the target's authority is the request's host whatever Host says.
+    let req = b"GET http://other/x HTTP/1.1\r\nHost: a\r\n\r\n";
+    let head = ok(req);
+    assert_eq!(head.host_span().map(|s| s.get(req)), Some(&b"a"[..]));
+    assert_eq!(
+        head.authority_span().map(|s| s.get(req)),
+        Some(&b"other"[..])
+    );
+    assert_eq!(
+        head.effective_host_span().map(|s| s.get(req)),
+        Some(&b"other"[..])
+    );
+    // https, a port, no path.
+    let req = b"GET HTTPS://b.example:8443 HTTP/1.1\r\nHost: a\r\n\r\n";
+    assert_eq!(
+        ok(req).effective_host_span().map(|s| s.get(req)),
+        Some(&b"b.example:8443"[..])
+    );
+    // Origin-form: the Host field, and no authority.
+    let req = b"GET /x HTTP/1.1\r\nHost: a:81\r\n\r\n";
+    let head = ok(req);
+    assert_eq!(head.authority_span(), None);
+    assert_eq!(
+        head.effective_host_span().map(|s| s.get(req)),
+        Some(&b"a:81"[..])
+    );
+    // HTTP/1.0 without Host: the authority alone.
+    let req = b"GET http://c/ HTTP/1.0\r\n\r\n";
+    assert_eq!(
+        ok(req).effective_host_span().map(|s| s.get(req)),
+        Some(&b"c"[..])
+    );
+    // A parser reused for an origin-form request forgets the previous authority.
+    let mut p = Parser::new(Limits::default());
+    let first = b"GET http://other/ HTTP/1.1\r\nHost: a\r\n\r\n";
+    assert!(p.parse(first).unwrap().is_some());
+    let head = p.take_head();
+    p.recycle(head);
+    p.reset();
+    let second = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+    assert!(p.parse(second).unwrap().is_some());
+    assert_eq!(
+        p.head().effective_host_span().map(|s| s.get(second)),
+        Some(&b"a"[..])
+    );
 }

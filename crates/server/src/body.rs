@@ -129,6 +129,8 @@ pub enum BodyError {
     Malformed(weft_http::Error),
     /// The client stopped sending before the body-read timeout: 408.
     Timeout,
+    /// The client sent the body slower than `timeouts.body_min_rate`: 408.
+    TooSlow,
     /// The client closed the connection before the end of the body: no response possible.
     Closed,
     /// Another I/O error: no response possible.
@@ -141,7 +143,7 @@ impl BodyError {
         match self {
             BodyError::TooLarge => Some(413),
             BodyError::Malformed(e) => Some(e.status()),
-            BodyError::Timeout => Some(408),
+            BodyError::Timeout | BodyError::TooSlow => Some(408),
             BodyError::Closed | BodyError::Io(_) => None,
         }
     }
@@ -150,7 +152,7 @@ impl BodyError {
         let kind = match self {
             BodyError::TooLarge => io::ErrorKind::FileTooLarge,
             BodyError::Malformed(_) => io::ErrorKind::InvalidData,
-            BodyError::Timeout => io::ErrorKind::TimedOut,
+            BodyError::Timeout | BodyError::TooSlow => io::ErrorKind::TimedOut,
             BodyError::Closed => io::ErrorKind::UnexpectedEof,
             BodyError::Io(k) => k,
         };
@@ -181,6 +183,11 @@ pub struct RequestBody<'a> {
     max: u64,
     received: u64,
     timeout: Duration,
+    /// The minimum-rate rule, from the moment the reader was made (the head complete).
+    min_rate: crate::minrate::MinRate,
+    /// Bytes that arrived for this body (buffered with the head, then read): what the rule
+    /// counts, so a handler that reads slowly is not taken for a slow client.
+    arrived: u64,
     read_buf_max: usize,
     error: Option<BodyError>,
     /// Measure the time spent in reads (`[timing]`).
@@ -209,6 +216,8 @@ pub struct BodyLimits {
     pub http: Limits,
     /// Largest amount of buffered unread data.
     pub read_buf_max: usize,
+    /// The minimum-rate rule over the whole body (`timeouts.body_min_rate`).
+    pub(crate) min_rate: crate::minrate::MinRate,
 }
 
 impl<'a> RequestBody<'a> {
@@ -221,6 +230,7 @@ impl<'a> RequestBody<'a> {
         stream: &'a mut dyn Transport,
         limits: BodyLimits,
     ) -> RequestBody<'a> {
+        let arrived = rbuf.len() as u64;
         let state = match framing {
             BodyFraming::None => State::Done,
             BodyFraming::Length(n) => State::Length(n),
@@ -238,6 +248,8 @@ impl<'a> RequestBody<'a> {
             max: limits.max,
             received: 0,
             timeout: limits.timeout,
+            min_rate: limits.min_rate,
+            arrived,
             read_buf_max: limits.read_buf_max,
             error: None,
             timed: false,
@@ -302,14 +314,30 @@ impl<'a> RequestBody<'a> {
         e.to_io()
     }
 
-    fn read_stream(&mut self, out: &mut [u8]) -> Result<usize, BodyError> {
+    /// Bounds the next read by the body-read timeout and the minimum-rate deadline; says
+    /// whether the latter is the one that binds.
+    fn arm_timeout(&mut self) -> Result<bool, BodyError> {
+        let now = std::time::Instant::now();
+        let (deadline, slow) = self.min_rate.earliest(self.arrived, now + self.timeout);
+        let left = deadline.saturating_duration_since(now);
+        if left.is_zero() {
+            return Err(BodyError::TooSlow);
+        }
         self.stream
-            .set_read_timeout(Some(self.timeout))
+            .set_read_timeout(Some(left))
             .map_err(|e| BodyError::Io(e.kind()))?;
+        Ok(slow)
+    }
+
+    fn read_stream(&mut self, out: &mut [u8]) -> Result<usize, BodyError> {
+        let slow = self.arm_timeout()?;
         loop {
             match self.stream.read(out) {
                 Ok(0) => return Err(BodyError::Closed),
-                Ok(n) => return Ok(n),
+                Ok(n) => {
+                    self.arrived += n as u64;
+                    return Ok(n);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e)
                     if matches!(
@@ -317,7 +345,11 @@ impl<'a> RequestBody<'a> {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return Err(BodyError::Timeout)
+                    return Err(if slow {
+                        BodyError::TooSlow
+                    } else {
+                        BodyError::Timeout
+                    })
                 }
                 Err(e) => return Err(BodyError::Io(e.kind())),
             }
@@ -325,13 +357,14 @@ impl<'a> RequestBody<'a> {
     }
 
     fn fill_rbuf(&mut self) -> Result<(), BodyError> {
-        self.stream
-            .set_read_timeout(Some(self.timeout))
-            .map_err(|e| BodyError::Io(e.kind()))?;
+        let slow = self.arm_timeout()?;
         loop {
             match self.rbuf.fill(self.stream, self.read_buf_max) {
                 Ok(0) => return Err(BodyError::Closed),
-                Ok(_) => return Ok(()),
+                Ok(n) => {
+                    self.arrived += n as u64;
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e)
                     if matches!(
@@ -339,7 +372,11 @@ impl<'a> RequestBody<'a> {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return Err(BodyError::Timeout)
+                    return Err(if slow {
+                        BodyError::TooSlow
+                    } else {
+                        BodyError::Timeout
+                    })
                 }
                 Err(e) => return Err(BodyError::Io(e.kind())),
             }

@@ -17,6 +17,9 @@
 //! keepalive = "75s"           # nginx keepalive_timeout
 //! send = "60s"                # nginx send_timeout
 //! shutdown_grace = "10s"
+//! header_min_rate = 500       # bytes/s a head must average after min_rate_grace; 408 (0: off)
+//! body_min_rate = 500         # bytes/s a body must average after min_rate_grace; 408 (0: off)
+//! min_rate_grace = "20s"      # Apache RequestReadTimeout header=20-60,MinRate=500
 //!
 //! [limits]                    # sizes in bytes, or "64k", "1m", "1g"
 //! max_connections = 10000
@@ -24,6 +27,9 @@
 //! max_head_bytes = 32768      # 431 past it
 //! max_headers = 100           # 431 past it
 //! max_body = 1048576          # 413 past it (nginx client_max_body_size 1m)
+//! client_body_buffer = 16384  # bodies up to this are read whole before a process-model
+//!                             # child or pipeline process thread is given (nginx
+//!                             # client_body_buffer_size)
 //!
 //! [static_files]
 //! index = "index.html"
@@ -88,6 +94,8 @@
 //! read_timeout = "60s"        # nginx proxy_read_timeout, between two reads (and writes); 504
 //! idle_timeout = "30s"        # an idle pooled upstream connection older than this is closed
 //! max_idle = 32               # idle keep-alive connections kept per upstream
+//! request_buffering = true    # nginx proxy_request_buffering: the whole body (at most
+//!                             # limits.max_body) is read before anything goes upstream
 //!
 //! [timing]                  # where a request's time goes (off: no clock reads)
 //! phases = false              # per-phase histograms in the status JSON and metrics
@@ -262,6 +270,16 @@ pub struct Timeouts {
     /// How long SIGTERM waits for in-flight requests before exiting.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub shutdown_grace: Duration,
+    /// Least average rate of a request head, in bytes/s, after `min_rate_grace` (Apache
+    /// mod_reqtimeout `header=20-40,MinRate=500`); 408 below it; 0: off. See `minrate.rs`.
+    pub header_min_rate: u64,
+    /// Least average rate of a request body, in bytes/s, after `min_rate_grace` (mod_reqtimeout
+    /// `body=20,MinRate=500`); 408 below it; 0: off.
+    pub body_min_rate: u64,
+    /// The time a head or body has before the minimum rates apply; every byte adds
+    /// `1/rate` seconds to it (mod_reqtimeout's initial timeout, 20 s).
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub min_rate_grace: Duration,
 }
 
 impl Default for Timeouts {
@@ -272,6 +290,12 @@ impl Default for Timeouts {
             keepalive: Duration::from_secs(75),
             send: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            // mod_reqtimeout's defaults: 500 bytes/s is 4 kbit/s, below any real client's
+            // link (a GPRS phone sends ten times that), far above a slowloris's byte every few
+            // seconds; 20 s covers a client's start (TCP slow start, a TLS handshake ahead).
+            header_min_rate: 500,
+            body_min_rate: 500,
+            min_rate_grace: Duration::from_secs(20),
         }
     }
 }
@@ -299,6 +323,11 @@ pub struct LimitsConfig {
     /// Largest chunked trailer section (400).
     #[serde(deserialize_with = "de_size")]
     pub max_trailer_bytes: usize,
+    /// Request bodies up to this size are read whole before the process model's master gives
+    /// the request a child, or the pipeline's receive stage a process thread (nginx
+    /// `client_body_buffer_size`, 16k): a slow body holds neither (issue 24).
+    #[serde(deserialize_with = "de_size")]
+    pub client_body_buffer: usize,
 }
 
 impl Default for LimitsConfig {
@@ -312,6 +341,7 @@ impl Default for LimitsConfig {
             max_body: 1024 * 1024,
             max_chunk_line: h.max_chunk_line,
             max_trailer_bytes: h.max_trailer_bytes,
+            client_body_buffer: 16 * 1024,
         }
     }
 }
@@ -613,6 +643,11 @@ pub struct ProxyConfig {
     pub idle_timeout: Duration,
     /// Idle keep-alive connections kept per upstream (nginx `keepalive`); 0 disables reuse.
     pub max_idle: usize,
+    /// Read the whole request body (at most `limits.max_body`), and check its framing, before
+    /// anything goes upstream (nginx `proxy_request_buffering on`, its default): a malformed,
+    /// oversized or slow body never reaches the upstream, and the body goes up with a
+    /// `Content-Length`. `false`: the body streams upstream as it arrives.
+    pub request_buffering: bool,
 }
 
 impl Default for ProxyConfig {
@@ -626,6 +661,7 @@ impl Default for ProxyConfig {
             read_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),
             max_idle: 32,
+            request_buffering: true,
         }
     }
 }
@@ -1313,6 +1349,7 @@ mod tests {
             ("timeouts", "keepalive"),
             ("timeouts", "send"),
             ("timeouts", "shutdown_grace"),
+            ("timeouts", "min_rate_grace"),
             ("fiber", "linger"),
             ("cache", "revalidate"),
             ("cgi", "timeout"),
@@ -1327,6 +1364,7 @@ mod tests {
             ("limits", "max_body"),
             ("limits", "max_chunk_line"),
             ("limits", "max_trailer_bytes"),
+            ("limits", "client_body_buffer"),
             ("fiber", "stack_size"),
             ("cache", "max_bytes"),
             ("cache", "max_object_bytes"),

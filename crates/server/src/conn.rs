@@ -527,6 +527,7 @@ fn respond<T: Transport>(
         BodyLimits {
             max: cfg.limits.max_body,
             timeout: cfg.timeouts.body_read,
+            min_rate: crate::minrate::MinRate::body(&cfg.timeouts, Instant::now()),
             http: *limits,
             read_buf_max: limits.max_head_bytes.max(64 * 1024),
         },
@@ -535,8 +536,10 @@ fn respond<T: Transport>(
         body.set_timed(true);
         let t0 = Instant::now();
         let resp = app.handle(req, &mut body);
-        times.body = body.read_time();
-        times.handler = Some(t0.elapsed().saturating_sub(times.body));
+        let read = body.read_time();
+        // Added to a wait for a body read ahead before the handler (the pipeline's receive).
+        times.body += read;
+        times.handler = Some(t0.elapsed().saturating_sub(read));
         resp
     } else {
         app.handle(req, &mut body)
@@ -584,7 +587,9 @@ fn read_head<T: Transport>(
 ) -> io::Result<HeadRead> {
     let cfg = &app.cfg;
     let max = cfg.limits.max_head_bytes + 1;
-    let mut deadline: Option<Instant> = None;
+    // The header-read deadline and the minimum-rate rule, from the head's first byte.
+    let mut deadline: Option<(Instant, crate::minrate::MinRate)> = None;
+    let mut too_slow = false;
     let timed = cfg.timing.on();
     // Pipelined, the request was already here.
     let mut started = (timed && !rbuf.is_empty()).then(Instant::now);
@@ -603,18 +608,25 @@ fn read_head<T: Transport>(
             }
         }
         let partial = !rbuf.is_empty();
-        let timeout = match (partial, deadline) {
-            (true, Some(d)) => d.saturating_duration_since(Instant::now()),
-            (true, None) => {
-                let d = Instant::now() + cfg.timeouts.header_read;
-                deadline = Some(d);
-                cfg.timeouts.header_read
+        if partial && deadline.is_none() {
+            let now = Instant::now();
+            deadline = Some((
+                now + cfg.timeouts.header_read,
+                crate::minrate::MinRate::head(&cfg.timeouts, now),
+            ));
+        }
+        let timeout = match deadline.filter(|_| partial) {
+            Some((d, rate)) => {
+                // Each byte received extends the minimum-rate deadline (`minrate.rs`).
+                let (d, slow) = rate.earliest(rbuf.len() as u64, d);
+                too_slow = slow;
+                d.saturating_duration_since(Instant::now())
             }
-            (false, _) if first => cfg.timeouts.header_read,
-            (false, _) => cfg.timeouts.keepalive,
+            None if first => cfg.timeouts.header_read,
+            None => cfg.timeouts.keepalive,
         };
         if timeout.is_zero() {
-            return Ok(HeadRead::Fail(408, "request head not received in time"));
+            return Ok(HeadRead::Fail(408, head_late(too_slow)));
         }
         if !partial {
             if let Some(r) = &info.registration {
@@ -655,7 +667,7 @@ fn read_head<T: Transport>(
                 ) =>
             {
                 return Ok(if partial {
-                    HeadRead::Fail(408, "request head not received in time")
+                    HeadRead::Fail(408, head_late(too_slow))
                 } else {
                     HeadRead::Closed
                 });
@@ -673,6 +685,15 @@ fn read_head<T: Transport>(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// The reason logged with a 408 for a head cut short: which limit the client ran into.
+pub(crate) fn head_late(too_slow: bool) -> &'static str {
+    if too_slow {
+        "request head below timeouts.header_min_rate"
+    } else {
+        "request head not received in time"
     }
 }
 
@@ -1001,6 +1022,11 @@ pub(crate) struct Times {
 }
 
 impl Times {
+    /// Counts a wait for body bytes outside the handler's reads (a body read ahead).
+    pub(crate) fn add_body_wait(&mut self, d: Duration) {
+        self.body += d;
+    }
+
     fn since_accept(&self, info: &ConnInfo) -> Option<Duration> {
         Some(self.start?.saturating_duration_since(info.accepted?))
     }

@@ -35,6 +35,7 @@ mod gather;
 pub mod handlers;
 pub mod log;
 pub mod metrics;
+pub(crate) mod minrate;
 pub(crate) mod models;
 pub(crate) mod net;
 pub(crate) mod realip;

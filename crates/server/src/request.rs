@@ -64,6 +64,18 @@ impl Request {
         self.head.version()
     }
 
+    /// The host the request is for, as sent (`host[:port]`): an absolute-form target's
+    /// authority, which replaces the Host field (RFC 9112 §3.2.2: `GET http://other/x` with
+    /// `Host: a` is for `other`), else the Host field; `None` when neither names one (an empty
+    /// Host, or HTTP/1.0 without it). Routing, forwarding, CGI and logs read the host here,
+    /// never from the Host field itself.
+    pub fn host(&self) -> Option<&str> {
+        let span = self.head.effective_host_span()?;
+        std::str::from_utf8(span.get(&self.bytes))
+            .ok()
+            .filter(|h| !h.is_empty())
+    }
+
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.head.header(&self.bytes, name)

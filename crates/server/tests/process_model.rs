@@ -135,11 +135,11 @@ fn every_connection_process_is_reaped() {
 #[test]
 fn max_children_holds_a_third_request_until_a_child_is_free() {
     let srv = Builder::new("process-limit")
-        .config("[process]\nmax_children = 2\n")
+        .config("[process]\nmax_children = 2\n[limits]\nclient_body_buffer = 0\n")
         .start();
     let master = master(&srv);
     // A request whose body is still arriving holds its child (an idle connection would not:
-    // the master keeps those itself).
+    // the master keeps those itself, and with client_body_buffer = 0 it reads no body ahead).
     let mut held: Vec<_> = (0..2)
         .map(|_| {
             let mut c = srv.connect();

@@ -423,10 +423,7 @@ fn meta_variables(req: &Request, content_length: Option<u64>) -> Vec<(String, Os
         ("REQUEST_METHOD".into(), text(req.method_str())),
         ("QUERY_STRING".into(), text(req.query().unwrap_or(""))),
         ("REQUEST_URI".into(), text(req.target())),
-        (
-            "SERVER_NAME".into(),
-            text(&server_name(req.header_str("Host"), local)),
-        ),
+        ("SERVER_NAME".into(), text(&server_name(req.host(), local))),
         ("SERVER_PORT".into(), text(&local.port().to_string())),
         ("SERVER_ADDR".into(), text(&local.ip().to_string())),
         ("REMOTE_ADDR".into(), text(&peer.ip().to_string())),
@@ -440,10 +437,15 @@ fn meta_variables(req: &Request, content_length: Option<u64>) -> Vec<(String, Os
         env.push(("CONTENT_TYPE".into(), OsString::from_vec(ct.to_vec())));
     }
     let mut http: Vec<(String, Vec<u8>)> = Vec::new();
-    for (name, value) in req.headers() {
+    for (name, mut value) in req.headers() {
         let Some(var) = http_variable(name) else {
             continue;
         };
+        // The request's host, which an absolute-form target's authority replaces
+        // (RFC 9112 §3.2.2).
+        if var == "HTTP_HOST" {
+            value = req.host().unwrap_or_default().as_bytes();
+        }
         match http.iter_mut().find(|(n, _)| *n == var) {
             // RFC 3875 §4.1.18: repeated fields are joined as one.
             Some((_, v)) => {
@@ -897,6 +899,25 @@ mod tests {
         ] {
             assert_eq!(http_variable(withheld), None, "{withheld}");
         }
+    }
+
+    #[test]
+    fn an_absolute_form_authority_is_the_scripts_host() {
+        // RFC 9112 §3.2.2: the target's authority replaces Host for the script as well.
+        let raw = b"GET http://other.example:81/cgi-bin/x HTTP/1.1\r\nHost: a.example\r\n\r\n";
+        let mut p = Parser::new(weft_http::Limits::default());
+        assert_eq!(p.parse(raw).unwrap(), Some(raw.len()));
+        let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let req = Request::new(raw.to_vec(), p.take_head(), local, local);
+        assert_eq!(req.host(), Some("other.example:81"));
+        let env = meta_variables(&req, None);
+        let var = |name: &str| {
+            env.iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+        };
+        assert_eq!(var("SERVER_NAME").as_deref(), Some("other.example"));
+        assert_eq!(var("HTTP_HOST").as_deref(), Some("other.example:81"));
     }
 
     #[test]

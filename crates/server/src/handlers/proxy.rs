@@ -16,18 +16,24 @@
 //!   `Proxy-Authorization`, `Proxy-Authenticate`. `Expect` is answered here (the client gets
 //!   `100 Continue` when the body is first read), not forwarded. `X-Forwarded-For` gets the
 //!   client's address appended to what the client sent; `X-Forwarded-Proto` (`http`) and
-//!   `X-Forwarded-Host` (the client's `Host`) replace the client's; `Via` gets `1.x weft`
-//!   appended both ways. `Host` is the client's by default (`host = "upstream"`: the
-//!   upstream's authority).
+//!   `X-Forwarded-Host` (the request's host) replace the client's; `Via` gets `1.x weft`
+//!   appended both ways. `Host` is the request's host by default (`host = "upstream"`: the
+//!   upstream's authority). The request's host is [`Request::host`]: an absolute-form
+//!   target's authority replaces the client's `Host` (RFC 9112 §3.2.2).
 //! - **No ambiguous request upstream**: the client's request was already refused if its
 //!   framing was ambiguous (weft-http); every framing field it sent is dropped and exactly one
 //!   is written from the parsed framing: `Content-Length` for a sized body (also `0` when the
 //!   client sent `Content-Length: 0`), `Transfer-Encoding: chunked` for a chunked one.
-//! - **Streaming**: the request body is copied to the upstream a piece at a time as it
-//!   arrives (a chunked body is re-chunked), and the response body streams back through
-//!   [`Body::Stream`]: its `Content-Length` passed on, a chunked body decoded and re-chunked
-//!   by the driver, a close-delimited body read until the upstream closes. Memory per request
-//!   stays at a few buffers whatever the body size.
+//! - **Request buffering** (`request_buffering`, on by default as nginx's
+//!   `proxy_request_buffering`): the whole request body is read (bounded by `limits.max_body`,
+//!   chunked framing checked, under the body timeouts and minimum rate) before an upstream
+//!   connection is taken, so a request that turns out malformed never reaches the upstream;
+//!   it goes up with a `Content-Length`.
+//! - **Streaming**: without request buffering, the request body is copied to the upstream a
+//!   piece at a time as it arrives (a chunked body is re-chunked); the response body streams
+//!   back through [`Body::Stream`]: its `Content-Length` passed on, a chunked body decoded and
+//!   re-chunked by the driver, a close-delimited body read until the upstream closes. Memory
+//!   per request stays at a few buffers whatever the body size.
 //! - **Pool**: per upstream, at most `max_idle` idle connections, most recently used first,
 //!   each closed after `idle_timeout` idle or when a non-blocking read shows it closed (or
 //!   holding unexpected bytes) at checkout. A connection returns to the pool only after a
@@ -36,7 +42,7 @@
 //! - **Retry**: a request is sent once more, on a fresh connection, only if a pooled
 //!   connection turned out dead before any byte of the response (write error, or end of
 //!   stream or reset at the first read), the method is idempotent (RFC 9110 §9.2.2) and the
-//!   request has no body (a body already streamed cannot be replayed).
+//!   request has no body or a buffered one (a body already streamed cannot be replayed).
 //! - **Failures**: connection refused or unreachable, a malformed or unsupported upstream
 //!   response (see `weft_http::ResponseParser`), or a dead connection that cannot be retried:
 //!   502. Connect timeout or read timeout before the response head: 504. Once the response
@@ -175,6 +181,8 @@ pub struct Upstream {
     read_timeout: Duration,
     limits: Limits,
     pool: Pool,
+    /// `request_buffering`: the whole body is read before the upstream is contacted.
+    buffering: bool,
 }
 
 impl fmt::Debug for Upstream {
@@ -232,6 +240,7 @@ impl Upstream {
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
             limits: Limits::default(),
+            buffering: cfg.request_buffering,
             pool: Pool {
                 idle: Mutex::new(Vec::new()),
                 max_idle: cfg.max_idle,
@@ -265,13 +274,38 @@ impl Upstream {
         if req.method() == Method::Connect {
             return Err(Failure::new(405, "CONNECT is not forwarded"));
         }
-        let head = self.request_head(req);
-        let framing = req.head().framing();
-        // Only a request without a body can be sent twice.
-        let replayable = is_idempotent(req.method()) && framing == BodyFraming::None;
+        let mut framing = req.head().framing();
+        // nginx's proxy_request_buffering: the whole body, its framing checked and its size
+        // bounded by `limits.max_body` (the body reader's limit), before any upstream
+        // connection: a request that turns out malformed, too large or too slow never
+        // reaches the upstream (the driver answers the body's 400, 413 or 408).
+        let buffered = if self.buffering && framing != BodyFraming::None {
+            match body.read_all() {
+                Ok(data) => {
+                    framing = BodyFraming::Length(data.len() as u64);
+                    Some(data)
+                }
+                Err(_) => {
+                    return Err(Failure::new(
+                        400,
+                        "the client's request body failed; nothing went upstream",
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        let head = self.request_head(req, framing);
+        // Only a request whose body is at hand (none, or buffered) can be sent twice.
+        let replayable =
+            is_idempotent(req.method()) && (framing == BodyFraming::None || buffered.is_some());
         let mut conn = self.checkout()?;
         loop {
-            match self.send(&mut conn, &head, framing, body) {
+            let sent = match &buffered {
+                Some(data) => self.send_buffered(&conn, &head, data),
+                None => self.send(&mut conn, &head, framing, body),
+            };
+            match sent {
                 Ok(()) => {}
                 Err(Sent::Dead(e)) if conn.reused && replayable => {
                     log::debug!("proxy {}: pooled connection dead ({e}); retrying", self.url);
@@ -328,7 +362,8 @@ impl Upstream {
     }
 
     /// The request head as it goes upstream.
-    fn request_head(&self, req: &Request) -> Vec<u8> {
+    /// `framing`: the body's as it goes upstream (a buffered body has a length).
+    fn request_head(&self, req: &Request, framing: BodyFraming) -> Vec<u8> {
         let mut h = Vec::with_capacity(512 + req.head().len());
         h.extend_from_slice(req.method_str().as_bytes());
         h.push(b' ');
@@ -373,13 +408,15 @@ impl Upstream {
             }
             field(&mut h, name, value);
         }
-        let client_host = req.header("Host").filter(|v| !v.is_empty());
+        // The request's host: an absolute-form target's authority replaces the Host field
+        // (RFC 9112 §3.2.2), so the upstream sees the host the client asked for.
+        let client_host = req.host().map(str::as_bytes);
         let host = match (self.host, client_host) {
             (ProxyHost::Client, Some(v)) => v,
             _ => self.authority.as_bytes(),
         };
         field(&mut h, "Host", host);
-        match req.head().framing() {
+        match framing {
             BodyFraming::Length(n) => weft_http::response::write_content_length(n, &mut h),
             BodyFraming::Chunked => h.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
             BodyFraming::None if req.header("Content-Length").is_some() => {
@@ -397,6 +434,19 @@ impl Upstream {
         field(&mut h, "Via", &via);
         h.extend_from_slice(b"\r\n");
         h
+    }
+
+    /// Writes the head and a body read in full beforehand.
+    fn send_buffered(&self, conn: &Conn, head: &[u8], data: &[u8]) -> Result<(), Sent> {
+        let dead = |e: io::Error| {
+            if is_timeout(&e) {
+                Sent::Upstream(e)
+            } else {
+                Sent::Dead(e)
+            }
+        };
+        (&conn.stream).write_all(head).map_err(dead)?;
+        (&conn.stream).write_all(data).map_err(Sent::Upstream)
     }
 
     /// Writes the head and streams the body.

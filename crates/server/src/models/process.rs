@@ -66,6 +66,7 @@ use super::{AcceptGate, ACCEPT_BACKOFF};
 use crate::app::{App, LiveApp};
 use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::ListenerMetrics;
+use crate::minrate::{self, MinRate};
 use crate::net::{BlockingStream, Transport};
 use crate::sys_process::{self as sp, Exit, Forked, Pid};
 
@@ -137,6 +138,14 @@ enum Stage {
     Head { deadline: Instant },
     /// Idle between requests; closed at the deadline (the keep-alive timeout).
     Idle { deadline: Instant },
+    /// A whole head whose body (at most `limits.client_body_buffer` bytes) is still arriving:
+    /// the master reads it too, so a slow body holds no child (issue 24). Answered 408 at the
+    /// deadline: the body-read timeout since the last bytes, or the minimum rate's.
+    Body {
+        deadline: Instant,
+        rate: MinRate,
+        head_len: usize,
+    },
     /// A whole head (or bytes a child must answer with an error) waits for a free child.
     Queued,
     /// A child serves it; the master keeps its copy of the descriptor and takes the
@@ -158,6 +167,8 @@ struct Held {
     /// What its PROXY protocol header said (`[[listen]] proxy_protocol`): `None` until it has
     /// been read; then the client's address, or `None` for a header that named none.
     proxied: Option<Option<SocketAddr>>,
+    /// The head's minimum-rate rule, from its first byte (`timeouts.header_min_rate`).
+    head_rate: Option<MinRate>,
 }
 
 /// Everything the master keeps; forked children close the descriptors in it.
@@ -355,6 +366,7 @@ impl Master {
                             accepted,
                             resumed: false,
                             proxied: None,
+                            head_rate: None,
                         },
                     );
                 }
@@ -375,12 +387,17 @@ impl Master {
         let Some(h) = self.held.get_mut(&fd) else {
             return;
         };
-        let max = if h.lm.proxy_protocol() && h.proxied.is_none() {
+        let max = if let Stage::Body { head_len, .. } = h.stage {
+            head_len + app.cfg.limits.client_body_buffer
+        } else if h.lm.proxy_protocol() && h.proxied.is_none() {
             conn::proxy_read_max(&app.cfg)
         } else {
             app.cfg.limits.max_head_bytes + 1
         };
-        if !matches!(h.stage, Stage::Head { .. } | Stage::Idle { .. }) {
+        if !matches!(
+            h.stage,
+            Stage::Head { .. } | Stage::Idle { .. } | Stage::Body { .. }
+        ) {
             return;
         }
         let had = h.buf.len();
@@ -410,6 +427,32 @@ impl Master {
             h.stage = Stage::Head {
                 deadline: Instant::now() + app.cfg.timeouts.header_read,
             };
+            h.head_rate = None;
+        }
+        if let Stage::Body {
+            deadline, head_len, ..
+        } = &mut h.stage
+        {
+            // nginx's client_body_timeout: between two reads.
+            *deadline = Instant::now() + app.cfg.timeouts.body_read;
+            let (head_len, bound) = (*head_len, app.cfg.limits.client_body_buffer);
+            self.parser.reset();
+            let waits = matches!(self.parser.parse(&h.buf), Ok(Some(_)))
+                && minrate::wait_for_body(
+                    self.parser.head(),
+                    &h.buf[head_len..],
+                    &app.cfg.limits.http(),
+                    bound,
+                );
+            if !waits {
+                h.stage = Stage::Queued;
+                let _ = self.epoll.delete(fd);
+                self.queue.push_back(fd);
+            }
+            return;
+        }
+        if h.head_rate.is_none() {
+            h.head_rate = Some(MinRate::head(&app.cfg.timeouts, Instant::now()));
         }
         if h.lm.proxy_protocol() && h.proxied.is_none() {
             use weft_http::proxy_protocol::{parse, Parsed, Proxied};
@@ -433,7 +476,21 @@ impl Master {
             }
         }
         self.parser.reset();
-        let whole = !matches!(self.parser.parse(&h.buf), Ok(None)) || h.buf.len() >= max;
+        let parsed = self.parser.parse(&h.buf);
+        if let Ok(Some(head_len)) = parsed {
+            let limits = app.cfg.limits.http();
+            let bound = app.cfg.limits.client_body_buffer;
+            if minrate::wait_for_body(self.parser.head(), &h.buf[head_len..], &limits, bound) {
+                let now = Instant::now();
+                h.stage = Stage::Body {
+                    deadline: now + app.cfg.timeouts.body_read,
+                    rate: MinRate::body(&app.cfg.timeouts, now),
+                    head_len,
+                };
+                return;
+            }
+        }
+        let whole = !matches!(parsed, Ok(None)) || h.buf.len() >= max;
         if whole {
             h.stage = Stage::Queued;
             let _ = self.epoll.delete(fd);
@@ -555,21 +612,53 @@ impl Master {
     /// one that never sent a byte is closed.
     fn sweep(&mut self) {
         let now = Instant::now();
-        let expired: Vec<RawFd> = self
+        // Each connection past a deadline, with the reason its 408 gives.
+        let expired: Vec<(RawFd, &'static str)> = self
             .held
             .iter()
-            .filter(|(_, h)| {
-                matches!(h.stage, Stage::Head { deadline } | Stage::Idle { deadline } if deadline <= now)
+            .filter_map(|(&fd, h)| {
+                let received = h.buf.len() as u64;
+                let why = match h.stage {
+                    Stage::Head { deadline } => {
+                        let (d, slow) = match h.head_rate {
+                            Some(r) if !h.buf.is_empty() => r.earliest(received, deadline),
+                            _ => (deadline, false),
+                        };
+                        (d <= now).then_some(conn::head_late(slow))
+                    }
+                    Stage::Idle { deadline } => {
+                        (deadline <= now).then_some("idle connection closed")
+                    }
+                    Stage::Body {
+                        deadline,
+                        rate,
+                        head_len,
+                    } => {
+                        let body = received.saturating_sub(head_len as u64);
+                        let (d, slow) = rate.earliest(body, deadline);
+                        (d <= now).then_some(if slow {
+                            "request body below timeouts.body_min_rate"
+                        } else {
+                            "request body not received in time"
+                        })
+                    }
+                    Stage::Queued | Stage::Served => None,
+                };
+                why.map(|w| (fd, w))
             })
-            .map(|(&fd, _)| fd)
             .collect();
-        for fd in expired {
+        for (fd, why) in expired {
             let h = &self.held[&fd];
+            let answers = match h.stage {
+                Stage::Head { .. } => !h.buf.is_empty(),
+                Stage::Body { .. } => true,
+                _ => false,
+            };
             if h.lm.proxy_protocol() && h.proxied.is_none() {
                 // Not an HTTP client (yet): no 408, as the other models.
                 log::info!("{}: no PROXY header in time; connection closed", h.peer);
-            } else if matches!(h.stage, Stage::Head { .. }) && !h.buf.is_empty() {
-                log::info!("{}: 408 request head not received in time", h.peer);
+            } else if answers {
+                log::info!("{}: 408 {why}", h.peer);
                 let mut wbuf = Vec::new();
                 let out = conn::encode_response(&mut wbuf, conn::failure(408), None, false, b"");
                 debug_assert!(matches!(out.tail, conn::Tail::None));
@@ -621,7 +710,7 @@ impl Master {
             .filter(|(_, h)| match h.stage {
                 Stage::Idle { .. } => true,
                 Stage::Head { .. } => h.buf.is_empty() && h.resumed,
-                Stage::Queued | Stage::Served => false,
+                Stage::Body { .. } | Stage::Queued | Stage::Served => false,
             })
             .map(|(&fd, _)| fd)
             .collect();
@@ -629,9 +718,12 @@ impl Master {
             self.close(fd);
         }
         let pending = |m: &Master| {
-            m.held
-                .values()
-                .any(|h| matches!(h.stage, Stage::Head { .. } | Stage::Queued))
+            m.held.values().any(|h| {
+                matches!(
+                    h.stage,
+                    Stage::Head { .. } | Stage::Body { .. } | Stage::Queued
+                )
+            })
         };
         while pending(self) {
             let now = Instant::now();

@@ -25,6 +25,7 @@ mod proxy;
 mod realip;
 mod reload;
 mod shutdown;
+mod slow_clients;
 mod stall;
 mod static_files;
 mod status;

@@ -385,7 +385,8 @@ fn post_bodies_go_upstream_with_exactly_one_framing_field() {
     assert_eq!(fwd.header("Content-Type"), Some("application/octet-stream"));
     assert!(body == data, "Content-Length body changed on the way");
 
-    // Chunked in, chunked out (never both framings), with Expect answered by the proxy.
+    // Chunked in, read whole (request_buffering, the default), sent with its length; Expect
+    // answered by the proxy.
     let mut req = b"POST /up/chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
                     Expect: 100-continue\r\nConnection: close\r\n\r\n"
         .to_vec();
@@ -394,6 +395,26 @@ fn post_bodies_go_upstream_with_exactly_one_framing_field() {
     c.send(&req);
     let interim = c.read_response().expect("100 Continue");
     assert_eq!(interim.status, 100);
+    let r = c.read_response().expect("response");
+    assert_eq!(r.status, 200);
+    let (fwd, body) = echoed(&r.body);
+    assert_eq!(
+        fwd.header("Content-Length"),
+        Some(data.len().to_string().as_str())
+    );
+    assert_eq!(fwd.count("Content-Length"), 1);
+    assert_eq!(fwd.count("Transfer-Encoding"), 0);
+    assert_eq!(fwd.count("Expect"), 0);
+    assert!(body == data, "chunked body changed on the way");
+    // Streamed (request_buffering = false): chunked in, chunked out, never both framings.
+    let streaming = proxy_config(
+        "proxy-post-stream",
+        &up.addr.to_string(),
+        "request_buffering = false",
+    );
+    let mut c = streaming.connect();
+    c.send(&req);
+    assert_eq!(c.read_response().expect("100 Continue").status, 100);
     let r = c.read_response().expect("response");
     assert_eq!(r.status, 200);
     let (fwd, body) = echoed(&r.body);
@@ -957,7 +978,11 @@ fn hundred_megabytes_upload_streams_through() {
     let s = proxy_config(
         "proxy-upload",
         &up.addr.to_string(),
-        &format!("[limits]\nmax_body = {}", 2 * HUNDRED_MB),
+        // Streamed, not buffered (request_buffering would hold all of it in memory).
+        &format!(
+            "request_buffering = false\n[limits]\nmax_body = {}",
+            2 * HUNDRED_MB
+        ),
     );
     let block: Vec<u8> = (0..251 * 256).map(|i| (i % 251) as u8).collect();
     let mut c = s.connect();
@@ -992,4 +1017,82 @@ fn hundred_megabytes_upload_streams_through() {
         after.saturating_sub(before) <= MAX_GROWTH_KIB,
         "peak RSS grew from {before} KiB to {after} KiB for a 100 MB upload"
     );
+}
+
+#[test]
+fn an_absolute_form_authority_replaces_host_upstream() {
+    // RFC 9112 §3.2.2: `GET http://other/x` with `Host: a` is a request for `other`.
+    let up = Upstream::echo();
+    let s = proxy_to("proxy-absolute", &up.addr.to_string());
+    let r = s.send(
+        b"GET http://other.example:8080/up/x?q=1 HTTP/1.1\r\nHost: a.example\r\n\
+          Connection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let (fwd, _) = echoed(&r.body);
+    assert_eq!(fwd.line, "GET /up/x?q=1 HTTP/1.1");
+    assert_eq!(fwd.header("Host"), Some("other.example:8080"));
+    assert_eq!(fwd.count("Host"), 1);
+    assert_eq!(fwd.header("X-Forwarded-Host"), Some("other.example:8080"));
+    // host = "upstream": the upstream's authority goes as Host, the request's host as
+    // X-Forwarded-Host.
+    let s = proxy_config(
+        "proxy-absolute-up",
+        &up.addr.to_string(),
+        "host = \"upstream\"",
+    );
+    let r = s.send(
+        b"GET http://other.example/up/y HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n",
+    );
+    let (fwd, _) = echoed(&r.body);
+    assert_eq!(fwd.header("Host"), Some(up.addr.to_string().as_str()));
+    assert_eq!(fwd.header("X-Forwarded-Host"), Some("other.example"));
+    // Still required in HTTP/1.1 beside an absolute-form target (RFC 9112 §3.2).
+    let before = up.accepts();
+    let r = s.send(b"GET http://other.example/up/z HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 400);
+    assert_eq!(up.accepts(), before);
+}
+
+#[test]
+fn request_buffering_keeps_bad_bodies_from_the_upstream() {
+    let up = Upstream::echo();
+    let s = proxy_config(
+        "proxy-buffering",
+        &up.addr.to_string(),
+        "[limits]\nmax_body = 1000\n[timeouts]\nmin_rate_grace = \"1s\"\nbody_min_rate = 100\n",
+    );
+    // Good bodies go through, chunked ones with their length (nginx does the same).
+    let mut req = b"POST /up/ok HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
+                    Connection: close\r\n\r\n"
+        .to_vec();
+    req.extend_from_slice(&chunked(b"hello, upstream", 4));
+    let r = s.send(&req);
+    assert_eq!(r.status, 200);
+    let (fwd, body) = echoed(&r.body);
+    assert_eq!(fwd.header("Content-Length"), Some("15"));
+    assert_eq!(fwd.count("Transfer-Encoding"), 0);
+    assert_eq!(body, b"hello, upstream");
+
+    let before = up.accepts();
+    // Broken chunked framing after a good chunk: 400, and nothing went upstream.
+    let r = s.send(
+        b"POST /up/bad HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\nabcde\r\nzz\r\n",
+    );
+    assert_eq!(r.status, 400);
+    // A chunked body over limits.max_body: 413.
+    let mut req =
+        b"POST /up/big HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    req.extend_from_slice(&chunked(&[b'x'; 1500], 500));
+    let r = s.send(&req);
+    assert_eq!(r.status, 413);
+    // A body that stops coming: 408 from the minimum rate.
+    let mut c = s.connect();
+    c.send(b"POST /up/slow HTTP/1.1\r\nHost: t\r\nContent-Length: 500\r\n\r\nabc");
+    let r = c.read_response().expect("408 for the slow body");
+    assert_eq!(r.status, 408);
+    assert_eq!(up.accepts(), before, "a bad request reached the upstream");
+    let log = s.log();
+    assert!(log.contains("nothing went upstream"), "{log}");
 }

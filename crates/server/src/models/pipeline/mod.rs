@@ -79,6 +79,14 @@ pub(crate) struct Conn {
     first: bool,
     /// When the head being received must be complete (from its first byte).
     head_deadline: Option<Instant>,
+    /// The head's minimum-rate rule, from its first byte (`minrate.rs`).
+    head_rate: Option<crate::minrate::MinRate>,
+    /// A request (in `req`) whose small body receive reads ahead before process (issue 24):
+    /// the body-read deadline since its last bytes, and its minimum-rate rule.
+    body_wait: Option<(Instant, crate::minrate::MinRate)>,
+    /// What a 408 at the parked deadline says, when a minimum rate or the body-read timeout
+    /// set that deadline (the header-read timeout's reason otherwise).
+    late: Option<&'static str>,
     /// When a lingering close gives up waiting for the client's end of stream.
     linger_until: Option<Instant>,
     /// The parsed request, from receive to process.

@@ -317,6 +317,14 @@ fn expire(p: &Pipeline) {
                     conn.info.peer
                 );
             }
+            // A body read ahead, or a head below its minimum rate (issue 24).
+            Wait::Request
+                if conn.req.is_some() || (conn.late.is_some() && !conn.rbuf.is_empty()) =>
+            {
+                let why = conn.late.unwrap_or("request body not received in time");
+                let next = super::stages::fail(conn, 408, why);
+                p.dispatch(next, false);
+            }
             Wait::Request if !conn.rbuf.is_empty() => {
                 let next = super::stages::fail(conn, 408, "request head not received in time");
                 p.dispatch(next, false);

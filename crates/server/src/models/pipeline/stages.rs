@@ -13,6 +13,7 @@ use super::poller::Wait;
 use super::{Conn, Next, Out, Pipeline};
 use crate::conn::{self, ConnInfo, Tail};
 use crate::metrics::OpenGuard;
+use crate::minrate::{self, MinRate};
 use crate::models::AcceptGate;
 use crate::net::Transport;
 use crate::sys;
@@ -81,6 +82,9 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         wbuf: Vec::with_capacity(512),
         first: true,
         head_deadline: None,
+        head_rate: None,
+        body_wait: None,
+        late: None,
         linger_until: None,
         req: None,
         out: None,
@@ -94,6 +98,9 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
 /// process; an incomplete one waits in the poller (with the header-read deadline from its
 /// first byte); a bad one gets its error status.
 pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
+    if conn.req.is_some() {
+        return receive_body(conn);
+    }
     let app = conn.app.clone();
     let cfg = &app.cfg;
     // Room for a PROXY header (longer than a small request head) before the first request.
@@ -145,14 +152,30 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                         &cfg.real_ip_from,
                     ));
                     c.head_deadline = None;
+                    c.head_rate = None;
+                    c.late = None;
                     c.first = false;
+                    let bound = cfg.limits.client_body_buffer;
+                    let head = c.req.as_ref().map(|r| r.head());
+                    if head.is_some_and(|h| {
+                        minrate::wait_for_body(h, c.rbuf.data(), &cfg.limits.http(), bound)
+                    }) {
+                        let now = Instant::now();
+                        c.body_wait = Some((
+                            now + cfg.timeouts.body_read,
+                            MinRate::body(&cfg.timeouts, now),
+                        ));
+                        return receive_body(conn);
+                    }
                     return Next::Process(conn);
                 }
                 Ok(None) => {}
                 Err(e) => return fail(conn, e.status(), e.reason()),
             }
-            if conn.head_deadline.is_some_and(|d| d <= Instant::now()) {
-                return fail(conn, 408, "request head not received in time");
+            if let Some((d, slow)) = head_due(&conn) {
+                if d <= Instant::now() {
+                    return fail(conn, 408, conn::head_late(slow));
+                }
             }
         }
         let c = &mut *conn;
@@ -170,7 +193,9 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     c.times.start = Some(Instant::now());
                 }
                 if c.head_deadline.is_none() {
-                    c.head_deadline = Some(Instant::now() + cfg.timeouts.header_read);
+                    let now = Instant::now();
+                    c.head_deadline = Some(now + cfg.timeouts.header_read);
+                    c.head_rate = Some(MinRate::head(&cfg.timeouts, now));
                 }
                 set_idle(&conn, false);
             }
@@ -193,9 +218,10 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
 /// Parks a connection until its next request bytes arrive: a partial head until its
 /// header-read deadline, an idle connection until the keep-alive timeout (the header-read
 /// timeout before its first request), unless shutdown has begun.
-fn wait_for_request(conn: Box<Conn>) -> Next {
+fn wait_for_request(mut conn: Box<Conn>) -> Next {
     let t = conn.app.cfg.timeouts.clone();
-    if let Some(d) = conn.head_deadline {
+    if let Some((d, slow)) = head_due(&conn) {
+        conn.late = slow.then(|| conn::head_late(true));
         return Next::Park(conn, Wait::Request, d);
     }
     // A new connection's first request is awaited even while draining (see `conn::read_head`).
@@ -208,6 +234,75 @@ fn wait_for_request(conn: Box<Conn>) -> Next {
         t.keepalive
     };
     Next::Park(conn, Wait::Request, Instant::now() + idle)
+}
+
+/// When the head being received must be complete: the header-read deadline or, earlier, the
+/// minimum rate's for the bytes received so far (true: the rate binds).
+fn head_due(conn: &Conn) -> Option<(Instant, bool)> {
+    let d = conn.head_deadline?;
+    Some(match conn.head_rate {
+        Some(r) => r.earliest(conn.rbuf.len() as u64, d),
+        None => (d, false),
+    })
+}
+
+/// Reads ahead the body of the request in `conn.req` while it is at most
+/// `limits.client_body_buffer` bytes (nginx reads a body into its `client_body_buffer_size`
+/// the same way): a slow body waits in the poller, not in a process thread blocked on it, and
+/// goes to process only once whole. Past the body-read timeout since its last bytes, or below
+/// `timeouts.body_min_rate`, it gets 408.
+fn receive_body(mut conn: Box<Conn>) -> Next {
+    let app = conn.app.clone();
+    let cfg = &app.cfg;
+    let bound = cfg.limits.client_body_buffer;
+    let limits = cfg.limits.http();
+    // Room for the whole body and the start of a pipelined request after it.
+    let max = bound + conn::READ_BUF;
+    loop {
+        let c = &mut *conn;
+        let (Some(req), Some((deadline, rate))) = (c.req.as_ref(), c.body_wait) else {
+            return Next::Process(conn);
+        };
+        if !minrate::wait_for_body(req.head(), c.rbuf.data(), &limits, bound) {
+            c.body_wait = None;
+            c.late = None;
+            // The wait is the body phase's, as if the handler had read it (`[timing]`).
+            if let Some(head) = c.times.head {
+                c.times.add_body_wait(head.elapsed());
+            }
+            return Next::Process(conn);
+        }
+        let (due, slow) = rate.earliest(c.rbuf.len() as u64, deadline);
+        let why = if slow {
+            "request body below timeouts.body_min_rate"
+        } else {
+            "request body not received in time"
+        };
+        if due <= Instant::now() {
+            return fail(conn, 408, why);
+        }
+        match c.rbuf.fill(&mut c.stream, max) {
+            Ok(0) => {
+                log::debug!("{}: closed in the middle of a request body", c.info.peer);
+                return Next::Close(conn);
+            }
+            Ok(_) => {
+                c.maybe_unread = c.rbuf.is_full(max);
+                // nginx's client_body_timeout: between two reads.
+                c.body_wait = Some((Instant::now() + cfg.timeouts.body_read, rate));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                c.maybe_unread = false;
+                c.late = Some(why);
+                return Next::Park(conn, Wait::Request, due);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                log::debug!("{}: read failed: {e}", c.info.peer);
+                return Next::Close(conn);
+            }
+        }
+    }
 }
 
 /// Marks the connection idle or busy for graceful shutdown; false if shutdown has begun.
