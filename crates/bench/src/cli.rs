@@ -178,9 +178,70 @@ pub struct Common {
     pub json: bool,
 }
 
+/// How `https://` URLs are verified (curl's names).
+#[derive(Debug, Args, Clone, Default)]
+pub struct TlsArgs {
+    /// https://: accept any server certificate (the handshake is otherwise the same).
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// https://: trust the PEM certificates in FILE instead of the system's CAs (a
+    /// self-signed certificate is its own CA).
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+    /// https://: resume TLS sessions on new connections (default: a full handshake on every
+    /// new connection, to measure its cost).
+    #[arg(long)]
+    pub tls_resume: bool,
+}
+
+impl TlsArgs {
+    pub fn options(&self) -> crate::tls::TlsOptions {
+        crate::tls::TlsOptions {
+            insecure: self.insecure,
+            cacert: self.cacert.clone(),
+            resume: self.tls_resume,
+        }
+    }
+}
+
+/// The targets of `urls`; for https:// ones, one client configuration from `tls`, and a
+/// handshake checked before the run so that an untrusted certificate is one clear error.
+pub fn targets(
+    urls: &[String],
+    spec: &RequestSpec,
+    tls: &TlsArgs,
+    timeout: Duration,
+) -> Result<Vec<Target>, Box<dyn std::error::Error>> {
+    let opts = tls.options();
+    let config = if urls.iter().any(|u| u.starts_with("https://")) {
+        Some(crate::tls::client_config(&opts)?)
+    } else {
+        None
+    };
+    let targets = urls
+        .iter()
+        .map(|u| Target::with_tls(u, spec, config.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut checked = Vec::new();
+    for t in targets.iter().filter(|t| t.tls.is_some()) {
+        if checked.contains(&t.addr) {
+            continue;
+        }
+        checked.push(t.addr);
+        crate::client::check_handshake(t, timeout).map_err(|e| {
+            BadInput(format!(
+                "{}: TLS handshake failed: {e}{}",
+                t.url,
+                crate::tls::advice(&e, &opts)
+            ))
+        })?;
+    }
+    Ok(targets)
+}
+
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// URLs to request (http:// only); requests are spread over them round-robin.
+    /// URLs to request (http:// or https://); requests are spread over them round-robin.
     #[arg(required = true, value_name = "URL")]
     pub urls: Vec<String>,
     /// Connections, each a fiber with one request in flight.
@@ -209,6 +270,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     pub body_file: Option<String>,
     #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -225,6 +288,8 @@ pub struct GroupsArgs {
     /// Concurrent requests per group.
     #[arg(long, default_value_t = 12)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -379,11 +444,7 @@ fn run_load(a: LoadArgs) -> Result<(), Box<dyn std::error::Error>> {
         body,
         close: a.no_keepalive,
     };
-    let targets = a
-        .urls
-        .iter()
-        .map(|u| Target::new(u, &spec))
-        .collect::<Result<Vec<_>, _>>()?;
+    let targets = targets(&a.urls, &spec, &a.tls, a.common.timeout)?;
     let stop = match (a.requests, a.duration) {
         (Some(n), _) => Stop::Requests(n),
         (None, d) => Stop::Duration(d.unwrap_or(DEFAULT_DURATION)),
@@ -421,7 +482,13 @@ fn run_groups(a: GroupsArgs) -> Result<(), Box<dyn std::error::Error>> {
         ..RequestSpec::default()
     };
     let cfg = GroupsConfig {
-        target: Target::new(&a.url, &spec)?,
+        target: targets(
+            std::slice::from_ref(&a.url),
+            &spec,
+            &a.tls,
+            a.common.timeout,
+        )?
+        .remove(0),
         clients: a.clients.max(1),
         groups: a.groups,
         concurrency: a.concurrency.max(1),
@@ -532,6 +599,26 @@ mod tests {
         assert_eq!(a.rate, Some(1000.0));
         assert_eq!(a.common.threads, 1);
         assert!(Cli::try_parse_from(["weft-bench", "load", "-n5", "-d1s", "http://a/"]).is_err());
+        let cli = Cli::try_parse_from([
+            "weft-bench",
+            "load",
+            "--cacert",
+            "ca.pem",
+            "--tls-resume",
+            "https://a/",
+        ])
+        .unwrap();
+        let Command::Load(a) = cli.command else {
+            panic!("load expected")
+        };
+        let o = a.tls.options();
+        assert_eq!(o.cacert.as_deref(), Some(std::path::Path::new("ca.pem")));
+        assert!(o.resume && !o.insecure);
+        let cli = Cli::try_parse_from(["weft-bench", "load", "-k", "https://a/"]).unwrap();
+        let Command::Load(a) = cli.command else {
+            panic!("load expected")
+        };
+        assert!(a.tls.insecure && !a.tls.tls_resume);
         let cli = Cli::try_parse_from(["weft-bench", "groups", "http://a/"]).unwrap();
         let Command::Groups(g) = cli.command else {
             panic!("groups expected")

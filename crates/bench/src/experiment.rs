@@ -1081,6 +1081,7 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                     addr: SocketAddr::from((s.host, s.port)),
                     request: paper_request(path).into(),
                     head: false,
+                    tls: None,
                 };
                 let cfg = LoadConfig {
                     targets: vec![target],

@@ -40,3 +40,4 @@ pub mod schedule;
 pub mod specweb;
 pub mod stats;
 pub mod target;
+pub mod tls;
