@@ -244,6 +244,22 @@ impl TlsStream {
         &self.tcp
     }
 
+    /// What the handshake agreed: protocol version, cipher suite and key exchange group, as
+    /// rustls names them (`TLSv1_3 TLS13_AES_256_GCM_SHA384 X25519`).
+    pub fn negotiated(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(v) = self.tls.protocol_version() {
+            parts.push(format!("{v:?}"));
+        }
+        if let Some(s) = self.tls.negotiated_cipher_suite() {
+            parts.push(format!("{:?}", s.suite()));
+        }
+        if let Some(g) = self.tls.negotiated_key_exchange_group() {
+            parts.push(format!("{:?}", g.name()));
+        }
+        parts.join(" ")
+    }
+
     /// Whether the handshake resumed an earlier session.
     pub fn resumed(&self) -> bool {
         self.tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
