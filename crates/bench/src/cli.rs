@@ -48,6 +48,30 @@ pub enum Command {
     /// Draws columns of a CSV file against one of its columns as a line chart (OUT.svg and
     /// OUT.png): time series such as the pipeline controller's threads per stage.
     Plot(PlotArgs),
+    /// Plain TCP in, TLS out: forwards every connection on --listen to the HTTPS server at
+    /// --connect, so that a tool speaking plain HTTP can probe it.
+    TlsShim(TlsShimArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TlsShimArgs {
+    /// Address to listen on for plain TCP.
+    #[arg(long, default_value = "127.0.0.1:8079")]
+    pub listen: String,
+    /// The TLS server, HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: String,
+    /// The name sent in SNI and checked against the certificate (default: HOST).
+    #[arg(long, value_name = "NAME")]
+    pub server_name: Option<String>,
+    /// Close a connection on which neither side sent anything for this long.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Longest wait for the TCP connection to the server.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -349,6 +373,26 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 plot::lines_png(&a.title, x_label, &a.y_label, &series),
             )?;
             println!("wrote {} and {}", svg.display(), png.display());
+            Ok(())
+        }
+        Command::TlsShim(a) => {
+            let tls = crate::tls::client_config(&a.tls.options())?;
+            let mut cfg = crate::shim::ShimConfig::new(&a.connect, a.server_name.as_deref(), tls)?;
+            cfg.idle_timeout = a.idle_timeout;
+            cfg.connect_timeout = a.connect_timeout;
+            let l = std::net::TcpListener::bind(&a.listen)
+                .map_err(|e| BadInput(format!("--listen {}: {e}", a.listen)))?;
+            println!(
+                "weft-bench tls-shim: plain tcp://{} -> TLS {} ({})",
+                l.local_addr()?,
+                a.connect,
+                if a.tls.insecure {
+                    "certificate not checked"
+                } else {
+                    "certificate checked"
+                }
+            );
+            crate::shim::serve(l, cfg)?;
             Ok(())
         }
         Command::Backend(a) => {

@@ -191,3 +191,90 @@ fn groups_take_https_urls_too() {
     assert_eq!(server.handshakes.load(Ordering::SeqCst), 7);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `weft-bench tls-shim` towards `server`, on a free port; killed on drop.
+struct Shim {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Shim {
+    fn start(server: &TlsServer, extra: &[&str]) -> Shim {
+        use std::io::BufRead;
+        let connect = format!("127.0.0.1:{}", server.addr.port());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
+            .args(["tls-shim", "--listen", "127.0.0.1:0", "--connect", &connect])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // "weft-bench tls-shim: plain tcp://127.0.0.1:PORT -> TLS ..."
+        let addr = line
+            .split("tcp://")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_string();
+        Shim { child, addr }
+    }
+
+    /// Sends `request`, half-closes, and reads until the shim closes.
+    fn exchange(&self, request: &[u8]) -> Vec<u8> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        s.write_all(request).unwrap();
+        let mut got = Vec::new();
+        // The read ends when the shim passes the server's close on (or on the timeout, which
+        // fails the comparisons below).
+        let _ = s.read_to_end(&mut got);
+        got
+    }
+
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let out = self.child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+#[test]
+fn the_tls_shim_forwards_plain_bytes_through_tls_both_ways() {
+    let d = dir("shim");
+    let cert = Cert::new(&d, "server", &["127.0.0.1"]);
+    let server = TlsServer::start(&cert);
+    let shim = Shim::start(&server, &["--cacert", cert.cert_pem.to_str().unwrap()]);
+    // Two pipelined requests in one write, the second asking to close.
+    let a = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+    let b = b"GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let both = [&a[..], &b[..]].concat();
+    let got = shim.exchange(&both);
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
+    assert_eq!(
+        text.matches(std::str::from_utf8(BODY).unwrap()).count(),
+        2,
+        "{text}"
+    );
+    assert!(text.ends_with(std::str::from_utf8(BODY).unwrap()), "{text}");
+    // The server saw exactly the bytes the client sent, in order.
+    assert_eq!(*server.requests.lock().unwrap(), both);
+    assert_eq!(server.handshakes.load(Ordering::SeqCst), 1);
+    let err = shim.stop();
+    assert!(!err.contains("tls-shim:"), "{err}");
+
+    // A server certificate the shim does not trust: the client's connection closes with no
+    // bytes, and the shim says why.
+    let other = Cert::new(&d, "other", &["127.0.0.1"]);
+    let shim = Shim::start(&server, &["--cacert", other.cert_pem.to_str().unwrap()]);
+    assert_eq!(shim.exchange(a), b"");
+    let err = shim.stop();
+    assert!(err.contains("invalid peer certificate"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
