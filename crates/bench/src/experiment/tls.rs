@@ -206,6 +206,10 @@ fn start_tls(
                 "1".into(),
                 "--https".into(),
                 format!("{bind}:{port}={name}"),
+                // A plain listener of its own too, on another free port: no model falls back
+                // to the default listen address, which the four would share.
+                "--listen".into(),
+                format!("{bind}:{}={name}", free_port()?),
                 "--tls-cert".into(),
                 cert.display().to_string(),
                 "--tls-key".into(),
