@@ -64,7 +64,7 @@ pub struct TlsShimArgs {
     /// The name sent in SNI and checked against the certificate (default: HOST).
     #[arg(long, value_name = "NAME")]
     pub server_name: Option<String>,
-    /// Close a connection on which neither side sent anything for this long.
+    /// Close a connection whose client or server has sent nothing for this long.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
     /// Longest wait for the TCP connection to the server.

@@ -24,7 +24,7 @@ use rustls::{ClientConfig, ClientConnection};
 
 use crate::target::BadInput;
 
-/// Default for `--idle-timeout`: a connection on which neither side sends anything for this
+/// Default for `--idle-timeout`: a connection whose client or server has sent nothing for this
 /// long is closed (nginx's `proxy_read_timeout` is 60 s as well).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -239,11 +239,6 @@ impl TlsStream {
         Ok(s)
     }
 
-    /// The fiber socket under the TLS connection.
-    pub fn tcp(&self) -> &TcpStream {
-        &self.tcp
-    }
-
     /// What the handshake agreed: protocol version, cipher suite and key exchange group, as
     /// rustls names them (`TLSv1_3 TLS13_AES_256_GCM_SHA384 X25519`).
     pub fn negotiated(&self) -> String {
@@ -258,11 +253,6 @@ impl TlsStream {
             parts.push(format!("{:?}", g.name()));
         }
         parts.join(" ")
-    }
-
-    /// Whether the handshake resumed an earlier session.
-    pub fn resumed(&self) -> bool {
-        self.tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
     }
 
     /// Encrypts and sends all of `buf` (after anything still queued) before `until`.
