@@ -48,6 +48,30 @@ pub enum Command {
     /// Draws columns of a CSV file against one of its columns as a line chart (OUT.svg and
     /// OUT.png): time series such as the pipeline controller's threads per stage.
     Plot(PlotArgs),
+    /// Plain TCP in, TLS out: forwards every connection on --listen to the HTTPS server at
+    /// --connect, so that a tool speaking plain HTTP can probe it.
+    TlsShim(TlsShimArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TlsShimArgs {
+    /// Address to listen on for plain TCP.
+    #[arg(long, default_value = "127.0.0.1:8079")]
+    pub listen: String,
+    /// The TLS server, HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: String,
+    /// The name sent in SNI and checked against the certificate (default: HOST).
+    #[arg(long, value_name = "NAME")]
+    pub server_name: Option<String>,
+    /// Close a connection whose client or server has sent nothing for this long.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Longest wait for the TCP connection to the server.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -178,9 +202,70 @@ pub struct Common {
     pub json: bool,
 }
 
+/// How `https://` URLs are verified (curl's names).
+#[derive(Debug, Args, Clone, Default)]
+pub struct TlsArgs {
+    /// https://: accept any server certificate (the handshake is otherwise the same).
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// https://: trust the PEM certificates in FILE instead of the system's CAs (a
+    /// self-signed certificate is its own CA).
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+    /// https://: resume TLS sessions on new connections (default: a full handshake on every
+    /// new connection, to measure its cost).
+    #[arg(long)]
+    pub tls_resume: bool,
+}
+
+impl TlsArgs {
+    pub fn options(&self) -> crate::tls::TlsOptions {
+        crate::tls::TlsOptions {
+            insecure: self.insecure,
+            cacert: self.cacert.clone(),
+            resume: self.tls_resume,
+        }
+    }
+}
+
+/// The targets of `urls`; for https:// ones, one client configuration from `tls`, and a
+/// handshake checked before the run so that an untrusted certificate is one clear error.
+pub fn targets(
+    urls: &[String],
+    spec: &RequestSpec,
+    tls: &TlsArgs,
+    timeout: Duration,
+) -> Result<Vec<Target>, Box<dyn std::error::Error>> {
+    let opts = tls.options();
+    let config = if urls.iter().any(|u| u.starts_with("https://")) {
+        Some(crate::tls::client_config(&opts)?)
+    } else {
+        None
+    };
+    let targets = urls
+        .iter()
+        .map(|u| Target::with_tls(u, spec, config.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut checked = Vec::new();
+    for t in targets.iter().filter(|t| t.tls.is_some()) {
+        if checked.contains(&t.addr) {
+            continue;
+        }
+        checked.push(t.addr);
+        crate::client::check_handshake(t, timeout).map_err(|e| {
+            BadInput(format!(
+                "{}: TLS handshake failed: {e}{}",
+                t.url,
+                crate::tls::advice(&e, &opts)
+            ))
+        })?;
+    }
+    Ok(targets)
+}
+
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// URLs to request (http:// only); requests are spread over them round-robin.
+    /// URLs to request (http:// or https://); requests are spread over them round-robin.
     #[arg(required = true, value_name = "URL")]
     pub urls: Vec<String>,
     /// Connections, each a fiber with one request in flight.
@@ -209,6 +294,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     pub body_file: Option<String>,
     #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -225,6 +312,8 @@ pub struct GroupsArgs {
     /// Concurrent requests per group.
     #[arg(long, default_value_t = 12)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -284,6 +373,26 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 plot::lines_png(&a.title, x_label, &a.y_label, &series),
             )?;
             println!("wrote {} and {}", svg.display(), png.display());
+            Ok(())
+        }
+        Command::TlsShim(a) => {
+            let tls = crate::tls::client_config(&a.tls.options())?;
+            let mut cfg = crate::shim::ShimConfig::new(&a.connect, a.server_name.as_deref(), tls)?;
+            cfg.idle_timeout = a.idle_timeout;
+            cfg.connect_timeout = a.connect_timeout;
+            let l = std::net::TcpListener::bind(&a.listen)
+                .map_err(|e| BadInput(format!("--listen {}: {e}", a.listen)))?;
+            println!(
+                "weft-bench tls-shim: plain tcp://{} -> TLS {} ({})",
+                l.local_addr()?,
+                a.connect,
+                if a.tls.insecure {
+                    "certificate not checked"
+                } else {
+                    "certificate checked"
+                }
+            );
+            crate::shim::serve(l, cfg)?;
             Ok(())
         }
         Command::Backend(a) => {
@@ -379,11 +488,7 @@ fn run_load(a: LoadArgs) -> Result<(), Box<dyn std::error::Error>> {
         body,
         close: a.no_keepalive,
     };
-    let targets = a
-        .urls
-        .iter()
-        .map(|u| Target::new(u, &spec))
-        .collect::<Result<Vec<_>, _>>()?;
+    let targets = targets(&a.urls, &spec, &a.tls, a.common.timeout)?;
     let stop = match (a.requests, a.duration) {
         (Some(n), _) => Stop::Requests(n),
         (None, d) => Stop::Duration(d.unwrap_or(DEFAULT_DURATION)),
@@ -421,7 +526,13 @@ fn run_groups(a: GroupsArgs) -> Result<(), Box<dyn std::error::Error>> {
         ..RequestSpec::default()
     };
     let cfg = GroupsConfig {
-        target: Target::new(&a.url, &spec)?,
+        target: targets(
+            std::slice::from_ref(&a.url),
+            &spec,
+            &a.tls,
+            a.common.timeout,
+        )?
+        .remove(0),
         clients: a.clients.max(1),
         groups: a.groups,
         concurrency: a.concurrency.max(1),
@@ -532,6 +643,26 @@ mod tests {
         assert_eq!(a.rate, Some(1000.0));
         assert_eq!(a.common.threads, 1);
         assert!(Cli::try_parse_from(["weft-bench", "load", "-n5", "-d1s", "http://a/"]).is_err());
+        let cli = Cli::try_parse_from([
+            "weft-bench",
+            "load",
+            "--cacert",
+            "ca.pem",
+            "--tls-resume",
+            "https://a/",
+        ])
+        .unwrap();
+        let Command::Load(a) = cli.command else {
+            panic!("load expected")
+        };
+        let o = a.tls.options();
+        assert_eq!(o.cacert.as_deref(), Some(std::path::Path::new("ca.pem")));
+        assert!(o.resume && !o.insecure);
+        let cli = Cli::try_parse_from(["weft-bench", "load", "-k", "https://a/"]).unwrap();
+        let Command::Load(a) = cli.command else {
+            panic!("load expected")
+        };
+        assert!(a.tls.insecure && !a.tls.tls_resume);
         let cli = Cli::try_parse_from(["weft-bench", "groups", "http://a/"]).unwrap();
         let Command::Groups(g) = cli.command else {
             panic!("groups expected")

@@ -11,6 +11,8 @@
 //!   script), and to weft's in-process `/echo`; mean time per request and server CPU.
 //! * `specweb` (Li et al., the open KETA pipeline paper): the SPECweb99-like load
 //!   ([`crate::specweb`]); conforming connections, mean response time, ops/s.
+//! * `tls` (issue 22, no paper): HTTPS against nginx with OpenSSL; keep-alive and
+//!   per-connection handshake cost, and memory per idle TLS connection ([`tls`]).
 //!
 //! The experiment starts every server itself: weft (the `weft` binary next to this one, or
 //! `--weft`) once per model, and nginx, lighttpd and apache2 when installed, configured alike
@@ -42,9 +44,11 @@ use crate::procstat;
 use crate::specweb::{self, SpecwebConfig};
 use crate::target::{BadInput, RequestSpec, Target};
 
+pub mod tls;
+
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
-    /// threads-cache, fibers, specweb or cgi.
+    /// threads-cache, fibers, specweb, cgi or tls.
     pub name: String,
     /// Only these servers (names as in the report: fiber, thread-cache-off, nginx, ...).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -475,6 +479,9 @@ struct Bench {
 
 /// Runs the experiment named in `a`.
 pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.name == "tls" {
+        return tls::run(a);
+    }
     let (models, both_caches): (&[&'static str], bool) = match a.name.as_str() {
         "threads-cache" => (&["process", "thread", "fiber", "pipeline"], true),
         "fibers" => (&["fiber", "thread", "process", "pipeline"], false),
@@ -482,7 +489,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         "cgi" => (&["fiber", "thread", "process", "pipeline"], false),
         other => {
             return Err(BadInput(format!(
-                "unknown experiment {other:?} (threads-cache, fibers, specweb, cgi)"
+                "unknown experiment {other:?} (threads-cache, fibers, specweb, cgi, tls)"
             ))
             .into())
         }
@@ -1081,6 +1088,7 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                     addr: SocketAddr::from((s.host, s.port)),
                     request: paper_request(path).into(),
                     head: false,
+                    tls: None,
                 };
                 let cfg = LoadConfig {
                     targets: vec![target],

@@ -91,8 +91,8 @@ fn one_request(t: &Target, timeout: Duration, rec: &Mutex<Recorder>) {
     };
     let mut rb = ReadBuf::new(READ_BUFFER);
     let mut parser = ResponseParser::new();
-    let result = client::connect(t.addr, d)
-        .and_then(|s| client::exchange(&s, &t.request, t.head, &mut parser, &mut rb, d));
+    let result = client::open(t, d)
+        .and_then(|mut s| client::exchange_on(&mut s, &t.request, t.head, &mut parser, &mut rb, d));
     let done = Instant::now();
     match result {
         Ok(r) => {

@@ -18,6 +18,12 @@
 //!   models and the installed peers, pins and alternates them, writes CSV, charts ([`plot`])
 //!   and a report with the paper's numbers beside ours.
 //!
+//! * `weft-bench tls-shim --listen ADDR --connect HOST:PORT` — plain TCP in, TLS out
+//!   ([`shim`]), so that a plain-HTTP tool can probe an HTTPS server.
+//!
+//! `load` and `groups` take `https://` URLs ([`tls`]: rustls over the fiber socket,
+//! `--cacert`, `--insecure`, `--tls-resume`).
+//!
 //! Connections are fibers of weft's own runtime ([`weft_fiber`]): one fiber per connection on
 //! `-t` worker threads, each with a reused buffer and response parser, so that the client
 //! keeps up with wrk on the same core (BENCHMARKS.md has the comparison).
@@ -37,6 +43,8 @@ pub mod procstat;
 pub mod report;
 pub mod response;
 pub mod schedule;
+pub mod shim;
 pub mod specweb;
 pub mod stats;
 pub mod target;
+pub mod tls;

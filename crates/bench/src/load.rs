@@ -16,10 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weft_fiber::net::TcpStream;
 use weft_fiber::sync::Mutex;
 
-use crate::client::{self, Deadlines, Failure};
+use crate::client::{self, Conn, Deadlines, Failure};
 use crate::response::{ReadBuf, ResponseParser};
 use crate::schedule::Schedule;
 use crate::stats::Recorder;
@@ -60,7 +59,7 @@ pub struct LoadResult {
     pub recorder: Recorder,
     /// From the start to the end of the last connection.
     pub elapsed: Duration,
-    /// Connections opened.
+    /// Connections opened (for `https://`, each with a completed TLS handshake).
     pub connects: u64,
     /// Open loop: the requests the schedule asked for (due before the end of a timed run).
     pub scheduled: Option<u64>,
@@ -207,7 +206,7 @@ fn show_progress<T>(
 fn connection(sh: &Shared, k: usize, rec: &Mutex<Recorder>) {
     let mut rb = ReadBuf::new(READ_BUFFER);
     let mut parser = ResponseParser::new();
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<Conn> = None;
     let n = sh.targets.len();
     while let Some(seq) = sh.take() {
         let t = &sh.targets[if sh.one_addr {
@@ -236,9 +235,9 @@ fn connection(sh: &Shared, k: usize, rec: &Mutex<Recorder>) {
             timeout: now + sh.timeout,
             run_end: sh.end,
         };
-        let s = match conn.take() {
+        let mut s = match conn.take() {
             Some(s) => s,
-            None => match client::connect(t.addr, d) {
+            None => match client::open(t, d) {
                 Ok(s) => {
                     sh.connects.fetch_add(1, Ordering::Relaxed);
                     rb.clear();
@@ -251,7 +250,7 @@ fn connection(sh: &Shared, k: usize, rec: &Mutex<Recorder>) {
                 }
             },
         };
-        match client::exchange(&s, &t.request, t.head, &mut parser, &mut rb, d) {
+        match client::exchange_on(&mut s, &t.request, t.head, &mut parser, &mut rb, d) {
             Ok(r) => {
                 let latency = Instant::now().saturating_duration_since(start);
                 let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);

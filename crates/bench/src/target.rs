@@ -1,5 +1,5 @@
-//! What to request: an `http://` URL resolved once to a socket address, and the request bytes
-//! encoded once, so that sending a request is a single write of a shared buffer.
+//! What to request: an `http://` or `https://` URL resolved once to a socket address, and the
+//! request bytes encoded once, so that sending a request is a single write of a shared buffer.
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -16,6 +16,8 @@ pub struct Target {
     pub request: Arc<[u8]>,
     /// The request is HEAD: its response has no body.
     pub head: bool,
+    /// An `https://` URL: the name to verify and the client configuration.
+    pub tls: Option<crate::tls::TlsTarget>,
 }
 
 /// How to build each request.
@@ -57,9 +59,24 @@ impl std::error::Error for BadInput {}
 /// `http://host[:port][/path[?query]]` split into authority, host:port to resolve, and the
 /// request target.
 pub fn split_url(url: &str) -> Result<(&str, String, &str), BadInput> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| BadInput(format!("{url}: only http:// URLs are supported")))?;
+    match split_any_url(url)? {
+        (false, authority, hostport, path) => Ok((authority, hostport, path)),
+        (true, ..) => Err(BadInput(format!("{url}: only http:// URLs are supported"))),
+    }
+}
+
+/// `http://` or `https://host[:port][/path[?query]]` split into whether it is https,
+/// authority, host:port to resolve (port 80 or 443 by default), and the request target.
+pub fn split_any_url(url: &str) -> Result<(bool, &str, String, &str), BadInput> {
+    let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (false, rest),
+        (None, Some(rest)) => (true, rest),
+        (None, None) => {
+            return Err(BadInput(format!(
+                "{url}: only http:// and https:// URLs are supported"
+            )))
+        }
+    };
     let (authority, path) = match rest.find(['/', '?', '#']) {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -79,14 +96,14 @@ pub fn split_url(url: &str) -> Result<(&str, String, &str), BadInput> {
     let hostport = if has_port {
         authority.to_string()
     } else {
-        format!("{authority}:80")
+        format!("{authority}:{}", if tls { 443 } else { 80 })
     };
     // A target of only a query ("http://h?x") gets its "/" when the request is encoded.
     let path = match path.split('#').next() {
         Some("") | None => "/",
         Some(p) => p,
     };
-    Ok((authority, hostport, path))
+    Ok((tls, authority, hostport, path))
 }
 
 /// Encodes the request for `target` on `authority`.
@@ -133,10 +150,45 @@ pub fn check_header(h: &str) -> Result<(), BadInput> {
     Ok(())
 }
 
+/// The host of an authority: without its port (an IPv6 literal keeps its brackets).
+fn host_of(authority: &str) -> &str {
+    match authority.rfind(':') {
+        Some(i)
+            if !authority.ends_with(']')
+                && authority[i + 1..].bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            &authority[..i]
+        }
+        _ => authority,
+    }
+}
+
 impl Target {
-    /// Parses and resolves `url`, encoding its request from `spec`.
+    /// Parses and resolves `url`, encoding its request from `spec`. An `https://` URL gets the
+    /// default client configuration ([`crate::tls::default_config`]: the system's CAs);
+    /// [`Target::with_tls`] chooses another.
     pub fn new(url: &str, spec: &RequestSpec) -> Result<Target, BadInput> {
-        let (authority, hostport, path) = split_url(url)?;
+        Target::with_tls(url, spec, None)
+    }
+
+    /// As [`Target::new`], an `https://` URL with `config` when given.
+    pub fn with_tls(
+        url: &str,
+        spec: &RequestSpec,
+        config: Option<&std::sync::Arc<rustls::ClientConfig>>,
+    ) -> Result<Target, BadInput> {
+        let (tls, authority, hostport, path) = split_any_url(url)?;
+        let tls = if tls {
+            Some(crate::tls::TlsTarget {
+                name: crate::tls::server_name(host_of(authority))?,
+                config: match config {
+                    Some(c) => c.clone(),
+                    None => crate::tls::default_config()?,
+                },
+            })
+        } else {
+            None
+        };
         let addr = hostport
             .to_socket_addrs()
             .map_err(|e| BadInput(format!("{url}: cannot resolve {hostport}: {e}")))?
@@ -147,6 +199,7 @@ impl Target {
             addr,
             request: encode_request(spec, authority, path).into(),
             head: spec.method.eq_ignore_ascii_case("HEAD"),
+            tls,
         })
     }
 }
@@ -171,6 +224,20 @@ mod tests {
         );
         assert_eq!(split_url("http://[::1]").unwrap().1, "[::1]:80");
         assert!(split_url("https://x/").is_err());
+        assert_eq!(
+            split_any_url("https://x/a").unwrap(),
+            (true, "x", "x:443".into(), "/a")
+        );
+        assert_eq!(
+            split_any_url("https://[::1]:8443").unwrap(),
+            (true, "[::1]:8443", "[::1]:8443".into(), "/")
+        );
+        assert!(!split_any_url("http://x/").unwrap().0);
+        assert!(split_any_url("ftp://x/").is_err());
+        assert_eq!(host_of("[::1]:8443"), "[::1]");
+        assert_eq!(host_of("[::1]"), "[::1]");
+        assert_eq!(host_of("localhost:1"), "localhost");
+        assert_eq!(host_of("localhost"), "localhost");
         assert!(split_url("http:///x").is_err());
     }
 
