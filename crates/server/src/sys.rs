@@ -7,13 +7,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+// One `cvt` and one `sendfile` for both crates: the fiber runtime's syscall layer.
+use weft_fiber::sys::cvt;
 
 /// True if `fd` is an open descriptor of this process (`fcntl(F_GETFD)`).
 pub fn fd_is_open(fd: RawFd) -> bool {
@@ -30,16 +25,7 @@ pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
 /// `sendfile(2)`: copies up to `count` bytes of `file` starting at `*offset` to `out` inside the
 /// kernel, advancing `*offset`. Returns the bytes sent (0 at end of file).
 pub fn sendfile(out: RawFd, file: &File, offset: &mut u64, count: usize) -> io::Result<usize> {
-    let mut off =
-        libc::off_t::try_from(*offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `out` is a descriptor the caller owns for the duration of the call (a borrowed
-    // socket), `file` is a live `File`, and `off` is a valid, exclusively borrowed off_t.
-    let n = unsafe { libc::sendfile(out, file.as_raw_fd(), &mut off, count) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    *offset = off as u64;
-    Ok(n as usize)
+    weft_fiber::sys::sendfile(out, file.as_raw_fd(), offset, count)
 }
 
 /// `send(2)` with `MSG_MORE`: tells the kernel more data follows (the body after a head), so

@@ -18,13 +18,7 @@ use std::time::Duration;
 /// A process id.
 pub type Pid = libc::pid_t;
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+use weft_fiber::sys::cvt;
 
 /// The number of threads of this process (field 20 of `/proc/self/stat`).
 pub fn thread_count() -> io::Result<usize> {
