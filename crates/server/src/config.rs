@@ -6,6 +6,8 @@
 //! root = "www"
 //! threads = 2                # fiber workers (default: one per core)
 //! access_log = "off"          # "off", "stdout" or a file path
+//! user = "www-data"           # started as root: serve as this user once bound (NAME[:GROUP])
+//! allow_root = false          # started as root without `user`: serve as root anyway
 //!
 //! [[listen]]
 //! addr = "127.0.0.1:8080"
@@ -24,6 +26,12 @@
 //! max_head_bytes = 32768      # 431 past it
 //! max_headers = 100           # 431 past it
 //! max_body = 1048576          # 413 past it (nginx client_max_body_size 1m)
+//! conn_per_ip = 0             # open connections per client address, 0: no limit; 503 past it
+//! client_zone = 65536         # slots of the per-client table (conn_per_ip, rate_limit)
+//!
+//! [rate_limit]              # requests per client address (nginx limit_req ... nodelay)
+//! rate = "off"                # e.g. "100r/s" or "30r/m"; 429 with Retry-After past it
+//! burst = 0                   # requests over the rate let through at once
 //!
 //! [static_files]
 //! index = "index.html"
@@ -299,6 +307,12 @@ pub struct LimitsConfig {
     /// Largest chunked trailer section (400).
     #[serde(deserialize_with = "de_size")]
     pub max_trailer_bytes: usize,
+    /// Open connections per client address (nginx `limit_conn`); past it 503 and close.
+    /// 0 (default): no limit. See `limits_ip`.
+    pub conn_per_ip: usize,
+    /// Slots of the per-client table behind `conn_per_ip` and `[rate_limit]` (nginx's zone
+    /// size); a fixed amount of memory, 16 bytes a slot, however many addresses appear.
+    pub client_zone: usize,
 }
 
 impl Default for LimitsConfig {
@@ -312,6 +326,8 @@ impl Default for LimitsConfig {
             max_body: 1024 * 1024,
             max_chunk_line: h.max_chunk_line,
             max_trailer_bytes: h.max_trailer_bytes,
+            conn_per_ip: 0,
+            client_zone: crate::limits_ip::DEFAULT_ZONE,
         }
     }
 }
@@ -937,6 +953,15 @@ pub struct Config {
     pub proxy: Vec<ProxyConfig>,
     pub timing: TimingConfig,
     pub pipeline: PipelineConfig,
+    /// Serve as this user (`NAME` or `NAME:GROUP`) once the listeners are bound, when started
+    /// as root (nginx `user`). See `privdrop`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Started as root without `user`: serve as root anyway (otherwise refused on addresses
+    /// other hosts can reach).
+    pub allow_root: bool,
+    /// Requests per client address (nginx `limit_req`).
+    pub rate_limit: crate::limits_ip::RateLimitConfig,
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
@@ -978,6 +1003,9 @@ impl Default for Config {
             proxy: Vec::new(),
             timing: TimingConfig::default(),
             pipeline: PipelineConfig::default(),
+            user: None,
+            allow_root: false,
+            rate_limit: Default::default(),
         }
     }
 }
