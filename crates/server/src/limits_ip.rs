@@ -337,12 +337,23 @@ impl ClientTable {
 
     /// One request of `ip` against `rate` with `burst`.
     pub fn request(&self, ip: IpAddr, rate: Rate, burst: u32) -> Result<(), Refused> {
-        self.request_at(ip, rate, burst, self.now_ns())
+        self.request_with(ip, rate, burst, || self.now_ns())
     }
 
     /// [`ClientTable::request`] at time `now` (ns since the epoch; tests pass their own clock).
     pub fn request_at(&self, ip: IpAddr, rate: Rate, burst: u32, now: u64) -> Result<(), Refused> {
-        let Some(i) = self.slot(ip, now) else {
+        self.request_with(ip, rate, burst, || now)
+    }
+
+    /// [`ClientTable::request`] reading the time from `clock` (ns since the epoch).
+    fn request_with(
+        &self,
+        ip: IpAddr,
+        rate: Rate,
+        burst: u32,
+        clock: impl Fn() -> u64,
+    ) -> Result<(), Refused> {
+        let Some(i) = self.slot(ip, clock()) else {
             self.counters.untracked.fetch_add(1, Relaxed);
             return Ok(());
         };
@@ -351,6 +362,11 @@ impl ClientTable {
         let cell = &self.slots[i].tat;
         let mut tat = cell.load(Acquire);
         loop {
+            // The clock is read after the bucket, and again after a lost race: a thread or
+            // process paused between reading the clock and its turn at the bucket must not
+            // take what others let through meanwhile, at later times, as debt of its own (a
+            // false 429 whenever the pause outlasts the burst's time).
+            let now = clock();
             let base = tat.max(now);
             if base - now > tau {
                 self.counters.req_rejected.fetch_add(1, Relaxed);
@@ -520,6 +536,34 @@ mod tests {
             too_many(Duration::from_millis(2_001)).get_header("Retry-After"),
             Some(&b"3"[..])
         );
+    }
+
+    #[test]
+    fn a_request_paused_before_its_turn_is_not_charged_for_the_others() {
+        // Another process lets a request through at 5 ms while this one is paused between
+        // looking at the bucket and reading the clock; with the clock read before the bucket
+        // this one would be judged at 1 us, 5 ms behind the bucket's time: 429.
+        let t = ClientTable::new(64);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let r = rate("1000r/s"); // T = 1 ms, burst 2: 2 ms of debt allowed
+        let calls = std::cell::Cell::new(0);
+        let clock = || {
+            calls.set(calls.get() + 1);
+            match calls.get() {
+                1 => 1_000,
+                2 => {
+                    assert_eq!(t.request_at(ip, r, 2, 5 * MS), Ok(()));
+                    5 * MS + 1
+                }
+                _ => 5 * MS + 2,
+            }
+        };
+        assert_eq!(t.request_with(ip, r, 2, clock), Ok(()));
+        assert!(calls.get() >= 3, "the lost race read the clock again");
+        assert_eq!(t.counters().req_rejected.load(Relaxed), 0);
+        // The bucket holds both requests: two more fit in the burst at 5 ms, the third not.
+        assert_eq!(t.request_at(ip, r, 2, 5 * MS + 2), Ok(()));
+        assert!(t.request_at(ip, r, 2, 5 * MS + 2).is_err());
     }
 
     #[test]
