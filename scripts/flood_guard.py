@@ -193,7 +193,7 @@ def metrics():
     return out
 
 
-header = ("run,phase,requests,p50_ms,p99_ms,max_ms,errors,non_2xx,flood_sent,flood_429,"
+header = ("run,phase,requests,p50_ms,p99_ms,max_ms,errors,non_2xx,flood_sent,flood_200,flood_429,"
           "flood_503,flood_reconnects,slow_open")
 rows = []
 os.makedirs(os.path.dirname(OUT), exist_ok=True)
@@ -219,7 +219,7 @@ try:
                         slow.__exit__()
                 c = flood.counts if flood else {}
                 row = [run, phase, n, lat["p50"] / 1e3, lat["p99"] / 1e3, lat["max"] / 1e3, errors,
-                       bad, c.get("sent", 0), c.get("429", 0), c.get("503", 0),
+                       bad, c.get("sent", 0), c.get("200", 0), c.get("429", 0), c.get("503", 0),
                        c.get("reconnects", 0), len(slow.socks) if slow else 0]
                 line = ",".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row)
                 print(line, flush=True)
