@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::handlers::cgi::{self, Cgi};
 use crate::handlers::proxy::Proxy;
 use crate::handlers::{echo, health, static_files::StaticFiles, status};
+use crate::limits_ip::ClientTable;
 use crate::log::AccessLog;
 use crate::metrics::Metrics;
 use crate::response::Response;
@@ -68,6 +69,9 @@ pub struct App {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) access_log: Option<AccessLog>,
     pub(crate) shutdown: Arc<Shutdown>,
+    /// Per-client connection counts and request rates (`limits_ip`), shared by every
+    /// generation and, through shared memory, every process.
+    pub(crate) clients: Arc<ClientTable>,
 }
 
 /// What one generation of the application hands to the next on reload.
@@ -76,6 +80,7 @@ struct Carried {
     shutdown: Arc<Shutdown>,
     cache: Option<Arc<ResponseCache>>,
     access_log: Option<AccessLog>,
+    clients: Arc<ClientTable>,
 }
 
 impl App {
@@ -89,6 +94,7 @@ impl App {
             shutdown: Arc::new(Shutdown::default()),
             cache: None,
             access_log: None,
+            clients: Arc::new(ClientTable::new(cfg.limits.client_zone)),
         };
         App::assemble(cfg, user_routes, carried)
     }
@@ -101,6 +107,9 @@ impl App {
         let same_files = cfg.root == self.cfg.root
             && cfg.cache == self.cfg.cache
             && cfg.static_files.charset == self.cfg.static_files.charset;
+        if cfg.limits.client_zone != self.cfg.limits.client_zone {
+            log::warn!("reload: limits.client_zone takes effect at restart");
+        }
         let carried = Carried {
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
@@ -109,6 +118,7 @@ impl App {
                 .access_log
                 .clone()
                 .filter(|_| cfg.access_log == self.cfg.access_log),
+            clients: self.clients.clone(),
         };
         App::assemble(cfg, self.user_routes.clone(), carried)
     }
@@ -119,6 +129,7 @@ impl App {
             shutdown,
             cache,
             access_log,
+            clients,
         } = carried;
         let mut routes = Vec::new();
         if !cfg.health.path.is_empty() {
@@ -163,6 +174,7 @@ impl App {
         };
         metrics.set_cache(cache.clone());
         metrics.set_timing(cfg.timing.on());
+        metrics.set_clients(clients.clone());
         let static_files = if cfg.static_files.enabled {
             Some(
                 StaticFiles::with_cache(&cfg.root, cfg.static_files.clone(), cache.clone())
@@ -195,6 +207,7 @@ impl App {
             metrics,
             access_log,
             shutdown,
+            clients,
         })
     }
 
@@ -217,6 +230,9 @@ impl App {
 
     /// Routes `req` to its handler.
     pub fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
+        if let Some(refused) = crate::limits_ip::check_request(&self.clients, &self.cfg, req) {
+            return refused;
+        }
         self.handle_redirected(req, body, 0)
     }
 

@@ -25,6 +25,10 @@ pub fn problems(cfg: &Config) -> Vec<String> {
             found.push(e);
         }
     }
+    // Started as root: a `user` that exists, or root allowed (`privdrop`).
+    if let Err(e) = crate::privdrop::root_policy(cfg) {
+        found.push(e);
+    }
     // Builds the application as `serve` does (root, CGI, proxy upstreams, access log, charset)
     // and drops it: nothing listens and no thread starts.
     if let Err(e) = App::new(cfg.clone(), Vec::new()) {

@@ -6,6 +6,8 @@
 //! root = "www"
 //! threads = 2                # fiber workers (default: one per core)
 //! access_log = "off"          # "off", "stdout" or a file path
+//! user = "www-data"           # started as root: serve as this user once bound (NAME[:GROUP])
+//! allow_root = false          # started as root without `user`: serve as root anyway
 //!
 //! [[listen]]
 //! addr = "127.0.0.1:8080"
@@ -30,6 +32,12 @@
 //! client_body_buffer = 16384  # bodies up to this are read whole before a process-model
 //!                             # child or pipeline process thread is given (nginx
 //!                             # client_body_buffer_size)
+//! conn_per_ip = 0             # open connections per client address, 0: no limit; 503 past it
+//! client_zone = 65536         # slots of the per-client table (conn_per_ip, rate_limit)
+//!
+//! [rate_limit]              # requests per client address (nginx limit_req ... nodelay)
+//! rate = "off"                # e.g. "100r/s" or "30r/m"; 429 with Retry-After past it
+//! burst = 0                   # requests over the rate let through at once
 //!
 //! [static_files]
 //! index = "index.html"
@@ -328,6 +336,12 @@ pub struct LimitsConfig {
     /// `client_body_buffer_size`, 16k): a slow body holds neither (issue 24).
     #[serde(deserialize_with = "de_size")]
     pub client_body_buffer: usize,
+    /// Open connections per client address (nginx `limit_conn`); past it 503 and close.
+    /// 0 (default): no limit. See `limits_ip`.
+    pub conn_per_ip: usize,
+    /// Slots of the per-client table behind `conn_per_ip` and `[rate_limit]` (nginx's zone
+    /// size); a fixed amount of memory, 16 bytes a slot, however many addresses appear.
+    pub client_zone: usize,
 }
 
 impl Default for LimitsConfig {
@@ -342,6 +356,8 @@ impl Default for LimitsConfig {
             max_chunk_line: h.max_chunk_line,
             max_trailer_bytes: h.max_trailer_bytes,
             client_body_buffer: 16 * 1024,
+            conn_per_ip: 0,
+            client_zone: crate::limits_ip::DEFAULT_ZONE,
         }
     }
 }
@@ -973,6 +989,15 @@ pub struct Config {
     pub proxy: Vec<ProxyConfig>,
     pub timing: TimingConfig,
     pub pipeline: PipelineConfig,
+    /// Serve as this user (`NAME` or `NAME:GROUP`) once the listeners are bound, when started
+    /// as root (nginx `user`). See `privdrop`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Started as root without `user`: serve as root anyway (otherwise refused on addresses
+    /// other hosts can reach).
+    pub allow_root: bool,
+    /// Requests per client address (nginx `limit_req`).
+    pub rate_limit: crate::limits_ip::RateLimitConfig,
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
@@ -1014,6 +1039,9 @@ impl Default for Config {
             proxy: Vec::new(),
             timing: TimingConfig::default(),
             pipeline: PipelineConfig::default(),
+            user: None,
+            allow_root: false,
+            rate_limit: Default::default(),
         }
     }
 }

@@ -50,6 +50,9 @@ pub struct ConnInfo {
     /// Set once the PROXY protocol header is read (`[[listen]] proxy_protocol`): the client's
     /// address it gave, or `None` for a header that gave none (a balancer's health check).
     pub proxied: std::sync::OnceLock<Option<SocketAddr>>,
+    /// Set once the connection is counted against `limits.conn_per_ip` ([`admit`]); its
+    /// count ends when this drops.
+    pub client_slot: std::sync::OnceLock<crate::limits_ip::ConnSlot>,
 }
 
 impl ConnInfo {
@@ -61,6 +64,22 @@ impl ConnInfo {
     /// True while a PROXY protocol header is still to be read before the first request.
     pub(crate) fn awaits_proxy_header(&self) -> bool {
         self.listener.proxy_protocol() && self.proxied.get().is_none()
+    }
+}
+
+/// Counts the connection against `limits.conn_per_ip` by its client address (the PROXY
+/// header's, once read); false if that address has as many open already: the caller answers
+/// 503, logs it, and closes. True at once for a connection already counted.
+pub(crate) fn admit(app: &App, info: &ConnInfo) -> bool {
+    if info.client_slot.get().is_some() {
+        return true;
+    }
+    match crate::limits_ip::admit(&app.clients, &app.cfg, info.client().ip()) {
+        Ok(slot) => {
+            let _ = info.client_slot.set(slot);
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -330,6 +349,19 @@ fn serve_with<T: Transport>(
     if first {
         stream.set_write_timeout(Some(cfg.timeouts.send))?;
         if info.awaits_proxy_header() && !read_proxy_header(stream, rbuf, app, info)? {
+            return Ok(Served::Closed);
+        }
+        if !admit(app, info) {
+            log::info!(
+                "{}: 503 more than limits.conn_per_ip = {} connections open from {}",
+                info.peer,
+                cfg.limits.conn_per_ip,
+                info.client().ip()
+            );
+            let bytes =
+                write_response(stream, wbuf, failure(503), None, false, b"").map_or(0, |s| s.0);
+            info.listener.response(503, bytes);
+            linger(stream, rbuf);
             return Ok(Served::Closed);
         }
     }
@@ -1188,6 +1220,7 @@ mod tests {
             registration: None,
             accepted: None,
             proxied: Default::default(),
+            client_slot: Default::default(),
         };
         let mut wire = Recorder {
             input: input.to_vec(),

@@ -112,6 +112,23 @@ struct ServeArgs {
     /// Trust X-Forwarded-For from these proxies (config `real_ip_from`); may repeat or list.
     #[arg(long, value_name = "CIDR", value_delimiter = ',')]
     real_ip_from: Vec<weft::config::Cidr>,
+    /// Started as root: serve as this user once the listeners are bound (config `user`,
+    /// nginx `user`).
+    #[arg(long, value_name = "NAME[:GROUP]")]
+    user: Option<String>,
+    /// Started as root without --user: serve as root (config `allow_root`).
+    #[arg(long)]
+    allow_root: bool,
+    /// Open connections per client address; 503 past it (config `limits.conn_per_ip`).
+    #[arg(long, value_name = "N")]
+    conn_per_ip: Option<usize>,
+    /// Requests per client address, e.g. 100r/s or 30r/m; 429 past it (config
+    /// `[rate_limit] rate`).
+    #[arg(long, value_name = "RATE")]
+    rate_limit: Option<weft::limits_ip::Rate>,
+    /// Requests over --rate-limit let through at once (config `[rate_limit] burst`).
+    #[arg(long, value_name = "N")]
+    rate_burst: Option<u32>,
 }
 
 /// `on` or `off`.
@@ -232,6 +249,21 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
         }
     }
     cfg.real_ip_from.extend(args.real_ip_from.iter().copied());
+    if let Some(u) = &args.user {
+        cfg.user = Some(u.clone());
+    }
+    if args.allow_root {
+        cfg.allow_root = true;
+    }
+    if let Some(n) = args.conn_per_ip {
+        cfg.limits.conn_per_ip = n;
+    }
+    if let Some(r) = args.rate_limit {
+        cfg.rate_limit.rate = Some(r);
+    }
+    if let Some(b) = args.rate_burst {
+        cfg.rate_limit.burst = b;
+    }
     Ok(cfg)
 }
 
@@ -269,6 +301,7 @@ fn check(args: ServeArgs) -> Result<(), String> {
 
 fn serve(args: ServeArgs, activation: weft::activation::Activation) -> Result<(), String> {
     let cfg = load_config(&args)?;
+    weft::privdrop::root_policy(&cfg)?;
     if cfg.static_files.enabled {
         check_root(&cfg.root)?;
     }

@@ -253,6 +253,8 @@ pub struct Metrics {
     /// Whether requests are timed (`[timing]`): the status JSON carries `phases` only then,
     /// rather than histograms that nothing fills.
     timing: AtomicBool,
+    /// The per-client table, whose rejections `/_weft/metrics` reports.
+    clients: Mutex<Option<Arc<crate::limits_ip::ClientTable>>>,
 }
 
 impl Default for Metrics {
@@ -263,6 +265,7 @@ impl Default for Metrics {
             listeners: Mutex::new(Vec::new()),
             cache: Mutex::new(None),
             timing: AtomicBool::new(false),
+            clients: Mutex::new(None),
         }
     }
 }
@@ -283,6 +286,11 @@ impl Metrics {
     /// Reports `cache`'s counters with the listeners' (`None`: the cache is off).
     pub fn set_cache(&self, cache: Option<Arc<ResponseCache>>) {
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = cache;
+    }
+
+    /// Reports the per-client table's counters (`limits_ip`).
+    pub(crate) fn set_clients(&self, table: Arc<crate::limits_ip::ClientTable>) {
+        *self.clients.lock().unwrap_or_else(|e| e.into_inner()) = Some(table);
     }
 
     /// Notes whether requests are timed (set again on every reload).
@@ -507,6 +515,14 @@ impl Metrics {
                     "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
                 );
             }
+        }
+        if let Some(t) = self
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            crate::limits_ip::prometheus(&mut out, t);
         }
         let stats = self.phase_stats();
         if stats.iter().any(|p| p.count > 0) {

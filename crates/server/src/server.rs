@@ -203,6 +203,11 @@ impl ServerBuilder {
             .map(|(f, _)| std::os::fd::AsRawFd::as_raw_fd(f))
             .collect();
         let upgrader = Arc::new(Upgrader::new(copies)?);
+        // Every listener is bound or taken over and the application (its access log, CGI
+        // directory, document root) is open: from here on the server runs as `user`, the
+        // process master and everything it forks included. Keys and certificates must be read
+        // before this point.
+        crate::privdrop::drop_privileges(&app.cfg)?;
         let live = Arc::new(LiveApp::new(app, self.reload));
         let master = start_process_master(&live, &mut bound, &copy_fds)?;
         Ok(Server {

@@ -291,6 +291,132 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     Ok(lim.rlim_cur)
 }
 
+/// A user's ids and name from the password database (`getpwnam_r`: files, LDAP, whatever NSS
+/// is configured with).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserIds {
+    pub name: String,
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+}
+
+/// Looks up user `name`; `Ok(None)` if there is none.
+pub fn lookup_user(name: &str) -> io::Result<Option<UserIds>> {
+    let cname = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: an all-zero passwd (null pointers, zero ids) is a valid value to be filled.
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: `cname` is a NUL-terminated string; `pw`, `buf` (of `buf.len()` bytes) and
+        // `out` are valid for writes for the whole call; the strings `pw` points to live in
+        // `buf`, which outlives their use below.
+        let r = unsafe {
+            libc::getpwnam_r(
+                cname.as_ptr(),
+                &mut pw,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut out,
+            )
+        };
+        if r == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        if out.is_null() {
+            return Ok(None);
+        }
+        return Ok(Some(UserIds {
+            name: name.to_string(),
+            uid: pw.pw_uid,
+            gid: pw.pw_gid,
+        }));
+    }
+}
+
+/// Looks up group `name`'s id; `Ok(None)` if there is none.
+pub fn lookup_group(name: &str) -> io::Result<Option<libc::gid_t>> {
+    let cname = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: an all-zero group (null pointers, zero id) is a valid value to be filled.
+        let mut gr: libc::group = unsafe { std::mem::zeroed() };
+        let mut out: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: as in `lookup_user`: every pointer is valid for the call's duration.
+        let r = unsafe {
+            libc::getgrnam_r(
+                cname.as_ptr(),
+                &mut gr,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut out,
+            )
+        };
+        if r == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        return Ok((!out.is_null()).then_some(gr.gr_gid));
+    }
+}
+
+/// The real and effective user ids and the real and effective group ids.
+pub fn ids() -> (libc::uid_t, libc::uid_t, libc::gid_t, libc::gid_t) {
+    // SAFETY: these four calls take no arguments and cannot fail.
+    unsafe {
+        (
+            libc::getuid(),
+            libc::geteuid(),
+            libc::getgid(),
+            libc::getegid(),
+        )
+    }
+}
+
+/// Becomes `user` with group `gid` for good: the supplementary groups from the group database
+/// (`initgroups`, as nginx), then `setgid` and `setuid` (real, effective and saved ids, so
+/// nothing can be regained), in that order since after `setuid` the others are refused.
+/// glibc applies each call to every thread of the process.
+pub fn become_user(user: &UserIds, gid: libc::gid_t) -> io::Result<()> {
+    let cname = CString::new(user.name.as_str())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `cname` is NUL-terminated; initgroups reads the group database and sets this
+    // process's supplementary groups; it takes no other pointer.
+    cvt(unsafe { libc::initgroups(cname.as_ptr(), gid) })?;
+    // SAFETY: setgid and setuid take plain ids.
+    cvt(unsafe { libc::setgid(gid) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::setuid(user.uid) })?;
+    Ok(())
+}
+
+/// True if the process can make itself root again (`setuid(0)` succeeds): after
+/// [`become_user`] to anyone else, it must not. Only called to verify a drop; if it does
+/// succeed, the caller stops the process.
+pub fn can_regain_root() -> bool {
+    // SAFETY: setuid takes a plain id; as a non-root process without CAP_SETUID it fails and
+    // changes nothing.
+    unsafe { libc::setuid(0) == 0 }
+}
+
+/// The supplementary groups of this process.
+pub fn groups() -> io::Result<Vec<libc::gid_t>> {
+    // SAFETY: with size 0 getgroups only returns the count and writes nothing.
+    let n = cvt(unsafe { libc::getgroups(0, std::ptr::null_mut()) })?;
+    let mut out = vec![0 as libc::gid_t; n as usize];
+    // SAFETY: `out` has room for `n` gids.
+    let n = cvt(unsafe { libc::getgroups(n, out.as_mut_ptr()) })?;
+    out.truncate(n as usize);
+    Ok(out)
+}
+
 /// Milliseconds of `CLOCK_MONOTONIC_COARSE`: the time of the kernel's last tick, read without
 /// the TSC (cheaper than `Instant::now` on a VM; the response cache reads it per request).
 pub fn coarse_monotonic_ms() -> u64 {

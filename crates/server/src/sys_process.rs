@@ -371,6 +371,106 @@ impl<T: AtomicsOnly> Drop for Shared<T> {
     }
 }
 
+/// `len` zeroed `T`s in one anonymous `MAP_SHARED` mapping: [`Shared`] for a table whose size
+/// is set at run time (the per-client table of `limits_ip`). Falls back to ordinary memory as
+/// [`Shared`] does.
+pub struct SharedSlice<T: AtomicsOnly> {
+    ptr: NonNull<T>,
+    len: usize,
+    mapped: bool,
+}
+
+impl<T: AtomicsOnly> std::fmt::Debug for SharedSlice<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSlice")
+            .field("len", &self.len)
+            .field("mapped", &self.mapped)
+            .finish()
+    }
+}
+
+// SAFETY: `T: Sync` and only shared references are handed out; the mapping is owned.
+unsafe impl<T: AtomicsOnly> Send for SharedSlice<T> {}
+// SAFETY: as above.
+unsafe impl<T: AtomicsOnly> Sync for SharedSlice<T> {}
+
+impl<T: AtomicsOnly> SharedSlice<T> {
+    /// `len` zeroed `T`s (at least one) in shared memory.
+    pub fn new(len: usize) -> SharedSlice<T> {
+        let len = len.max(1);
+        let bytes = std::mem::size_of::<T>()
+            .checked_mul(len)
+            .expect("a shared table that fits the address space")
+            .max(1);
+        // SAFETY: an anonymous mapping of `bytes` bytes with no address hint; the result is
+        // checked against MAP_FAILED before use.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            if let Some(ptr) = NonNull::new(p.cast::<T>()) {
+                // Page-aligned, hence aligned for T; zero-filled, which `AtomicsOnly` makes
+                // valid Ts.
+                return SharedSlice {
+                    ptr,
+                    len,
+                    mapped: true,
+                };
+            }
+        }
+        log::warn!("cannot map shared memory: {}", io::Error::last_os_error());
+        let v: Vec<T> = (0..len)
+            // SAFETY: `AtomicsOnly` makes all-zero bytes a valid T.
+            .map(|_| unsafe { std::mem::MaybeUninit::<T>::zeroed().assume_init() })
+            .collect();
+        let b = v.into_boxed_slice();
+        let ptr = NonNull::from(Box::leak(b)).cast::<T>();
+        SharedSlice {
+            ptr,
+            len,
+            mapped: false,
+        }
+    }
+}
+
+impl<T: AtomicsOnly> Deref for SharedSlice<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` points to `len` valid, initialised Ts that live until `drop`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: AtomicsOnly> Drop for SharedSlice<T> {
+    fn drop(&mut self) {
+        if self.mapped {
+            // SAFETY: the mapping was made in `new` with this address and size and is unmapped
+            // once; other processes keep their own copy of the mapping.
+            unsafe {
+                libc::munmap(
+                    self.ptr.as_ptr().cast(),
+                    (std::mem::size_of::<T>() * self.len).max(1),
+                );
+            }
+        } else {
+            // SAFETY: made from a boxed slice of `len` Ts by `Box::leak` in `new`, released once.
+            drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.ptr.as_ptr(),
+                    self.len,
+                ))
+            });
+        }
+    }
+}
+
 /// The environment variable that [`spawn_with_fds`] fills with the child's own pid (systemd's
 /// `LISTEN_PID`, which a process checks against `getpid` before it takes `LISTEN_FDS`).
 pub const LISTEN_PID: &str = "LISTEN_PID";

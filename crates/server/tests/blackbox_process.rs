@@ -14,6 +14,8 @@ mod common;
 mod connection;
 #[path = "blackbox/echo.rs"]
 mod echo;
+#[path = "blackbox/guards.rs"]
+mod guards;
 #[path = "blackbox/limits.rs"]
 mod limits;
 #[path = "blackbox/malformed.rs"]

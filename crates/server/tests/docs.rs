@@ -169,4 +169,6 @@ fn the_readmes_configuration_is_a_valid_config_with_the_defaults() {
     assert_eq!(cfg.cache, d.cache);
     assert_eq!(cfg.pipeline, d.pipeline);
     assert_eq!(cfg.status, d.status);
+    assert_eq!(cfg.rate_limit, d.rate_limit);
+    assert_eq!((cfg.user.as_deref(), cfg.allow_root), (None, false));
 }

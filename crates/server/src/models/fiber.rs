@@ -63,6 +63,7 @@ pub fn accept_loop(
                         registration,
                         accepted,
                         proxied: Default::default(),
+                        client_slot: Default::default(),
                     };
                     let state = Box::new(ConnState {
                         app,

@@ -169,6 +169,9 @@ struct Held {
     proxied: Option<Option<SocketAddr>>,
     /// The head's minimum-rate rule, from its first byte (`timeouts.header_min_rate`).
     head_rate: Option<MinRate>,
+    /// Its count against `limits.conn_per_ip`, held by the master for the connection's whole
+    /// life (children serve it in turns); released when the master closes it.
+    client_slot: Option<crate::limits_ip::ConnSlot>,
 }
 
 /// Everything the master keeps; forked children close the descriptors in it.
@@ -367,8 +370,12 @@ impl Master {
                             resumed: false,
                             proxied: None,
                             head_rate: None,
+                            client_slot: None,
                         },
                     );
+                    if !lm.proxy_protocol() {
+                        self.admit(app, fd, peer.ip());
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
@@ -465,7 +472,11 @@ impl Master {
                         Proxied::Tcp { source, .. } => Some(source),
                         Proxied::Local => None,
                     });
-                    if h.buf.is_empty() {
+                    let client = h.proxied.flatten().unwrap_or(h.peer).ip();
+                    if !self.admit(app, fd, client) {
+                        return;
+                    }
+                    if self.held.get(&fd).is_none_or(|h| h.buf.is_empty()) {
                         return;
                     }
                 }
@@ -475,6 +486,9 @@ impl Master {
                 }
             }
         }
+        let Some(h) = self.held.get_mut(&fd) else {
+            return;
+        };
         self.parser.reset();
         let parsed = self.parser.parse(&h.buf);
         if let Ok(Some(head_len)) = parsed {
@@ -679,6 +693,32 @@ impl Master {
         }
     }
 
+    /// Counts held connection `fd` against `limits.conn_per_ip` by `client`; over it, answers
+    /// 503 and closes it (false).
+    fn admit(&mut self, app: &App, fd: RawFd, client: std::net::IpAddr) -> bool {
+        let Some(h) = self.held.get_mut(&fd) else {
+            return false;
+        };
+        match crate::limits_ip::admit(&app.clients, &app.cfg, client) {
+            Ok(slot) => {
+                h.client_slot = Some(slot);
+                true
+            }
+            Err(_) => {
+                log::info!(
+                    "{}: 503 more than limits.conn_per_ip = {} connections open from {client}",
+                    h.peer,
+                    app.cfg.limits.conn_per_ip
+                );
+                let sent = (&h.stream).write(UNAVAILABLE).unwrap_or(0);
+                h.lm.response(503, sent as u64);
+                let _ = h.stream.shutdown(std::net::Shutdown::Write);
+                self.close(fd);
+                false
+            }
+        }
+    }
+
     /// Forgets and closes a held connection.
     fn close(&mut self, fd: RawFd) {
         if let Some(h) = self.held.remove(&fd) {
@@ -793,8 +833,12 @@ fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_childr
         accepted,
         resumed,
         proxied,
+        client_slot,
         ..
     } = h;
+    // The master keeps the connection's count and releases it when it closes the connection;
+    // this process's copy must not.
+    std::mem::forget(client_slot);
     let fd = stream.as_raw_fd();
     let _ = stream.set_nonblocking(false);
     let local = super::local_addr(&lm, || stream.local_addr());
@@ -818,6 +862,8 @@ fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_childr
         accepted: if resumed { None } else { accepted },
         // The master read the PROXY protocol header, if the listener expects one.
         proxied: proxied.map(std::sync::OnceLock::from).unwrap_or_default(),
+        // Counted by the master.
+        client_slot: std::sync::OnceLock::from(crate::limits_ip::ConnSlot::Untracked),
     };
     let served = conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive);
     let code = match served {

@@ -50,6 +50,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                             registration,
                             accepted,
                             proxied: Default::default(),
+                            client_slot: Default::default(),
                         };
                         if let Err(e) = conn::serve(&mut stream, &app, &info) {
                             log::debug!("{peer}: connection ended: {e}");

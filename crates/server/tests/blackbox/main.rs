@@ -17,6 +17,7 @@ mod access_log;
 mod cgi;
 mod connection;
 mod echo;
+mod guards;
 mod limits;
 mod malformed;
 mod nodelay;

@@ -73,6 +73,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             registration,
             accepted,
             proxied: Default::default(),
+            client_slot: Default::default(),
         },
         stream,
         _guard: guard,
@@ -109,6 +110,10 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
     } else {
         cfg.limits.max_head_bytes + 1
     };
+    if conn.first && !conn.info.awaits_proxy_header() && !conn::admit(&app, &conn.info) {
+        let reason = over_conn_per_ip(&conn);
+        return fail(conn, 503, &reason);
+    }
     let timed = cfg.timing.on();
     if timed && conn.times.start.is_none() && !conn.rbuf.is_empty() {
         // Pipelined: the request was already here; its turn comes now.
@@ -118,7 +123,13 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
         if !conn.rbuf.is_empty() && conn.first && conn.info.awaits_proxy_header() {
             // A `proxy_protocol` listener: the PROXY header comes before the first request.
             match conn::take_proxy_header(&mut conn.rbuf, &conn.info) {
-                conn::ProxyStep::Done => continue,
+                conn::ProxyStep::Done => {
+                    if !conn::admit(&app, &conn.info) {
+                        let reason = over_conn_per_ip(&conn);
+                        return fail(conn, 503, &reason);
+                    }
+                    continue;
+                }
                 conn::ProxyStep::Bad(e) => {
                     log::info!("{}: {e}; connection closed", conn.info.peer);
                     return Next::Close(conn);
@@ -311,6 +322,15 @@ fn set_idle(conn: &Conn, idle: bool) -> bool {
         .registration
         .as_ref()
         .is_none_or(|r| r.set_idle(idle))
+}
+
+/// The log line's reason for a connection past `limits.conn_per_ip`.
+fn over_conn_per_ip(conn: &Conn) -> String {
+    format!(
+        "more than limits.conn_per_ip = {} connections open from {}",
+        conn.app.cfg.limits.conn_per_ip,
+        conn.info.client().ip()
+    )
 }
 
 /// Answers `status` to a request head that could not be read, then closes.

@@ -1,0 +1,160 @@
+//! Per-client limits on every model: `limits.conn_per_ip` answers 503 to a connection past the
+//! limit from one address (the socket's, or the PROXY header's) and serves other addresses;
+//! `[rate_limit]` answers 429 with `Retry-After` past `burst + 1` requests from one client
+//! address (the real one behind a trusted proxy), never to the health check; both are counted
+//! in `/_weft/metrics`.
+
+use crate::common::{Builder, Conn, Server};
+
+const ECHO: &[u8] = b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n";
+
+/// A keep-alive connection that has been served once (the server holds it open).
+fn served(c: &mut Conn) {
+    c.send(ECHO);
+    assert_eq!(c.read_response().expect("echo response").status, 200);
+}
+
+/// A connection to `srv` from `local` (another loopback address is another client).
+pub fn connect_from(srv: &Server, local: &str) -> Conn {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let from: std::net::SocketAddr = format!("{local}:0").parse().unwrap();
+    s.bind(&from.into()).unwrap();
+    s.connect(&srv.addr.into()).unwrap();
+    Conn::from_stream(s.into())
+}
+
+/// The value of the un-labelled metric `name` in `/_weft/metrics`, asked from 127.0.0.9 (a
+/// client of its own, whatever the test's clients hold).
+fn metric(srv: &Server, name: &str) -> u64 {
+    let mut c = connect_from(srv, "127.0.0.9");
+    c.send(b"GET /_weft/metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    let r = c.read_response().expect("metrics");
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in the metrics:\n{text}"))
+}
+
+#[test]
+fn conn_per_ip_answers_503_past_the_limit_and_frees_on_close() {
+    let srv = Builder::new("guards-conn")
+        .args(&["--conn-per-ip", "2", "--status"])
+        .start();
+    let mut a = srv.connect();
+    served(&mut a);
+    let mut b = srv.connect();
+    served(&mut b);
+    let mut third = srv.connect();
+    third.send(ECHO);
+    let r = third.read_response().expect("an answer past the limit");
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.closes(), "a refused connection is closed: {r:?}");
+    // The two held connections are still served.
+    served(&mut a);
+    served(&mut b);
+    drop(b);
+    // Once one closes, a new connection fits (the close reaches the server a little later).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut c = srv.connect();
+        c.send(ECHO);
+        let status = c.read_response().map(|r| r.status);
+        if status.as_ref().is_ok_and(|&s| s == 200) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "still refused after a connection closed: {status:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Another address is another client: served while 127.0.0.1 is at its limit.
+    let mut other = connect_from(&srv, "127.0.0.2");
+    served(&mut other);
+    assert!(metric(&srv, "weft_limit_conn_rejected_total") >= 1);
+    assert!(srv.log().contains("503 more than limits.conn_per_ip = 2"));
+}
+
+/// Behind a balancer with the PROXY protocol the count is per client, not per balancer.
+#[test]
+fn conn_per_ip_counts_the_proxy_header_address() {
+    let srv = Builder::new("guards-conn-proxy")
+        .args(&["--conn-per-ip", "1", "--proxy-protocol"])
+        .start();
+    let proxied = |client: &str| {
+        let mut c = srv.connect();
+        c.send(format!("PROXY TCP4 {client} 192.0.2.1 5000 80\r\n").as_bytes());
+        c.send(ECHO);
+        (c.read_response().expect("an answer").status, c)
+    };
+    let (first, _held) = proxied("203.0.113.1");
+    assert_eq!(first, 200);
+    let (again, _) = proxied("203.0.113.1");
+    assert_eq!(
+        again, 503,
+        "a second connection of 203.0.113.1 past conn_per_ip = 1"
+    );
+    let (other, _held2) = proxied("203.0.113.2");
+    assert_eq!(
+        other, 200,
+        "another client behind the same balancer is served"
+    );
+}
+
+#[test]
+fn rate_limit_answers_429_with_retry_after_per_real_client() {
+    let srv = Builder::new("guards-rate")
+        .args(&[
+            "--rate-limit",
+            "1r/m",
+            "--rate-burst",
+            "2",
+            "--real-ip-from",
+            "127.0.0.1/32",
+            "--health",
+            "/healthz",
+            "--status",
+        ])
+        .start();
+    let from = |client: &str, path: &str| {
+        srv.send(
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: test\r\nX-Forwarded-For: {client}\r\n\
+                 Connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+    };
+    for _ in 0..3 {
+        assert_eq!(from("198.51.100.1", "/").status, 200);
+    }
+    let r = from("198.51.100.1", "/");
+    assert_eq!(r.status, 429, "{r:?}");
+    let retry: u64 = r
+        .header("Retry-After")
+        .expect("Retry-After on 429")
+        .parse()
+        .expect("Retry-After in seconds");
+    assert!((1..=60).contains(&retry), "Retry-After {retry} at 1r/m");
+    // Pipelined on one keep-alive connection: each request counts.
+    let mut c = srv.connect();
+    c.send(
+        b"GET / HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 198.51.100.1\r\n\r\n\
+          GET / HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 198.51.100.3\r\n\r\n",
+    );
+    assert_eq!(c.read_response().unwrap().status, 429);
+    assert_eq!(c.read_response().unwrap().status, 200);
+    // Another client behind the same proxy has its own bucket; the health check is never
+    // limited.
+    assert_eq!(from("198.51.100.2", "/").status, 200);
+    for _ in 0..5 {
+        assert_eq!(from("198.51.100.1", "/healthz").status, 200);
+    }
+    assert_eq!(metric(&srv, "weft_limit_req_rejected_total"), 2);
+    assert!(metric(&srv, "weft_limit_zone_slots") >= 65_536);
+    assert!(srv
+        .log()
+        .contains("198.51.100.1: 429 over rate_limit 1r/m (burst 2)"));
+}

@@ -1,0 +1,354 @@
+//! Serving as an unprivileged user (`user` / `--user`), black-box and as root: every process of
+//! the server (the server itself, the `process` model's master and its connection processes,
+//! CGI scripts, the process a SIGUSR2 upgrade starts) runs with the user's ids, read from
+//! `/proc/PID/status`; root refuses to serve on an address other hosts reach unless `user` or
+//! `allow_root` says how. Skipped, with a line, when the tests do not run as root.
+
+#[path = "common/mod.rs"]
+mod common;
+
+/// Read by `common` (its `Builder` is not used here).
+const MODEL: &str = "thread";
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{unique_dir, Conn};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Prints the ids it runs with.
+const ID_SH: &str =
+    "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nid -u\nid -g\nid -G\n";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `nobody`'s uid and primary gid from /etc/passwd.
+fn nobody() -> Option<(u32, u32)> {
+    let passwd = fs::read_to_string("/etc/passwd").ok()?;
+    let line = passwd.lines().find(|l| l.starts_with("nobody:"))?;
+    let f: Vec<&str> = line.split(':').collect();
+    Some((f[2].parse().ok()?, f[3].parse().ok()?))
+}
+
+/// Root, and a `nobody` user to become; else prints why the test is skipped.
+fn runnable(test: &str) -> Option<(u32, u32)> {
+    if !is_root() {
+        println!("{test}: skipped: needs root (the tests do not run as root)");
+        return None;
+    }
+    let ids = nobody();
+    if ids.is_none() {
+        println!("{test}: skipped: no user `nobody` in /etc/passwd");
+    }
+    ids
+}
+
+/// A `weft serve` with `args`, its stdout read for the addresses it serves.
+struct Weft {
+    child: Child,
+    addrs: Vec<(SocketAddr, String)>,
+    log: std::path::PathBuf,
+}
+
+impl Weft {
+    fn start(dir: &Path, args: &[&str]) -> Result<Weft, String> {
+        let log = dir.join("server.log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
+            .arg("serve")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(fs::File::create(&log).unwrap()))
+            .spawn()
+            .expect("spawn weft");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                // `weft: serving ROOT on http://ADDR/ (model: M)`
+                let Some(rest) = line.split(" on http://").nth(1) else {
+                    continue;
+                };
+                let Some((addr, model)) = rest.split_once("/ (model: ") else {
+                    continue;
+                };
+                let _ = tx.send((addr.parse().unwrap(), model.trim_end_matches(')').into()));
+            }
+        });
+        let want = args.iter().filter(|a| **a == "--listen").count().max(1);
+        let mut addrs = Vec::new();
+        let end = Instant::now() + WAIT;
+        while addrs.len() < want {
+            match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+                Ok(a) => addrs.push(a),
+                Err(_) => {
+                    let _ = child.kill();
+                    let status = child.wait().unwrap();
+                    return Err(format!(
+                        "{status}: {}",
+                        fs::read_to_string(&log).unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        Ok(Weft { child, addrs, log })
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Weft {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The ids of a process from /proc: (real, effective, saved, filesystem) uids and gids, and
+/// the supplementary groups; `None` once it is gone.
+fn proc_ids(pid: u32) -> Option<([u32; 4], [u32; 4], Vec<u32>)> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Vec<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or("")
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect()
+    };
+    let (uid, gid) = (field("Uid:"), field("Gid:"));
+    Some((uid.try_into().ok()?, gid.try_into().ok()?, field("Groups:")))
+}
+
+/// Every live descendant of `pid` (children, grandchildren, ...).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent = HashMap::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        if let Some(pp) = after.split(' ').nth(1).and_then(|s| s.parse::<u32>().ok()) {
+            parent.insert(p, pp);
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for (&c, &pp) in &parent {
+            if pp == p {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Asserts `pid` runs as `uid`/`gid` in all four ids, without root's group.
+#[track_caller]
+fn assert_runs_as(pid: u32, (uid, gid): (u32, u32), what: &str) {
+    let Some((u, g, groups)) = proc_ids(pid) else {
+        return; // exited meanwhile
+    };
+    assert_eq!(u, [uid; 4], "{what} {pid}: Uid");
+    assert_eq!(g, [gid; 4], "{what} {pid}: Gid");
+    assert!(
+        !groups.contains(&0),
+        "{what} {pid}: still in group 0: {groups:?}"
+    );
+}
+
+/// A document root and CGI directory that `nobody` can read.
+fn site(name: &str) -> std::path::PathBuf {
+    let dir = unique_dir(name);
+    for d in ["root", "cgi"] {
+        fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    fs::write(dir.join("root/index.html"), common::INDEX_HTML).unwrap();
+    fs::write(dir.join("cgi/id.sh"), ID_SH).unwrap();
+    fs::set_permissions(dir.join("cgi/id.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    for d in [dir.clone(), dir.join("root"), dir.join("cgi")] {
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+fn get(addr: SocketAddr, path: &str, keep: bool) -> (common::Response, Conn) {
+    let mut c = Conn::connect(addr);
+    let conn = if keep { "keep-alive" } else { "close" };
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: {conn}\r\n\r\n").as_bytes());
+    (c.read_response().expect("a response"), c)
+}
+
+#[test]
+fn every_process_of_every_model_runs_as_the_user() {
+    let Some(ids) = runnable("every_process_of_every_model_runs_as_the_user") else {
+        return;
+    };
+    let dir = site("privdrop-models");
+    let (root, cgi) = (dir.join("root"), dir.join("cgi"));
+    let mut args = vec![
+        "--root",
+        root.to_str().unwrap(),
+        "--cgi",
+        cgi.to_str().unwrap(),
+    ];
+    args.extend(["--user", "nobody", "--threads", "2"]);
+    for l in [
+        "127.0.0.1:0=fiber",
+        "127.0.0.1:0=thread",
+        "127.0.0.1:0=process",
+        "127.0.0.1:0=pipeline",
+    ] {
+        args.extend(["--listen", l]);
+    }
+    let weft = Weft::start(&dir, &args).expect("weft serves as nobody");
+    let mut held = Vec::new();
+    for (addr, model) in weft.addrs.clone() {
+        let (r, _) = get(addr, "/", false);
+        assert_eq!(r.status, 200, "{model}: the root is readable as nobody");
+        // A CGI script reports the ids it was started with.
+        let (r, _) = get(addr, "/cgi-bin/id.sh", false);
+        assert_eq!(r.status, 200, "{model}: {r:?}");
+        let text = r.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], ids.0.to_string(), "{model}: CGI uid");
+        assert_eq!(lines[1], ids.1.to_string(), "{model}: CGI gid");
+        assert!(
+            !lines[2].split(' ').any(|g| g == "0"),
+            "{model}: CGI groups {}",
+            lines[2]
+        );
+        // A keep-alive connection stays open: the process model keeps a child for it.
+        let (r, c) = get(addr, "/", true);
+        assert_eq!(r.status, 200);
+        held.push(c);
+    }
+    let pid = weft.child.id();
+    assert_runs_as(pid, ids, "the server");
+    let all = descendants(pid);
+    // The process model's master, and at least one connection process under it.
+    assert!(!all.is_empty(), "no master process; log:\n{}", weft.log());
+    for p in &all {
+        assert_runs_as(*p, ids, "a process of the server");
+    }
+    assert!(
+        weft.log().contains("serving as user nobody"),
+        "{}",
+        weft.log()
+    );
+    drop(held);
+    drop(weft);
+    fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn root_is_refused_on_an_exposed_address_without_user_or_allow_root() {
+    if runnable("root_is_refused_on_an_exposed_address_without_user_or_allow_root").is_none() {
+        return;
+    }
+    let dir = site("privdrop-refuse");
+    let root = dir.join("root");
+    let base = ["--root", root.to_str().unwrap(), "--listen", "0.0.0.0:0"];
+    let e = Weft::start(&dir, &base)
+        .err()
+        .expect("root on 0.0.0.0 is refused");
+    assert!(
+        e.contains("--user") && e.contains("--allow-root") && e.contains("0.0.0.0:0"),
+        "{e}"
+    );
+    // Either choice serves: as root when allowed, as the user otherwise.
+    let mut allowed = base.to_vec();
+    allowed.push("--allow-root");
+    let weft = Weft::start(&dir, &allowed).expect("--allow-root serves");
+    let (u, _, _) = proc_ids(weft.child.id()).unwrap();
+    assert_eq!(u, [0; 4]);
+    drop(weft);
+    let mut user = base.to_vec();
+    user.extend(["--user", "nobody"]);
+    let weft = Weft::start(&dir, &user).expect("--user nobody serves");
+    assert_ne!(proc_ids(weft.child.id()).unwrap().0[0], 0);
+    drop(weft);
+    // A user that does not exist is refused before anything is bound.
+    let mut unknown = base.to_vec();
+    unknown.extend(["--user", "no-such-user-weft"]);
+    let e = Weft::start(&dir, &unknown)
+        .err()
+        .expect("an unknown user is refused");
+    assert!(e.contains("user `no-such-user-weft` does not exist"), "{e}");
+    fs::remove_dir_all(&dir).ok();
+}
+
+/// The upgrade's new process is started by the dropped one: it takes the sockets over (no bind
+/// needed) and serves as the user.
+#[test]
+fn an_upgrade_after_the_drop_serves_as_the_user() {
+    let Some(ids) = runnable("an_upgrade_after_the_drop_serves_as_the_user") else {
+        return;
+    };
+    let dir = site("privdrop-upgrade");
+    let root = dir.join("root");
+    let args = [
+        "--root",
+        root.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0=fiber",
+        "--user",
+        "nobody",
+    ];
+    let mut weft = Weft::start(&dir, &args).expect("weft serves as nobody");
+    let addr = weft.addrs[0].0;
+    let old = weft.child.id();
+    // SAFETY: kill takes no pointers; `old` is our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(old as i32, libc::SIGUSR2) }, 0);
+    let end = Instant::now() + WAIT;
+    let new = loop {
+        if let Some(&p) = descendants(old).first() {
+            break p;
+        }
+        assert!(Instant::now() < end, "no new process; log:\n{}", weft.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Stopped however the test ends.
+    struct Stop(u32);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            // SAFETY: kill takes no pointers; the upgraded server, which this test stops.
+            unsafe { libc::kill(self.0 as i32, libc::SIGTERM) };
+        }
+    }
+    let _stop = Stop(new);
+    assert_runs_as(new, ids, "the upgraded process");
+    // The old process drains and exits; the new one serves on the same port.
+    let status = weft.child.wait().unwrap();
+    assert!(status.success(), "old: {status}; log:\n{}", weft.log());
+    let (r, _) = get(addr, "/", false);
+    assert_eq!(r.status, 200);
+    assert_runs_as(new, ids, "the upgraded process");
+    assert!(
+        weft.log().contains("upgraded: process"),
+        "log:\n{}",
+        weft.log()
+    );
+    drop(weft);
+    fs::remove_dir_all(&dir).ok();
+}
