@@ -937,6 +937,9 @@ pub struct Config {
     pub proxy: Vec<ProxyConfig>,
     pub timing: TimingConfig,
     pub pipeline: PipelineConfig,
+    /// Virtual hosts (`[[site]]`, see `sites.rs`); none: the settings above serve every host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub site: Vec<crate::sites::SiteConfig>,
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
@@ -978,6 +981,7 @@ impl Default for Config {
             proxy: Vec::new(),
             timing: TimingConfig::default(),
             pipeline: PipelineConfig::default(),
+            site: Vec::new(),
         }
     }
 }
@@ -988,7 +992,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 impl Config {
     /// Parses a TOML configuration.
     pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| toml_error(text, &e))
+        let cfg: Config = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        crate::sites::check(text, &cfg.site)?;
+        Ok(cfg)
     }
 
     /// Reads and parses a configuration file.
