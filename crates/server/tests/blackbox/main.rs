@@ -25,6 +25,7 @@ mod proxy;
 mod realip;
 mod reload;
 mod shutdown;
+mod sites;
 mod stall;
 mod static_files;
 mod status;
