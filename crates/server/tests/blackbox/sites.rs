@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::{Builder, Response, Server, INDEX_HTML};
+use crate::common::{Builder, ReadError, Response, Server, INDEX_HTML};
 
 /// A directory beside the test's document root, with `files` in it.
 fn site_root(b: &Builder, name: &str, files: &[(&str, &[u8])]) -> PathBuf {
@@ -363,4 +363,79 @@ fn sites_share_the_cache_without_sharing_entries() {
             "not answered from the cache"
         );
     }
+}
+
+/// Sends `raw` on a new connection, half-closes, and reads every response until the server
+/// closes: their statuses, and how reading ended if not with a clean close.
+fn exchange(srv: &Server, raw: &[u8]) -> (Vec<u16>, Option<String>) {
+    let head = raw.starts_with(b"HEAD ");
+    let mut c = srv.connect();
+    // The server may refuse (and close) before reading everything: a failed write is fine.
+    let _ = c.try_send(raw);
+    c.shutdown_write();
+    let mut statuses = Vec::new();
+    loop {
+        match c.read_response_for(head) {
+            Ok(r) => statuses.push(r.status),
+            Err(ReadError::Closed) => return (statuses, None),
+            Err(e) => return (statuses, Some(format!("{e:?}"))),
+        }
+    }
+}
+
+/// The request vectors of `vectors.rs` (Apache's strict-mode rows and llhttp's requests) get
+/// the same statuses from a server whose requests all go through a site and a location as from
+/// one without sites: routing changes nothing of the protocol.
+#[test]
+fn the_request_vectors_answer_the_same_with_sites() {
+    use serde_json::Value;
+    let plain = Builder::new("sites-vectors-plain").start();
+    let b = Builder::new("sites-vectors");
+    let root = b.dir().join("root");
+    let other = site_root(&b, "other", &[("index.html", b"other\n")]);
+    let cfg = format!(
+        "[[site]]\nhosts = [\"other.test\", \"*.other.test\"]\nroot = {}\n\
+         [[site]]\ndefault = true\nroot = {}\n\
+         [[site.location]]\nprefix = \"/\"\nheaders = {{ \"X-Site\" = \"default\" }}\n\
+         [[site.location]]\npath = \"/exact\"\n",
+        toml_path(&other),
+        toml_path(&root)
+    );
+    let with_sites = b.config(&cfg).start();
+    let latin1 = |s: &str| -> Vec<u8> {
+        s.chars()
+            .map(|c| u8::try_from(u32::from(c)).expect("latin-1 request"))
+            .collect()
+    };
+    let mut requests: Vec<Vec<u8>> = Vec::new();
+    let apache: Vec<Value> =
+        serde_json::from_str(include_str!("../vectors/apache-httpd-http-strict.json")).unwrap();
+    for row in &apache {
+        let r = row["request_latin1"].as_str().unwrap();
+        // Response lines for a CGI fixture, not requests (see vectors.rs).
+        if !r.starts_with('R') {
+            requests.push(latin1(r));
+        }
+    }
+    let llhttp: Vec<Value> =
+        serde_json::from_str(include_str!("../vectors/llhttp-request.json")).unwrap();
+    for row in &llhttp {
+        if row["type"] == "request" {
+            requests.push(row["raw"].as_str().unwrap().as_bytes().to_vec());
+        }
+    }
+    assert!(requests.len() > 200, "{}", requests.len());
+    let mut differ = Vec::new();
+    for raw in &requests {
+        let want = exchange(&plain, raw);
+        let got = exchange(&with_sites, raw);
+        if want != got {
+            differ.push(format!(
+                "{:?}: without sites {want:?}, with sites {got:?}",
+                String::from_utf8_lossy(raw)
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    with_sites.assert_alive();
 }
