@@ -340,3 +340,32 @@ fn headers_replace_and_add() {
         1
     );
 }
+
+/// The example in `deploy/` is a configuration weft reads, routed as its comments say.
+#[test]
+fn the_deploy_example_reads_and_routes_as_documented() {
+    let text = include_str!("../../../../deploy/sites.toml");
+    let c = cfg(text).expect("deploy/sites.toml is valid");
+    assert_eq!(c.site.len(), 3);
+    let r = Router::new(&c.site).expect("compiles");
+    let route = |host: &str, path: &str| r.route(host.as_bytes(), path);
+    let loc = |site: usize, k: usize| &c.site[site].location[k];
+    let (s, l) = route("www.example.test", "/assets/app.css").unwrap();
+    assert_eq!(s, 0);
+    assert!(loc(s, l.unwrap()).headers.contains_key("Cache-Control"));
+    let (s, l) = route("example.test", "/old").unwrap();
+    assert!(loc(s, l.unwrap()).redirect.is_some());
+    let (s, l) = route("example.test", "/app/settings/").unwrap();
+    assert!(!loc(s, l.unwrap()).try_files.is_empty());
+    let (s, l) = route("example.test", "/%70rivate/key").unwrap();
+    assert!(loc(s, l.unwrap()).deny);
+    assert_eq!(route("example.test", "/about.html"), Some((0, None)));
+    let (s, l) = route("a.blog.test", "/cgi-bin/feed").unwrap();
+    assert_eq!(s, 1);
+    assert!(loc(s, l.unwrap()).cgi.is_some());
+    assert_eq!(route("blog.test", "/"), Some((1, None)));
+    let (s, l) = route("unknown.test", "/x").unwrap();
+    assert_eq!(s, 2);
+    assert!(loc(s, l.unwrap()).redirect.is_some());
+    assert_eq!(r.site(b"example.test"), Some(0));
+}
