@@ -369,3 +369,21 @@ fn the_deploy_example_reads_and_routes_as_documented() {
     assert!(loc(s, l.unwrap()).redirect.is_some());
     assert_eq!(r.site(b"example.test"), Some(0));
 }
+
+/// The README's "Sites" example is a configuration weft reads.
+#[test]
+fn the_readmes_sites_example_reads() {
+    let readme = include_str!("../../../../README.md");
+    let section = &readme[readme.find("\n## Sites\n").expect("a Sites section")..];
+    let start = section.find("```toml\n").expect("its TOML block") + "```toml\n".len();
+    let len = section[start..].find("```").unwrap();
+    let c = cfg(&section[start..start + len]).unwrap_or_else(|e| panic!("README's sites: {e}"));
+    assert_eq!(c.site.len(), 2);
+    assert!(c.site[1].default);
+    let r = Router::new(&c.site).expect("compiles");
+    assert_eq!(
+        r.route(b"a.example.test", "/assets/x.css"),
+        Some((0, Some(0)))
+    );
+    assert_eq!(r.route(b"elsewhere.test", "/"), Some((1, None)));
+}
