@@ -403,3 +403,25 @@ pub fn proxy_protocol(data: &[u8]) {
         Err(_) => {}
     }
 }
+
+/// A `Host` value or authority into `weft_http::site_name`, the name a virtual host is chosen
+/// by: never longer than its bound, lowercase, no trailing dot, no port (a colon only inside
+/// an IPv6 literal's brackets), and its own name again.
+pub fn site_name(data: &[u8]) {
+    use weft_http::{site_name, MAX_SITE_NAME};
+    let mut buf = [0u8; MAX_SITE_NAME];
+    let Some(name) = site_name(data, &mut buf) else {
+        return;
+    };
+    let name = name.to_vec();
+    assert!(!name.is_empty() && name.len() <= MAX_SITE_NAME);
+    assert!(!name.iter().any(u8::is_ascii_uppercase), "{name:?}");
+    assert!(!name.ends_with(b"."), "{name:?}");
+    if name[0] == b'[' {
+        assert!(name.ends_with(b"]"), "{name:?}");
+    } else {
+        assert!(!name.contains(&b':'), "{name:?}");
+    }
+    let mut again = [0u8; MAX_SITE_NAME];
+    assert_eq!(site_name(&name, &mut again), Some(&name[..]), "{data:?}");
+}

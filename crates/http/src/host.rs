@@ -81,6 +81,33 @@ fn valid_uri_host(h: &[u8]) -> bool {
     true
 }
 
+/// Longest name [`site_name`] returns: a DNS name is at most 253 bytes (RFC 1035 §2.3.4), an
+/// IPv6 literal with its brackets far less.
+pub const MAX_SITE_NAME: usize = 255;
+
+/// The name a virtual host is chosen by: the host of a `Host` value or an authority
+/// (`host[:port]`), port and trailing dots dropped (`example.test.` is the fully qualified
+/// `example.test`), ASCII-lowercased (RFC 4343: DNS names compare case-insensitively) into
+/// `buf`. `None` when no name is left or it is longer than [`MAX_SITE_NAME`]. The value is not
+/// validated here (the request parser did that); arbitrary bytes give some answer, never a
+/// panic.
+pub fn site_name<'a>(v: &[u8], buf: &'a mut [u8; MAX_SITE_NAME]) -> Option<&'a [u8]> {
+    if v.is_empty() {
+        return None;
+    }
+    let (host, _) = split_port(v)?;
+    let dots = host.iter().rev().take_while(|&&b| b == b'.').count();
+    let host = &host[..host.len() - dots];
+    if host.is_empty() || host.len() > MAX_SITE_NAME {
+        return None;
+    }
+    let out = &mut buf[..host.len()];
+    for (o, &b) in out.iter_mut().zip(host) {
+        *o = b.to_ascii_lowercase();
+    }
+    Some(out)
+}
+
 /// RFC 3986 reg-name without pct-encoded: unreserved and sub-delims.
 fn is_reg_name_char(b: u8) -> bool {
     b.is_ascii_alphanumeric()
@@ -162,5 +189,35 @@ mod tests {
         }
         assert!(!valid_authority(b""));
         assert!(!valid_authority(b":80"));
+    }
+
+    #[test]
+    fn site_names() {
+        let mut buf = [0u8; MAX_SITE_NAME];
+        for (v, want) in [
+            (&b"Example.TEST"[..], Some(&b"example.test"[..])),
+            (b"example.test.:8080", Some(b"example.test")),
+            (b"example.test:", Some(b"example.test")),
+            (b"[::1]:80", Some(b"[::1]")),
+            (b"[FE80::1]", Some(b"[fe80::1]")),
+            (b"127.0.0.1:8080", Some(b"127.0.0.1")),
+            (b"", None),
+            (b".", None),
+            (b":80", None),
+            (b"[::1", None),
+        ] {
+            assert_eq!(
+                site_name(v, &mut buf).map(<[u8]>::to_vec),
+                want.map(<[u8]>::to_vec),
+                "{:?}",
+                String::from_utf8_lossy(v)
+            );
+        }
+        let long = vec![b'a'; MAX_SITE_NAME + 1];
+        assert_eq!(site_name(&long, &mut buf), None);
+        assert_eq!(
+            site_name(&long[1..], &mut buf).map(<[u8]>::len),
+            Some(MAX_SITE_NAME)
+        );
     }
 }

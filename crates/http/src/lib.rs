@@ -46,7 +46,7 @@ mod response_head;
 
 pub use chunked::ChunkedDecoder;
 pub use error::Error;
-pub use host::{valid_authority, valid_host};
+pub use host::{site_name, valid_authority, valid_host, MAX_SITE_NAME};
 pub use limits::Limits;
 pub use request::{
     BodyFraming, Expect, Header, Method, Parser, RequestHead, Span, TargetForm, Version,

@@ -72,3 +72,8 @@ fn conditional_corpus() {
 fn proxy_protocol_corpus() {
     replay("proxy_protocol", checks::proxy_protocol);
 }
+
+#[test]
+fn site_name_corpus() {
+    replay("site_name", checks::site_name);
+}

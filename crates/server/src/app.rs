@@ -16,6 +16,7 @@ use crate::log::AccessLog;
 use crate::metrics::Metrics;
 use crate::response::Response;
 use crate::shutdown::Shutdown;
+use crate::sites::Sites;
 use crate::Request;
 
 /// A request handler: plain blocking code that reads the body if it wants one and returns a
@@ -65,6 +66,8 @@ pub struct App {
     cgi_ext: Option<Cgi>,
     proxy: Option<Proxy>,
     static_files: Option<StaticFiles>,
+    /// `[[site]]`: virtual hosts, each with its own handlers; `None` without any.
+    sites: Option<Sites>,
     cache: Option<Arc<ResponseCache>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) access_log: Option<AccessLog>,
@@ -105,6 +108,7 @@ impl App {
     pub fn reload(&self, cfg: Config) -> std::io::Result<App> {
         // The cached heads carry the Content-Type, charset included.
         let same_files = cfg.root == self.cfg.root
+            && cfg.site == self.cfg.site
             && cfg.cache == self.cfg.cache
             && cfg.static_files.charset == self.cfg.static_files.charset;
         if cfg.limits.client_zone != self.cfg.limits.client_zone {
@@ -191,6 +195,7 @@ impl App {
         let cgi = Cgi::new(&cfg.cgi, &cfg.root)?;
         let cgi_ext = Cgi::by_extension(&cfg.cgi, &cfg.root)?;
         let proxy = Proxy::new(&cfg.proxy)?;
+        let sites = Sites::new(&cfg, cache.as_ref())?;
         let access_log = match access_log {
             Some(l) => Some(l),
             None => AccessLog::open(&cfg.access_log)?,
@@ -203,6 +208,7 @@ impl App {
             cgi_ext,
             proxy,
             static_files,
+            sites,
             cache,
             metrics,
             access_log,
@@ -237,7 +243,7 @@ impl App {
     }
 
     /// Routes `req`, which is the `redirects`th local redirect of a CGI script's request.
-    fn handle_redirected(
+    pub(crate) fn handle_redirected(
         &self,
         req: &Request,
         body: &mut RequestBody<'_>,
@@ -249,10 +255,36 @@ impl App {
                 return (r.handler)(req, body);
             }
         }
-        if let Some(up) = self.proxy.as_ref().and_then(|p| p.route(path)) {
+        if let Some(resp) = self
+            .sites
+            .as_ref()
+            .and_then(|s| s.handle(self, req, body, redirects))
+        {
+            return resp;
+        }
+        let top = HandlersRef {
+            proxy: self.proxy.as_ref(),
+            cgi: self.cgi.as_ref(),
+            cgi_ext: self.cgi_ext.as_ref(),
+            static_files: self.static_files.as_ref(),
+        };
+        self.dispatch(top, req, body, redirects)
+    }
+
+    /// Answers `req` with handlers `h` (the top-level ones or a site's): proxy prefixes, CGI,
+    /// static files, the fallback proxy.
+    pub(crate) fn dispatch(
+        &self,
+        h: HandlersRef<'_>,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        redirects: usize,
+    ) -> Response {
+        let path = req.path();
+        if let Some(up) = h.proxy.and_then(|p| p.route(path)) {
             return up.forward(req, body);
         }
-        let script = [&self.cgi, &self.cgi_ext]
+        let script = [h.cgi, h.cgi_ext]
             .into_iter()
             .flatten()
             .find(|c| c.matches(path));
@@ -280,7 +312,7 @@ impl App {
                 }
             };
         }
-        let fallback = self.proxy.as_ref().and_then(|p| p.fallback());
+        let fallback = h.proxy.and_then(|p| p.fallback());
         if let Some(up) = fallback {
             // Everything that is not a file: methods a file does not answer, and 404s.
             if !matches!(req.method(), Method::Get | Method::Head) {
@@ -290,7 +322,7 @@ impl App {
             // RFC 9110 §9.1: an unrecognised method gets 501.
             return Response::error(501);
         }
-        let resp = match &self.static_files {
+        let resp = match h.static_files {
             Some(s) => s.handle_path(req, path),
             None => Response::error(404),
         };
@@ -299,6 +331,16 @@ impl App {
             _ => resp,
         }
     }
+}
+
+/// The handlers one request is answered with: the top-level ones, or a site's (with a
+/// location's own proxy or CGI mount in place of the site's).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HandlersRef<'a> {
+    pub(crate) proxy: Option<&'a Proxy>,
+    pub(crate) cgi: Option<&'a Cgi>,
+    pub(crate) cgi_ext: Option<&'a Cgi>,
+    pub(crate) static_files: Option<&'a StaticFiles>,
 }
 
 /// Re-reads the configuration for a reload (the command line's file and flags again).

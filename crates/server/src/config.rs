@@ -998,6 +998,9 @@ pub struct Config {
     pub allow_root: bool,
     /// Requests per client address (nginx `limit_req`).
     pub rate_limit: crate::limits_ip::RateLimitConfig,
+    /// Virtual hosts (`[[site]]`, see `sites.rs`); none: the settings above serve every host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub site: Vec<crate::sites::SiteConfig>,
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
@@ -1042,6 +1045,7 @@ impl Default for Config {
             user: None,
             allow_root: false,
             rate_limit: Default::default(),
+            site: Vec::new(),
         }
     }
 }
@@ -1052,7 +1056,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 impl Config {
     /// Parses a TOML configuration.
     pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| toml_error(text, &e))
+        let cfg: Config = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        crate::sites::check(text, &cfg.site)?;
+        Ok(cfg)
     }
 
     /// Reads and parses a configuration file.

@@ -45,6 +45,7 @@ pub(crate) mod request;
 pub(crate) mod response;
 pub mod server;
 pub(crate) mod shutdown;
+pub mod sites;
 pub(crate) mod sys;
 // Fork, wait and signals, for the test harness too (its process-model and upgrade tests fork
 // and reap); not part of the library API.

@@ -76,6 +76,13 @@ impl Request {
             .filter(|h| !h.is_empty())
     }
 
+    /// [`Request::host`] as sent, bytes and all; empty if the request names no host.
+    pub fn host_bytes(&self) -> &[u8] {
+        self.head
+            .effective_host_span()
+            .map_or(&[][..], |span| span.get(&self.bytes))
+    }
+
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.head.header(&self.bytes, name)

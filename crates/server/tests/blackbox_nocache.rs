@@ -20,6 +20,8 @@ mod malformed;
 mod reload;
 #[path = "blackbox/shutdown.rs"]
 mod shutdown;
+#[path = "blackbox/sites.rs"]
+mod sites;
 #[path = "blackbox/stall.rs"]
 mod stall;
 #[path = "blackbox/static_files.rs"]

@@ -32,6 +32,8 @@ mod realip;
 mod reload;
 #[path = "blackbox/shutdown.rs"]
 mod shutdown;
+#[path = "blackbox/sites.rs"]
+mod sites;
 #[path = "blackbox/slow_clients.rs"]
 mod slow_clients;
 #[path = "blackbox/stall.rs"]

@@ -43,7 +43,14 @@ pub struct StaticFiles {
     cache: Option<Arc<ResponseCache>>,
     /// `charset = "utf-8"`: text types are declared UTF-8.
     utf8: bool,
+    /// Put before every cache key: a site's number, so that the roots of several sites
+    /// sharing the process's cache never share an entry (see `sites.rs`). Empty for the
+    /// top-level root.
+    key_prefix: Box<[u8]>,
 }
+
+/// A prefixed cache key up to this long is built on the stack.
+const STACK_KEY: usize = 256;
 
 /// Where a response's body comes from.
 enum Source {
@@ -87,7 +94,15 @@ impl StaticFiles {
             resolve,
             cache,
             utf8,
+            key_prefix: Box::default(),
         })
+    }
+
+    /// The same handler with cache keys starting with `prefix` (which no request path
+    /// starts with).
+    pub(crate) fn with_key_prefix(mut self, prefix: Vec<u8>) -> StaticFiles {
+        self.key_prefix = prefix.into();
+        self
     }
 
     /// Answers `req`, whose path (without query) the caller already holds.
@@ -122,7 +137,20 @@ impl StaticFiles {
                 Cow::Owned(key)
             }
         };
-        if let Some(entry) = self.cached(&key) {
+        let mut stack = [0u8; STACK_KEY];
+        let long;
+        let key: &[u8] = if self.key_prefix.is_empty() {
+            &key
+        } else if self.key_prefix.len() + key.len() <= STACK_KEY {
+            let n = self.key_prefix.len();
+            stack[..n].copy_from_slice(&self.key_prefix);
+            stack[n..n + key.len()].copy_from_slice(&key);
+            &stack[..n + key.len()]
+        } else {
+            long = [&self.key_prefix[..], &key].concat();
+            &long
+        };
+        if let Some(entry) = self.cached(key) {
             return answer(
                 req,
                 &conds,
@@ -142,7 +170,7 @@ impl StaticFiles {
             }
         };
         if meta.is_dir() {
-            return self.directory(req, &conds, &norm.rel, norm.trailing_slash, &key);
+            return self.directory(req, &conds, &norm.rel, norm.trailing_slash, key);
         }
         if !meta.is_file() {
             return Response::error(403);
@@ -151,7 +179,7 @@ impl StaticFiles {
             // "/file.txt/" names a directory that does not exist (nginx: 404).
             return Response::error(404);
         }
-        self.file(req, &conds, rel, file, &meta, &key)
+        self.file(req, &conds, rel, file, &meta, key)
     }
 
     /// A current cache entry for `key`: fresh, or stale and confirmed unchanged by one open

@@ -26,6 +26,7 @@ mod proxy;
 mod realip;
 mod reload;
 mod shutdown;
+mod sites;
 mod slow_clients;
 mod stall;
 mod static_files;

@@ -1,0 +1,1170 @@
+//! Virtual hosts (`[[site]]`) and their locations (`[[site.location]]`), as nginx's `server`
+//! and `location` blocks and Caddy's site blocks.
+//!
+//! A request's site is chosen once, by the name of its host ([`request_host`]): an exact name
+//! first (a hash map), then the longest matching wildcard (`*.example.test`, one hash lookup
+//! per dot of the name), then the `default = true` site; with none of them, the top-level
+//! settings answer as they do without sites. Within the site the location is chosen by the
+//! normalised path (the same normalisation the static files use, so `/%61dmin/` and
+//! `/x/../admin/` meet the `/admin/` location): an exact `path` first, else the longest
+//! `prefix`. Neither choice allocates for a path that needs no normalisation.
+//!
+//! [`Router`] is that choice alone, pure data, checked when the configuration is read (every
+//! refusal names the file's line and column, see [`check`]); [`Sites`] adds each site's
+//! handlers (its root's static files, CGI, proxies) and answers the request:
+//!
+//! - a location's action: `deny` (403), `redirect` (`$path` and `$query` substituted),
+//!   `proxy`, `cgi`, `try_files` (candidates under the site root; the last one may be a URI,
+//!   served by an internal redirect, or `=CODE`), or none (the site's handlers as usual);
+//! - then the site's error pages (`[site.errors]`): an error weft generated itself (not an
+//!   upstream's or a script's own answer) is answered with the page's body and the original
+//!   status, read from the site root through the static handler (and its cache); a missing
+//!   page leaves the built-in body, and a page is never routed, so pages cannot loop;
+//! - then the location's `headers`, added or replacing, on every answer of the location.
+//!
+//! Each site's static files share the process's response cache; their keys start with the
+//! site's number (`\0N\0`, a byte no request path has), so two roots never share an entry.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use weft_http::path::normalize;
+use weft_http::{site_name, Parser, MAX_SITE_NAME};
+
+use crate::app::{App, HandlersRef};
+use crate::body::RequestBody;
+use crate::cache::ResponseCache;
+use crate::config::{CgiConfig, Config, ProxyConfig, StaticConfig};
+use crate::handlers::cgi::{self, Cgi};
+use crate::handlers::proxy::Proxy;
+use crate::handlers::static_files::StaticFiles;
+use crate::response::{Body, Response};
+use crate::Request;
+
+/// One `[[site]]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SiteConfig {
+    /// Names this site answers (nginx `server_name`): exact (`example.test`) or a wildcard
+    /// (`*.example.test`: any name ending in `.example.test`), compared without case, port or
+    /// trailing dot.
+    pub hosts: Vec<String>,
+    /// Answers requests whose host no site names (nginx `default_server`); at most one site.
+    /// Without one, the top-level settings answer them.
+    pub default: bool,
+    /// The site's document root; none: the site serves no files (only its proxies, CGI and
+    /// redirects).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// How the site's files are served; not set: as the top-level `[static_files]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub static_files: Option<StaticConfig>,
+    /// The site's CGI scripts, as the top-level `[cgi]`; not set: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgi: Option<CgiConfig>,
+    /// The site's proxy mounts, as the top-level `[[proxy]]`; not set: none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proxy: Vec<ProxyConfig>,
+    /// `[[site.location]]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub location: Vec<LocationConfig>,
+    /// Custom error pages: status (`"404"`) to a path under the site root (nginx
+    /// `error_page 404 /404.html`, Caddy `handle_errors`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, String>,
+}
+
+/// One `[[site.location]]`: an exact `path` or a `prefix`, and what to do there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LocationConfig {
+    /// Paths starting with this (nginx `location /x/`); the longest matching prefix wins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// This path only (nginx `location = /y`); beats every prefix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Response header fields added, or replacing one of the same name, on every answer of
+    /// the location (Caddy `header`, nginx `add_header ... always`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// `"STATUS TARGET"`, e.g. `"301 https://example.test$path?$query"` (nginx `return`,
+    /// Caddy `redir`); STATUS one of 301, 302, 303, 307, 308.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect: Option<String>,
+    /// Files tried in order under the site root (nginx and Caddy `try_files`); the last entry
+    /// may instead be a URI served by an internal redirect, or `=CODE`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub try_files: Vec<String>,
+    /// Forward the location's requests to this upstream (`http://HOST:PORT`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
+    /// Run the executable files of this directory as CGI scripts under the location's prefix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgi: Option<PathBuf>,
+    /// Refuse the location's requests with 403 (nginx `deny all`).
+    pub deny: bool,
+}
+
+/// Statuses a `redirect` may have.
+pub const REDIRECT_STATUSES: [u16; 5] = [301, 302, 303, 307, 308];
+
+/// Fields a location may not set: the connection driver writes them (`response.rs`), or they
+/// are about the connection rather than the response (RFC 9110 §7.6.1).
+const DRIVER_FIELDS: [&str; 9] = [
+    "content-length",
+    "transfer-encoding",
+    "date",
+    "server",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+];
+
+/// A step of the path from the top of the configuration to a setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Seg {
+    Key(&'static str),
+    /// A key the user wrote (a header name, a status).
+    Name(String),
+    Index(usize),
+}
+
+/// A refused configuration: where (as a path of keys) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    at: Vec<Seg>,
+    msg: String,
+}
+
+impl Problem {
+    fn new(at: Vec<Seg>, msg: impl Into<String>) -> Problem {
+        Problem {
+            at,
+            msg: msg.into(),
+        }
+    }
+
+    /// The dotted key, as config errors name it (`site[1].hosts[0]`).
+    pub fn key(&self) -> String {
+        let mut out = String::new();
+        for s in &self.at {
+            match s {
+                Seg::Key(k) => push_key(&mut out, k),
+                Seg::Name(k) => push_key(&mut out, k),
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    }
+
+    /// `line L, column C: KEY: MESSAGE`, the position found in `text`, the file the
+    /// configuration was read from.
+    pub fn in_file(&self, text: &str) -> String {
+        match span_of(text, &self.at) {
+            Some(at) => {
+                let before = &text[..at.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                format!("line {line}, column {column}: {self}")
+            }
+            None => self.to_string(),
+        }
+    }
+}
+
+fn push_key(out: &mut String, k: &str) {
+    if !out.is_empty() {
+        out.push('.');
+    }
+    out.push_str(k);
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key(), self.msg)
+    }
+}
+
+/// The byte offset in `text` of the setting `at` names (its value, else its key), or of the
+/// deepest table on the way that has a position.
+fn span_of(text: &str, at: &[Seg]) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut item = doc.as_item();
+    let mut best = None;
+    for seg in at {
+        let next = match seg {
+            Seg::Key(k) => keyed(item, k, &mut best),
+            Seg::Name(k) => keyed(item, k, &mut best),
+            Seg::Index(i) => item.get(*i),
+        };
+        match next {
+            Some(n) => {
+                item = n;
+                // A key the user chose (a header name, a status) is itself what is wrong.
+                if let (Some(s), false) = (n.span(), matches!(seg, Seg::Name(_))) {
+                    best = Some(s.start);
+                }
+            }
+            None => break,
+        }
+    }
+    best
+}
+
+fn keyed<'a>(
+    item: &'a toml_edit::Item,
+    k: &str,
+    best: &mut Option<usize>,
+) -> Option<&'a toml_edit::Item> {
+    let table = item.as_table_like()?;
+    if let Some(s) = table.key(k).and_then(|key| key.span()) {
+        *best = Some(s.start);
+    }
+    table.get(k)
+}
+
+/// Checks the `[[site]]` entries of a configuration read from `text`: the refusal, if any,
+/// as `line L, column C: KEY: MESSAGE`.
+pub fn check(text: &str, sites: &[SiteConfig]) -> Result<(), String> {
+    Router::new(sites).map(drop).map_err(|p| p.in_file(text))
+}
+
+/// A part of a `redirect` target or a `try_files` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    /// `$path`: the request path as sent (percent-encoded, without the query).
+    Path,
+    /// `$query`: the query without `?`; `?$query` is left out whole when there is none.
+    Query,
+}
+
+/// A target with `$path` and `$query` to fill in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Template(Vec<Piece>);
+
+impl Template {
+    fn parse(s: &str) -> Result<Template, String> {
+        let mut pieces = Vec::new();
+        let mut rest = s;
+        while let Some(i) = rest.find('$') {
+            if i > 0 {
+                pieces.push(Piece::Text(rest[..i].to_string()));
+            }
+            let name_len = rest[i + 1..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len() - i - 1);
+            pieces.push(match &rest[i + 1..i + 1 + name_len] {
+                "path" => Piece::Path,
+                "query" => Piece::Query,
+                other => return Err(format!("unknown variable `${other}` (use $path or $query)")),
+            });
+            rest = &rest[i + 1 + name_len..];
+        }
+        if !rest.is_empty() {
+            pieces.push(Piece::Text(rest.to_string()));
+        }
+        Ok(Template(pieces))
+    }
+
+    /// The target for a request with `path` and `query`.
+    pub(crate) fn render(&self, path: &str, query: Option<&str>) -> String {
+        let mut out = String::new();
+        for p in &self.0 {
+            match p {
+                Piece::Text(t) => out.push_str(t),
+                Piece::Path => out.push_str(path),
+                Piece::Query => match query {
+                    Some(q) if !q.is_empty() => out.push_str(q),
+                    _ => {
+                        if out.ends_with('?') {
+                            out.pop();
+                        }
+                    }
+                },
+            }
+        }
+        out
+    }
+}
+
+/// What a location does with its requests (besides its headers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// The site's handlers answer, as without the location.
+    Pass,
+    Deny,
+    Redirect {
+        status: u16,
+        target: Template,
+    },
+    /// Candidates under the root, then the last entry.
+    TryFiles {
+        files: Vec<Template>,
+        last: Last,
+    },
+    Proxy(String),
+    Cgi(PathBuf),
+}
+
+/// The last `try_files` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Last {
+    /// A file like the others, else 404.
+    File(Template),
+    /// A URI (starting with `/` once filled in), served by an internal redirect.
+    Uri(Template),
+    /// `=CODE`.
+    Status(u16),
+}
+
+/// One location, compiled.
+#[derive(Debug, Clone)]
+pub(crate) struct Rules {
+    /// The location as written (`prefix /x/` or `path /y`), for logs.
+    name: String,
+    headers: Vec<(String, String)>,
+    action: Action,
+}
+
+/// A site's location matcher: exact paths in a hash map, prefixes longest first.
+#[derive(Debug, Default)]
+struct Locations {
+    exact: HashMap<Box<[u8]>, usize>,
+    prefixes: Vec<(Box<[u8]>, usize)>,
+}
+
+impl Locations {
+    fn find(&self, path: &[u8]) -> Option<usize> {
+        if let Some(&i) = self.exact.get(path) {
+            return Some(i);
+        }
+        self.prefixes
+            .iter()
+            .find(|(p, _)| path.starts_with(p))
+            .map(|&(_, i)| i)
+    }
+}
+
+/// One site's routing data.
+#[derive(Debug)]
+struct SiteRules {
+    /// The first host (or `default`), for logs.
+    name: String,
+    locations: Locations,
+    rules: Vec<Rules>,
+    errors: Vec<(u16, String)>,
+}
+
+/// The host table and every site's location matcher: which site and location a request
+/// goes to, without handlers (so it can be built and measured without any file).
+#[derive(Debug)]
+pub struct Router {
+    exact: HashMap<Box<[u8]>, usize>,
+    /// Wildcards by their suffix with its dot (`*.example.test` as `.example.test`).
+    wildcard: HashMap<Box<[u8]>, usize>,
+    default: Option<usize>,
+    sites: Vec<SiteRules>,
+}
+
+impl Router {
+    /// Checks and compiles `sites`.
+    pub fn new(sites: &[SiteConfig]) -> Result<Router, Problem> {
+        let mut router = Router {
+            exact: HashMap::new(),
+            wildcard: HashMap::new(),
+            default: None,
+            sites: Vec::with_capacity(sites.len()),
+        };
+        // Where each name was first given, to name both in an overlap.
+        let mut seen: HashMap<Box<[u8]>, usize> = HashMap::new();
+        for (i, site) in sites.iter().enumerate() {
+            let at = |rest: &[Seg]| {
+                let mut v = vec![Seg::Key("site"), Seg::Index(i)];
+                v.extend_from_slice(rest);
+                v
+            };
+            if site.default {
+                if let Some(first) = router.default {
+                    return Err(Problem::new(
+                        at(&[Seg::Key("default")]),
+                        format!("site[{first}] is already the default site"),
+                    ));
+                }
+                router.default = Some(i);
+            }
+            if site.hosts.is_empty() && !site.default {
+                return Err(Problem::new(
+                    at(&[]),
+                    "a site needs `hosts` or `default = true`",
+                ));
+            }
+            for (j, pattern) in site.hosts.iter().enumerate() {
+                let here = at(&[Seg::Key("hosts"), Seg::Index(j)]);
+                let (key, wild) =
+                    host_pattern(pattern).map_err(|m| Problem::new(here.clone(), m))?;
+                let mut seen_key = key.clone().into_vec();
+                if wild {
+                    seen_key.insert(0, b'*');
+                }
+                if let Some(&first) = seen.get(&seen_key[..]) {
+                    return Err(Problem::new(
+                        here,
+                        format!("overlapping hosts: `{pattern}` is also a host of site[{first}]"),
+                    ));
+                }
+                seen.insert(seen_key.into(), i);
+                if wild {
+                    router.wildcard.insert(key, i);
+                } else {
+                    router.exact.insert(key, i);
+                }
+            }
+            router.sites.push(site_rules(site, &at)?);
+        }
+        Ok(router)
+    }
+
+    /// The site for a `Host` value or authority (`None`: the top-level settings).
+    pub fn site(&self, host: &[u8]) -> Option<usize> {
+        let mut buf = [0u8; MAX_SITE_NAME];
+        let Some(name) = site_name(host, &mut buf) else {
+            return self.default;
+        };
+        if let Some(&i) = self.exact.get(name) {
+            return Some(i);
+        }
+        if !self.wildcard.is_empty() {
+            // The longest suffix first: from the first dot on.
+            let mut at = 0;
+            while let Some(dot) = name[at..].iter().position(|&b| b == b'.') {
+                let suffix = &name[at + dot..];
+                if let Some(&i) = self.wildcard.get(suffix) {
+                    return Some(i);
+                }
+                at += dot + 1;
+            }
+        }
+        self.default
+    }
+
+    /// The location of site `site` for a normalised path (see [`normal_path`]).
+    pub fn location(&self, site: usize, path: &[u8]) -> Option<usize> {
+        self.sites.get(site)?.locations.find(path)
+    }
+
+    /// Site and location for a request's host and path (percent-encoded, as sent): what
+    /// [`Sites`] decides per request, alone.
+    pub fn route(&self, host: &[u8], path: &str) -> Option<(usize, Option<usize>)> {
+        let site = self.site(host)?;
+        let loc = normal_path(path)
+            .ok()
+            .and_then(|p| self.location(site, p.as_bytes()));
+        Some((site, loc))
+    }
+
+    /// nginx's rule for a TLS connection (RFC 9110 §15.5.20): with an SNI name, a request
+    /// whose host selects another site than the SNI name did is misdirected (421): the
+    /// certificate the client checked was not that site's. Without SNI nothing is checked.
+    pub fn misdirected(&self, sni: Option<&[u8]>, host: &[u8]) -> bool {
+        match sni {
+            Some(sni) => self.site(sni) != self.site(host),
+            None => false,
+        }
+    }
+}
+
+/// A request path in normal form (`/` plus the normalised segments, `/` at the end if the
+/// request had one); borrowed when it needs no normalisation (the common case).
+pub fn normal_path(path: &str) -> Result<Cow<'_, str>, weft_http::path::PathError> {
+    let n = normalize(path)?;
+    Ok(match n.rel {
+        // A path without escapes or dot segments is its own normal form.
+        Cow::Borrowed(_) => Cow::Borrowed(path),
+        Cow::Owned(rel) => {
+            let mut p = String::with_capacity(rel.len() + 2);
+            p.push('/');
+            p.push_str(&String::from_utf8_lossy(&rel));
+            if n.trailing_slash && !rel.is_empty() {
+                p.push('/');
+            }
+            Cow::Owned(p)
+        }
+    })
+}
+
+/// A host pattern's key and whether it is a wildcard.
+fn host_pattern(p: &str) -> Result<(Box<[u8]>, bool), String> {
+    let (name, wild) = match p.strip_prefix("*.") {
+        Some(rest) => (rest, true),
+        None => (p, false),
+    };
+    let bad = || {
+        format!(
+            "`{p}` is not a host name (a name like `example.test`, or `*.example.test`; no port)"
+        )
+    };
+    if name.is_empty() || name.contains('*') || !weft_http::valid_host(name.as_bytes()) {
+        return Err(bad());
+    }
+    if name.starts_with('[') && wild {
+        return Err(bad());
+    }
+    let mut buf = [0u8; MAX_SITE_NAME];
+    let key = site_name(name.as_bytes(), &mut buf).ok_or_else(bad)?;
+    // A port was given: `site_name` dropped it.
+    if !name
+        .trim_end_matches('.')
+        .eq_ignore_ascii_case(&String::from_utf8_lossy(key))
+    {
+        return Err(bad());
+    }
+    let mut k = Vec::with_capacity(key.len() + 1);
+    if wild {
+        k.push(b'.');
+    }
+    k.extend_from_slice(key);
+    Ok((k.into(), wild))
+}
+
+fn site_rules(site: &SiteConfig, at: &dyn Fn(&[Seg]) -> Vec<Seg>) -> Result<SiteRules, Problem> {
+    let mut locations = Locations::default();
+    let mut rules = Vec::with_capacity(site.location.len());
+    let mut prefixes = Vec::new();
+    for (k, loc) in site.location.iter().enumerate() {
+        let here = |rest: &[Seg]| {
+            let mut v = at(&[Seg::Key("location"), Seg::Index(k)]);
+            v.extend_from_slice(rest);
+            v
+        };
+        let (key, exact, name) = match (&loc.prefix, &loc.path) {
+            (Some(p), None) => (p, false, format!("prefix {p}")),
+            (None, Some(p)) => (p, true, format!("path {p}")),
+            _ => {
+                return Err(Problem::new(
+                    here(&[]),
+                    "a location needs exactly one of `prefix` or `path`",
+                ))
+            }
+        };
+        let key_seg = Seg::Key(if exact { "path" } else { "prefix" });
+        if normal_path(key).ok().as_deref() != Some(key.as_str()) {
+            return Err(Problem::new(
+                here(&[key_seg]),
+                format!("`{key}` must be a path in normal form (starting with `/`, no `%`, `.` or `..` segments, no `//`)"),
+            ));
+        }
+        let taken = if exact {
+            locations.exact.insert(key.as_bytes().into(), k).is_some()
+        } else if prefixes
+            .iter()
+            .any(|(p, _): &(Box<[u8]>, usize)| &**p == key.as_bytes())
+        {
+            true
+        } else {
+            prefixes.push((key.as_bytes().into(), k));
+            false
+        };
+        if taken {
+            return Err(Problem::new(
+                here(&[key_seg]),
+                format!("another location of this site has {name}"),
+            ));
+        }
+        let mut headers = Vec::with_capacity(loc.headers.len());
+        for (h, v) in &loc.headers {
+            let at_h = here(&[Seg::Key("headers"), Seg::Name(h.clone())]);
+            if !weft_http::response::valid_name(h.as_bytes()) {
+                return Err(Problem::new(
+                    at_h,
+                    format!("`{h}` is not a header field name"),
+                ));
+            }
+            if DRIVER_FIELDS.iter().any(|d| d.eq_ignore_ascii_case(h)) {
+                return Err(Problem::new(
+                    at_h,
+                    format!(
+                        "`{h}` is set by the server for each response; a location cannot set it"
+                    ),
+                ));
+            }
+            if !weft_http::response::valid_value(v.as_bytes()) {
+                return Err(Problem::new(
+                    at_h,
+                    "a header value cannot hold control characters",
+                ));
+            }
+            headers.push((h.clone(), v.clone()));
+        }
+        let mut actions = Vec::new();
+        if loc.deny {
+            actions.push(("deny", Action::Deny));
+        }
+        if let Some(r) = &loc.redirect {
+            let a = redirect(r).map_err(|m| Problem::new(here(&[Seg::Key("redirect")]), m))?;
+            actions.push(("redirect", a));
+        }
+        if !loc.try_files.is_empty() {
+            let a = try_files(&loc.try_files)
+                .map_err(|(j, m)| Problem::new(here(&[Seg::Key("try_files"), Seg::Index(j)]), m))?;
+            actions.push(("try_files", a));
+        }
+        if let Some(up) = &loc.proxy {
+            if !up.starts_with("http://") {
+                return Err(Problem::new(
+                    here(&[Seg::Key("proxy")]),
+                    format!("`{up}`: the upstream must be an http:// URL"),
+                ));
+            }
+            actions.push(("proxy", Action::Proxy(up.clone())));
+        }
+        if let Some(dir) = &loc.cgi {
+            if exact || !key.ends_with('/') {
+                return Err(Problem::new(
+                    here(&[Seg::Key("cgi")]),
+                    "a CGI directory is mounted at a `prefix` ending in `/`",
+                ));
+            }
+            actions.push(("cgi", Action::Cgi(dir.clone())));
+        }
+        if actions.len() > 1 {
+            let names: Vec<&str> = actions.iter().map(|(n, _)| *n).collect();
+            return Err(Problem::new(
+                here(&[Seg::Key(actions[1].0)]),
+                format!(
+                    "a location does one thing; this one has {}",
+                    names.join(" and ")
+                ),
+            ));
+        }
+        let action = actions.pop().map_or(Action::Pass, |(_, a)| a);
+        let serves_files = match &action {
+            Action::TryFiles { .. } => true,
+            Action::Pass => site.proxy.is_empty() && site.cgi.is_none(),
+            _ => false,
+        };
+        if serves_files && site.root.is_none() {
+            return Err(Problem::new(
+                here(&[key_seg]),
+                "this location serves files but its site has no `root`",
+            ));
+        }
+        rules.push(Rules {
+            name,
+            headers,
+            action,
+        });
+    }
+    // Longest first, so the first match is the longest (stable: equal lengths cannot both
+    // match one path unless equal, refused above).
+    prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    locations.prefixes = prefixes;
+    let mut errors = Vec::with_capacity(site.errors.len());
+    for (status, page) in &site.errors {
+        let here = at(&[Seg::Key("errors"), Seg::Name(status.clone())]);
+        let code = status
+            .parse::<u16>()
+            .ok()
+            .filter(|c| (400..=599).contains(c))
+            .ok_or_else(|| {
+                Problem::new(
+                    here.clone(),
+                    format!("`{status}` is not an error status (400 to 599)"),
+                )
+            })?;
+        if normal_path(page).ok().as_deref() != Some(page.as_str()) || page.ends_with('/') {
+            return Err(Problem::new(
+                here,
+                format!(
+                    "`{page}` must be the path of a file under the site root, like \"/404.html\""
+                ),
+            ));
+        }
+        if site.root.is_none() {
+            return Err(Problem::new(
+                here,
+                "error pages are files: the site needs a `root`",
+            ));
+        }
+        errors.push((code, page.clone()));
+    }
+    let name = site
+        .hosts
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "default".into());
+    Ok(SiteRules {
+        name,
+        locations,
+        rules,
+        errors,
+    })
+}
+
+fn redirect(r: &str) -> Result<Action, String> {
+    let usage = "expected \"STATUS TARGET\" like \"301 https://example.test$path\"";
+    let (status, target) = r
+        .trim()
+        .split_once(char::is_whitespace)
+        .ok_or_else(|| usage.to_string())?;
+    let target = target.trim();
+    let status: u16 = status.parse().map_err(|_| usage.to_string())?;
+    if !REDIRECT_STATUSES.contains(&status) {
+        return Err(format!(
+            "status {status}: a redirect is 301, 302, 303, 307 or 308"
+        ));
+    }
+    if target.is_empty() || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(format!(
+            "{usage}; the target has no spaces or control characters"
+        ));
+    }
+    Ok(Action::Redirect {
+        status,
+        target: Template::parse(target)?,
+    })
+}
+
+fn try_files(list: &[String]) -> Result<Action, (usize, String)> {
+    let (last_text, files_text) = list.split_last().expect("checked non-empty");
+    let mut files = Vec::with_capacity(files_text.len());
+    let candidate = |j: usize, f: &str| {
+        if !(f.starts_with('/') || f.starts_with("$path")) {
+            return Err((
+                j,
+                format!("`{f}` must be a path under the root (starting with `/` or `$path`)"),
+            ));
+        }
+        Template::parse(f).map_err(|m| (j, m))
+    };
+    for (j, f) in files_text.iter().enumerate() {
+        if f.starts_with('=') {
+            return Err((j, format!("`{f}`: only the last entry may be `=CODE`")));
+        }
+        files.push(candidate(j, f)?);
+    }
+    let j = list.len() - 1;
+    let last = if let Some(code) = last_text.strip_prefix('=') {
+        let code = code
+            .parse::<u16>()
+            .ok()
+            .filter(|c| (400..=599).contains(c))
+            .ok_or((
+                j,
+                format!("`{last_text}`: expected =CODE with an error status (400 to 599)"),
+            ))?;
+        Last::Status(code)
+    } else if list.len() == 1 {
+        // A lone entry is a file to try, else 404 (nginx wants a fallback after the files).
+        Last::File(candidate(j, last_text)?)
+    } else {
+        // As nginx: the last entry is a URI to serve instead.
+        Last::Uri(candidate(j, last_text)?)
+    };
+    Ok(Action::TryFiles { files, last })
+}
+
+/// The host a request is for: the authority of an absolute-form target (RFC 9112 §3.2.2: it
+/// wins over `Host`), else the `Host` field; empty if neither.
+pub(crate) fn request_host(req: &Request) -> &[u8] {
+    req.host_bytes()
+}
+
+/// A site's handlers, as the top-level ones of [`App`].
+#[derive(Debug, Default)]
+pub(crate) struct Handlers {
+    pub(crate) proxy: Option<Proxy>,
+    pub(crate) cgi: Option<Cgi>,
+    pub(crate) cgi_ext: Option<Cgi>,
+    pub(crate) static_files: Option<StaticFiles>,
+}
+
+impl Handlers {
+    pub(crate) fn as_ref(&self) -> HandlersRef<'_> {
+        HandlersRef {
+            proxy: self.proxy.as_ref(),
+            cgi: self.cgi.as_ref(),
+            cgi_ext: self.cgi_ext.as_ref(),
+            static_files: self.static_files.as_ref(),
+        }
+    }
+}
+
+/// A location's own proxy or CGI mount.
+#[derive(Debug, Default)]
+struct LocationHandlers {
+    proxy: Option<Proxy>,
+    cgi: Option<Cgi>,
+}
+
+#[derive(Debug)]
+struct Site {
+    handlers: Handlers,
+    locations: Vec<LocationHandlers>,
+}
+
+/// Every configured site with its handlers.
+#[derive(Debug)]
+pub(crate) struct Sites {
+    router: Router,
+    sites: Vec<Site>,
+}
+
+impl Sites {
+    /// The sites of `cfg` (`None` without `[[site]]`), their static files answering from
+    /// `cache`.
+    pub(crate) fn new(
+        cfg: &Config,
+        cache: Option<&Arc<ResponseCache>>,
+    ) -> std::io::Result<Option<Sites>> {
+        if cfg.site.is_empty() {
+            return Ok(None);
+        }
+        let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+        let router = Router::new(&cfg.site).map_err(|p| invalid(p.to_string()))?;
+        let mut sites = Vec::with_capacity(cfg.site.len());
+        for (i, (sc, rules)) in cfg.site.iter().zip(&router.sites).enumerate() {
+            let named = |e: std::io::Error| {
+                std::io::Error::new(e.kind(), format!("site[{i}] ({}): {e}", rules.name))
+            };
+            let static_cfg = sc
+                .static_files
+                .clone()
+                .unwrap_or_else(|| cfg.static_files.clone());
+            let static_files = match &sc.root {
+                Some(root) if static_cfg.enabled => Some(
+                    StaticFiles::with_cache(root, static_cfg, cache.cloned())
+                        .map_err(|e| {
+                            named(std::io::Error::new(
+                                e.kind(),
+                                format!("document root {}: {e}", root.display()),
+                            ))
+                        })?
+                        .with_key_prefix(format!("\0{i}\0").into_bytes()),
+                ),
+                _ => None,
+            };
+            // CGI's DOCUMENT_ROOT: the site's root, else the top-level one.
+            let doc_root = sc.root.as_deref().unwrap_or(&cfg.root);
+            let cgi_cfg = sc.cgi.clone().unwrap_or_default();
+            if !cgi_cfg.extensions.is_empty() && sc.root.is_none() {
+                return Err(named(invalid(
+                    "cgi.extensions runs scripts under the root: the site needs a `root`".into(),
+                )));
+            }
+            let handlers = Handlers {
+                proxy: Proxy::new(&sc.proxy).map_err(named)?,
+                cgi: Cgi::new(&cgi_cfg, doc_root).map_err(named)?,
+                cgi_ext: Cgi::by_extension(&cgi_cfg, doc_root).map_err(named)?,
+                static_files,
+            };
+            let mut locations = Vec::with_capacity(rules.rules.len());
+            for (lc, r) in sc.location.iter().zip(&rules.rules) {
+                let mount = lc
+                    .prefix
+                    .clone()
+                    .or_else(|| lc.path.clone())
+                    .unwrap_or_default();
+                let lh = match &r.action {
+                    Action::Proxy(up) => LocationHandlers {
+                        proxy: Proxy::new(&[ProxyConfig {
+                            prefix: mount,
+                            upstream: up.clone(),
+                            ..ProxyConfig::default()
+                        }])
+                        .map_err(named)?,
+                        cgi: None,
+                    },
+                    Action::Cgi(dir) => LocationHandlers {
+                        proxy: None,
+                        cgi: Cgi::new(
+                            &CgiConfig {
+                                dir: Some(dir.clone()),
+                                prefix: mount,
+                                timeout: sc.cgi.as_ref().unwrap_or(&cfg.cgi).timeout,
+                                extensions: Vec::new(),
+                            },
+                            doc_root,
+                        )
+                        .map_err(named)?,
+                    },
+                    _ => LocationHandlers::default(),
+                };
+                locations.push(lh);
+            }
+            sites.push(Site {
+                handlers,
+                locations,
+            });
+        }
+        Ok(Some(Sites { router, sites }))
+    }
+
+    /// Answers `req` if a site takes it; `None`: the top-level settings answer.
+    pub(crate) fn handle(
+        &self,
+        app: &App,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        redirects: usize,
+    ) -> Option<Response> {
+        let host = request_host(req);
+        // The connection's TLS server name goes here once TLS provides it; plain HTTP has none.
+        let sni: Option<&[u8]> = None;
+        if self.router.misdirected(sni, host) {
+            log::info!(
+                "{}: host {:?} is not the site of the TLS server name; answering 421",
+                req.peer_addr(),
+                String::from_utf8_lossy(host)
+            );
+            return Some(Response::error(421));
+        }
+        let i = self.router.site(host)?;
+        let (site, rules) = (&self.sites[i], &self.router.sites[i]);
+        let loc = normal_path(req.path())
+            .ok()
+            .and_then(|p| rules.locations.find(p.as_bytes()));
+        let mut resp = match loc {
+            None => app.dispatch(site.handlers.as_ref(), req, body, redirects),
+            Some(l) => self.location(
+                app,
+                site,
+                &rules.rules[l],
+                &site.locations[l],
+                req,
+                body,
+                redirects,
+            ),
+        };
+        if resp.status >= 400 && !rules.errors.is_empty() {
+            resp = error_page(site, rules, req, resp);
+        }
+        if let Some(l) = loc {
+            let headers = &rules.rules[l].headers;
+            if !headers.is_empty() {
+                resp = with_headers(resp, headers);
+            }
+        }
+        Some(resp)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn location(
+        &self,
+        app: &App,
+        site: &Site,
+        rules: &Rules,
+        own: &LocationHandlers,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        redirects: usize,
+    ) -> Response {
+        let here = site.handlers.as_ref();
+        match &rules.action {
+            Action::Pass => app.dispatch(here, req, body, redirects),
+            Action::Deny => {
+                log::info!(
+                    "{}: {} denied by location {}",
+                    req.peer_addr(),
+                    req.path(),
+                    rules.name
+                );
+                Response::error(403)
+            }
+            Action::Redirect { status, target } => {
+                Response::new(*status).header("Location", target.render(req.path(), req.query()))
+            }
+            Action::Proxy(_) => app.dispatch(
+                HandlersRef {
+                    proxy: own.proxy.as_ref(),
+                    ..here
+                },
+                req,
+                body,
+                redirects,
+            ),
+            Action::Cgi(_) => app.dispatch(
+                HandlersRef {
+                    cgi: own.cgi.as_ref(),
+                    cgi_ext: None,
+                    proxy: None,
+                    ..here
+                },
+                req,
+                body,
+                redirects,
+            ),
+            Action::TryFiles { files, last } => {
+                let Some(files_of) = here.static_files else {
+                    return Response::error(404);
+                };
+                let (path, query) = (req.path(), req.query());
+                for f in files {
+                    if let Some(r) = try_file(files_of, req, &f.render(path, query)) {
+                        return r;
+                    }
+                }
+                match last {
+                    Last::File(f) => try_file(files_of, req, &f.render(path, query))
+                        .unwrap_or_else(|| Response::error(404)),
+                    Last::Status(code) => Response::error(*code),
+                    Last::Uri(t) => {
+                        let target = t.render(path, query);
+                        let next = (redirects < cgi::MAX_LOCAL_REDIRECTS)
+                            .then(|| internal_request(req, &target, app.cfg.limits.http()))
+                            .flatten();
+                        match next {
+                            Some(next) => app.handle_redirected(&next, body, redirects + 1),
+                            None => {
+                                log::error!(
+                                    "{}: try_files of location {} to {target:?} refused \
+                                     (invalid, or more than {} internal redirects in a row); \
+                                     answering 500",
+                                    req.peer_addr(),
+                                    rules.name,
+                                    cgi::MAX_LOCAL_REDIRECTS
+                                );
+                                Response::error(500)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The answer for `path` under the root if it names a file (or, ending in `/`, a directory
+/// with an index); `None` if there is nothing there to serve.
+fn try_file(files: &StaticFiles, req: &Request, path: &str) -> Option<Response> {
+    let resp = files.handle_path(req, path);
+    match resp.status {
+        404 => None,
+        // The redirect of a directory named without its slash: not a file (nginx's `$uri`
+        // does not match a directory either).
+        301 => None,
+        _ => Some(resp),
+    }
+}
+
+/// `req` with target `target` instead (same method, fields and connection facts): the
+/// request an internal redirect serves.
+fn internal_request(req: &Request, target: &str, limits: weft_http::Limits) -> Option<Request> {
+    let version = match req.version() {
+        weft_http::Version::Http10 => "HTTP/1.0",
+        weft_http::Version::Http11 => "HTTP/1.1",
+    };
+    let mut raw = format!("{} {target} {version}\r\n", req.method_str()).into_bytes();
+    for (name, value) in req.headers() {
+        raw.extend_from_slice(name.as_bytes());
+        raw.extend_from_slice(b": ");
+        raw.extend_from_slice(value);
+        raw.extend_from_slice(b"\r\n");
+    }
+    raw.extend_from_slice(b"\r\n");
+    parsed(raw, req, limits)
+}
+
+/// The request whose whole head is `raw`, from the same client as `like`.
+fn parsed(raw: Vec<u8>, like: &Request, limits: weft_http::Limits) -> Option<Request> {
+    let mut parser = Parser::new(limits);
+    match parser.parse(&raw) {
+        Ok(Some(n)) if n == raw.len() => Some(Request::new(
+            Bytes::from(raw),
+            parser.take_head(),
+            like.peer_addr(),
+            like.local_addr(),
+        )),
+        _ => None,
+    }
+}
+
+/// The end of every page `Response::error` builds: how an error weft generated is told from
+/// an upstream's or a script's own answer with the same status.
+const BUILTIN_ERROR_END: &[u8] = b"<hr><center>weft</center>\r\n</body>\r\n</html>\r\n";
+
+fn is_builtin_error(resp: &Response) -> bool {
+    matches!(&resp.body, Body::Bytes(b) if b.ends_with(BUILTIN_ERROR_END))
+}
+
+/// `resp` with the site's page for its status as body, if it has one that can be read.
+fn error_page(site: &Site, rules: &SiteRules, req: &Request, resp: Response) -> Response {
+    let Some((_, page)) = rules.errors.iter().find(|(s, _)| *s == resp.status) else {
+        return resp;
+    };
+    let Some(files) = &site.handlers.static_files else {
+        return resp;
+    };
+    if !is_builtin_error(&resp) {
+        return resp;
+    }
+    // A plain GET of the page: none of the request's conditions or ranges apply to it.
+    let get = format!("GET {page} HTTP/1.0\r\n\r\n").into_bytes();
+    let Some(page_req) = parsed(get, req, weft_http::Limits::default()) else {
+        return resp;
+    };
+    let found = unprepared(files.handle_path(&page_req, page));
+    if found.status != 200 {
+        log::warn!(
+            "error page {page} of site {} answers {}; sending the built-in page",
+            rules.name,
+            found.status
+        );
+        return resp;
+    }
+    let mut out = Response::new(resp.status);
+    out.close = resp.close;
+    // The original's fields stay (`Allow` of a 405, `Content-Range` of a 416), but those
+    // about its body.
+    for (n, v) in resp.headers {
+        if !n.eq_ignore_ascii_case("content-type") {
+            out.headers.push((n, v));
+        }
+    }
+    if let Some(ct) = found.get_header("Content-Type") {
+        out.headers
+            .push(("Content-Type".into(), ct.to_vec().into()));
+    }
+    out.body = found.body;
+    out
+}
+
+/// A cached response as an ordinary one with the same fields and the cached body (shared,
+/// not copied), so that fields can be added to it: the driver sends a cached entry's own
+/// encoded head (`conn::encode_prepared`), not the response's fields.
+fn unprepared(resp: Response) -> Response {
+    let Body::Prepared(entry) = &resp.body else {
+        return resp;
+    };
+    let v = entry.validators();
+    Response::new(resp.status)
+        .header("Last-Modified", v.last_modified.to_vec())
+        .header("ETag", v.etag.clone())
+        .header("Content-Type", v.content_type)
+        .header("Accept-Ranges", "bytes")
+        .body(Body::Bytes(entry.body().clone()))
+}
+
+/// `resp` with `headers` added, each replacing any field of the same name.
+fn with_headers(resp: Response, headers: &[(String, String)]) -> Response {
+    let mut resp = unprepared(resp);
+    for (name, value) in headers {
+        resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        resp.headers.push((
+            Cow::Owned(name.clone()),
+            Cow::Owned(value.clone().into_bytes()),
+        ));
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,441 @@
+//! Virtual hosts and locations (`[[site]]`, `[[site.location]]`, `[site.errors]`): the site
+//! chosen by `Host` (exact, wildcard, default, the top-level settings when none matches, the
+//! authority of an absolute-form target), the location by exact path or longest prefix, and
+//! what a location does: headers, redirects with `$path`/`$query`, try_files with an SPA
+//! fallback, deny, proxy, CGI, custom error pages; static files of a site still answered from
+//! the response cache.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::common::{Builder, ReadError, Response, Server, INDEX_HTML};
+
+/// A directory beside the test's document root, with `files` in it.
+fn site_root(b: &Builder, name: &str, files: &[(&str, &[u8])]) -> PathBuf {
+    let dir = b.dir().join(name);
+    for (rel, body) in files {
+        let p = dir.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, body).unwrap();
+    }
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn get_host(srv: &Server, host: &str, target: &str) -> Response {
+    srv.send(
+        format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+fn head_host(srv: &Server, host: &str, target: &str) -> Response {
+    let mut c = srv.connect();
+    c.send(
+        format!("HEAD {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    c.read_head_response().expect("a response to HEAD")
+}
+
+fn toml_path(p: &Path) -> String {
+    format!("{:?}", p.display().to_string())
+}
+
+#[test]
+fn the_host_picks_the_site() {
+    let b = Builder::new("sites-hosts").no_echo();
+    let a = site_root(
+        &b,
+        "a",
+        &[("index.html", b"site a\n"), ("only-a.txt", b"A\n")],
+    );
+    let w = site_root(&b, "w", &[("index.html", b"wildcard\n")]);
+    let cfg = format!(
+        "[[site]]\nhosts = [\"a.test\", \"www.a.test\"]\nroot = {}\n\
+         [[site]]\nhosts = [\"*.w.test\"]\nroot = {}\n",
+        toml_path(&a),
+        toml_path(&w)
+    );
+    let srv = b.config(&cfg).start();
+    assert_eq!(get_host(&srv, "a.test", "/").body, b"site a\n");
+    assert_eq!(get_host(&srv, "WWW.A.Test:8080", "/").body, b"site a\n");
+    assert_eq!(get_host(&srv, "a.test.", "/only-a.txt").body, b"A\n");
+    assert_eq!(get_host(&srv, "x.w.test", "/").body, b"wildcard\n");
+    assert_eq!(get_host(&srv, "x.y.w.test", "/").body, b"wildcard\n");
+    // No site names it and none is the default: the top-level root answers.
+    let r = get_host(&srv, "w.test", "/");
+    assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
+    assert_eq!(get_host(&srv, "other.test", "/").body, INDEX_HTML);
+    assert_eq!(get_host(&srv, "other.test", "/only-a.txt").status, 404);
+    // HTTP/1.0 without Host: the top-level root too.
+    let r = srv.send(b"GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(r.body, INDEX_HTML);
+    // An absolute-form target's authority wins over Host (RFC 9112 §3.2.2).
+    let r = srv.send(
+        b"GET http://a.test/only-a.txt HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"A\n"[..]));
+    srv.assert_alive();
+}
+
+#[test]
+fn the_default_site_takes_unknown_hosts() {
+    let b = Builder::new("sites-default").no_echo();
+    let a = site_root(&b, "a", &[("index.html", b"site a\n")]);
+    let d = site_root(&b, "d", &[("index.html", b"default site\n")]);
+    let cfg = format!(
+        "[[site]]\nhosts = [\"a.test\"]\nroot = {}\n[[site]]\ndefault = true\nroot = {}\n",
+        toml_path(&a),
+        toml_path(&d)
+    );
+    let srv = b.config(&cfg).start();
+    assert_eq!(get_host(&srv, "a.test", "/").body, b"site a\n");
+    assert_eq!(get_host(&srv, "b.test", "/").body, b"default site\n");
+    assert_eq!(srv.send(b"GET / HTTP/1.0\r\n\r\n").body, b"default site\n");
+}
+
+const SPA_INDEX: &[u8] = b"<p>the app</p>\n";
+const NOT_FOUND_PAGE: &[u8] = b"<p>custom 404</p>\n";
+
+fn locations_server() -> Server {
+    let b = Builder::new("sites-locations").no_echo();
+    let root = site_root(
+        &b,
+        "app",
+        &[
+            ("index.html", SPA_INDEX),
+            ("about.html", b"about\n"),
+            ("assets/app.js", b"js\n"),
+            ("docs/page.txt", b"page\n"),
+            ("docs/exact.txt", b"exact\n"),
+            ("private/key.txt", b"secret\n"),
+            ("private/open/ok.txt", b"ok\n"),
+            ("404.html", NOT_FOUND_PAGE),
+        ],
+    );
+    let cfg = format!(
+        r#"
+[[site]]
+hosts = ["app.test"]
+root = {root}
+[site.errors]
+404 = "/404.html"
+403 = "/missing-403.html"
+[[site.location]]
+prefix = "/"
+try_files = ["$path", "$path.html", "/index.html"]
+[[site.location]]
+prefix = "/assets/"
+headers = {{ "Cache-Control" = "public, max-age=31536000, immutable", "X-Site" = "app" }}
+[[site.location]]
+prefix = "/docs/"
+headers = {{ "X-Where" = "docs" }}
+[[site.location]]
+path = "/docs/exact.txt"
+headers = {{ "X-Where" = "exact" }}
+[[site.location]]
+prefix = "/old/"
+redirect = "301 https://new.test$path?$query"
+[[site.location]]
+path = "/gone"
+redirect = "308 /elsewhere"
+[[site.location]]
+prefix = "/private/"
+deny = true
+[[site.location]]
+prefix = "/private/open/"
+[[site.location]]
+prefix = "/strict/"
+try_files = ["$path", "=410"]
+"#,
+        root = toml_path(&root)
+    );
+    b.config(&cfg).start()
+}
+
+#[test]
+fn locations_longest_prefix_exact_path_and_headers() {
+    let srv = locations_server();
+    let r = get_host(&srv, "app.test", "/assets/app.js");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"js\n"[..]));
+    assert_eq!(
+        r.header("Cache-Control"),
+        Some("public, max-age=31536000, immutable")
+    );
+    assert_eq!(r.header("X-Site"), Some("app"));
+    assert!(r.header("ETag").is_some() && r.header("Last-Modified").is_some());
+    assert_eq!(r.header_count("Cache-Control"), 1);
+    // HEAD carries the same fields and length.
+    let h = head_host(&srv, "app.test", "/assets/app.js");
+    assert_eq!(h.header("Content-Length"), Some("3"));
+    let r = get_host(&srv, "app.test", "/docs/page.txt");
+    assert_eq!((r.status, r.header("X-Where")), (200, Some("docs")));
+    let r = get_host(&srv, "app.test", "/docs/exact.txt");
+    assert_eq!((r.status, r.header("X-Where")), (200, Some("exact")));
+    // The headers are the location's: another location's answers have none.
+    assert_eq!(get_host(&srv, "app.test", "/about").header("X-Where"), None);
+    // Another host is not this site.
+    assert_eq!(get_host(&srv, "other.test", "/assets/app.js").status, 404);
+}
+
+#[test]
+fn redirects_substitute_path_and_query() {
+    let srv = locations_server();
+    let r = get_host(&srv, "app.test", "/old/a/b.html?x=1&y=2");
+    assert_eq!(r.status, 301);
+    assert_eq!(
+        r.header("Location"),
+        Some("https://new.test/old/a/b.html?x=1&y=2")
+    );
+    let r = get_host(&srv, "app.test", "/old/plain");
+    assert_eq!(r.header("Location"), Some("https://new.test/old/plain"));
+    let r = get_host(&srv, "app.test", "/gone");
+    assert_eq!((r.status, r.header("Location")), (308, Some("/elsewhere")));
+}
+
+#[test]
+fn try_files_falls_back_to_the_app() {
+    let srv = locations_server();
+    // The file itself, then `$path.html`, then the SPA's index for any other path.
+    assert_eq!(get_host(&srv, "app.test", "/about.html").body, b"about\n");
+    assert_eq!(get_host(&srv, "app.test", "/about").body, b"about\n");
+    let r = get_host(&srv, "app.test", "/users/42/settings?tab=1");
+    assert_eq!((r.status, r.body.as_slice()), (200, SPA_INDEX));
+    assert_eq!(get_host(&srv, "app.test", "/").body, SPA_INDEX);
+    // Candidates stay under the root.
+    let r = get_host(&srv, "app.test", "/../secret.txt");
+    assert_ne!(r.status, 200);
+    assert!(!r.text().contains("TOP-SECRET"));
+    let r = get_host(&srv, "app.test", "/%2e%2e/secret.txt");
+    assert!(!r.text().contains("TOP-SECRET"), "{r:?}");
+    // `=410` when nothing is there; the file when it is.
+    assert_eq!(get_host(&srv, "app.test", "/strict/nothing").status, 410);
+    srv.assert_alive();
+}
+
+#[test]
+fn deny_refuses_with_403_whatever_the_spelling() {
+    let srv = locations_server();
+    for target in [
+        "/private/key.txt",
+        "/%70rivate/key.txt",
+        "/x/../private/key.txt",
+        "//private/key.txt",
+        "/private/",
+    ] {
+        let r = get_host(&srv, "app.test", target);
+        assert_eq!(r.status, 403, "{target}");
+        assert!(!r.text().contains("secret"), "{target}");
+    }
+    // A longer prefix under it that does not deny.
+    assert_eq!(
+        get_host(&srv, "app.test", "/private/open/ok.txt").body,
+        b"ok\n"
+    );
+    assert!(srv.log().contains("denied by location prefix /private/"));
+}
+
+#[test]
+fn error_pages_keep_the_status() {
+    let srv = locations_server();
+    // `/strict/` gives 410, which has no page: the built-in one.
+    let r = get_host(&srv, "app.test", "/strict/x");
+    assert_eq!(r.status, 410);
+    assert!(r.text().contains("410"));
+    // A 404 of the site gets its page, with status 404. Only the exact location and
+    // `/docs/` have no try_files, so a missing file under /docs/ is a 404.
+    let r = get_host(&srv, "app.test", "/docs/missing.txt");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body, NOT_FOUND_PAGE);
+    assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        r.header("X-Where"),
+        Some("docs"),
+        "the location's headers too"
+    );
+    // HEAD: the page's length, no body.
+    let h = head_host(&srv, "app.test", "/docs/missing.txt");
+    assert_eq!(h.status, 404);
+    assert_eq!(
+        h.header("Content-Length"),
+        Some(&*NOT_FOUND_PAGE.len().to_string())
+    );
+    // Conditions of the request do not apply to the page.
+    let r = srv.send(b"GET /docs/missing.txt HTTP/1.1\r\nHost: app.test\r\nIf-None-Match: *\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.body.as_slice()), (404, NOT_FOUND_PAGE));
+    // The 403 page is missing: the built-in body, still 403.
+    let r = get_host(&srv, "app.test", "/private/key.txt");
+    assert_eq!(r.status, 403);
+    assert!(r.text().contains("403 Forbidden"), "{r:?}");
+}
+
+#[test]
+fn a_location_proxies_or_runs_cgi() {
+    let upstream = Builder::new("sites-upstream")
+        .no_echo()
+        .file("api/hello.txt", b"from upstream\n")
+        .start();
+    let b = Builder::new("sites-mounts").no_echo();
+    let root = site_root(&b, "s", &[("index.html", b"s\n")]);
+    let scripts = b.dir().join("scripts");
+    fs::create_dir_all(&scripts).unwrap();
+    let script = scripts.join("hi.sh");
+    fs::write(
+        &script,
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\necho \"hi $QUERY_STRING\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = format!(
+        "[[site]]\nhosts = [\"s.test\"]\nroot = {}\n\
+         [[site.location]]\nprefix = \"/api/\"\nproxy = \"http://{}\"\n\
+         [[site.location]]\nprefix = \"/run/\"\ncgi = {}\n",
+        toml_path(&root),
+        upstream.addr,
+        toml_path(&scripts)
+    );
+    let srv = b.config(&cfg).start();
+    let r = get_host(&srv, "s.test", "/api/hello.txt");
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &b"from upstream\n"[..])
+    );
+    let r = get_host(&srv, "s.test", "/run/hi.sh?there");
+    assert_eq!((r.status, r.text().as_str()), (200, "hi there\n"));
+    // Neither mount exists for another host.
+    assert_eq!(get_host(&srv, "t.test", "/api/hello.txt").status, 404);
+    assert_eq!(get_host(&srv, "t.test", "/run/hi.sh").status, 404);
+}
+
+fn cache_counter(srv: &Server, name: &str) -> u64 {
+    let r = srv.get("/_weft/status.json");
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+    v["cache"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no cache counter {name} in {v}"))
+}
+
+/// Two sites with the same file name answer each their own file from the one response cache
+/// (the key holds the site), and a location's headers ride on a cached answer.
+#[test]
+fn sites_share_the_cache_without_sharing_entries() {
+    let b = Builder::new("sites-cache").no_echo().args(&["--status"]);
+    let a = site_root(&b, "a", &[("same.txt", b"from a\n")]);
+    let c = site_root(&b, "c", &[("same.txt", b"from c\n")]);
+    let cfg = format!(
+        "[[site]]\nhosts = [\"a.test\"]\nroot = {}\n\
+         [[site]]\nhosts = [\"c.test\"]\nroot = {}\n\
+         [[site.location]]\nprefix = \"/\"\nheaders = {{ \"X-Site\" = \"c\" }}\n",
+        toml_path(&a),
+        toml_path(&c)
+    );
+    let srv = b.config(&cfg).start();
+    let cached = crate::common::model_name() != "process" && !crate::MODEL.contains("--cache off");
+    if cached {
+        // A file is cached once settled (cache.rs SETTLE): ask until both are.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cache_counter(&srv, "fills") < 2 {
+            assert_eq!(get_host(&srv, "a.test", "/same.txt").body, b"from a\n");
+            assert_eq!(get_host(&srv, "c.test", "/same.txt").body, b"from c\n");
+            assert!(Instant::now() < deadline, "never cached");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let hits = if cached {
+        cache_counter(&srv, "hits")
+    } else {
+        0
+    };
+    for _ in 0..3 {
+        let r = get_host(&srv, "a.test", "/same.txt");
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"from a\n"[..]));
+        assert_eq!(r.header("X-Site"), None);
+        let r = get_host(&srv, "c.test", "/same.txt");
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"from c\n"[..]));
+        assert_eq!(r.header("X-Site"), Some("c"));
+        assert!(r.header("ETag").is_some());
+    }
+    if cached {
+        assert!(
+            cache_counter(&srv, "hits") >= hits + 6,
+            "not answered from the cache"
+        );
+    }
+}
+
+/// Sends `raw` on a new connection, half-closes, and reads every response until the server
+/// closes: their statuses, and how reading ended if not with a clean close.
+fn exchange(srv: &Server, raw: &[u8]) -> (Vec<u16>, Option<String>) {
+    let head = raw.starts_with(b"HEAD ");
+    let mut c = srv.connect();
+    // The server may refuse (and close) before reading everything: a failed write is fine.
+    let _ = c.try_send(raw);
+    c.shutdown_write();
+    let mut statuses = Vec::new();
+    loop {
+        match c.read_response_for(head) {
+            Ok(r) => statuses.push(r.status),
+            Err(ReadError::Closed) => return (statuses, None),
+            Err(e) => return (statuses, Some(format!("{e:?}"))),
+        }
+    }
+}
+
+/// The request vectors of `vectors.rs` (Apache's strict-mode rows and llhttp's requests) get
+/// the same statuses from a server whose requests all go through a site and a location as from
+/// one without sites: routing changes nothing of the protocol.
+#[test]
+fn the_request_vectors_answer_the_same_with_sites() {
+    use serde_json::Value;
+    let plain = Builder::new("sites-vectors-plain").start();
+    let b = Builder::new("sites-vectors");
+    let root = b.dir().join("root");
+    let other = site_root(&b, "other", &[("index.html", b"other\n")]);
+    let cfg = format!(
+        "[[site]]\nhosts = [\"other.test\", \"*.other.test\"]\nroot = {}\n\
+         [[site]]\ndefault = true\nroot = {}\n\
+         [[site.location]]\nprefix = \"/\"\nheaders = {{ \"X-Site\" = \"default\" }}\n\
+         [[site.location]]\npath = \"/exact\"\n",
+        toml_path(&other),
+        toml_path(&root)
+    );
+    let with_sites = b.config(&cfg).start();
+    let latin1 = |s: &str| -> Vec<u8> {
+        s.chars()
+            .map(|c| u8::try_from(u32::from(c)).expect("latin-1 request"))
+            .collect()
+    };
+    let mut requests: Vec<Vec<u8>> = Vec::new();
+    let apache: Vec<Value> =
+        serde_json::from_str(include_str!("../vectors/apache-httpd-http-strict.json")).unwrap();
+    for row in &apache {
+        let r = row["request_latin1"].as_str().unwrap();
+        // Response lines for a CGI fixture, not requests (see vectors.rs).
+        if !r.starts_with('R') {
+            requests.push(latin1(r));
+        }
+    }
+    let llhttp: Vec<Value> =
+        serde_json::from_str(include_str!("../vectors/llhttp-request.json")).unwrap();
+    for row in &llhttp {
+        if row["type"] == "request" {
+            requests.push(row["raw"].as_str().unwrap().as_bytes().to_vec());
+        }
+    }
+    assert!(requests.len() > 200, "{}", requests.len());
+    let mut differ = Vec::new();
+    for raw in &requests {
+        let want = exchange(&plain, raw);
+        let got = exchange(&with_sites, raw);
+        if want != got {
+            differ.push(format!(
+                "{:?}: without sites {want:?}, with sites {got:?}",
+                String::from_utf8_lossy(raw)
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    with_sites.assert_alive();
+}
