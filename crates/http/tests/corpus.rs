@@ -72,3 +72,8 @@ fn conditional_corpus() {
 fn proxy_protocol_corpus() {
     replay("proxy_protocol", checks::proxy_protocol);
 }
+
+#[test]
+fn accept_encoding_corpus() {
+    replay("accept_encoding", checks::accept_encoding);
+}
