@@ -937,6 +937,8 @@ pub struct Config {
     pub proxy: Vec<ProxyConfig>,
     pub timing: TimingConfig,
     pub pipeline: PipelineConfig,
+    /// Content codings (`[compression]`, see `compress.rs`).
+    pub compression: crate::compress::CompressionConfig,
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
@@ -978,6 +980,7 @@ impl Default for Config {
             proxy: Vec::new(),
             timing: TimingConfig::default(),
             pipeline: PipelineConfig::default(),
+            compression: Default::default(),
         }
     }
 }
@@ -1137,7 +1140,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(1 << shift)
 }
 
-fn de_size<'de, D: Deserializer<'de>, T: TryFrom<u64>>(d: D) -> Result<T, D::Error> {
+pub(crate) fn de_size<'de, D: Deserializer<'de>, T: TryFrom<u64>>(d: D) -> Result<T, D::Error> {
     let v = scalar(d, SIZE)?;
     let bytes = match &v {
         Scalar::Int(n) => u64::try_from(*n).ok(),
