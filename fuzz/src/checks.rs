@@ -425,3 +425,45 @@ pub fn site_name(data: &[u8]) {
     let mut again = [0u8; MAX_SITE_NAME];
     assert_eq!(site_name(&name, &mut again), Some(&name[..]), "{data:?}");
 }
+
+/// `Accept-Encoding`: never a panic; the chosen coding is offered by the server and acceptable
+/// (or identity, the fallback); no offered coding has a higher q-value; and two field lines
+/// mean what they mean joined by a comma (RFC 9110 §5.3). The first byte picks the server's
+/// list (its order) and where the value is split into two lines.
+pub fn accept_encoding(data: &[u8]) {
+    use weft_http::encoding::{AcceptEncoding, Coding};
+    let Some((&control, input)) = data.split_first() else {
+        return;
+    };
+    let offers: &[&[Coding]] = &[
+        &[Coding::Br, Coding::Zstd, Coding::Gzip],
+        &[Coding::Gzip],
+        &[Coding::Zstd, Coding::Identity, Coding::Gzip],
+        &[],
+    ];
+    let available = offers[usize::from(control & 3)];
+    let ae = AcceptEncoding::parse([input]);
+    let chosen = ae.choose(available);
+    assert!(
+        chosen == Coding::Identity || available.contains(&chosen),
+        "{chosen:?}"
+    );
+    if chosen != Coding::Identity {
+        assert!(ae.q(chosen) > 0);
+        for &c in available {
+            assert!(ae.q(c) <= ae.q(chosen), "{c:?} rated above {chosen:?}");
+        }
+    } else if !available.contains(&Coding::Identity) {
+        // Identity over an acceptable offer only where the client rated it at least as high.
+        for &c in available {
+            assert!(ae.q(c) == 0 || ae.q(c) <= ae.q(Coding::Identity), "{c:?}");
+        }
+    }
+    let split = usize::from(control >> 2) * input.len() / 0x3f;
+    let (a, b) = input.split_at(split);
+    let joined = [a, b",", b].concat();
+    assert_eq!(
+        AcceptEncoding::parse([a, b]),
+        AcceptEncoding::parse([&joined[..]])
+    );
+}

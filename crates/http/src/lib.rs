@@ -13,6 +13,7 @@
 //! * [`path`] turns a request path into a root-relative path that cannot leave the root;
 //!   [`range`] reads a `Range` header against a representation's size; [`conditional`]
 //!   evaluates a request's preconditions (`If-Match` … `If-Range`) in RFC 9110's order.
+//! * [`encoding`] reads `Accept-Encoding` and chooses a response's content coding.
 //! * [`ResponseParser`] reads a response head (the reverse proxy's upstream client) and
 //!   decides its body framing for the request it answers, as strictly as [`Parser`] does.
 //! * [`response`] encodes a response head; [`date`] keeps the `Date` value, formatted once a
@@ -34,6 +35,7 @@ pub mod cgi;
 pub mod chunked;
 pub mod conditional;
 pub mod date;
+pub mod encoding;
 mod error;
 mod host;
 mod limits;

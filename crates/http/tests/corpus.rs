@@ -77,3 +77,8 @@ fn proxy_protocol_corpus() {
 fn site_name_corpus() {
     replay("site_name", checks::site_name);
 }
+
+#[test]
+fn accept_encoding_corpus() {
+    replay("accept_encoding", checks::accept_encoding);
+}

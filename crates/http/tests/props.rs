@@ -564,3 +564,83 @@ proptest! {
         prop_assert_eq!(weft_http::conditional::parse_date(&text), Some(secs));
     }
 }
+
+/// An `Accept-Encoding` element: a known or unknown coding, with or without a q-value, in any
+/// case and with optional whitespace.
+fn coding_element() -> impl Strategy<Value = (String, Option<u16>)> {
+    let name = prop_oneof![
+        Just("gzip"),
+        Just("x-gzip"),
+        Just("br"),
+        Just("zstd"),
+        Just("identity"),
+        Just("*"),
+        Just("deflate"),
+        Just("compress"),
+    ];
+    (
+        name,
+        any::<bool>(),
+        proptest::option::of(0u16..=1000),
+        ows(),
+    )
+        .prop_map(|(name, upper, q, ws)| {
+            let name = if upper {
+                name.to_ascii_uppercase()
+            } else {
+                name.to_string()
+            };
+            let text = match q {
+                Some(q) => format!("{ws}{name}{ws};{ws}q={}.{:03}{ws}", q / 1000, q % 1000),
+                None => format!("{ws}{name}{ws}"),
+            };
+            (text, q)
+        })
+}
+
+proptest! {
+    /// The choice agrees with a direct reading of RFC 9110 §12.5.3 over the generated
+    /// elements: the chosen coding's q-value is the highest among the offered ones, a coding
+    /// at q=0 is never chosen, and ties go to the server's order.
+    #[test]
+    fn accept_encoding_choice(elements in vec(coding_element(), 0..6)) {
+        use weft_http::encoding::{AcceptEncoding, Coding};
+        let field = elements.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(",");
+        let ae = AcceptEncoding::parse([field.as_bytes()]);
+        // The model: each coding's lowest q where named, else `*`'s, else 0 (1 for identity).
+        let named = |c: Coding| {
+            elements
+                .iter()
+                .filter(|(t, _)| {
+                    let n = t.trim().split(';').next().unwrap().trim();
+                    Coding::from_token(n.as_bytes()) == Some(c)
+                })
+                .map(|(_, q)| q.unwrap_or(1000))
+                .min()
+        };
+        let star = elements
+            .iter()
+            .filter(|(t, _)| t.trim().starts_with('*'))
+            .map(|(_, q)| q.unwrap_or(1000))
+            .min();
+        for c in Coding::ALL {
+            let model = named(c)
+                .or(star)
+                .unwrap_or(if c == Coding::Identity { 1000 } else { 0 });
+            prop_assert_eq!(ae.q(c), model, "{:?} in {:?}", c, field);
+        }
+        let offer = [Coding::Br, Coding::Zstd, Coding::Gzip];
+        let chosen = ae.choose(&offer);
+        let best = offer.iter().map(|&c| ae.q(c)).max().unwrap();
+        // Identity competes only where the client rated it (itself or through `*`).
+        let identity_rated = named(Coding::Identity).or(star).unwrap_or(0);
+        if chosen == Coding::Identity {
+            prop_assert!(best == 0 || best < identity_rated, "{:?}", field);
+        } else {
+            prop_assert_eq!(ae.q(chosen), best);
+            prop_assert!(best > 0 && best >= identity_rated);
+            let first = offer.iter().find(|&&c| ae.q(c) == best).unwrap();
+            prop_assert_eq!(chosen, *first);
+        }
+    }
+}

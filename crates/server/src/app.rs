@@ -7,6 +7,7 @@ use weft_http::Method;
 
 use crate::body::RequestBody;
 use crate::cache::ResponseCache;
+use crate::compress::Compression;
 use crate::config::Config;
 use crate::handlers::cgi::{self, Cgi};
 use crate::handlers::proxy::Proxy;
@@ -69,6 +70,8 @@ pub struct App {
     /// `[[site]]`: virtual hosts, each with its own handlers; `None` without any.
     sites: Option<Sites>,
     cache: Option<Arc<ResponseCache>>,
+    /// `[compression]`, when on: also applied to CGI and proxied responses.
+    compression: Option<Arc<Compression>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) access_log: Option<AccessLog>,
     pub(crate) shutdown: Arc<Shutdown>,
@@ -110,6 +113,8 @@ impl App {
         let same_files = cfg.root == self.cfg.root
             && cfg.site == self.cfg.site
             && cfg.cache == self.cfg.cache
+            // Heads carry `Vary`, and variants their coding's level.
+            && cfg.compression == self.cfg.compression
             && cfg.static_files.charset == self.cfg.static_files.charset;
         if cfg.limits.client_zone != self.cfg.limits.client_zone {
             log::warn!("reload: limits.client_zone takes effect at restart");
@@ -192,10 +197,14 @@ impl App {
         } else {
             None
         };
+        let compression = Compression::new(&cfg.compression)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?
+            .map(Arc::new);
+        let static_files = static_files.map(|s| s.with_compression(compression.clone()));
         let cgi = Cgi::new(&cfg.cgi, &cfg.root)?;
         let cgi_ext = Cgi::by_extension(&cfg.cgi, &cfg.root)?;
         let proxy = Proxy::new(&cfg.proxy)?;
-        let sites = Sites::new(&cfg, cache.as_ref())?;
+        let sites = Sites::new(&cfg, cache.as_ref(), compression.as_ref())?;
         let access_log = match access_log {
             Some(l) => Some(l),
             None => AccessLog::open(&cfg.access_log)?,
@@ -210,6 +219,7 @@ impl App {
             static_files,
             sites,
             cache,
+            compression,
             metrics,
             access_log,
             shutdown,
@@ -282,7 +292,7 @@ impl App {
     ) -> Response {
         let path = req.path();
         if let Some(up) = h.proxy.and_then(|p| p.route(path)) {
-            return up.forward(req, body);
+            return self.dynamic(req, up.forward(req, body));
         }
         let script = [h.cgi, h.cgi_ext]
             .into_iter()
@@ -292,7 +302,7 @@ impl App {
         if let Some(outcome) = outcome.filter(|o| !matches!(o, cgi::Outcome::NotScript)) {
             return match outcome {
                 cgi::Outcome::NotScript => unreachable!("filtered out above"),
-                cgi::Outcome::Response(r) => r,
+                cgi::Outcome::Response(r) => self.dynamic(req, r),
                 cgi::Outcome::LocalRedirect(target) => {
                     let next = (redirects < cgi::MAX_LOCAL_REDIRECTS)
                         .then(|| cgi::redirected_request(req, &target, self.cfg.limits.http()))
@@ -316,7 +326,7 @@ impl App {
         if let Some(up) = fallback {
             // Everything that is not a file: methods a file does not answer, and 404s.
             if !matches!(req.method(), Method::Get | Method::Head) {
-                return up.forward(req, body);
+                return self.dynamic(req, up.forward(req, body));
             }
         } else if req.method() == Method::Other {
             // RFC 9110 §9.1: an unrecognised method gets 501.
@@ -327,8 +337,16 @@ impl App {
             None => Response::error(404),
         };
         match fallback {
-            Some(up) if resp.status == 404 => up.forward(req, body),
+            Some(up) if resp.status == 404 => self.dynamic(req, up.forward(req, body)),
             _ => resp,
+        }
+    }
+
+    /// A CGI or proxied response, compressed where `[compression]` allows.
+    fn dynamic(&self, req: &Request, resp: Response) -> Response {
+        match &self.compression {
+            Some(z) => z.dynamic(req, resp),
+            None => resp,
         }
     }
 }

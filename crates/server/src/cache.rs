@@ -18,6 +18,13 @@
 //!   entry whose metadata still matches ("racy" files, as git calls them);
 //! - a file that changed while it was being read into the cache is not cached.
 //!
+//! Compressed variants (`[compression]`, `compress.rs`) are entries of their own, keyed by the
+//! file's key, a NUL (which no request path holds) and the coding's name: a variant made from
+//! the identity entry's body ([`ResponseCache::insert_variant`]) counts as a `compression`,
+//! one read from a precompressed sibling file ([`ResponseCache::fill_sibling`]) as a fill. The
+//! same byte bound covers them; a variant made from an identity entry is served only while its
+//! file identity matches that entry's, so it is never staler than the identity entry.
+//!
 //! Admission and eviction: quick_cache's S3-FIFO with a byte weigher (no background threads).
 //! In the `process` model each child has its own cache, empty at fork and gone at exit; the
 //! hit, miss and eviction counters are shared by all processes, the byte and entry gauges are
@@ -31,6 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use weft_http::encoding::Coding;
 use weft_http::response as enc;
 
 use crate::config::CacheConfig;
@@ -108,6 +116,9 @@ pub struct Entry {
     identity: Identity,
     /// When the entry was last checked against the file, ms of the coarse monotonic clock.
     checked: AtomicU64,
+    /// Codings known to have no variant of this entry (a bit per `Coding`), so that a client
+    /// asking for one does not look for a sibling file again until the next revalidation.
+    absent: std::sync::atomic::AtomicU8,
 }
 
 /// Written before every cached head: the status line and the `Server` field.
@@ -134,6 +145,21 @@ impl Entry {
         &self.file_rel
     }
 
+    /// True if `coding` was found to have no variant of this entry (since its last check).
+    pub fn variant_absent(&self, coding: Coding) -> bool {
+        self.absent.load(Relaxed) & coding_bit(coding) != 0
+    }
+
+    /// Remembers that `coding` has no variant of this entry.
+    pub fn mark_variant_absent(&self, coding: Coding) {
+        self.absent.fetch_or(coding_bit(coding), Relaxed);
+    }
+
+    /// True if `variant` was made from this entry's version of its file.
+    pub fn same_file_version(&self, variant: &Entry) -> bool {
+        self.identity == variant.identity && self.file_rel == variant.file_rel
+    }
+
     fn weight(&self, key: &[u8]) -> u64 {
         self.body.len() as u64 + self.fields.len() as u64 + key.len() as u64 + ENTRY_OVERHEAD
     }
@@ -147,6 +173,10 @@ struct Counters {
     evictions: AtomicU64,
     /// Files read into the cache.
     fills: AtomicU64,
+    /// Compressed variants made from identity entries.
+    compressions: AtomicU64,
+    /// Requests answered from a compressed variant.
+    variant_hits: AtomicU64,
 }
 
 // SAFETY: only AtomicU64 fields; all zero is every counter at 0.
@@ -187,6 +217,11 @@ pub struct Stats {
     pub misses: u64,
     pub evictions: u64,
     pub fills: u64,
+    /// Compressed variants made from identity entries (a hot file: once).
+    pub compressions: u64,
+    /// Requests answered from a compressed variant (the lookup of their identity entry, which
+    /// comes first, counts in `hits` as well).
+    pub variant_hits: u64,
     /// Weight of the entries now held (bytes).
     pub bytes: u64,
     pub entries: u64,
@@ -310,6 +345,8 @@ impl ResponseCache {
     pub fn revalidate(&self, key: &[u8], entry: &Arc<Entry>, meta: &std::fs::Metadata) -> bool {
         if meta.is_file() && Identity::of(meta) == entry.identity {
             entry.checked.store(self.now_ms(), Relaxed);
+            // A sibling file may have appeared since: look again on demand.
+            entry.absent.store(0, Relaxed);
             self.counters.hits.fetch_add(1, Relaxed);
             return true;
         }
@@ -334,6 +371,132 @@ impl ResponseCache {
         meta: &std::fs::Metadata,
         validators: Validators,
     ) -> Option<Arc<Entry>> {
+        self.fill_with(key, file_rel, file, meta, validators, b"")
+    }
+
+    /// [`ResponseCache::fill`] with header fields `extra` (each ending in CRLF) added to the
+    /// entry's head before `Content-Length` (`Vary: Accept-Encoding`).
+    pub fn fill_with(
+        &self,
+        key: &[u8],
+        file_rel: &[u8],
+        file: &File,
+        meta: &std::fs::Metadata,
+        validators: Validators,
+        extra: &[u8],
+    ) -> Option<Arc<Entry>> {
+        let entry = self.read_entry(key, file_rel, file, meta, validators, true, extra)?;
+        self.counters.fills.fetch_add(1, Relaxed);
+        self.map.insert(key.into(), entry.clone());
+        Some(entry)
+    }
+
+    /// Reads a precompressed sibling (`file`, opened as `sibling_rel`, metadata `meta`) into
+    /// the variant entry `variant_key` in `coding`, with `validators` (the sibling's, the
+    /// original's type) and `Vary`; `None` as for [`ResponseCache::fill`].
+    pub fn fill_sibling(
+        &self,
+        variant_key: &[u8],
+        sibling_rel: &[u8],
+        file: &File,
+        meta: &std::fs::Metadata,
+        validators: Validators,
+        coding: Coding,
+    ) -> Option<Arc<Entry>> {
+        let extra = variant_fields(coding);
+        let entry = self.read_entry(
+            variant_key,
+            sibling_rel,
+            file,
+            meta,
+            validators,
+            false,
+            &extra,
+        )?;
+        self.counters.fills.fetch_add(1, Relaxed);
+        self.map.insert(variant_key.into(), entry.clone());
+        Some(entry)
+    }
+
+    /// Keeps `body`, `base`'s body compressed with `coding`, as the variant entry
+    /// `variant_key` (ETag `etag`); `None` if it must not be kept (fills off, too heavy).
+    pub fn insert_variant(
+        &self,
+        variant_key: &[u8],
+        base: &Entry,
+        coding: Coding,
+        body: Bytes,
+        etag: String,
+    ) -> Option<Arc<Entry>> {
+        if !self.fills_enabled.load(Relaxed) {
+            return None;
+        }
+        let validators = Validators {
+            size: body.len() as u64,
+            etag,
+            ..base.validators.clone()
+        };
+        let fields = head_fields(&validators, false, &variant_fields(coding));
+        let entry = Arc::new(Entry {
+            fields,
+            body,
+            validators,
+            file_rel: base.file_rel.clone(),
+            identity: base.identity,
+            checked: AtomicU64::new(base.checked.load(Relaxed)),
+            absent: Default::default(),
+        });
+        if entry.weight(variant_key) > self.max_weight {
+            return None;
+        }
+        self.counters.compressions.fetch_add(1, Relaxed);
+        self.map.insert(variant_key.into(), entry.clone());
+        Some(entry)
+    }
+
+    /// The variant entry `variant_key` if present, without counting a hit or a miss (see
+    /// [`ResponseCache::variant_hit`]); a sibling's variant is checked against its file as
+    /// [`ResponseCache::lookup`] does, through `reopen` (the file's metadata now, if any).
+    pub fn variant(
+        &self,
+        variant_key: &[u8],
+        reopen: impl FnOnce(&[u8]) -> Option<std::fs::Metadata>,
+    ) -> Option<Arc<Entry>> {
+        let e = self.map.get(variant_key)?;
+        let age = self.now_ms().saturating_sub(e.checked.load(Relaxed));
+        if age + self.tick_ms < self.revalidate_ms {
+            return Some(e);
+        }
+        match reopen(&e.file_rel) {
+            Some(meta) if meta.is_file() && Identity::of(&meta) == e.identity => {
+                e.checked.store(self.now_ms(), Relaxed);
+                Some(e)
+            }
+            _ => {
+                self.map.remove_if(variant_key, |v| Arc::ptr_eq(v, &e));
+                None
+            }
+        }
+    }
+
+    /// Counts a request answered from a variant.
+    pub fn variant_hit(&self) {
+        self.counters.variant_hits.fetch_add(1, Relaxed);
+    }
+
+    /// The entry for `file`, read whole, with its head fields; `None` if it must not be
+    /// cached.
+    #[allow(clippy::too_many_arguments)]
+    fn read_entry(
+        &self,
+        key: &[u8],
+        file_rel: &[u8],
+        file: &File,
+        meta: &std::fs::Metadata,
+        validators: Validators,
+        accept_ranges: bool,
+        extra: &[u8],
+    ) -> Option<Arc<Entry>> {
         let size = meta.len();
         if !meta.is_file() || size > self.max_object_bytes || !self.fills_enabled.load(Relaxed) {
             return None;
@@ -356,29 +519,19 @@ impl ResponseCache {
         if Identity::of(&after) != Identity::of(meta) {
             return None;
         }
-        let mut fields = Vec::with_capacity(192);
-        enc::write_header_unchecked("Last-Modified", &validators.last_modified, &mut fields);
-        enc::write_header_unchecked("ETag", validators.etag.as_bytes(), &mut fields);
-        enc::write_header_unchecked(
-            "Content-Type",
-            validators.content_type.as_bytes(),
-            &mut fields,
-        );
-        enc::write_header_unchecked("Accept-Ranges", b"bytes", &mut fields);
-        enc::write_content_length(size, &mut fields);
+        let fields = head_fields(&validators, accept_ranges, extra);
         let entry = Arc::new(Entry {
-            fields: fields.into_boxed_slice(),
+            fields,
             body,
             validators,
             file_rel: file_rel.into(),
             identity: Identity::of(meta),
             checked: AtomicU64::new(self.now_ms()),
+            absent: Default::default(),
         });
         if entry.weight(key) > self.max_weight {
             return None;
         }
-        self.counters.fills.fetch_add(1, Relaxed);
-        self.map.insert(key.into(), entry.clone());
         Some(entry)
     }
 
@@ -389,12 +542,50 @@ impl ResponseCache {
             misses: self.counters.misses.load(Relaxed),
             evictions: self.counters.evictions.load(Relaxed),
             fills: self.counters.fills.load(Relaxed),
+            compressions: self.counters.compressions.load(Relaxed),
+            variant_hits: self.counters.variant_hits.load(Relaxed),
             bytes: self.map.weight(),
             entries: self.map.len() as u64,
             max_bytes: self.max_bytes,
             max_object_bytes: self.max_object_bytes,
         }
     }
+}
+
+/// An entry's head fields: validators, type, `Accept-Ranges` (identity only: a variant is
+/// never sent in ranges), `extra`, and `Content-Length` last.
+fn head_fields(v: &Validators, accept_ranges: bool, extra: &[u8]) -> Box<[u8]> {
+    let mut fields = Vec::with_capacity(192 + extra.len());
+    enc::write_header_unchecked("Last-Modified", &v.last_modified, &mut fields);
+    enc::write_header_unchecked("ETag", v.etag.as_bytes(), &mut fields);
+    enc::write_header_unchecked("Content-Type", v.content_type.as_bytes(), &mut fields);
+    if accept_ranges {
+        enc::write_header_unchecked("Accept-Ranges", b"bytes", &mut fields);
+    }
+    fields.extend_from_slice(extra);
+    enc::write_content_length(v.size, &mut fields);
+    fields.into_boxed_slice()
+}
+
+/// `Content-Encoding` and `Vary` of a variant in `coding`.
+fn variant_fields(coding: Coding) -> Vec<u8> {
+    let mut f = Vec::with_capacity(64);
+    enc::write_header_unchecked("Content-Encoding", coding.token().as_bytes(), &mut f);
+    enc::write_header_unchecked("Vary", b"Accept-Encoding", &mut f);
+    f
+}
+
+/// The key of `key`'s variant in `coding`: the key, a NUL, the coding's name.
+pub fn variant_key(key: &[u8], coding: Coding) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 6);
+    k.extend_from_slice(key);
+    k.push(0);
+    k.extend_from_slice(coding.token().as_bytes());
+    k
+}
+
+fn coding_bit(coding: Coding) -> u8 {
+    1 << (coding as u8)
 }
 
 /// The heaviest item a quick_cache shard of `capacity` admits (its formula).

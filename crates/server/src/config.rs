@@ -1001,6 +1001,8 @@ pub struct Config {
     /// Virtual hosts (`[[site]]`, see `sites.rs`); none: the settings above serve every host.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub site: Vec<crate::sites::SiteConfig>,
+    /// Content codings (`[compression]`, see `compress.rs`).
+    pub compression: crate::compress::CompressionConfig,
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
@@ -1046,6 +1048,7 @@ impl Default for Config {
             allow_root: false,
             rate_limit: Default::default(),
             site: Vec::new(),
+            compression: Default::default(),
         }
     }
 }
@@ -1207,7 +1210,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(1 << shift)
 }
 
-fn de_size<'de, D: Deserializer<'de>, T: TryFrom<u64>>(d: D) -> Result<T, D::Error> {
+pub(crate) fn de_size<'de, D: Deserializer<'de>, T: TryFrom<u64>>(d: D) -> Result<T, D::Error> {
     let v = scalar(d, SIZE)?;
     let bytes = match &v {
         Scalar::Int(n) => u64::try_from(*n).ok(),

@@ -28,6 +28,7 @@ pub(crate) mod body;
 pub(crate) mod cache;
 pub mod calibrate;
 pub mod check;
+pub mod compress;
 pub mod config;
 pub(crate) mod conn;
 pub mod fileset;

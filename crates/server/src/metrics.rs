@@ -403,6 +403,8 @@ impl Metrics {
                 "misses": c.misses,
                 "evictions": c.evictions,
                 "fills": c.fills,
+                "compressions": c.compressions,
+                "variant_hits": c.variant_hits,
                 "bytes": c.bytes,
                 "entries": c.entries,
                 "max_bytes": c.max_bytes,
@@ -496,6 +498,18 @@ impl Metrics {
                     "counter",
                     "Entries evicted to stay within cache.max_bytes.",
                     c.evictions,
+                ),
+                (
+                    "weft_cache_compressions_total",
+                    "counter",
+                    "Compressed variants made from cached files (once per file version).",
+                    c.compressions,
+                ),
+                (
+                    "weft_cache_variant_hits_total",
+                    "counter",
+                    "Static-file requests answered from a cached compressed variant.",
+                    c.variant_hits,
                 ),
                 (
                     "weft_cache_bytes",

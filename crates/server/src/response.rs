@@ -66,6 +66,11 @@ impl BodyStream {
     pub fn reader(&mut self) -> &mut (dyn std::io::Read + Send) {
         &mut *self.reader
     }
+
+    /// The reader, to wrap in another (a compressor).
+    pub fn into_reader(self) -> Box<dyn std::io::Read + Send> {
+        self.reader
+    }
 }
 
 impl std::fmt::Debug for BodyStream {

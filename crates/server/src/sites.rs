@@ -39,6 +39,7 @@ use weft_http::{site_name, Parser, MAX_SITE_NAME};
 use crate::app::{App, HandlersRef};
 use crate::body::RequestBody;
 use crate::cache::ResponseCache;
+use crate::compress::Compression;
 use crate::config::{CgiConfig, Config, ProxyConfig, StaticConfig};
 use crate::handlers::cgi::{self, Cgi};
 use crate::handlers::proxy::Proxy;
@@ -820,10 +821,11 @@ pub(crate) struct Sites {
 
 impl Sites {
     /// The sites of `cfg` (`None` without `[[site]]`), their static files answering from
-    /// `cache`.
+    /// `cache` with `compression`.
     pub(crate) fn new(
         cfg: &Config,
         cache: Option<&Arc<ResponseCache>>,
+        compression: Option<&Arc<Compression>>,
     ) -> std::io::Result<Option<Sites>> {
         if cfg.site.is_empty() {
             return Ok(None);
@@ -848,7 +850,8 @@ impl Sites {
                                 format!("document root {}: {e}", root.display()),
                             ))
                         })?
-                        .with_key_prefix(format!("\0{i}\0").into_bytes()),
+                        .with_key_prefix(format!("\0{i}\0").into_bytes())
+                        .with_compression(compression.cloned()),
                 ),
                 _ => None,
             };

@@ -9,6 +9,8 @@ mod access_log;
 mod cgi;
 #[path = "common/mod.rs"]
 mod common;
+#[path = "blackbox/compression.rs"]
+mod compression;
 #[path = "blackbox/connection.rs"]
 mod connection;
 #[path = "blackbox/echo.rs"]

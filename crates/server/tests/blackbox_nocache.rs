@@ -8,6 +8,8 @@ const MODEL: &str = "fiber --cache off";
 mod access_log;
 #[path = "common/mod.rs"]
 mod common;
+#[path = "blackbox/compression.rs"]
+mod compression;
 #[path = "blackbox/connection.rs"]
 mod connection;
 #[path = "blackbox/echo.rs"]

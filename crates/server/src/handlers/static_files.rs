@@ -12,6 +12,16 @@
 //! With the response cache, a file's whole `200` response is kept in memory after its first
 //! request (see `cache.rs`); a fresh entry answers without a system call, and 304, HEAD and
 //! ranges (slices of the cached body) are answered from it exactly as from the file.
+//!
+//! With `[compression]` (`compress.rs`), a GET or HEAD without `Range` whose client accepts a
+//! coding gets, in this order: a cached variant; a precompressed sibling (`file.br`,
+//! `file.zst`, `file.gz`, served whenever it exists, whatever its age, as nginx's
+//! `gzip_static`: the site's build writes both); a variant compressed once from the cached
+//! identity entry; for a file the cache does not hold, the file compressed as it is sent
+//! (chunked, with a weak ETag: its bytes are not promised to be the same each time, as
+//! nginx's `gzip on` weakens ETags). A request with `Range` gets identity, so ranges, If-Range
+//! and 206 work on the identity bytes only. Every response of a file that has or may have a
+//! variant carries `Vary: Accept-Encoding`, 304s included (RFC 9110 §15.4.5).
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -20,13 +30,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use weft_http::conditional::{self, Conditions, Current, EntityTag, Outcome};
+use weft_http::encoding::{AcceptEncoding, Coding};
 use weft_http::Method;
 
 use super::path::normalize;
 use super::range::{parse_range, RangeSpec};
-use crate::cache::{Entry, Lookup, ResponseCache, Validators};
+use crate::cache::{variant_key, Entry, Lookup, ResponseCache, Validators};
+use crate::compress::{variant_etag, Compression};
 use crate::config::StaticConfig;
-use crate::response::{Body, Response};
+use crate::response::{Body, BodyStream, Response};
 use crate::sys::{self, Resolve};
 use crate::Request;
 
@@ -47,6 +59,8 @@ pub struct StaticFiles {
     /// sharing the process's cache never share an entry (see `sites.rs`). Empty for the
     /// top-level root.
     key_prefix: Box<[u8]>,
+    /// `[compression]`, when on.
+    compression: Option<Arc<Compression>>,
 }
 
 /// A prefixed cache key up to this long is built on the stack.
@@ -56,7 +70,35 @@ const STACK_KEY: usize = 256;
 enum Source {
     File(File),
     Cached(Arc<Entry>),
+    /// A file compressed as it is sent.
+    Stream(BodyStream),
 }
+
+/// The coding a response is in, and whether it varies with `Accept-Encoding`.
+#[derive(Clone, Copy)]
+struct Coded {
+    coding: Coding,
+    vary: bool,
+}
+
+impl Coded {
+    fn identity(vary: bool) -> Coded {
+        Coded {
+            coding: Coding::Identity,
+            vary,
+        }
+    }
+
+    fn variant(coding: Coding) -> Coded {
+        Coded { coding, vary: true }
+    }
+}
+
+/// A request that may get a coding: the settings and what the client accepts.
+type Wants<'a> = Option<(&'a Compression, AcceptEncoding)>;
+
+/// The field every response of a file with (possible) variants carries.
+const VARY: &[u8] = b"Vary: Accept-Encoding\r\n";
 
 impl StaticFiles {
     /// Opens `root`, answering from `cache` where it can.
@@ -95,6 +137,21 @@ impl StaticFiles {
             cache,
             utf8,
             key_prefix: Box::default(),
+            compression: None,
+        })
+    }
+
+    /// Answers with content codings as `compression` says (`None`: identity only).
+    pub fn with_compression(mut self, compression: Option<Arc<Compression>>) -> StaticFiles {
+        self.compression = compression;
+        self
+    }
+
+    /// True if a file of `content_type` and `size` has or may have a variant: the response
+    /// then varies with `Accept-Encoding`.
+    fn varies(&self, content_type: &str, size: u64) -> bool {
+        self.compression.as_ref().is_some_and(|z| {
+            z.precompressed() || (size >= z.min_length() && z.compressible(content_type.as_bytes()))
         })
     }
 
@@ -150,12 +207,25 @@ impl StaticFiles {
             long = [&self.key_prefix[..], &key].concat();
             &long
         };
+        // A range is served from the identity bytes (the only ones it can name reliably).
+        let wants: Wants<'_> = match &self.compression {
+            Some(z) if conds.range.is_none() => z.accepted(req).map(|ae| (&**z, ae)),
+            _ => None,
+        };
         if let Some(entry) = self.cached(key) {
+            if let Some((z, ae)) = &wants {
+                if let Some(resp) = self.cached_variant(req, &conds, key, &entry, z, ae) {
+                    return resp;
+                }
+            }
+            let v = entry.validators();
+            let vary = self.varies(v.content_type, v.size);
             return answer(
                 req,
                 &conds,
-                entry.validators().clone(),
+                v.clone(),
                 Source::Cached(entry),
+                Coded::identity(vary),
             );
         }
         let file = match self.open(rel) {
@@ -170,7 +240,7 @@ impl StaticFiles {
             }
         };
         if meta.is_dir() {
-            return self.directory(req, &conds, &norm.rel, norm.trailing_slash, key);
+            return self.directory(req, &conds, &norm.rel, norm.trailing_slash, key, wants);
         }
         if !meta.is_file() {
             return Response::error(403);
@@ -179,7 +249,7 @@ impl StaticFiles {
             // "/file.txt/" names a directory that does not exist (nginx: 404).
             return Response::error(404);
         }
-        self.file(req, &conds, rel, file, &meta, key)
+        self.file(req, &conds, rel, file, &meta, key, wants)
     }
 
     /// A current cache entry for `key`: fresh, or stale and confirmed unchanged by one open
@@ -228,6 +298,7 @@ impl StaticFiles {
         rel: &[u8],
         trailing_slash: bool,
         key: &[u8],
+        wants: Wants<'_>,
     ) -> Response {
         if !trailing_slash {
             return Response::error(301).header("Location", directory_location(rel, req.query()));
@@ -239,7 +310,7 @@ impl StaticFiles {
         index.extend_from_slice(self.cfg.index.as_bytes());
         match self.open(&index) {
             Ok(f) => match f.metadata() {
-                Ok(m) if m.is_file() => self.file(req, conds, &index, f, &m, key),
+                Ok(m) if m.is_file() => self.file(req, conds, &index, f, &m, key, wants),
                 _ => Response::error(403),
             },
             Err(404) if self.cfg.autoindex => {
@@ -250,6 +321,7 @@ impl StaticFiles {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn file(
         &self,
         req: &Request,
@@ -258,18 +330,199 @@ impl StaticFiles {
         file: File,
         meta: &std::fs::Metadata,
         key: &[u8],
+        wants: Wants<'_>,
     ) -> Response {
         let mut ct = content_type(rel);
         if self.utf8 {
             ct = with_charset(ct);
         }
         let v = Validators::new(meta, ct);
+        let vary = self.varies(ct, v.size);
         if let Some(cache) = &self.cache {
-            if let Some(entry) = cache.fill(key, rel, &file, meta, v.clone()) {
-                return answer(req, conds, v, Source::Cached(entry));
+            let extra = if vary { VARY } else { b"" };
+            if let Some(entry) = cache.fill_with(key, rel, &file, meta, v.clone(), extra) {
+                if let Some((z, ae)) = &wants {
+                    if let Some(resp) = self.cached_variant(req, conds, key, &entry, z, ae) {
+                        return resp;
+                    }
+                }
+                return answer(req, conds, v, Source::Cached(entry), Coded::identity(vary));
             }
         }
-        answer(req, conds, v, Source::File(file))
+        if let Some((z, ae)) = &wants {
+            if let Some(resp) = self.uncached_variant(req, conds, rel, &file, &v, z, ae) {
+                return resp;
+            }
+        }
+        answer(req, conds, v, Source::File(file), Coded::identity(vary))
+    }
+
+    /// The answer from a variant of the cached `entry` (key `key`) in the coding the client
+    /// prefers among those it may have: cached, read from a precompressed sibling, or
+    /// compressed once from the entry; `None` when identity is the answer. A coding found to
+    /// have no variant is remembered on the entry until its next revalidation.
+    fn cached_variant(
+        &self,
+        req: &Request,
+        conds: &Conditions<'_>,
+        key: &[u8],
+        entry: &Arc<Entry>,
+        z: &Compression,
+        ae: &AcceptEncoding,
+    ) -> Option<Response> {
+        let cache = self.cache.as_ref()?;
+        loop {
+            let mut offered = [Coding::Identity; 3];
+            let mut n = 0;
+            for &c in z.codings() {
+                if !entry.variant_absent(c) && n < offered.len() {
+                    offered[n] = c;
+                    n += 1;
+                }
+            }
+            let coding = ae.choose(&offered[..n]);
+            if coding == Coding::Identity {
+                return None;
+            }
+            let vkey = variant_key(key, coding);
+            let reopen = |rel: &[u8]| self.open(rel).ok().and_then(|f| f.metadata().ok());
+            // A variant made from an older version of the file is not served (and is
+            // replaced below); a sibling's is checked against the sibling itself.
+            let found = cache
+                .variant(&vkey, reopen)
+                .filter(|v| v.file_rel() != entry.file_rel() || entry.same_file_version(v));
+            if let Some(v) = found {
+                cache.variant_hit();
+                let vv = v.validators().clone();
+                return Some(answer(
+                    req,
+                    conds,
+                    vv,
+                    Source::Cached(v),
+                    Coded::variant(coding),
+                ));
+            }
+            if let Some(resp) = self.make_variant(req, conds, &vkey, entry, coding, z) {
+                return Some(resp);
+            }
+            entry.mark_variant_absent(coding);
+        }
+    }
+
+    /// Makes the variant of `entry` in `coding` (its sibling file, or its body compressed),
+    /// keeps it in the cache and answers from it; `None` if there is none.
+    fn make_variant(
+        &self,
+        req: &Request,
+        conds: &Conditions<'_>,
+        vkey: &[u8],
+        entry: &Arc<Entry>,
+        coding: Coding,
+        z: &Compression,
+    ) -> Option<Response> {
+        let cache = self.cache.as_ref()?;
+        let base = entry.validators();
+        if z.precompressed() {
+            if let Some((file, meta, sib_rel, v)) = self.sibling(entry.file_rel(), base, coding) {
+                let coded = Coded::variant(coding);
+                return Some(
+                    match cache.fill_sibling(vkey, &sib_rel, &file, &meta, v.clone(), coding) {
+                        Some(e) => answer(req, conds, v, Source::Cached(e), coded),
+                        None => answer(req, conds, v, Source::File(file), coded),
+                    },
+                );
+            }
+        }
+        if base.size < z.min_length() || !z.compressible(base.content_type.as_bytes()) {
+            return None;
+        }
+        let body = match z.compress(coding, entry.body().clone()) {
+            Ok(b) if (b.len() as u64) < base.size => b,
+            Ok(_) => return None,
+            Err(e) => {
+                log::error!(
+                    "compressing {:?} failed: {e}",
+                    String::from_utf8_lossy(entry.file_rel())
+                );
+                return None;
+            }
+        };
+        let etag = variant_etag(&base.etag, coding);
+        let v = cache.insert_variant(vkey, entry, coding, body.into(), etag)?;
+        let vv = v.validators().clone();
+        Some(answer(
+            req,
+            conds,
+            vv,
+            Source::Cached(v),
+            Coded::variant(coding),
+        ))
+    }
+
+    /// The precompressed sibling of `rel` in `coding`, if it is a regular file: the file, its
+    /// metadata, its path and its validators (the original's type, its own tag per coding).
+    fn sibling(
+        &self,
+        rel: &[u8],
+        base: &Validators,
+        coding: Coding,
+    ) -> Option<(File, std::fs::Metadata, Vec<u8>, Validators)> {
+        let mut sib_rel = rel.to_vec();
+        sib_rel.extend_from_slice(coding.suffix()?.as_bytes());
+        let file = self.open(&sib_rel).ok()?;
+        let meta = file.metadata().ok().filter(|m| m.is_file())?;
+        let mut v = Validators::new(&meta, base.content_type);
+        v.etag = variant_etag(&v.etag, coding);
+        Some((file, meta, sib_rel, v))
+    }
+
+    /// The answer in a coding for a file the cache does not hold: its sibling from disk, or
+    /// the file compressed as it is sent; `None` when identity is the answer.
+    #[allow(clippy::too_many_arguments)]
+    fn uncached_variant(
+        &self,
+        req: &Request,
+        conds: &Conditions<'_>,
+        rel: &[u8],
+        file: &File,
+        v: &Validators,
+        z: &Compression,
+        ae: &AcceptEncoding,
+    ) -> Option<Response> {
+        let on_the_fly = v.size >= z.min_length() && z.compressible(v.content_type.as_bytes());
+        let mut offered: Vec<Coding> = z.codings().to_vec();
+        loop {
+            let coding = ae.choose(&offered);
+            if coding == Coding::Identity {
+                return None;
+            }
+            if z.precompressed() {
+                if let Some((sib, _, _, sv)) = self.sibling(rel, v, coding) {
+                    return Some(answer(
+                        req,
+                        conds,
+                        sv,
+                        Source::File(sib),
+                        Coded::variant(coding),
+                    ));
+                }
+            }
+            if on_the_fly {
+                let file = file.try_clone().ok()?;
+                let mut sv = v.clone();
+                // Weak: streamed output is not promised to be the same bytes each time.
+                sv.etag = format!("W/{}", variant_etag(&v.etag, coding));
+                let body = BodyStream::new(z.encoder(coding, file));
+                return Some(answer(
+                    req,
+                    conds,
+                    sv,
+                    Source::Stream(body),
+                    Coded::variant(coding),
+                ));
+            }
+            offered.retain(|&c| c != coding);
+        }
     }
 
     fn listing(&self, req: &Request, rel: &[u8]) -> Response {
@@ -310,7 +563,13 @@ impl StaticFiles {
 
 /// The answer for a file with validators `v`: 304, 412, 200, 206 or 416, the same whether the
 /// body comes from the file (sendfile) or from the cache (the entry, or a slice of it).
-fn answer(req: &Request, conds: &Conditions<'_>, v: Validators, src: Source) -> Response {
+fn answer(
+    req: &Request,
+    conds: &Conditions<'_>,
+    v: Validators,
+    src: Source,
+    coded: Coded,
+) -> Response {
     let Validators {
         size,
         mtime,
@@ -329,9 +588,14 @@ fn answer(req: &Request, conds: &Conditions<'_>, v: Validators, src: Source) -> 
             Outcome::Proceed => {}
             // RFC 9110 §15.4.5: a 304 carries the validators a 200 would have.
             Outcome::NotModified => {
-                return Response::new(304)
+                let resp = Response::new(304)
                     .header("Last-Modified", last_modified.to_vec())
-                    .header("ETag", etag)
+                    .header("ETag", etag);
+                return if coded.vary {
+                    resp.header("Vary", "Accept-Encoding")
+                } else {
+                    resp
+                };
             }
             Outcome::PreconditionFailed => return Response::error(412),
             Outcome::IgnoreRange => range = None,
@@ -342,20 +606,33 @@ fn answer(req: &Request, conds: &Conditions<'_>, v: Validators, src: Source) -> 
         None => RangeSpec::Full,
     };
     let with_validators = |status: u16| {
-        Response::new(status)
+        let resp = Response::new(status)
             .header("Last-Modified", last_modified.to_vec())
-            .header("ETag", etag.clone())
+            .header("ETag", etag.clone());
+        if coded.vary {
+            resp.header("Vary", "Accept-Encoding")
+        } else {
+            resp
+        }
+    };
+    // A variant is never sent in ranges: it does not say it accepts them.
+    let coded_head = |resp: Response| match coded.coding {
+        Coding::Identity => resp.header("Accept-Ranges", "bytes"),
+        c => resp.header("Content-Encoding", c.token()),
     };
     match (range, src) {
         (RangeSpec::Full, Source::Cached(e)) => Response::new(200).body(Body::Prepared(e)),
-        (RangeSpec::Full, Source::File(file)) => with_validators(200)
-            .header("Content-Type", content_type)
-            .header("Accept-Ranges", "bytes")
-            .body(Body::File {
+        (RangeSpec::Full, Source::File(file)) => {
+            coded_head(with_validators(200).header("Content-Type", content_type)).body(Body::File {
                 file: Arc::new(file),
                 offset: 0,
                 len: size,
-            }),
+            })
+        }
+        (RangeSpec::Full, Source::Stream(body)) => {
+            coded_head(with_validators(200).header("Content-Type", content_type))
+                .body(Body::Stream(body))
+        }
         (RangeSpec::Single { start, end }, src) => {
             let len = end - start + 1;
             let body = match src {
@@ -367,6 +644,8 @@ fn answer(req: &Request, conds: &Conditions<'_>, v: Validators, src: Source) -> 
                 Source::Cached(e) => {
                     Body::Bytes(e.body().slice(start as usize..(end + 1) as usize))
                 }
+                // Not reached: a coded response is only made for a request without a range.
+                Source::Stream(_) => return Response::error(500),
             };
             with_validators(206)
                 .header("Content-Type", content_type)

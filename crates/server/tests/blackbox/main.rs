@@ -15,6 +15,7 @@ mod common;
 
 mod access_log;
 mod cgi;
+mod compression;
 mod connection;
 mod echo;
 mod guards;
