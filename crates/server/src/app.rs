@@ -68,6 +68,8 @@ pub struct App {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) access_log: Option<AccessLog>,
     pub(crate) shutdown: Arc<Shutdown>,
+    /// This generation's certificates, when a listener serves TLS (re-read on reload).
+    pub(crate) tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// What one generation of the application hands to the next on reload.
@@ -183,6 +185,8 @@ impl App {
             Some(l) => Some(l),
             None => AccessLog::open(&cfg.access_log)?,
         };
+        let tls = crate::tls::Tls::from_config(&cfg)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         Ok(App {
             cfg,
             user_routes,
@@ -195,6 +199,7 @@ impl App {
             metrics,
             access_log,
             shutdown,
+            tls,
         })
     }
 

@@ -17,6 +17,7 @@
 //! keepalive = "75s"           # nginx keepalive_timeout
 //! send = "60s"                # nginx send_timeout
 //! shutdown_grace = "10s"
+//! tls_handshake = "10s"       # a TLS handshake from its first byte
 //!
 //! [limits]                    # sizes in bytes, or "64k", "1m", "1g"
 //! max_connections = 10000
@@ -88,6 +89,18 @@
 //! read_timeout = "60s"        # nginx proxy_read_timeout, between two reads (and writes); 504
 //! idle_timeout = "30s"        # an idle pooled upstream connection older than this is closed
 //! max_idle = 32               # idle keep-alive connections kept per upstream
+//!
+//! [tls]                     # HTTPS listeners: [[listen]] tls = true (see crate::tls)
+//! cert = "cert.pem"           # nginx ssl_certificate (PEM chain, leaf first)
+//! key = "key.pem"             # nginx ssl_certificate_key (PKCS#8, RSA or EC)
+//! hsts = ""                   # e.g. "max-age=63072000": Strict-Transport-Security
+//! session_tickets = true      # nginx ssl_session_tickets
+//! session_cache = 4096        # server-side sessions kept (0: none)
+//!
+//! [[tls.sni]]               # more certificates, chosen by the name the client sends
+//! names = ["example.org", "*.example.org"]
+//! cert = "org.pem"
+//! key = "org.key"
 //!
 //! [timing]                  # where a request's time goes (off: no clock reads)
 //! phases = false              # per-phase histograms in the status JSON and metrics
@@ -184,6 +197,14 @@ pub struct Listen {
     /// such as HAProxy or AWS NLB) giving the client's address; one without is closed.
     #[serde(default)]
     pub proxy_protocol: bool,
+    /// HTTPS: connections start with a TLS handshake (`[tls]` has the certificates; nginx
+    /// `listen 443 ssl`).
+    #[serde(default)]
+    pub tls: bool,
+    /// Answer every plain-HTTP request with a 308 to the same URL over https (nginx
+    /// `return 308 https://$host$request_uri`).
+    #[serde(default)]
+    pub redirect_https: bool,
 }
 
 fn default_model() -> Model {
@@ -204,6 +225,8 @@ impl FromStr for Listen {
             model,
             name: None,
             proxy_protocol: false,
+            tls: false,
+            redirect_https: false,
         })
     }
 }
@@ -262,6 +285,10 @@ pub struct Timeouts {
     /// How long SIGTERM waits for in-flight requests before exiting.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub shutdown_grace: Duration,
+    /// A TLS handshake from the first byte to its end (10 s; nginx bounds it with
+    /// `client_header_timeout`, Caddy `read_timeout`); past it the connection closes.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub tls_handshake: Duration,
 }
 
 impl Default for Timeouts {
@@ -272,6 +299,7 @@ impl Default for Timeouts {
             keepalive: Duration::from_secs(75),
             send: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            tls_handshake: Duration::from_secs(10),
         }
     }
 }
@@ -937,6 +965,8 @@ pub struct Config {
     pub proxy: Vec<ProxyConfig>,
     pub timing: TimingConfig,
     pub pipeline: PipelineConfig,
+    /// Certificates and settings of the TLS listeners (`[tls]`, `crate::tls`).
+    pub tls: crate::tls::TlsConfig,
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
@@ -978,6 +1008,7 @@ impl Default for Config {
             proxy: Vec::new(),
             timing: TimingConfig::default(),
             pipeline: PipelineConfig::default(),
+            tls: crate::tls::TlsConfig::default(),
         }
     }
 }

@@ -50,6 +50,9 @@ pub struct ConnInfo {
     /// Set once the PROXY protocol header is read (`[[listen]] proxy_protocol`): the client's
     /// address it gave, or `None` for a header that gave none (a balancer's health check).
     pub proxied: std::sync::OnceLock<Option<SocketAddr>>,
+    /// Set once the TLS handshake of a connection on a TLS listener is done: the SNI name,
+    /// ALPN protocol and version (`crate::tls::TlsInfo`). Unset on plain connections.
+    pub tls: std::sync::OnceLock<crate::tls::TlsInfo>,
 }
 
 impl ConnInfo {
@@ -363,7 +366,10 @@ fn serve_with<T: Transport>(
         first = false;
         served_any = true;
         let req = take_request(parser, rbuf, head_len, info, &cfg.real_ip_from);
-        let (resp, keep_alive) = handle(stream, rbuf, app, &req, limits, &mut times);
+        let (resp, keep_alive) = match crate::tls::redirect(info, &req) {
+            Some(redirect) => redirect,
+            None => handle(stream, rbuf, app, &req, limits, &mut times),
+        };
         let status = resp.status;
         // Another request already buffered (pipelined): this response waits to go out with
         // the next ones, in one write (bounded in bytes and count).
@@ -371,11 +377,12 @@ fn serve_with<T: Transport>(
         batch = if gather { batch + 1 } else { 0 };
         stream.set_gathering(gather);
         let result = if timed {
-            let extra = if cfg.timing.server_timing {
+            let mut extra = if cfg.timing.server_timing {
                 times.server_timing(info)
             } else {
                 Vec::new()
             };
+            extra.extend_from_slice(crate::tls::extra_headers(app, info));
             let mut out = Stamped {
                 inner: &mut *stream,
                 first: None,
@@ -384,7 +391,8 @@ fn serve_with<T: Transport>(
             times.record_out(info, out.first);
             r
         } else {
-            write_response(stream, wbuf, resp, Some(&req), keep_alive, b"")
+            let extra = crate::tls::extra_headers(app, info);
+            write_response(stream, wbuf, resp, Some(&req), keep_alive, extra)
         };
         stream.set_gathering(false);
         let body_len = match result {
@@ -1162,6 +1170,7 @@ mod tests {
             registration: None,
             accepted: None,
             proxied: Default::default(),
+            tls: Default::default(),
         };
         let mut wire = Recorder {
             input: input.to_vec(),

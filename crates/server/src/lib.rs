@@ -43,6 +43,7 @@ pub(crate) mod response;
 pub mod server;
 pub(crate) mod shutdown;
 pub(crate) mod sys;
+pub mod tls;
 // Fork, wait and signals, for the test harness too (its process-model and upgrade tests fork
 // and reap); not part of the library API.
 #[doc(hidden)]

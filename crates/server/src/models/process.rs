@@ -432,8 +432,12 @@ impl Master {
                 }
             }
         }
+        // A TLS connection goes to a child with its first bytes (part of a ClientHello): the
+        // child runs the handshake and keeps the connection to its end, since a TLS session
+        // cannot be handed back to the master between requests.
+        let tls = h.lm.tls() && !h.buf.is_empty();
         self.parser.reset();
-        let whole = !matches!(self.parser.parse(&h.buf), Ok(None)) || h.buf.len() >= max;
+        let whole = tls || !matches!(self.parser.parse(&h.buf), Ok(None)) || h.buf.len() >= max;
         if whole {
             h.stage = Stage::Queued;
             let _ = self.epoll.delete(fd);
@@ -726,8 +730,13 @@ fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_childr
         accepted: if resumed { None } else { accepted },
         // The master read the PROXY protocol header, if the listener expects one.
         proxied: proxied.map(std::sync::OnceLock::from).unwrap_or_default(),
+        tls: Default::default(),
     };
-    let served = conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive);
+    let served = if info.listener.tls() {
+        crate::tls::serve(&mut stream, app, &info).map(|()| Served::Closed)
+    } else {
+        conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive)
+    };
     let code = match served {
         Ok(Served::Idle) if stream.gave_back && !app.shutdown.is_set() => EXIT_IDLE,
         Ok(_) => 0,

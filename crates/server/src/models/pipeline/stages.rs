@@ -72,6 +72,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             registration,
             accepted,
             proxied: Default::default(),
+            tls: Default::default(),
         },
         stream,
         _guard: guard,
