@@ -161,15 +161,6 @@ impl Tls {
         if !listeners.iter().any(|l| l.tls) {
             return Ok(None);
         }
-        if let Some(l) = listeners
-            .iter()
-            .find(|l| l.tls && l.model == crate::config::Model::Pipeline)
-        {
-            return Err(format!(
-                "{}: TLS is not available on the pipeline model yet",
-                l.addr
-            ));
-        }
         let t = &cfg.tls;
         let (Some(cert), Some(key)) = (&t.cert, &t.key) else {
             return Err(

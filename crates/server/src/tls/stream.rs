@@ -29,7 +29,7 @@ const FILE_CHUNK: usize = 32 * 1024;
 const FIRST_READ: usize = 2048;
 
 /// The TLS record type of a handshake message: the first byte of every ClientHello.
-const HANDSHAKE_RECORD: u8 = 0x16;
+pub(crate) const HANDSHAKE_RECORD: u8 = 0x16;
 
 /// Unread bytes drained (for at most `conn::LINGER`) after the 400 to a plain HTTP request,
 /// so the close does not reset the answer away.
@@ -146,6 +146,12 @@ pub(crate) fn handshake<T: Transport>(
             }
         }
     }
+    settle(&conn, info);
+    Ok(conn)
+}
+
+/// Records what a finished handshake settled in `info.tls`.
+pub(crate) fn settle(conn: &ServerConnection, info: &ConnInfo) {
     let version = match conn.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
         Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
@@ -157,7 +163,6 @@ pub(crate) fn handshake<T: Transport>(
         version,
         resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
     });
-    Ok(conn)
 }
 
 fn is_timeout(e: &io::Error) -> bool {
