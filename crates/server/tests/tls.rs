@@ -495,6 +495,56 @@ fn hsts_on_tls_responses_only_and_redirect_https_from_plain() {
     }
 }
 
+/// Request bodies are read through the TLS session on every model (the pipeline's process
+/// stage, the process model's child), over TLS 1.2 as over 1.3, and the connection goes on.
+#[test]
+fn request_bodies_over_tls_1_2_and_1_3() {
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 253) as u8).collect();
+    for model in MODELS {
+        let dir = unique_dir("bodies");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &cert, "", &["--echo", "/echo"]);
+        let mut roots = RootCertStore::empty();
+        roots.add(cert.der.clone()).unwrap();
+        let tls12 =
+            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_protocol_versions(&[&rustls::version::TLS12])
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        for (cfg, version) in [
+            (Arc::new(tls12), rustls::ProtocolVersion::TLSv1_2),
+            (
+                client_config(&[&cert.der]),
+                rustls::ProtocolVersion::TLSv1_3,
+            ),
+        ] {
+            let mut s = connect(server.https, &cfg, "localhost");
+            assert_eq!(s.conn.protocol_version(), Some(version), "{model}");
+            write!(
+                s,
+                "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
+            s.write_all(&body).unwrap();
+            s.flush().unwrap();
+            let r = read_response(&mut s, &mut Vec::new()).expect("echo response");
+            assert_eq!(r.status, 200, "{model} {version:?}");
+            assert!(
+                r.body == body,
+                "{model} {version:?}: the echoed body differs"
+            );
+            let r = get(&mut s, "/", true);
+            assert_eq!(
+                (r.status, r.body.as_slice()),
+                (200, INDEX),
+                "{model} {version:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn sessions_resume_by_ticket() {
     for model in MODELS {
