@@ -78,6 +78,8 @@ pub struct App {
     /// Per-client connection counts and request rates (`limits_ip`), shared by every
     /// generation and, through shared memory, every process.
     pub(crate) clients: Arc<ClientTable>,
+    /// This generation's certificates, when a listener serves TLS (re-read on reload).
+    pub(crate) tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// What one generation of the application hands to the next on reload.
@@ -209,6 +211,8 @@ impl App {
             Some(l) => Some(l),
             None => AccessLog::open(&cfg.access_log)?,
         };
+        let tls = crate::tls::Tls::from_config(&cfg)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         Ok(App {
             cfg,
             user_routes,
@@ -224,6 +228,7 @@ impl App {
             access_log,
             shutdown,
             clients,
+            tls,
         })
     }
 

@@ -22,6 +22,7 @@
 //! header_min_rate = 500       # bytes/s a head must average after min_rate_grace; 408 (0: off)
 //! body_min_rate = 500         # bytes/s a body must average after min_rate_grace; 408 (0: off)
 //! min_rate_grace = "20s"      # Apache RequestReadTimeout header=20-60,MinRate=500
+//! tls_handshake = "10s"       # a TLS handshake from its first byte
 //!
 //! [limits]                    # sizes in bytes, or "64k", "1m", "1g"
 //! max_connections = 10000
@@ -104,6 +105,18 @@
 //! max_idle = 32               # idle keep-alive connections kept per upstream
 //! request_buffering = true    # nginx proxy_request_buffering: the whole body (at most
 //!                             # limits.max_body) is read before anything goes upstream
+//!
+//! [tls]                     # HTTPS listeners: [[listen]] tls = true (see crate::tls)
+//! cert = "cert.pem"           # nginx ssl_certificate (PEM chain, leaf first)
+//! key = "key.pem"             # nginx ssl_certificate_key (PKCS#8, RSA or EC)
+//! hsts = ""                   # e.g. "max-age=63072000": Strict-Transport-Security
+//! session_tickets = true      # nginx ssl_session_tickets
+//! session_cache = 4096        # server-side sessions kept (0: none)
+//!
+//! [[tls.sni]]               # more certificates, chosen by the name the client sends
+//! names = ["example.org", "*.example.org"]
+//! cert = "org.pem"
+//! key = "org.key"
 //!
 //! [timing]                  # where a request's time goes (off: no clock reads)
 //! phases = false              # per-phase histograms in the status JSON and metrics
@@ -200,6 +213,14 @@ pub struct Listen {
     /// such as HAProxy or AWS NLB) giving the client's address; one without is closed.
     #[serde(default)]
     pub proxy_protocol: bool,
+    /// HTTPS: connections start with a TLS handshake (`[tls]` has the certificates; nginx
+    /// `listen 443 ssl`).
+    #[serde(default)]
+    pub tls: bool,
+    /// Answer every plain-HTTP request with a 308 to the same URL over https (nginx
+    /// `return 308 https://$host$request_uri`).
+    #[serde(default)]
+    pub redirect_https: bool,
 }
 
 fn default_model() -> Model {
@@ -220,6 +241,8 @@ impl FromStr for Listen {
             model,
             name: None,
             proxy_protocol: false,
+            tls: false,
+            redirect_https: false,
         })
     }
 }
@@ -288,6 +311,10 @@ pub struct Timeouts {
     /// `1/rate` seconds to it (mod_reqtimeout's initial timeout, 20 s).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub min_rate_grace: Duration,
+    /// A TLS handshake from the first byte to its end (10 s; nginx bounds it with
+    /// `client_header_timeout`, Caddy `read_timeout`); past it the connection closes.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub tls_handshake: Duration,
 }
 
 impl Default for Timeouts {
@@ -304,6 +331,7 @@ impl Default for Timeouts {
             header_min_rate: 500,
             body_min_rate: 500,
             min_rate_grace: Duration::from_secs(20),
+            tls_handshake: Duration::from_secs(10),
         }
     }
 }
@@ -1003,6 +1031,8 @@ pub struct Config {
     pub site: Vec<crate::sites::SiteConfig>,
     /// Content codings (`[compression]`, see `compress.rs`).
     pub compression: crate::compress::CompressionConfig,
+    /// Certificates and settings of the TLS listeners (`[tls]`, `crate::tls`).
+    pub tls: crate::tls::TlsConfig,
 }
 
 /// Per-request phase timings (the CGI paper's question: where does a request's time go?).
@@ -1049,6 +1079,7 @@ impl Default for Config {
             rate_limit: Default::default(),
             site: Vec::new(),
             compression: Default::default(),
+            tls: crate::tls::TlsConfig::default(),
         }
     }
 }

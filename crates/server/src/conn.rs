@@ -53,6 +53,9 @@ pub struct ConnInfo {
     /// Set once the connection is counted against `limits.conn_per_ip` ([`admit`]); its
     /// count ends when this drops.
     pub client_slot: std::sync::OnceLock<crate::limits_ip::ConnSlot>,
+    /// Set once the TLS handshake of a connection on a TLS listener is done: the SNI name,
+    /// ALPN protocol and version (`crate::tls::TlsInfo`). Unset on plain connections.
+    pub tls: std::sync::OnceLock<std::sync::Arc<crate::tls::TlsInfo>>,
 }
 
 impl ConnInfo {
@@ -121,7 +124,7 @@ pub(crate) fn proxy_read_max(cfg: &crate::config::Config) -> usize {
 /// Reads the PROXY protocol header a connection must start with, within the header-read
 /// timeout. False (with a log line) when the connection is to be closed: no header, a bad one,
 /// the client gone, or too slow.
-fn read_proxy_header<T: Transport>(
+pub(crate) fn read_proxy_header<T: Transport>(
     stream: &mut T,
     rbuf: &mut ReadBuf,
     app: &App,
@@ -395,7 +398,10 @@ fn serve_with<T: Transport>(
         first = false;
         served_any = true;
         let req = take_request(parser, rbuf, head_len, info, &cfg.real_ip_from);
-        let (resp, keep_alive) = handle(stream, rbuf, app, &req, limits, &mut times);
+        let (resp, keep_alive) = match crate::tls::redirect(info, &req) {
+            Some(redirect) => redirect,
+            None => handle(stream, rbuf, app, &req, limits, &mut times),
+        };
         let status = resp.status;
         // Another request already buffered (pipelined): this response waits to go out with
         // the next ones, in one write (bounded in bytes and count).
@@ -403,11 +409,12 @@ fn serve_with<T: Transport>(
         batch = if gather { batch + 1 } else { 0 };
         stream.set_gathering(gather);
         let result = if timed {
-            let extra = if cfg.timing.server_timing {
+            let mut extra = if cfg.timing.server_timing {
                 times.server_timing(info)
             } else {
                 Vec::new()
             };
+            extra.extend_from_slice(crate::tls::extra_headers(app, info));
             let mut out = Stamped {
                 inner: &mut *stream,
                 first: None,
@@ -416,7 +423,8 @@ fn serve_with<T: Transport>(
             times.record_out(info, out.first);
             r
         } else {
-            write_response(stream, wbuf, resp, Some(&req), keep_alive, b"")
+            let extra = crate::tls::extra_headers(app, info);
+            write_response(stream, wbuf, resp, Some(&req), keep_alive, extra)
         };
         stream.set_gathering(false);
         let body_len = match result {
@@ -454,6 +462,7 @@ pub(crate) fn take_request(
 ) -> Request {
     let head = parser.take_head();
     let mut req = Request::new(rbuf.split_head(head_len), head, info.client(), info.local);
+    req.set_tls(info.tls.get().cloned());
     if !real_ip_from.is_empty() {
         let xff = req
             .headers()
@@ -1221,6 +1230,7 @@ mod tests {
             accepted: None,
             proxied: Default::default(),
             client_slot: Default::default(),
+            tls: Default::default(),
         };
         let mut wire = Recorder {
             input: input.to_vec(),

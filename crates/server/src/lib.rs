@@ -48,6 +48,7 @@ pub mod server;
 pub(crate) mod shutdown;
 pub mod sites;
 pub(crate) mod sys;
+pub mod tls;
 // Fork, wait and signals, for the test harness too (its process-model and upgrade tests fork
 // and reap); not part of the library API.
 #[doc(hidden)]

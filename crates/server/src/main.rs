@@ -70,6 +70,17 @@ struct ServeArgs {
     /// ADDR or ADDR=MODEL (fiber, thread, process, pipeline); may repeat, one model per port.
     #[arg(long = "listen", value_name = "ADDR[=MODEL]")]
     listen: Vec<Listen>,
+    /// An HTTPS listener: ADDR or ADDR=MODEL, as --listen; may repeat (config `[[listen]]
+    /// tls = true`). Needs --tls-cert and --tls-key (or `[tls]` in the config).
+    #[arg(long = "https", value_name = "ADDR[=MODEL]")]
+    https: Vec<Listen>,
+    /// PEM certificate chain of the HTTPS listeners (config `[tls] cert`; nginx
+    /// `ssl_certificate`).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key, PKCS#8, RSA or EC (config `[tls] key`; nginx `ssl_certificate_key`).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
     /// Worker threads for models with a fixed pool (default: one per core; at least 1).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
@@ -209,8 +220,18 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     if let Some(root) = &args.root {
         cfg.root = root.clone();
     }
-    if !args.listen.is_empty() {
+    if !args.listen.is_empty() || !args.https.is_empty() {
         cfg.listen = args.listen.clone();
+        cfg.listen.extend(args.https.iter().cloned().map(|mut l| {
+            l.tls = true;
+            l
+        }));
+    }
+    if let Some(cert) = &args.tls_cert {
+        cfg.tls.cert = Some(cert.clone());
+    }
+    if let Some(key) = &args.tls_key {
+        cfg.tls.key = Some(key.clone());
     }
     if let Some(n) = args.threads {
         cfg.threads = Some(usize::from(n));
@@ -328,9 +349,10 @@ fn serve(args: ServeArgs, activation: weft::activation::Activation) -> Result<()
     weft::server::shutdown_on_signals(server.shutdown_handle()).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     for (addr, model) in server.local_addrs() {
+        let scheme = if server.is_tls(addr) { "https" } else { "http" };
         let _ = writeln!(
             out,
-            "weft: serving {} on http://{addr}/ (model: {model})",
+            "weft: serving {} on {scheme}://{addr}/ (model: {model})",
             root.display()
         );
     }

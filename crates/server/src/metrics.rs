@@ -31,6 +31,10 @@ pub struct ListenerMetrics {
     report: std::sync::OnceLock<Arc<dyn ModelReport>>,
     /// Connections start with a PROXY protocol header (`[[listen]] proxy_protocol`).
     proxy_protocol: std::sync::atomic::AtomicBool,
+    /// Connections start with a TLS handshake (`[[listen]] tls`).
+    tls: std::sync::atomic::AtomicBool,
+    /// Plain requests are redirected to https (`[[listen]] redirect_https`).
+    redirect_https: std::sync::atomic::AtomicBool,
 }
 
 /// The counters proper, in memory shared with forked children.
@@ -177,12 +181,31 @@ impl ListenerMetrics {
             counters: Shared::new(),
             report: std::sync::OnceLock::new(),
             proxy_protocol: std::sync::atomic::AtomicBool::new(false),
+            tls: std::sync::atomic::AtomicBool::new(false),
+            redirect_https: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// Whether connections to this listener start with a PROXY protocol header.
     pub fn proxy_protocol(&self) -> bool {
         self.proxy_protocol.load(Relaxed)
+    }
+
+    /// True if this listener serves HTTPS.
+    pub fn tls(&self) -> bool {
+        self.tls.load(Relaxed)
+    }
+
+    /// True if this plain listener answers every request with a redirect to https.
+    pub fn redirect_https(&self) -> bool {
+        self.redirect_https.load(Relaxed)
+    }
+
+    /// Sets [`ListenerMetrics::tls`] and [`ListenerMetrics::redirect_https`] (once, when the
+    /// listener is bound).
+    pub fn set_tls(&self, tls: bool, redirect_https: bool) {
+        self.tls.store(tls, Relaxed);
+        self.redirect_https.store(redirect_https, Relaxed);
     }
 
     /// Sets [`ListenerMetrics::proxy_protocol`] (once, when the listener is bound).

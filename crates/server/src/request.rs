@@ -13,6 +13,8 @@ pub struct Request {
     head: RequestHead,
     peer: SocketAddr,
     local: SocketAddr,
+    /// What the connection's TLS handshake settled; `None` on plain HTTP.
+    tls: Option<std::sync::Arc<crate::tls::TlsInfo>>,
 }
 
 impl Request {
@@ -29,7 +31,32 @@ impl Request {
             head,
             peer,
             local,
+            tls: None,
         }
+    }
+
+    /// True if the request came over HTTPS (a TLS listener).
+    pub fn is_https(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// What the connection's TLS handshake settled (SNI name, ALPN, version); `None` on
+    /// plain HTTP.
+    pub fn tls(&self) -> Option<&crate::tls::TlsInfo> {
+        self.tls.as_deref()
+    }
+
+    /// Marks the request as received over the TLS session `tls` described.
+    pub(crate) fn set_tls(&mut self, tls: Option<std::sync::Arc<crate::tls::TlsInfo>>) {
+        self.tls = tls;
+    }
+
+    /// A request made by weft on behalf of `self` (a CGI local redirect, an error page):
+    /// `self`'s client, local address and TLS session.
+    pub(crate) fn derived(&self, bytes: impl Into<Vec<u8>>, head: RequestHead) -> Request {
+        let mut r = Request::new(bytes, head, self.peer, self.local);
+        r.tls = self.tls.clone();
+        r
     }
 
     /// The method.

@@ -140,6 +140,8 @@ impl ServerBuilder {
                     model: m.unwrap_or(default),
                     name: None,
                     proxy_protocol: false,
+                    tls: false,
+                    redirect_https: false,
                 })
                 .collect();
         } else if let Some(m) = self.model {
@@ -175,6 +177,10 @@ impl ServerBuilder {
             let addr = listeners[0].local_addr()?;
             let metrics = app.metrics.add_listener(addr, l.model);
             metrics.set_proxy_protocol(l.proxy_protocol);
+            metrics.set_tls(l.tls, l.redirect_https);
+            if l.tls {
+                crate::tls::note_https_port(addr.port());
+            }
             bound.push(Bound {
                 listeners,
                 addr,
@@ -451,6 +457,11 @@ impl Server {
         self.bound.iter().map(|b| (b.addr, b.model)).collect()
     }
 
+    /// True if the listener bound to `addr` serves HTTPS.
+    pub fn is_tls(&self, addr: SocketAddr) -> bool {
+        self.bound.iter().any(|b| b.addr == addr && b.metrics.tls())
+    }
+
     /// The application new connections get now (config, metrics).
     pub fn app(&self) -> Arc<App> {
         self.live.current()
@@ -474,7 +485,12 @@ impl Server {
             Some(
                 weft_fiber::Runtime::builder()
                     .workers(workers)
-                    .stack_size(app.cfg.fiber.stack_size)
+                    .stack_size(crate::tls::fiber_stack(
+                        app.cfg.fiber.stack_size,
+                        self.bound
+                            .iter()
+                            .any(|b| b.model == Model::Fiber && b.metrics.tls()),
+                    ))
                     // Each response's Date comes from a clock read once per scheduling round.
                     .on_round(weft_http::date::new_round)
                     .max_lingering(app.cfg.fiber.linger_max)

@@ -920,8 +920,8 @@ impl Sites {
         redirects: usize,
     ) -> Option<Response> {
         let host = request_host(req);
-        // The connection's TLS server name goes here once TLS provides it; plain HTTP has none.
-        let sni: Option<&[u8]> = None;
+        // The connection's TLS server name; plain HTTP (and a client that sent none) has none.
+        let sni = req.tls().and_then(|t| t.sni.as_deref()).map(str::as_bytes);
         if self.router.misdirected(sni, host) {
             log::info!(
                 "{}: host {:?} is not the site of the TLS server name; answering 421",
@@ -1080,12 +1080,7 @@ fn internal_request(req: &Request, target: &str, limits: weft_http::Limits) -> O
 fn parsed(raw: Vec<u8>, like: &Request, limits: weft_http::Limits) -> Option<Request> {
     let mut parser = Parser::new(limits);
     match parser.parse(&raw) {
-        Ok(Some(n)) if n == raw.len() => Some(Request::new(
-            Bytes::from(raw),
-            parser.take_head(),
-            like.peer_addr(),
-            like.local_addr(),
-        )),
+        Ok(Some(n)) if n == raw.len() => Some(like.derived(Bytes::from(raw), parser.take_head())),
         _ => None,
     }
 }

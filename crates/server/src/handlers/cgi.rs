@@ -429,7 +429,15 @@ fn meta_variables(req: &Request, content_length: Option<u64>) -> Vec<(String, Os
         ("REMOTE_ADDR".into(), text(&peer.ip().to_string())),
         ("REMOTE_HOST".into(), text(&peer.ip().to_string())),
         ("REMOTE_PORT".into(), text(&peer.port().to_string())),
+        (
+            "REQUEST_SCHEME".into(),
+            text(if req.is_https() { "https" } else { "http" }),
+        ),
     ];
+    if req.is_https() {
+        // As Apache's mod_ssl and nginx's fastcgi_params (`HTTPS $https if_not_empty`).
+        env.push(("HTTPS".into(), text("on")));
+    }
     if let Some(n) = content_length {
         env.push(("CONTENT_LENGTH".into(), text(&n.to_string())));
     }
@@ -861,12 +869,7 @@ pub fn redirected_request(
     raw.extend_from_slice(b"\r\n");
     let mut parser = Parser::new(limits);
     match parser.parse(&raw) {
-        Ok(Some(n)) if n == raw.len() => Some(Request::new(
-            Bytes::from(raw),
-            parser.take_head(),
-            req.peer_addr(),
-            req.local_addr(),
-        )),
+        Ok(Some(n)) if n == raw.len() => Some(req.derived(Bytes::from(raw), parser.take_head())),
         _ => None,
     }
 }

@@ -15,7 +15,7 @@
 //!   names, `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
 //!   `Proxy-Authorization`, `Proxy-Authenticate`. `Expect` is answered here (the client gets
 //!   `100 Continue` when the body is first read), not forwarded. `X-Forwarded-For` gets the
-//!   client's address appended to what the client sent; `X-Forwarded-Proto` (`http`) and
+//!   client's address appended to what the client sent; `X-Forwarded-Proto` (`http`, `https` over TLS) and
 //!   `X-Forwarded-Host` (the request's host) replace the client's; `Via` gets `1.x weft`
 //!   appended both ways. `Host` is the request's host by default (`host = "upstream"`: the
 //!   upstream's authority). The request's host is [`Request::host`]: an absolute-form
@@ -426,7 +426,11 @@ impl Upstream {
         }
         append_list(&mut xff, req.peer_addr().ip().to_string().as_bytes());
         field(&mut h, "X-Forwarded-For", &xff);
-        h.extend_from_slice(b"X-Forwarded-Proto: http\r\n");
+        h.extend_from_slice(if req.is_https() {
+            b"X-Forwarded-Proto: https\r\n"
+        } else {
+            b"X-Forwarded-Proto: http\r\n"
+        });
         if let Some(v) = client_host {
             field(&mut h, "X-Forwarded-Host", v);
         }

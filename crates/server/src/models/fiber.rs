@@ -64,10 +64,12 @@ pub fn accept_loop(
                         accepted,
                         proxied: Default::default(),
                         client_slot: Default::default(),
+                        tls: Default::default(),
                     };
                     let state = Box::new(ConnState {
                         app,
                         info,
+                        tls: None,
                         _guard: guard,
                     });
                     serve(stream, state, false);
@@ -99,19 +101,42 @@ pub fn accept_loop(
 struct ConnState {
     app: Arc<App>,
     info: ConnInfo,
+    /// The TLS session of a connection on a TLS listener, kept while the connection is
+    /// parked (the socket alone cannot resume it).
+    tls: Option<Box<rustls::ServerConnection>>,
     _guard: OpenGuard,
 }
 
 /// Serves `stream` until it closes or falls idle; an idle connection waits for its next
 /// request in the reactor without a fiber, stack or buffers (`fiber.park_idle`), or in a
 /// parked fiber.
-fn serve(mut stream: FiberStream, state: Box<ConnState>, resumed: bool) {
-    let app = &state.app;
-    let result = if app.cfg.fiber.park_idle {
-        conn::serve_until_idle(&mut stream, app, &state.info, resumed)
-    } else {
-        conn::serve(&mut stream, app, &state.info).map(|()| Served::Closed)
+fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) {
+    if !resumed && state.info.listener.tls() {
+        // The handshake runs in this fiber, yielding where the socket would block.
+        match crate::tls::start(&mut stream, &state.app, &state.info) {
+            Some(session) => state.tls = Some(Box::new(session)),
+            None => return close(stream, state),
+        }
+    }
+    let result = loop {
+        let ConnState { app, info, tls, .. } = &mut *state;
+        let result = match tls {
+            Some(session) => {
+                let mut tls_stream = crate::tls::TlsStream::new(&mut stream, session);
+                serve_on(&mut tls_stream, app, info, resumed)
+            }
+            None => serve_on(&mut stream, app, info, resumed),
+        };
+        // Requests already decrypted are served now: the socket will not signal them.
+        if matches!(result, Ok(Served::Idle))
+            && tls.as_mut().is_some_and(|s| crate::tls::pending(s))
+        {
+            resumed = true;
+            continue;
+        }
+        break result;
     };
+    let app = &state.app;
     match result {
         Ok(Served::Idle) => {
             // The fiber already waited through the linger period.
@@ -130,6 +155,20 @@ fn serve(mut stream: FiberStream, state: Box<ConnState>, resumed: bool) {
             log::debug!("{}: connection ended: {e}", state.info.peer);
             close(stream, state);
         }
+    }
+}
+
+/// One turn of the driver: until the connection closes or (with `fiber.park_idle`) falls idle.
+fn serve_on<T: crate::net::Transport>(
+    stream: &mut T,
+    app: &App,
+    info: &ConnInfo,
+    resumed: bool,
+) -> io::Result<Served> {
+    if app.cfg.fiber.park_idle {
+        conn::serve_until_idle(stream, app, info, resumed)
+    } else {
+        conn::serve(stream, app, info).map(|()| Served::Closed)
     }
 }
 

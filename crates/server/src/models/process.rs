@@ -489,8 +489,16 @@ impl Master {
         let Some(h) = self.held.get_mut(&fd) else {
             return;
         };
+        // A TLS connection goes to a child with its first bytes (part of a ClientHello): the
+        // child runs the handshake and keeps the connection to its end, since a TLS session
+        // cannot be handed back to the master between requests.
+        let tls = h.lm.tls() && !h.buf.is_empty();
         self.parser.reset();
-        let parsed = self.parser.parse(&h.buf);
+        let parsed = if tls {
+            Ok(None)
+        } else {
+            self.parser.parse(&h.buf)
+        };
         if let Ok(Some(head_len)) = parsed {
             let limits = app.cfg.limits.http();
             let bound = app.cfg.limits.client_body_buffer;
@@ -504,7 +512,7 @@ impl Master {
                 return;
             }
         }
-        let whole = !matches!(parsed, Ok(None)) || h.buf.len() >= max;
+        let whole = tls || !matches!(parsed, Ok(None)) || h.buf.len() >= max;
         if whole {
             h.stage = Stage::Queued;
             let _ = self.epoll.delete(fd);
@@ -864,8 +872,13 @@ fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_childr
         proxied: proxied.map(std::sync::OnceLock::from).unwrap_or_default(),
         // Counted by the master.
         client_slot: std::sync::OnceLock::from(crate::limits_ip::ConnSlot::Untracked),
+        tls: Default::default(),
     };
-    let served = conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive);
+    let served = if info.listener.tls() {
+        crate::tls::serve(&mut stream, app, &info).map(|()| Served::Closed)
+    } else {
+        conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive)
+    };
     let code = match served {
         Ok(Served::Idle) if stream.gave_back && !app.shutdown.is_set() => EXIT_IDLE,
         Ok(_) => 0,

@@ -51,8 +51,14 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                             accepted,
                             proxied: Default::default(),
                             client_slot: Default::default(),
+                            tls: Default::default(),
                         };
-                        if let Err(e) = conn::serve(&mut stream, &app, &info) {
+                        let served = if info.listener.tls() {
+                            crate::tls::serve(&mut stream, &app, &info)
+                        } else {
+                            conn::serve(&mut stream, &app, &info)
+                        };
+                        if let Err(e) = served {
                             log::debug!("{peer}: connection ended: {e}");
                         }
                         // `info` (and its registration) drops before `stream` closes the socket.

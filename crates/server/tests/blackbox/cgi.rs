@@ -223,6 +223,12 @@ fn meta_variables_of_rfc_3875_and_a_clean_environment() {
             "{env:#?}"
         );
         assert!(env.contains_key("PATH"));
+        // Apache's REQUEST_SCHEME; HTTPS only over TLS (tests/tls.rs).
+        assert_eq!(
+            env.get("REQUEST_SCHEME").map(String::as_str),
+            Some("http"),
+            "{name}"
+        );
         // httpoxy, credentials, ambiguous names, and bodies that are not there.
         for absent in [
             "HTTP_PROXY",
@@ -231,6 +237,7 @@ fn meta_variables_of_rfc_3875_and_a_clean_environment() {
             "HTTP_CONNECTION",
             "CONTENT_LENGTH",
             "CONTENT_TYPE",
+            "HTTPS",
         ] {
             assert!(!env.contains_key(absent), "{name}: {absent} in {env:#?}");
         }
@@ -262,6 +269,7 @@ fn meta_variables_of_rfc_3875_and_a_clean_environment() {
                 "REMOTE_ADDR",
                 "REMOTE_HOST",
                 "REMOTE_PORT",
+                "REQUEST_SCHEME",
                 // Set by Python itself.
                 "LC_CTYPE",
             ];

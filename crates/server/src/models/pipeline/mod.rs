@@ -35,6 +35,7 @@ mod monitor;
 mod poller;
 mod queue;
 mod stages;
+mod tls;
 mod wheel;
 
 use std::io;
@@ -99,6 +100,8 @@ pub(crate) struct Conn {
     reg: Option<poller::Registration>,
     /// The last read filled the buffer: the socket may hold more (see `poller.rs`).
     maybe_unread: bool,
+    /// The TLS session of a connection on a TLS listener (`tls.rs`).
+    tls: Option<Box<tls::Session>>,
 }
 
 /// A response being sent: `wbuf` (the head) then `tail`.

@@ -329,6 +329,13 @@ fn expire(p: &Pipeline) {
                 let next = super::stages::fail(conn, 408, "request head not received in time");
                 p.dispatch(next, false);
             }
+            Wait::Request if conn.tls.as_ref().is_some_and(|t| t.handshaking()) => {
+                log::info!(
+                    "{}: TLS handshake not done within {:?}; closed",
+                    conn.info.peer,
+                    conn.app.cfg.timeouts.tls_handshake
+                );
+            }
             // An idle connection closes silently (no 408 between requests).
             Wait::Request => {}
             Wait::Writable => log::debug!("{}: send timeout", conn.info.peer),

@@ -63,6 +63,26 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         return None;
     }
     let local = crate::models::local_addr(&p.lm, || stream.local_addr());
+    // A TLS listener's connection starts its session here; the handshake runs in receive.
+    let mut head_deadline = None;
+    let tls = if p.lm.tls() {
+        let Some(t) = &app.tls else {
+            log::error!("{peer}: TLS listener without certificates; closed");
+            return None;
+        };
+        match rustls::ServerConnection::new(t.server.clone()) {
+            Ok(c) => {
+                head_deadline = Some(Instant::now() + app.cfg.timeouts.tls_handshake);
+                Some(Box::new(super::tls::Session::new(c)))
+            }
+            Err(e) => {
+                log::error!("{peer}: TLS session: {e}");
+                return None;
+            }
+        }
+    } else {
+        None
+    };
     let guard = OpenGuard::new(p.lm.clone());
     let registration = Some(p.app.shutdown.register(stream.as_raw_fd()));
     Some(Box::new(Conn {
@@ -74,6 +94,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             accepted,
             proxied: Default::default(),
             client_slot: Default::default(),
+            tls: Default::default(),
         },
         stream,
         _guard: guard,
@@ -82,7 +103,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         rbuf: crate::body::ReadBuf::new(conn::READ_BUF),
         wbuf: Vec::with_capacity(512),
         first: true,
-        head_deadline: None,
+        head_deadline,
         head_rate: None,
         body_wait: None,
         late: None,
@@ -92,6 +113,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         times: conn::Times::default(),
         reg: None,
         maybe_unread: false,
+        tls,
     }))
 }
 
@@ -110,6 +132,29 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
     } else {
         cfg.limits.max_head_bytes + 1
     };
+    if conn.tls.as_ref().is_some_and(|t| t.handshaking()) {
+        let deadline = conn.head_deadline.unwrap_or_else(Instant::now);
+        match super::tls::handshake(&mut conn) {
+            super::tls::Step::Done => conn.head_deadline = None,
+            super::tls::Step::Wait if deadline > Instant::now() => {
+                return Next::Park(conn, Wait::Request, deadline)
+            }
+            super::tls::Step::Wait => {
+                log::info!(
+                    "{}: TLS handshake not done within {:?}; closed",
+                    conn.info.peer,
+                    cfg.timeouts.tls_handshake
+                );
+                return Next::Close(conn);
+            }
+            super::tls::Step::PlainHttp => {
+                // Answered in plain text (as nginx), then closed.
+                conn.tls = None;
+                return fail(conn, 400, "plain HTTP request sent to the HTTPS port");
+            }
+            super::tls::Step::Closed => return Next::Close(conn),
+        }
+    }
     if conn.first && !conn.info.awaits_proxy_header() && !conn::admit(&app, &conn.info) {
         let reason = over_conn_per_ip(&conn);
         return fail(conn, 503, &reason);
@@ -191,7 +236,11 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
         }
         let c = &mut *conn;
         let was_empty = c.rbuf.is_empty();
-        match c.rbuf.fill(&mut c.stream, max) {
+        let filled = match c.tls.as_deref_mut() {
+            Some(t) => c.rbuf.fill(&mut t.reader(&c.stream), max),
+            None => c.rbuf.fill(&mut c.stream, max),
+        };
+        match filled {
             Ok(0) => {
                 if !c.rbuf.is_empty() {
                     log::debug!("{}: closed in the middle of a request head", c.info.peer);
@@ -359,23 +408,67 @@ pub(crate) fn process(mut conn: Box<Conn>) -> Next {
         return Next::Close(conn);
     };
     let app = conn.app.clone();
-    let cfg = &app.cfg;
-    let limits = cfg.limits.http();
     let c = &mut *conn;
-    let mut stream = PollStream {
+    let mut poll = PollStream {
         stream: &c.stream,
         read_timeout: None,
-        write_timeout: Some(cfg.timeouts.send),
+        write_timeout: Some(app.cfg.timeouts.send),
     };
-    let (resp, keep_alive) =
-        conn::handle(&mut stream, &mut c.rbuf, &app, &req, &limits, &mut c.times);
+    let mut parts = Parts {
+        rbuf: &mut c.rbuf,
+        wbuf: &mut c.wbuf,
+        times: &mut c.times,
+        info: &c.info,
+    };
+    // Over TLS, bodies are read and streamed responses written through the session.
+    let out = match c.tls.as_deref_mut() {
+        Some(t) => respond(
+            &mut crate::tls::TlsStream::new(&mut poll, &mut t.conn),
+            &mut parts,
+            &app,
+            req,
+        ),
+        None => respond(&mut poll, &mut parts, &app, req),
+    };
+    match out {
+        Some(out) => {
+            conn.out = Some(out);
+            Next::Send(conn)
+        }
+        None => Next::Close(conn),
+    }
+}
+
+/// The parts of a connection process works on beside its stream.
+struct Parts<'a> {
+    rbuf: &'a mut crate::body::ReadBuf,
+    wbuf: &'a mut Vec<u8>,
+    times: &'a mut conn::Times,
+    info: &'a ConnInfo,
+}
+
+/// Process's work over `stream` (the connection's socket, or its TLS session): the handler,
+/// the encoding, and a streamed body. `None`: the connection is to be closed.
+fn respond<T: Transport>(
+    stream: &mut T,
+    c: &mut Parts<'_>,
+    app: &crate::App,
+    req: crate::Request,
+) -> Option<Out> {
+    let cfg = &app.cfg;
+    let limits = cfg.limits.http();
+    let (resp, keep_alive) = match crate::tls::redirect(c.info, &req) {
+        Some(redirect) => redirect,
+        None => conn::handle(stream, c.rbuf, app, &req, &limits, c.times),
+    };
     let status = resp.status;
-    let extra = if cfg.timing.server_timing && c.times.head.is_some() {
-        c.times.server_timing(&c.info)
+    let mut extra = if cfg.timing.server_timing && c.times.head.is_some() {
+        c.times.server_timing(c.info)
     } else {
         Vec::new()
     };
-    let enc = conn::encode_response(&mut c.wbuf, resp, Some(&req), keep_alive, &extra);
+    extra.extend_from_slice(crate::tls::extra_headers(app, c.info));
+    let enc = conn::encode_response(c.wbuf, resp, Some(&req), keep_alive, &extra);
     let mut out = Out {
         total: enc.bytes,
         body_len: enc.body_len,
@@ -388,7 +481,7 @@ pub(crate) fn process(mut conn: Box<Conn>) -> Next {
     };
     if matches!(enc.tail, Tail::Stream { .. }) {
         out.first_out = Some(Instant::now());
-        match conn::write_encoded(&mut stream, &c.wbuf, enc) {
+        match conn::write_encoded(stream, c.wbuf, enc) {
             Ok((bytes, body_len)) => {
                 out.total = bytes;
                 out.sent = bytes;
@@ -396,14 +489,13 @@ pub(crate) fn process(mut conn: Box<Conn>) -> Next {
             }
             Err(e) => {
                 log::debug!("{}: streamed response failed: {e}", c.info.peer);
-                return Next::Close(conn);
+                return None;
             }
         }
     } else {
         out.tail = enc.tail;
     }
-    c.out = Some(out);
-    Next::Send(conn)
+    Some(out)
 }
 
 /// Send: writes as much of the response as the socket takes (vectored head and body, or head
@@ -415,7 +507,12 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
         return Next::Close(conn);
     };
     loop {
-        match write_some(&conn, &out) {
+        let written = if conn.tls.is_some() {
+            super::tls::write_some(&mut conn, &out)
+        } else {
+            write_some(&conn, &out)
+        };
+        match written {
             Ok(None) => break,
             Ok(Some(0)) => {
                 log::debug!("{}: write returned 0", conn.info.peer);
@@ -452,7 +549,7 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
         return linger(conn);
     }
     conn.rbuf.shrink_if_idle(conn::READ_BUF);
-    if conn.rbuf.is_empty() {
+    if conn.rbuf.is_empty() && !super::tls::pending(&mut conn) {
         wait_for_request(conn)
     } else {
         Next::Reparse(conn)
@@ -501,6 +598,7 @@ fn write_some(conn: &Conn, out: &Out) -> io::Result<Option<usize>> {
 /// sends for a short while, so unread data cannot reset the response away (conn.rs's linger,
 /// without holding a thread).
 fn linger(mut conn: Box<Conn>) -> Next {
+    super::tls::close_notify(&mut conn);
     if conn.stream.shutdown(std::net::Shutdown::Write).is_err() {
         return Next::Close(conn);
     }

@@ -1,0 +1,296 @@
+//! TLS on the pipeline: the session travels with the connection (`Conn::tls`) from stage to
+//! stage and through the poller. Receive runs the handshake without blocking (a step per
+//! readiness, parked in the poller under `timeouts.tls_handshake`) and reads plaintext
+//! through [`Session::reader`]; process reads request bodies and writes streamed bodies
+//! through `tls::TlsStream` over its `PollStream`; send encrypts the response piece by piece
+//! ([`write_some`]) and writes the records as the socket takes them. `sendfile` cannot carry
+//! TLS: a file body is read into a per-thread buffer and encrypted.
+
+use std::cell::RefCell;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::time::Instant;
+
+use rustls::ServerConnection;
+
+use super::{Conn, Out};
+use crate::conn::Tail;
+use crate::tls::stream::{settle, HANDSHAKE_RECORD};
+
+/// File bytes encrypted per step of send (two full TLS records).
+const FILE_PIECE: usize = 32 * 1024;
+
+thread_local! {
+    // Send threads never yield inside a step, so a borrow of the thread's buffer cannot
+    // overlap another.
+    static FILE_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A connection's TLS state.
+pub(crate) struct Session {
+    pub(crate) conn: ServerConnection,
+    /// The first bytes have been looked at (a ClientHello, not plain HTTP or garbage).
+    sniffed: bool,
+}
+
+impl Session {
+    pub(crate) fn new(conn: ServerConnection) -> Session {
+        Session {
+            conn,
+            sniffed: false,
+        }
+    }
+
+    /// The plaintext side for receive: decrypted bytes, then records from the socket.
+    pub(crate) fn reader<'a>(&'a mut self, stream: &'a TcpStream) -> Reader<'a> {
+        Reader {
+            conn: &mut self.conn,
+            stream,
+        }
+    }
+
+    pub(crate) fn handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+}
+
+/// How a step of the handshake ended.
+pub(crate) enum Step {
+    /// Done: requests may follow (some may be decrypted already).
+    Done,
+    /// The socket has nothing more yet: park until readable (within the deadline).
+    Wait,
+    /// The client spoke plain HTTP: answer 400 without TLS.
+    PlainHttp,
+    /// Close (logged).
+    Closed,
+}
+
+/// On a `proxy_protocol` listener: the PROXY header, read off the raw socket before the
+/// ClientHello (HAProxy's `send-proxy` in TCP mode) into the read buffer; what follows it
+/// stays there for the handshake. `None` once taken.
+fn proxy_header(conn: &mut Conn) -> Option<Step> {
+    let max = crate::conn::proxy_read_max(&conn.app.cfg);
+    loop {
+        if !conn.rbuf.is_empty() {
+            match crate::conn::take_proxy_header(&mut conn.rbuf, &conn.info) {
+                crate::conn::ProxyStep::Done => return None,
+                crate::conn::ProxyStep::Bad(e) => {
+                    log::info!("{}: {e}; connection closed", conn.info.peer);
+                    return Some(Step::Closed);
+                }
+                crate::conn::ProxyStep::NeedMore => {}
+            }
+        }
+        match conn.rbuf.fill(&mut &conn.stream, max) {
+            Ok(0) => {
+                log::info!("{}: closed before its PROXY header", conn.info.peer);
+                return Some(Step::Closed);
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(Step::Wait),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                log::info!("{}: reading its PROXY header: {e}", conn.info.peer);
+                return Some(Step::Closed);
+            }
+        }
+    }
+}
+
+/// Runs the handshake as far as the bytes that have arrived allow.
+pub(crate) fn handshake(conn: &mut Conn) -> Step {
+    let peer = conn.info.peer;
+    let deadline = conn.head_deadline.unwrap_or_else(Instant::now);
+    if conn.info.awaits_proxy_header() {
+        if let Some(step) = proxy_header(conn) {
+            return step;
+        }
+    }
+    let Some(s) = conn.tls.as_deref_mut() else {
+        return Step::Done;
+    };
+    loop {
+        if let Err(e) = flush(&mut s.conn, &conn.stream, deadline) {
+            log::debug!("{peer}: TLS handshake: {e}");
+            return Step::Closed;
+        }
+        if !s.conn.is_handshaking() {
+            settle(&s.conn, &conn.info);
+            return Step::Done;
+        }
+        let mut buf = [0u8; 4096];
+        // Bytes that came behind a PROXY header go first.
+        let early = conn.rbuf.len().min(buf.len());
+        if early > 0 {
+            buf[..early].copy_from_slice(&conn.rbuf.data()[..early]);
+            conn.rbuf.consume(early);
+        }
+        let n = match early {
+            0 => (&conn.stream).read(&mut buf),
+            n => Ok(n),
+        };
+        let n = match n {
+            Ok(0) => {
+                log::debug!("{peer}: closed during the TLS handshake");
+                return Step::Closed;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Wait,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                log::debug!("{peer}: TLS handshake: {e}");
+                return Step::Closed;
+            }
+        };
+        if !s.sniffed {
+            s.sniffed = true;
+            if buf[0] != HANDSHAKE_RECORD {
+                if buf[0].is_ascii_uppercase() {
+                    return Step::PlainHttp;
+                }
+                log::info!("{peer}: not a TLS handshake; connection closed");
+                return Step::Closed;
+            }
+        }
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            if let Err(e) = s.conn.read_tls(&mut rest) {
+                log::info!("{peer}: TLS handshake failed: {e}");
+                return Step::Closed;
+            }
+        }
+        if let Err(e) = s.conn.process_new_packets() {
+            log::info!("{peer}: TLS handshake failed: {e}");
+            let _ = flush(&mut s.conn, &conn.stream, deadline);
+            return Step::Closed;
+        }
+    }
+}
+
+/// Writes what rustls has queued. A handshake flight fits a new socket's send buffer, so a
+/// full buffer is rare here; then this thread waits in poll(2) up to `deadline`.
+fn flush(conn: &mut ServerConnection, stream: &TcpStream, deadline: Instant) -> io::Result<()> {
+    while conn.wants_write() {
+        match conn.write_tls(&mut &*stream) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if !crate::sys::poll_writable(stream.as_raw_fd(), left)? {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "TLS handshake not done in time",
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// True if the session holds decrypted bytes (or the peer's close) the socket will not
+/// signal again: the connection goes back to receive instead of waiting.
+pub(crate) fn pending(conn: &mut Conn) -> bool {
+    conn.tls
+        .as_deref_mut()
+        .is_some_and(|s| crate::tls::pending(&mut s.conn))
+}
+
+/// Sends close_notify before the lingering close, as far as the socket takes it now.
+pub(crate) fn close_notify(conn: &mut Conn) {
+    if let Some(s) = conn.tls.as_deref_mut() {
+        s.conn.send_close_notify();
+        while s.conn.wants_write() {
+            match s.conn.write_tls(&mut &conn.stream) {
+                Ok(n) if n > 0 => {}
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Receive's plaintext reader: `WouldBlock` once the session has no plaintext and the
+/// socket no bytes.
+pub(crate) struct Reader<'a> {
+    conn: &'a mut ServerConnection,
+    stream: &'a TcpStream,
+}
+
+impl Read for Reader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.conn.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The TCP stream ended without close_notify (as most clients end).
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            let n = self.conn.read_tls(&mut &*self.stream)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            if let Err(e) = self.conn.process_new_packets() {
+                // The alert, if the socket takes it now.
+                let _ = self.conn.write_tls(&mut &*self.stream);
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        }
+    }
+}
+
+/// Send's step over TLS: first the records already made go out (`WouldBlock`: park for
+/// writability), then the next piece of the response is encrypted. Returns the plaintext
+/// bytes taken, or `None` once the whole response is encrypted and written.
+pub(crate) fn write_some(conn: &mut Conn, out: &Out) -> io::Result<Option<usize>> {
+    let Some(s) = conn.tls.as_deref_mut() else {
+        return Err(io::Error::other("not a TLS connection"));
+    };
+    let tls = &mut s.conn;
+    while tls.wants_write() {
+        if tls.write_tls(&mut &conn.stream)? == 0 {
+            return Ok(Some(0));
+        }
+    }
+    if out.sent >= out.total {
+        return Ok(None);
+    }
+    let head = conn.wbuf.as_slice();
+    let head_len = head.len() as u64;
+    if out.sent < head_len {
+        let rest = &head[out.sent as usize..];
+        return match &out.tail {
+            Tail::Bytes(b) => tls
+                .writer()
+                .write_vectored(&[IoSlice::new(rest), IoSlice::new(b)]),
+            _ => tls.writer().write(rest),
+        }
+        .map(Some);
+    }
+    let done = out.sent - head_len;
+    match &out.tail {
+        Tail::None | Tail::Stream { .. } => Ok(None),
+        Tail::Bytes(b) => tls.writer().write(&b[done as usize..]).map(Some),
+        Tail::File { file, offset, len } => FILE_BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            if buf.len() < FILE_PIECE {
+                buf.resize(FILE_PIECE, 0);
+            }
+            let want = usize::try_from(len - done).map_or(FILE_PIECE, |n| n.min(FILE_PIECE));
+            let n = file.read_at(&mut buf[..want], offset + done)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ));
+            }
+            // rustls takes what fits its outgoing buffer; the rest is read again next step.
+            tls.writer().write(&buf[..n]).map(Some)
+        }),
+    }
+}

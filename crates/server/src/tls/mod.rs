@@ -1,0 +1,519 @@
+//! HTTPS: the `[tls]` settings, the certificates (loaded and checked at start, chosen by SNI,
+//! re-read on SIGHUP), and what a connection on a TLS listener needs from them.
+//!
+//! A TLS listener (`[[listen]] tls = true`, `weft serve --https ADDR`) runs the same
+//! connection driver as a plain one: the model wraps its transport in [`stream::TlsStream`]
+//! after [`stream::handshake`], so `conn::serve` reads and writes plaintext and knows nothing
+//! of records. rustls does the protocol; ring is its crypto provider (chosen by
+//! `bench/spike/tls_provider`, ARCHITECTURE.md "Design choices").
+//!
+//! Promises:
+//! - a certificate or key that does not load, a key that does not match its certificate, or a
+//!   certificate without a name a client could check fails `weft serve` at start with the
+//!   file's name and the reason (and a reload keeps the old certificates);
+//! - TLS 1.2 and 1.3 only, ALPN `http/1.1` ([`ALPN`]: the one place `h2` would be added);
+//! - session resumption by tickets (one key for the process, kept across reloads and
+//!   inherited by the process model's children) and a bounded server-side cache
+//!   (`[tls] session_cache` entries);
+//! - certificates are re-read on SIGHUP: new connections get the new ones, open connections
+//!   keep theirs (they hold their generation's [`Tls`]).
+
+pub(crate) mod stream;
+
+pub(crate) use stream::{pending, TlsStream};
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU16, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions};
+use rustls::sign::CertifiedKey;
+use rustls::ServerConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::conn::ConnInfo;
+use crate::response::Response;
+use crate::Request;
+
+/// Application protocols offered in ALPN, in preference order. HTTP/2 would be added here
+/// together with a driver for it; a connection's choice is in [`TlsInfo::alpn`].
+pub(crate) const ALPN: &[&[u8]] = &[b"http/1.1"];
+
+/// The least fiber stack when a fiber listener serves TLS: rustls' handshake (key exchange,
+/// signing, certificate encoding) runs on the connection's fiber and needs more than the
+/// plain driver's default 64 KiB (an unoptimised build more than twice as much). Stack
+/// pages are touched lazily; what a handshake touched goes back by the stack pool's decay.
+pub(crate) const TLS_FIBER_STACK: usize = if cfg!(debug_assertions) {
+    256 * 1024
+} else {
+    128 * 1024
+};
+
+/// The fiber stack size: `configured`, raised to [`TLS_FIBER_STACK`] when a fiber listener
+/// serves TLS.
+pub(crate) fn fiber_stack(configured: usize, fiber_tls: bool) -> usize {
+    if fiber_tls {
+        configured.max(TLS_FIBER_STACK)
+    } else {
+        configured
+    }
+}
+
+/// Default entries of the server-side session cache (nginx's `ssl_session_cache
+/// shared:SSL:1m` holds about 4,000 sessions; an entry here is a few hundred bytes).
+pub const DEFAULT_SESSION_CACHE: usize = 4096;
+
+/// The `[tls]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM certificate chain, leaf first (nginx `ssl_certificate`): the default certificate,
+    /// served when no `[[tls.sni]]` entry matches the name the client asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    /// PEM private key: PKCS#8, RSA (PKCS#1) or EC (SEC1) (nginx `ssl_certificate_key`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    /// A DER OCSP response stapled to the default certificate's handshakes (nginx
+    /// `ssl_stapling_file`); re-read on SIGHUP like the certificates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ocsp: Option<PathBuf>,
+    /// The `Strict-Transport-Security` value sent on every response over TLS, e.g.
+    /// `"max-age=63072000"`; empty (the default): none.
+    pub hsts: String,
+    /// Session tickets (stateless resumption; nginx `ssl_session_tickets on`).
+    pub session_tickets: bool,
+    /// Entries of the server-side session cache (stateful resumption; nginx
+    /// `ssl_session_cache`); 0 turns it off.
+    pub session_cache: usize,
+    /// More certificates, chosen by the name the client sends (SNI).
+    pub sni: Vec<SniCert>,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            cert: None,
+            key: None,
+            ocsp: None,
+            hsts: String::new(),
+            session_tickets: true,
+            session_cache: DEFAULT_SESSION_CACHE,
+            sni: Vec::new(),
+        }
+    }
+}
+
+/// One `[[tls.sni]]` entry: a certificate for the names listed (nginx: a `server` block's
+/// `server_name` with its own `ssl_certificate`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SniCert {
+    /// Host names, exact (`www.example.com`) or one leading wildcard label (`*.example.com`).
+    pub names: Vec<String>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocsp: Option<PathBuf>,
+}
+
+/// What the TLS handshake settled, kept per connection in `ConnInfo::tls`.
+#[derive(Debug, Clone, Default)]
+pub struct TlsInfo {
+    /// The host name the client asked for (SNI), lower case; `None` when it sent none. The
+    /// virtual-host check (`Host` against SNI, 421) reads it here.
+    pub sni: Option<String>,
+    /// The application protocol agreed by ALPN (`http/1.1`), if the client offered any.
+    pub alpn: Option<Vec<u8>>,
+    /// `TLSv1.3` or `TLSv1.2`.
+    pub version: &'static str,
+    /// The handshake resumed an earlier session (ticket or cache).
+    pub resumed: bool,
+}
+
+/// One generation's TLS settings: the rustls configuration every new connection of every TLS
+/// listener starts from.
+pub(crate) struct Tls {
+    pub(crate) server: Arc<ServerConfig>,
+    /// `Strict-Transport-Security: ...\r\n`, or empty.
+    hsts_line: Vec<u8>,
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("hsts", &String::from_utf8_lossy(&self.hsts_line))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    /// Loads the certificates of `cfg` if any listener serves TLS (`None` if none does).
+    /// The error names the file and what is wrong with it.
+    pub(crate) fn from_config(cfg: &Config) -> Result<Option<Arc<Tls>>, String> {
+        let listeners = cfg.listeners();
+        if !listeners.iter().any(|l| l.tls) {
+            return Ok(None);
+        }
+        let t = &cfg.tls;
+        let (Some(cert), Some(key)) = (&t.cert, &t.key) else {
+            return Err(
+                "a TLS listener needs a certificate and a key ([tls] cert and key, or \
+                        --tls-cert and --tls-key)"
+                    .into(),
+            );
+        };
+        if t.hsts.contains(['\r', '\n']) || !t.hsts.is_ascii() {
+            return Err(format!("[tls] hsts {:?} is not a header value", t.hsts));
+        }
+        let provider = Arc::new(provider());
+        let ips: Vec<std::net::IpAddr> = listeners
+            .iter()
+            .filter(|l| l.tls && !l.addr.ip().is_unspecified())
+            .map(|l| l.addr.ip())
+            .collect();
+        let default = load_pair(cert, key, t.ocsp.as_deref(), &provider)?;
+        check_usable(&default, cert, &ips)?;
+        let mut resolver = SniResolver {
+            default: Arc::new(default),
+            exact: HashMap::new(),
+            wildcard: Vec::new(),
+        };
+        for entry in &t.sni {
+            if entry.names.is_empty() {
+                return Err(format!(
+                    "[[tls.sni]] for {} lists no names",
+                    entry.cert.display()
+                ));
+            }
+            let ck = Arc::new(load_pair(
+                &entry.cert,
+                &entry.key,
+                entry.ocsp.as_deref(),
+                &provider,
+            )?);
+            for name in &entry.names {
+                let name = name.trim().to_ascii_lowercase();
+                check_name(&ck, &entry.cert, &name)?;
+                match name.strip_prefix("*.") {
+                    Some(suffix) => resolver.wildcard.push((format!(".{suffix}"), ck.clone())),
+                    None => {
+                        resolver.exact.insert(name, ck.clone());
+                    }
+                }
+            }
+        }
+        let mut server = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| format!("TLS setup: {e}"))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(resolver));
+        server.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        let shared = shared_state(t.session_cache)?;
+        if t.session_tickets {
+            server.ticketer = shared.ticketer.clone();
+        }
+        server.session_storage = shared.cache.clone();
+        let hsts_line = if t.hsts.is_empty() {
+            Vec::new()
+        } else {
+            format!("Strict-Transport-Security: {}\r\n", t.hsts).into_bytes()
+        };
+        Ok(Some(Arc::new(Tls {
+            server: Arc::new(server),
+            hsts_line,
+        })))
+    }
+}
+
+/// The crypto provider: ring (BENCHMARKS.md, "TLS crypto provider").
+fn provider() -> CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
+
+/// What outlives a generation: the ticket key (so a ticket issued before a reload still
+/// resumes after it) and the session cache.
+struct Shared {
+    ticketer: Arc<dyn rustls::server::ProducesTickets>,
+    cache: Arc<dyn StoresServerSessions>,
+}
+
+static SHARED: OnceLock<Shared> = OnceLock::new();
+
+/// Plaintext bytes of the ticket made at start ([`shared_state`]); a real one is a few
+/// hundred (secret, SNI, ALPN, times).
+const TICKET_BOUND: usize = 2048;
+
+/// The process's ticket key and session cache, made on first use. The cache's size is the
+/// first configuration's (a reload that changes it takes effect at the next start).
+fn shared_state(cache_entries: usize) -> Result<&'static Shared, String> {
+    if let Some(s) = SHARED.get() {
+        return Ok(s);
+    }
+    let ticketer = rustls::crypto::ring::Ticketer::new()
+        .map_err(|e| format!("TLS session ticket key: {e}"))?;
+    // The ticketer refuses to decrypt anything longer than the longest ticket it has made
+    // itself. The process model's children inherit the key but each starts with that bound
+    // at zero, so a ticket made by one child would never resume in another: one large ticket
+    // made now, before any fork, sets the bound for all.
+    let _ = ticketer.encrypt(&[0u8; TICKET_BOUND]);
+    let cache: Arc<dyn StoresServerSessions> = if cache_entries == 0 {
+        Arc::new(rustls::server::NoServerSessionStorage {})
+    } else {
+        rustls::server::ServerSessionMemoryCache::new(cache_entries)
+    };
+    Ok(SHARED.get_or_init(|| Shared { ticketer, cache }))
+}
+
+/// Reads a PEM chain and its key and checks they belong together.
+fn load_pair(
+    cert: &Path,
+    key: &Path,
+    ocsp: Option<&Path>,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, String> {
+    let text = std::fs::read(cert)
+        .map_err(|e| format!("TLS certificate {}: cannot read: {e}", cert.display()))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("TLS certificate {}: not PEM: {e}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "TLS certificate {}: no CERTIFICATE block in the file",
+            cert.display()
+        ));
+    }
+    let key_text =
+        std::fs::read(key).map_err(|e| format!("TLS key {}: cannot read: {e}", key.display()))?;
+    let der = PrivateKeyDer::from_pem_slice(&key_text).map_err(|e| {
+        format!(
+            "TLS key {}: no PKCS#8, RSA or EC private key in the file: {e}",
+            key.display()
+        )
+    })?;
+    let mut ck = CertifiedKey::from_der(chain, der, provider).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => format!(
+            "TLS key {} does not match certificate {}",
+            key.display(),
+            cert.display()
+        ),
+        e => format!(
+            "TLS certificate {} with key {}: {e}",
+            cert.display(),
+            key.display()
+        ),
+    })?;
+    if let Some(path) = ocsp {
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("OCSP response {}: cannot read: {e}", path.display()))?;
+        if bytes.is_empty() {
+            return Err(format!("OCSP response {} is empty", path.display()));
+        }
+        ck.ocsp = Some(bytes);
+    }
+    Ok(ck)
+}
+
+/// Refuses a default certificate no client could accept by name: no DNS name in its
+/// subjectAltName and not valid for any address a TLS listener binds.
+fn check_usable(ck: &CertifiedKey, path: &Path, ips: &[std::net::IpAddr]) -> Result<(), String> {
+    let leaf = leaf(ck, path)?;
+    if leaf.valid_dns_names().next().is_some() {
+        return Ok(());
+    }
+    let by_ip = ips.iter().any(|ip| {
+        let name = ServerName::IpAddress((*ip).into());
+        leaf.verify_is_valid_for_subject_name(&name).is_ok()
+    });
+    if by_ip {
+        return Ok(());
+    }
+    Err(format!(
+        "TLS certificate {} has no usable name: no DNS name in its subjectAltName (clients \
+         check the host name against it; the Common Name is not used)",
+        path.display()
+    ))
+}
+
+/// Refuses an SNI name its certificate is not valid for.
+fn check_name(ck: &CertifiedKey, path: &Path, name: &str) -> Result<(), String> {
+    let leaf = leaf(ck, path)?;
+    // A wildcard entry is checked with a name it would match.
+    let probe = match name.strip_prefix("*.") {
+        Some(suffix) => format!("weft-sni-check.{suffix}"),
+        None => name.to_string(),
+    };
+    let server = ServerName::try_from(probe.as_str())
+        .map_err(|_| format!("[[tls.sni]] name {name:?} is not a host name"))?;
+    leaf.verify_is_valid_for_subject_name(&server)
+        .map_err(|_| {
+            format!(
+                "TLS certificate {} is not valid for the name {name:?} it is listed for",
+                path.display()
+            )
+        })
+        .map(drop)
+}
+
+fn leaf<'a>(ck: &'a CertifiedKey, path: &Path) -> Result<webpki::EndEntityCert<'a>, String> {
+    let der = ck
+        .end_entity_cert()
+        .map_err(|e| format!("TLS certificate {}: {e}", path.display()))?;
+    webpki::EndEntityCert::try_from(der)
+        .map_err(|e| format!("TLS certificate {}: cannot parse: {e:?}", path.display()))
+}
+
+/// Picks the certificate for the name in the ClientHello: an exact name, else the longest
+/// wildcard suffix, else the default.
+#[derive(Debug)]
+struct SniResolver {
+    default: Arc<CertifiedKey>,
+    exact: HashMap<String, Arc<CertifiedKey>>,
+    /// (".example.com", key) for `*.example.com`: matches exactly one more label.
+    wildcard: Vec<(String, Arc<CertifiedKey>)>,
+}
+
+impl SniResolver {
+    fn pick(&self, name: Option<&str>) -> &Arc<CertifiedKey> {
+        let Some(name) = name else {
+            return &self.default;
+        };
+        // rustls hands the name lower-cased and without a trailing dot.
+        if let Some(ck) = self.exact.get(name) {
+            return ck;
+        }
+        self.wildcard
+            .iter()
+            .filter(|(suffix, _)| {
+                name.strip_suffix(suffix.as_str())
+                    .is_some_and(|label| !label.is_empty() && !label.contains('.'))
+            })
+            .max_by_key(|(suffix, _)| suffix.len())
+            .map_or(&self.default, |(_, ck)| ck)
+    }
+}
+
+impl ResolvesServerCert for SniResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.pick(hello.server_name()).clone())
+    }
+}
+
+/// Starts TLS on a new connection of a TLS listener: the handshake under
+/// `timeouts.tls_handshake`. `None` (logged) when the connection is to be closed.
+pub(crate) fn start<T: crate::net::Transport>(
+    stream: &mut T,
+    app: &crate::App,
+    info: &ConnInfo,
+) -> Option<rustls::ServerConnection> {
+    let Some(tls) = &app.tls else {
+        log::error!("{}: TLS listener without certificates; closed", info.peer);
+        return None;
+    };
+    // On a `proxy_protocol` listener the PROXY header comes before the ClientHello (HAProxy's
+    // `send-proxy` in TCP mode): read it off the raw socket first, and its connection is
+    // counted against `limits.conn_per_ip` by the address it names.
+    let mut early = crate::body::ReadBuf::new(crate::conn::READ_BUF);
+    if info.awaits_proxy_header()
+        && !crate::conn::read_proxy_header(stream, &mut early, app, info).unwrap_or(false)
+    {
+        return None;
+    }
+    stream::handshake(
+        stream,
+        tls,
+        app.cfg.timeouts.tls_handshake,
+        info,
+        early.data(),
+    )
+    .ok()
+}
+
+/// Serves a connection of a TLS listener on a model that gives it its own thread of control
+/// to the end (thread, process): handshake, then the connection driver over TLS.
+pub(crate) fn serve<T: crate::net::Transport>(
+    stream: &mut T,
+    app: &crate::App,
+    info: &ConnInfo,
+) -> std::io::Result<()> {
+    let Some(mut session) = start(stream, app, info) else {
+        return Ok(());
+    };
+    crate::conn::serve(&mut TlsStream::new(stream, &mut session), app, info)
+}
+
+/// The port a plain listener's `redirect_https` sends clients to: the first TLS listener's
+/// (set when it is bound, so port 0 resolves).
+static HTTPS_PORT: AtomicU16 = AtomicU16::new(0);
+
+/// Records the bound port of a TLS listener (the first one wins).
+pub(crate) fn note_https_port(port: u16) {
+    let _ = HTTPS_PORT.compare_exchange(0, port, Relaxed, Relaxed);
+}
+
+/// Header lines every response on `info`'s connection gets from the TLS settings (HSTS).
+pub(crate) fn extra_headers<'a>(app: &'a crate::App, info: &ConnInfo) -> &'a [u8] {
+    match &app.tls {
+        Some(t) if info.tls.get().is_some() => &t.hsts_line,
+        _ => b"",
+    }
+}
+
+/// On a plain listener with `redirect_https`: the 308 to the same URL over https, and
+/// whether the connection may stay open (a request body is not read: the connection closes
+/// after the answer, as nginx's `return 308` discards it). `None` elsewhere.
+pub(crate) fn redirect(info: &ConnInfo, req: &Request) -> Option<(Response, bool)> {
+    if !info.listener.redirect_https() || info.tls.get().is_some() {
+        return None;
+    }
+    let host = req
+        .header("Host")
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .map(strip_port)
+        .filter(|h| !h.is_empty() && h.bytes().all(host_byte))
+        .map_or_else(|| url_host(info.local.ip()), str::to_string);
+    let port = match HTTPS_PORT.load(Relaxed) {
+        0 | 443 => String::new(),
+        p => format!(":{p}"),
+    };
+    let target = req.target();
+    let path = if target.starts_with('/') { target } else { "/" };
+    let mut resp = Response::error(308).header("Location", format!("https://{host}{port}{path}"));
+    let no_body = matches!(
+        req.head().framing(),
+        weft_http::BodyFraming::None | weft_http::BodyFraming::Length(0)
+    );
+    if !no_body {
+        resp.close = true;
+    }
+    Some((resp, no_body && req.keep_alive()))
+}
+
+/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |i| &host[..=i]);
+    }
+    host.rsplit_once(':').map_or(host, |(h, _)| h)
+}
+
+/// Bytes a host in a Location may hold (anything else and the local address is used).
+fn host_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'[' | b']' | b':' | b'_')
+}
+
+fn url_host(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

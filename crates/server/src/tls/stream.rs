@@ -1,0 +1,389 @@
+//! TLS over any [`Transport`]: the handshake ([`handshake`]) and a transport that reads and
+//! writes plaintext through a rustls session ([`TlsStream`]).
+//!
+//! The inner transport decides how waiting happens: over the fiber `TcpStream` a read or
+//! write that would block parks the fiber exactly where the plain socket would; over a
+//! blocking stream it blocks the thread. The session itself (`ServerConnection`) is owned by
+//! the model's per-connection state, so it survives the fiber model's parking without a
+//! fiber; [`pending`] says whether it holds plaintext already decrypted, which must be served
+//! before the connection waits on its socket again.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+use rustls::ServerConnection;
+
+use super::{Tls, TlsInfo};
+use crate::conn::ConnInfo;
+use crate::net::Transport;
+
+/// Bytes of a file read per write when a file goes out over TLS (sendfile cannot encrypt):
+/// two full TLS records per system call.
+const FILE_CHUNK: usize = 32 * 1024;
+
+/// The first read of a connection, to tell a ClientHello from plain HTTP or garbage before
+/// the bytes go to rustls.
+const FIRST_READ: usize = 2048;
+
+/// The TLS record type of a handshake message: the first byte of every ClientHello.
+pub(crate) const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Unread bytes drained (for at most `conn::LINGER`) after the 400 to a plain HTTP request,
+/// so the close does not reset the answer away.
+const PLAIN_DRAIN_MAX: usize = 64 * 1024;
+
+thread_local! {
+    /// One file buffer per thread, taken while a file is sent and put back after: a fiber
+    /// that parks mid-file keeps it, and another fiber on the thread meanwhile makes its own.
+    static FILE_BUF: Cell<Option<Box<[u8]>>> = const { Cell::new(None) };
+}
+
+/// How a connection's TLS start ended when it is not to be served.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The client sent plain HTTP; it was answered 400.
+    PlainHttp,
+    /// Anything else: not TLS, a failed handshake, a timeout, the client gone.
+    Closed,
+}
+
+/// Runs the server side of a TLS handshake on `inner` within `timeout`
+/// (`timeouts.tls_handshake`), and records what it settled in `info.tls`. A client that sends
+/// plain HTTP gets a 400 (as nginx answers "The plain HTTP request was sent to HTTPS port");
+/// anything else that is not a ClientHello is closed at once. Every refusal is logged once.
+///
+/// `early` holds bytes already read from the socket (after a PROXY protocol header): the
+/// handshake starts with them instead of a read.
+pub(crate) fn handshake<T: Transport>(
+    inner: &mut T,
+    tls: &Tls,
+    timeout: Duration,
+    info: &ConnInfo,
+    early: &[u8],
+) -> Result<ServerConnection, Refused> {
+    let peer = info.peer;
+    let deadline = Instant::now() + timeout;
+    let timed_out = || log::info!("{peer}: TLS handshake not done within {timeout:?}; closed");
+    let mut conn = ServerConnection::new(tls.server.clone()).map_err(|e| {
+        log::error!("{peer}: TLS session: {e}");
+        Refused::Closed
+    })?;
+    if inner.set_read_timeout(Some(timeout)).is_err()
+        || inner.set_write_timeout(Some(timeout)).is_err()
+    {
+        return Err(Refused::Closed);
+    }
+    let mut first = [0u8; FIRST_READ];
+    let n = loop {
+        if !early.is_empty() {
+            break 0;
+        }
+        match inner.read(&mut first) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {
+                timed_out();
+                return Err(Refused::Closed);
+            }
+            Err(e) => {
+                log::debug!("{peer}: before the TLS handshake: {e}");
+                return Err(Refused::Closed);
+            }
+        }
+    };
+    let first: &[u8] = if early.is_empty() { &first[..n] } else { early };
+    if first.is_empty() {
+        log::debug!("{peer}: closed before the TLS handshake");
+        return Err(Refused::Closed);
+    }
+    if first[0] != HANDSHAKE_RECORD {
+        if first[0].is_ascii_uppercase() {
+            answer_plain_http(inner, info);
+            return Err(Refused::PlainHttp);
+        }
+        log::info!("{peer}: not a TLS handshake; connection closed");
+        return Err(Refused::Closed);
+    }
+    let mut rest = first;
+    while !rest.is_empty() {
+        if let Err(e) = conn.read_tls(&mut rest) {
+            log::info!("{peer}: TLS handshake failed: {e}");
+            return Err(Refused::Closed);
+        }
+    }
+    loop {
+        if let Err(e) = conn.process_new_packets() {
+            log::info!("{peer}: TLS handshake failed: {e}");
+            // The alert rustls queued tells the client why.
+            let _ = flush_tls(&mut conn, inner);
+            return Err(Refused::Closed);
+        }
+        if let Err(e) = flush_tls(&mut conn, inner) {
+            if is_timeout(&e) {
+                timed_out();
+            } else {
+                log::debug!("{peer}: TLS handshake: {e}");
+            }
+            return Err(Refused::Closed);
+        }
+        if !conn.is_handshaking() {
+            break;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || inner.set_read_timeout(Some(left)).is_err() {
+            timed_out();
+            return Err(Refused::Closed);
+        }
+        match conn.read_tls(inner) {
+            Ok(0) => {
+                log::debug!("{peer}: closed during the TLS handshake");
+                return Err(Refused::Closed);
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {
+                timed_out();
+                return Err(Refused::Closed);
+            }
+            Err(e) => {
+                log::debug!("{peer}: TLS handshake: {e}");
+                return Err(Refused::Closed);
+            }
+        }
+    }
+    settle(&conn, info);
+    Ok(conn)
+}
+
+/// Records what a finished handshake settled in `info.tls`.
+pub(crate) fn settle(conn: &ServerConnection, info: &ConnInfo) {
+    let version = match conn.protocol_version() {
+        Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+        Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+        _ => "TLS",
+    };
+    let _ = info.tls.set(std::sync::Arc::new(TlsInfo {
+        sni: conn.server_name().map(str::to_string),
+        alpn: conn.alpn_protocol().map(<[u8]>::to_vec),
+        version,
+        resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+    }));
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// The 400 for plain HTTP on a TLS port, then a short drain of what the client still sends.
+fn answer_plain_http<T: Transport>(inner: &mut T, info: &ConnInfo) {
+    log::info!(
+        "{}: 400 plain HTTP request sent to the HTTPS port",
+        info.peer
+    );
+    let mut wbuf = Vec::new();
+    let out = crate::conn::encode_response(&mut wbuf, crate::conn::failure(400), None, false, b"");
+    if let Ok((bytes, _)) = crate::conn::write_encoded(inner, &wbuf, out) {
+        info.listener.response(400, bytes);
+    }
+    if inner.shutdown_write().is_err() {
+        return;
+    }
+    let end = Instant::now() + crate::conn::LINGER;
+    let mut scratch = [0u8; 2048];
+    let mut drained = 0usize;
+    while drained < PLAIN_DRAIN_MAX {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() || inner.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match inner.read(&mut scratch) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drained += n,
+        }
+    }
+}
+
+/// Writes everything rustls has queued for the peer.
+fn flush_tls<T: Write>(conn: &mut ServerConnection, inner: &mut T) -> io::Result<()> {
+    while conn.wants_write() {
+        match conn.write_tls(inner) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Whether `conn` holds decrypted bytes (or the peer's close) that a read would return
+/// without touching the socket: then the connection must not wait for readiness.
+pub(crate) fn pending(conn: &mut ServerConnection) -> bool {
+    match conn.process_new_packets() {
+        Ok(state) => state.plaintext_bytes_to_read() > 0 || state.peer_has_closed(),
+        // A read reports the error.
+        Err(_) => true,
+    }
+}
+
+/// A transport that speaks plaintext to the connection driver and TLS to `inner`.
+pub(crate) struct TlsStream<'a, T> {
+    inner: &'a mut T,
+    conn: &'a mut ServerConnection,
+}
+
+impl<'a, T: Transport> TlsStream<'a, T> {
+    pub(crate) fn new(inner: &'a mut T, conn: &'a mut ServerConnection) -> Self {
+        TlsStream { inner, conn }
+    }
+
+    fn flush_tls(&mut self) -> io::Result<()> {
+        flush_tls(self.conn, self.inner)
+    }
+
+    /// Reads and decrypts more records; `Ok(false)` at the end of the TCP stream.
+    fn read_records(&mut self) -> io::Result<bool> {
+        // Anything queued (an alert, a key update's answer) goes out before waiting.
+        self.flush_tls()?;
+        let n = loop {
+            match self.conn.read_tls(self.inner) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => break r?,
+            }
+        };
+        if n == 0 {
+            return Ok(false);
+        }
+        if let Err(e) = self.conn.process_new_packets() {
+            let _ = self.flush_tls();
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+        Ok(true)
+    }
+}
+
+impl<T: Transport> Read for TlsStream<'_, T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.conn.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The TCP stream ended without close_notify: most HTTP clients close so,
+                // and HTTP framing, not TLS, says whether a request was whole.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            if !self.read_records()? {
+                return Ok(0);
+            }
+        }
+    }
+}
+
+impl<T: Transport> Write for TlsStream<'_, T> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            let n = self.conn.writer().write(buf)?;
+            self.flush_tls()?;
+            // 0 only while rustls' outgoing buffer was full; it has just been emptied.
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        loop {
+            let n = self.conn.writer().write_vectored(bufs)?;
+            self.flush_tls()?;
+            if n > 0 || bufs.iter().all(|b| b.is_empty()) {
+                return Ok(n);
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_tls()?;
+        self.inner.flush()
+    }
+}
+
+impl<T: Transport> Transport for TlsStream<'_, T> {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    fn linger(&mut self, period: Duration) -> bool {
+        // Decrypted bytes already here are the next request: no wait on the socket.
+        pending(self.conn) || self.inner.linger(period)
+    }
+
+    /// Encrypts the head without sending it: it goes out with the body's first records.
+    fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
+        while !head.is_empty() {
+            let n = self.conn.writer().write(head)?;
+            if n == 0 {
+                self.flush_tls()?;
+            }
+            head = &head[n..];
+        }
+        Ok(())
+    }
+
+    /// A file over TLS is read into a reused buffer and encrypted: the kernel cannot
+    /// `sendfile` into a TLS session (kTLS would; see ARCHITECTURE.md).
+    fn send_file(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        let mut buf = FILE_BUF
+            .with(Cell::take)
+            .unwrap_or_else(|| vec![0u8; FILE_CHUNK].into_boxed_slice());
+        let sent = self.send_file_with(&mut buf, file, offset, len);
+        FILE_BUF.with(|b| b.set(Some(buf)));
+        sent
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.conn.send_close_notify();
+        self.flush_tls()?;
+        self.inner.shutdown_write()
+    }
+}
+
+impl<T: Transport> TlsStream<'_, T> {
+    fn send_file_with(
+        &mut self,
+        buf: &mut [u8],
+        file: &File,
+        mut offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let end = offset + len;
+        while offset < end {
+            let want = usize::try_from(end - offset).map_or(buf.len(), |n| n.min(buf.len()));
+            let n = match file.read_at(&mut buf[..want], offset) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ))
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.write_all(&buf[..n])?;
+            offset += n as u64;
+        }
+        // The head alone, for an empty range.
+        self.flush_tls()
+    }
+}

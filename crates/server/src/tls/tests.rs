@@ -1,0 +1,92 @@
+use super::*;
+
+fn key(n: u8) -> Arc<CertifiedKey> {
+    // The resolver only hands keys out; a chain of one fake certificate tells them apart.
+    struct NoKey;
+    impl fmt::Debug for NoKey {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("NoKey")
+        }
+    }
+    impl rustls::sign::SigningKey for NoKey {
+        fn choose_scheme(
+            &self,
+            _: &[rustls::SignatureScheme],
+        ) -> Option<Box<dyn rustls::sign::Signer>> {
+            None
+        }
+        fn algorithm(&self) -> rustls::SignatureAlgorithm {
+            rustls::SignatureAlgorithm::ECDSA
+        }
+    }
+    Arc::new(CertifiedKey::new(
+        vec![CertificateDer::from(vec![n])],
+        Arc::new(NoKey),
+    ))
+}
+
+fn which(r: &SniResolver, name: Option<&str>) -> u8 {
+    r.pick(name).cert[0].as_ref()[0]
+}
+
+#[test]
+fn sni_exact_then_longest_wildcard_then_default() {
+    let mut r = SniResolver {
+        default: key(0),
+        exact: HashMap::new(),
+        wildcard: vec![
+            (".example.com".into(), key(2)),
+            (".a.example.com".into(), key(3)),
+        ],
+    };
+    r.exact.insert("www.example.com".into(), key(1));
+    assert_eq!(which(&r, None), 0);
+    assert_eq!(which(&r, Some("www.example.com")), 1);
+    assert_eq!(which(&r, Some("api.example.com")), 2);
+    assert_eq!(which(&r, Some("x.a.example.com")), 3);
+    // A wildcard covers one label only, and not the bare domain.
+    assert_eq!(which(&r, Some("example.com")), 0);
+    assert_eq!(which(&r, Some("x.y.b.example.com")), 0);
+    assert_eq!(which(&r, Some("other.org")), 0);
+}
+
+#[test]
+fn strip_port_keeps_ipv6_brackets() {
+    assert_eq!(strip_port("example.com:8080"), "example.com");
+    assert_eq!(strip_port("example.com"), "example.com");
+    assert_eq!(strip_port("[::1]:8080"), "[::1]");
+    assert_eq!(strip_port("[::1]"), "[::1]");
+}
+
+#[test]
+fn fiber_stack_is_raised_only_for_tls() {
+    assert_eq!(fiber_stack(64 * 1024, false), 64 * 1024);
+    assert_eq!(fiber_stack(64 * 1024, true), TLS_FIBER_STACK);
+    assert_eq!(fiber_stack(1 << 20, true), 1 << 20);
+}
+
+#[test]
+fn tls_settings_parse_with_defaults() {
+    let c = Config::from_toml(
+        "[[listen]]\naddr = \"127.0.0.1:8443\"\ntls = true\n\
+         [[listen]]\naddr = \"127.0.0.1:8080\"\nredirect_https = true\n\
+         [timeouts]\ntls_handshake = \"3s\"\n\
+         [tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nhsts = \"max-age=1\"\n\
+         [[tls.sni]]\nnames = [\"a.test\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n",
+    )
+    .unwrap();
+    assert!(c.listen[0].tls && !c.listen[0].redirect_https);
+    assert!(!c.listen[1].tls && c.listen[1].redirect_https);
+    assert_eq!(c.timeouts.tls_handshake, std::time::Duration::from_secs(3));
+    assert_eq!(c.tls.cert.as_deref(), Some(Path::new("c.pem")));
+    assert_eq!(c.tls.session_cache, DEFAULT_SESSION_CACHE);
+    assert!(c.tls.session_tickets);
+    assert_eq!(c.tls.sni[0].names, ["a.test"]);
+    // What `weft check` prints reads back to the same settings.
+    assert_eq!(Config::from_toml(&c.to_toml().unwrap()).unwrap(), c);
+    assert_eq!(
+        Config::default().timeouts.tls_handshake,
+        std::time::Duration::from_secs(10)
+    );
+    assert!(Config::from_toml("[tls]\nbogus = 1\n").is_err());
+}

@@ -1,0 +1,1007 @@
+//! HTTPS listeners (`--https`, `[[listen]] tls = true`, `[tls]`): the real `weft` binary on
+//! every model, certificates made here with rcgen (no files from outside, no network), and a
+//! rustls client; curl, `openssl s_client` and Python's ssl module when installed (each test
+//! that needs one prints a line and skips when it is missing).
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+
+const MODELS: &[&str] = &["fiber", "thread", "process", "pipeline"];
+// Generous: the 10,000-abort test leaves the process model forking for a while, on a shared
+// machine running debug builds.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+const INDEX: &[u8] = b"<!DOCTYPE html>\n<title>weft tls test</title>\n";
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+fn unique_dir(name: &str) -> PathBuf {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("weft-tls-{}-{name}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("root")).expect("create test dir");
+    std::fs::write(dir.join("root/index.html"), INDEX).expect("write index");
+    dir
+}
+
+/// A certificate and its key, written as PEM files.
+struct Cert {
+    der: CertificateDer<'static>,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+/// A self-signed certificate for `names` (empty: no subjectAltName at all).
+fn make_cert(dir: &Path, stem: &str, names: &[&str]) -> Cert {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let params =
+        rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .expect("params");
+    let cert = params.self_signed(&key).expect("self-signed");
+    let cert_path = dir.join(format!("{stem}.pem"));
+    let key_path = dir.join(format!("{stem}.key"));
+    std::fs::write(&cert_path, cert.pem()).expect("write cert");
+    std::fs::write(&key_path, key.serialize_pem()).expect("write key");
+    Cert {
+        der: cert.der().clone(),
+        cert: cert_path,
+        key: key_path,
+    }
+}
+
+/// A running server with an https listener (and a plain one), killed on drop.
+struct Server {
+    child: Child,
+    https: SocketAddr,
+    http: SocketAddr,
+    dir: PathBuf,
+}
+
+impl Server {
+    /// Starts `weft serve` on `model` with `cert` and the extra `args`; `config` is written as
+    /// the configuration file when given.
+    fn start(model: &str, dir: &Path, cert: &Cert, config: &str, args: &[&str]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+        cmd.arg("serve").args(["--root"]).arg(dir.join("root"));
+        // A configuration with its own listeners keeps them.
+        if !config.contains("[[listen]]") {
+            cmd.args(["--https", &format!("127.0.0.1:0={model}")])
+                .args(["--listen", &format!("127.0.0.1:0={model}")]);
+        }
+        cmd.arg("--tls-cert")
+            .arg(&cert.cert)
+            .arg("--tls-key")
+            .arg(&cert.key);
+        if !config.is_empty() {
+            let path = dir.join("weft.toml");
+            std::fs::write(&path, config).expect("write config");
+            cmd.arg("--config").arg(path);
+        }
+        cmd.args(args);
+        let log = std::fs::File::create(dir.join("server.log")).expect("log");
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .env("WEFT_LOG", "debug");
+        let mut child = cmd.spawn().expect("spawn weft");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let (mut https, mut http) = (None, None);
+        let end = Instant::now() + Duration::from_secs(20);
+        while https.is_none() || http.is_none() {
+            let left = end.saturating_duration_since(Instant::now());
+            let Ok(line) = rx.recv_timeout(left) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+                panic!("weft did not print its addresses; its log:\n{log}");
+            };
+            let addr = |scheme: &str| -> Option<SocketAddr> {
+                let at = line.find(scheme)? + scheme.len();
+                let rest = &line[at..];
+                rest[..rest.find('/')?].parse().ok()
+            };
+            if let Some(a) = addr(" on https://") {
+                https = Some(a);
+            } else if let Some(a) = addr(" on http://") {
+                http = Some(a);
+            }
+        }
+        Server {
+            child,
+            https: https.unwrap(),
+            http: http.unwrap(),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Descriptors the server process (the process model: its master) has open.
+    fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("server log kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn client_config(roots: &[&CertificateDer<'static>]) -> Arc<ClientConfig> {
+    let mut store = RootCertStore::empty();
+    for r in roots {
+        store.add((*r).clone()).expect("root");
+    }
+    let mut cfg =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(store)
+            .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(cfg)
+}
+
+type Tls = StreamOwned<ClientConnection, TcpStream>;
+
+fn connect(addr: SocketAddr, cfg: &Arc<ClientConfig>, name: &str) -> Tls {
+    let tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    tcp.set_write_timeout(Some(READ_TIMEOUT)).unwrap();
+    let conn = ClientConnection::new(cfg.clone(), ServerName::try_from(name.to_string()).unwrap())
+        .expect("client");
+    let mut s = StreamOwned::new(conn, tcp);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).expect("handshake");
+    }
+    s
+}
+
+/// One response: status, headers (lower-case names), body.
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one response framed by Content-Length from `s` (`buf` keeps what follows it).
+fn read_response<S: Read>(s: &mut S, buf: &mut Vec<u8>) -> io::Result<Resp> {
+    let mut chunk = [0u8; 16384];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next().unwrap_or("")[9..12].parse().expect("status");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map_or(0, |(_, v)| v.parse().expect("length"));
+    buf.drain(..head_end);
+    while buf.len() < len {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = buf.drain(..len).collect();
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn get<S: Read + Write>(s: &mut S, path: &str, close: bool) -> Resp {
+    let conn = if close { "close" } else { "keep-alive" };
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: {conn}\r\n\r\n"
+    )
+    .unwrap();
+    s.flush().unwrap();
+    read_response(s, &mut Vec::new()).expect("response")
+}
+
+/// True if the peer closed (or reset) within the read timeout, having sent nothing more.
+fn closed<S: Read>(s: &mut S) -> bool {
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+        ),
+    }
+}
+
+#[test]
+fn https_serves_every_model_with_keepalive_and_alpn() {
+    for model in MODELS {
+        let dir = unique_dir("basic");
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(dir.join("root/big.bin"), &big).unwrap();
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        // A short linger: the fiber model parks the idle connection (and its TLS session)
+        // without its fiber between the two requests.
+        let server = Server::start(
+            model,
+            &dir,
+            &cert,
+            "[fiber]\nlinger = \"10ms\"\n[cache]\nmax_object_bytes = 65536\n",
+            &[],
+        );
+        let cfg = client_config(&[&cert.der]);
+        let mut s = connect(server.https, &cfg, "localhost");
+        assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]), "{model}");
+        let r = get(&mut s, "/", false);
+        assert_eq!((r.status, r.body.as_slice()), (200, INDEX), "{model}");
+        std::thread::sleep(Duration::from_millis(200));
+        let r = get(&mut s, "/index.html", false);
+        assert_eq!((r.status, r.body.as_slice()), (200, INDEX), "{model}");
+        // Larger than the cache takes: read from the file through the reused buffer.
+        let r = get(&mut s, "/big.bin", false);
+        assert_eq!(r.status, 200, "{model}");
+        assert!(r.body == big, "{model}: big.bin differs over TLS");
+        // Two pipelined requests in one write.
+        s.write_all(
+            b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\nGET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        for _ in 0..2 {
+            let r = read_response(&mut s, &mut buf).expect("pipelined response");
+            assert_eq!((r.status, r.body.as_slice()), (200, INDEX), "{model}");
+        }
+        // The plain listener beside it is unchanged.
+        let mut plain = TcpStream::connect(server.http).unwrap();
+        plain.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let r = get(&mut plain, "/", true);
+        assert_eq!(r.status, 200, "{model}");
+        assert!(
+            !server.log().contains("panicked"),
+            "{model}: {}",
+            server.log()
+        );
+    }
+}
+
+#[test]
+fn plain_http_to_the_tls_port_gets_400_and_garbage_is_closed() {
+    for model in MODELS {
+        let dir = unique_dir("plain");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &cert, "", &[]);
+        let mut s = TcpStream::connect(server.https).unwrap();
+        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let r = get(&mut s, "/", false);
+        assert_eq!(r.status, 400, "{model}");
+        assert!(closed(&mut s), "{model}: open after the 400");
+        let mut g = TcpStream::connect(server.https).unwrap();
+        g.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        g.write_all(b"\x00\x01\x02garbage that is not TLS\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = g.read_to_end(&mut out);
+        assert!(out.is_empty(), "{model}: answered garbage with {out:?}");
+        // A ClientHello that breaks off in the middle, then a close: no answer either.
+        let mut h = TcpStream::connect(server.https).unwrap();
+        h.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        h.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00])
+            .unwrap();
+        h.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(closed(&mut h), "{model}");
+        // Still serving.
+        let cfg = client_config(&[&cert.der]);
+        let mut ok = connect(server.https, &cfg, "localhost");
+        assert_eq!(get(&mut ok, "/", true).status, 200, "{model}");
+        let log = server.log();
+        assert!(
+            log.contains("400 plain HTTP request sent to the HTTPS port"),
+            "{model}: {log}"
+        );
+        assert!(log.contains("not a TLS handshake"), "{model}: {log}");
+    }
+}
+
+#[test]
+fn a_handshake_that_stalls_is_closed_after_tls_handshake_timeout() {
+    for model in MODELS {
+        let dir = unique_dir("stall");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(
+            model,
+            &dir,
+            &cert,
+            "[timeouts]\ntls_handshake = \"300ms\"\n",
+            &[],
+        );
+        // Half a record header: the handshake has begun and never goes on.
+        let mut s = TcpStream::connect(server.https).unwrap();
+        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        s.write_all(&[0x16, 0x03]).unwrap();
+        assert!(closed(&mut s), "{model}: a stalled handshake stays open");
+        let log = server.log();
+        assert!(
+            log.contains("TLS handshake not done within"),
+            "{model}: {log}"
+        );
+    }
+}
+
+#[test]
+fn sni_picks_the_certificate_and_the_default_serves_the_rest() {
+    for model in MODELS {
+        let dir = unique_dir("sni");
+        let default = make_cert(&dir, "default", &["localhost"]);
+        let a = make_cert(&dir, "a", &["a.test", "www.a.test"]);
+        let b = make_cert(&dir, "b", &["*.b.test"]);
+        let config = format!(
+            "[[tls.sni]]\nnames = [\"a.test\", \"WWW.a.test\"]\ncert = {:?}\nkey = {:?}\n\
+             [[tls.sni]]\nnames = [\"*.b.test\"]\ncert = {:?}\nkey = {:?}\n",
+            a.cert, a.key, b.cert, b.key
+        );
+        let server = Server::start(model, &dir, &default, &config, &[]);
+        let cfg = client_config(&[&default.der, &a.der, &b.der]);
+        for (name, want) in [
+            ("a.test", &a.der),
+            ("www.a.test", &a.der),
+            ("x.b.test", &b.der),
+            ("localhost", &default.der),
+        ] {
+            let s = connect(server.https, &cfg, name);
+            let got = &s.conn.peer_certificates().expect("certificates")[0];
+            assert_eq!(got, want, "{model}: certificate for {name}");
+        }
+        // A name no entry has gets the default certificate (which the client then refuses).
+        let tcp = TcpStream::connect(server.https).unwrap();
+        tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let conn = ClientConnection::new(
+            cfg.clone(),
+            ServerName::try_from("other.test".to_string()).unwrap(),
+        )
+        .unwrap();
+        let mut s = StreamOwned::new(conn, tcp);
+        let err = s.conn.complete_io(&mut s.sock).and_then(|_| {
+            while s.conn.is_handshaking() {
+                s.conn.complete_io(&mut s.sock)?;
+            }
+            Ok((0, 0))
+        });
+        assert!(err.is_err(), "{model}: other.test accepted");
+    }
+}
+
+#[test]
+fn hsts_on_tls_responses_only_and_redirect_https_from_plain() {
+    for model in MODELS {
+        let dir = unique_dir("hsts");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(
+            model,
+            &dir,
+            &cert,
+            "[tls]\nhsts = \"max-age=63072000\"\n",
+            &[],
+        );
+        let cfg = client_config(&[&cert.der]);
+        let mut s = connect(server.https, &cfg, "localhost");
+        let r = get(&mut s, "/", false);
+        assert_eq!(
+            r.header("strict-transport-security"),
+            Some("max-age=63072000"),
+            "{model}"
+        );
+        let r = get(&mut s, "/nothing-here", true);
+        assert_eq!(r.status, 404, "{model}");
+        assert!(r.header("strict-transport-security").is_some(), "{model}");
+        let mut plain = TcpStream::connect(server.http).unwrap();
+        plain.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let r = get(&mut plain, "/", true);
+        assert_eq!(r.status, 200, "{model}");
+        assert_eq!(r.header("strict-transport-security"), None, "{model}");
+        drop(server);
+
+        // A plain listener with redirect_https; the https listener comes from --https.
+        let dir = unique_dir("redirect");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let config = format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\nmodel = \"{model}\"\nredirect_https = true\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\nmodel = \"{model}\"\ntls = true\n"
+        );
+        let mut cmd_server = Server::start(model, &dir, &cert, &config, &[]);
+        let mut plain = TcpStream::connect(cmd_server.http).unwrap();
+        plain.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        write!(
+            plain,
+            "GET /a/b?c=d HTTP/1.1\r\nHost: example.test:8080\r\n\r\n"
+        )
+        .unwrap();
+        let r = read_response(&mut plain, &mut Vec::new()).unwrap();
+        assert_eq!(r.status, 308, "{model}");
+        let https_port = cmd_server.https.port();
+        assert_eq!(
+            r.header("location"),
+            Some(format!("https://example.test:{https_port}/a/b?c=d").as_str()),
+            "{model}"
+        );
+        // The connection stays open for the next request.
+        let r = get(&mut plain, "/", true);
+        assert_eq!(r.status, 308, "{model}");
+        let _ = cmd_server.child.kill();
+    }
+}
+
+/// Request bodies are read through the TLS session on every model (the pipeline's process
+/// stage, the process model's child), over TLS 1.2 as over 1.3, and the connection goes on.
+#[test]
+fn request_bodies_over_tls_1_2_and_1_3() {
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 253) as u8).collect();
+    for model in MODELS {
+        let dir = unique_dir("bodies");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &cert, "", &["--echo", "/echo"]);
+        let mut roots = RootCertStore::empty();
+        roots.add(cert.der.clone()).unwrap();
+        let tls12 =
+            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_protocol_versions(&[&rustls::version::TLS12])
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        for (cfg, version) in [
+            (Arc::new(tls12), rustls::ProtocolVersion::TLSv1_2),
+            (
+                client_config(&[&cert.der]),
+                rustls::ProtocolVersion::TLSv1_3,
+            ),
+        ] {
+            let mut s = connect(server.https, &cfg, "localhost");
+            assert_eq!(s.conn.protocol_version(), Some(version), "{model}");
+            write!(
+                s,
+                "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
+            s.write_all(&body).unwrap();
+            s.flush().unwrap();
+            let r = read_response(&mut s, &mut Vec::new()).expect("echo response");
+            assert_eq!(r.status, 200, "{model} {version:?}");
+            assert!(
+                r.body == body,
+                "{model} {version:?}: the echoed body differs"
+            );
+            let r = get(&mut s, "/", true);
+            assert_eq!(
+                (r.status, r.body.as_slice()),
+                (200, INDEX),
+                "{model} {version:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sessions_resume_by_ticket() {
+    for model in MODELS {
+        let dir = unique_dir("resume");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &cert, "", &[]);
+        let cfg = client_config(&[&cert.der]);
+        for round in 0..2 {
+            let mut s = connect(server.https, &cfg, "localhost");
+            let r = get(&mut s, "/", true);
+            assert_eq!(r.status, 200);
+            // Reading to the end takes the tickets the server sent after the handshake.
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+            let kind = s.conn.handshake_kind();
+            if round == 1 {
+                assert_eq!(kind, Some(rustls::HandshakeKind::Resumed), "{model}");
+            } else {
+                assert_eq!(kind, Some(rustls::HandshakeKind::Full), "{model}");
+            }
+        }
+    }
+}
+
+#[test]
+fn sighup_reloads_certificates_and_open_connections_stay() {
+    for model in MODELS.iter().copied() {
+        let dir = unique_dir("reload");
+        let old = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &old, "", &[]);
+        let cfg_old = client_config(&[&old.der]);
+        let mut kept = connect(server.https, &cfg_old, "localhost");
+        assert_eq!(get(&mut kept, "/", false).status, 200);
+        // New files at the same paths.
+        let new = make_cert(&dir, "cert", &["localhost"]);
+        // SAFETY: kill takes no pointers; the pid is our child, not reaped.
+        assert_eq!(unsafe { libc::kill(server.pid(), libc::SIGHUP) }, 0);
+        let cfg_new = client_config(&[&new.der]);
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let tcp = TcpStream::connect(server.https).unwrap();
+            tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+            let conn =
+                ClientConnection::new(cfg_new.clone(), ServerName::try_from("localhost").unwrap())
+                    .unwrap();
+            let mut s = StreamOwned::new(conn, tcp);
+            let mut ok = true;
+            while s.conn.is_handshaking() {
+                if s.conn.complete_io(&mut s.sock).is_err() {
+                    ok = false;
+                    break;
+                }
+            }
+            if ok {
+                assert_eq!(get(&mut s, "/", true).status, 200, "{model}");
+                break;
+            }
+            assert!(
+                Instant::now() < end,
+                "{model}: new certificate never served"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The connection opened before the reload goes on with its session.
+        assert_eq!(get(&mut kept, "/", true).status, 200, "{model}");
+    }
+}
+
+/// Runs `weft serve` with TLS settings that must not start; returns its error output.
+fn refused(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("serve")
+        .arg("--root")
+        .arg(dir.join("root"))
+        .args(["--https", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run weft");
+    assert!(!out.status.success(), "started with {args:?}");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn bad_certificates_are_refused_at_start_with_the_reason() {
+    let dir = unique_dir("bad");
+    let good = make_cert(&dir, "good", &["localhost"]);
+    let other = make_cert(&dir, "other", &["localhost"]);
+    let nameless = make_cert(&dir, "nameless", &[]);
+    let s = |p: &PathBuf| p.to_str().unwrap().to_string();
+    let missing = dir.join("missing.pem");
+    let err = refused(
+        &dir,
+        &["--tls-cert", &s(&missing), "--tls-key", &s(&good.key)],
+    );
+    assert!(err.contains("missing.pem: cannot read"), "{err}");
+    let err = refused(
+        &dir,
+        &["--tls-cert", &s(&good.cert), "--tls-key", &s(&other.key)],
+    );
+    assert!(err.contains("does not match certificate"), "{err}");
+    let err = refused(
+        &dir,
+        &["--tls-cert", &s(&good.key), "--tls-key", &s(&good.key)],
+    );
+    assert!(err.contains("no CERTIFICATE block"), "{err}");
+    let err = refused(
+        &dir,
+        &["--tls-cert", &s(&good.cert), "--tls-key", &s(&good.cert)],
+    );
+    assert!(err.contains("no PKCS#8, RSA or EC private key"), "{err}");
+    let err = refused(
+        &dir,
+        &[
+            "--tls-cert",
+            &s(&nameless.cert),
+            "--tls-key",
+            &s(&nameless.key),
+        ],
+    );
+    assert!(err.contains("has no usable name"), "{err}");
+    let err = refused(&dir, &[]);
+    assert!(err.contains("needs a certificate and a key"), "{err}");
+    let cfg = dir.join("sni.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[tls.sni]]\nnames = [\"not-in-it.test\"]\ncert = {:?}\nkey = {:?}\n",
+            other.cert, other.key
+        ),
+    )
+    .unwrap();
+    let err = refused(
+        &dir,
+        &[
+            "--tls-cert",
+            &s(&good.cert),
+            "--tls-key",
+            &s(&good.key),
+            "--config",
+            &s(&cfg),
+        ],
+    );
+    assert!(
+        err.contains("is not valid for the name \"not-in-it.test\""),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// 10,000 handshakes broken off in every way a client can (close at once, half a record,
+/// a whole ClientHello then a reset, plain garbage) leave no descriptor and no memory behind.
+#[test]
+fn ten_thousand_aborted_handshakes_leak_nothing() {
+    const ABORTS: usize = 10_000;
+    for model in MODELS {
+        let dir = unique_dir("aborts");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &cert, "", &[]);
+        let cfg = client_config(&[&cert.der]);
+        // Warm up (worker stacks, pools, the session cache) before the baseline.
+        for _ in 0..50 {
+            let mut s = connect(server.https, &cfg, "localhost");
+            let _ = get(&mut s, "/", true);
+        }
+        let hello = client_hello(&cfg);
+        println!("{model}: aborting handshakes");
+        // A first round fills what the allocator and the stack pool keep for the peak of
+        // handshakes in flight; a leak grows again in the second, retention does not.
+        abort_handshakes(&server, &hello, ABORTS / 5);
+        let (fds0, rss0) = (server.open_fds(), server.rss_kib());
+        abort_handshakes(&server, &hello, ABORTS);
+        let (fds1, rss1) = (server.open_fds(), server.rss_kib());
+        assert!(
+            fds1 <= fds0,
+            "{model}: {fds0} descriptors before, {fds1} after"
+        );
+        assert!(
+            rss1 < rss0 + 16 * 1024,
+            "{model}: resident {rss0} KiB before, {rss1} KiB after"
+        );
+        let mut s = connect(server.https, &cfg, "localhost");
+        assert_eq!(get(&mut s, "/", true).status, 200, "{model}");
+    }
+}
+
+/// Opens `count` connections to the TLS port and breaks each off in one of four ways, then
+/// waits until the server has closed them all.
+fn abort_handshakes(server: &Server, hello: &[u8], count: usize) {
+    let fds0 = server.open_fds();
+    for i in 0..count {
+        let mut s = TcpStream::connect(server.https).expect("connect");
+        match i % 4 {
+            0 => {}
+            1 => {
+                let _ = s.write_all(&hello[..hello.len() / 2]);
+            }
+            2 => {
+                let _ = s.write_all(hello);
+                // RST instead of FIN.
+                let _ = socket_linger_zero(&s);
+            }
+            _ => {
+                let _ = s.write_all(b"\x80\x00garbage");
+            }
+        }
+        drop(s);
+    }
+    // Every aborted connection ends (closed by its client); wait for the server to see it,
+    // and for idle stacks to decay.
+    let end = Instant::now() + Duration::from_secs(30);
+    while server.open_fds() > fds0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+}
+
+/// The first flight a rustls client sends for `cfg`.
+fn client_hello(cfg: &Arc<ClientConfig>) -> Vec<u8> {
+    let mut c =
+        ClientConnection::new(cfg.clone(), ServerName::try_from("localhost").unwrap()).unwrap();
+    let mut out = Vec::new();
+    c.write_tls(&mut out).unwrap();
+    out
+}
+
+fn socket_linger_zero(s: &TcpStream) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt reads `size_of::<linger>()` bytes from `l`, a live local value.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A program found on PATH, or a printed line saying the test skips without it.
+fn have(program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("skipped: {program} is not installed");
+    }
+    found
+}
+
+#[test]
+fn real_clients_curl_openssl_and_python() {
+    for model in MODELS {
+        let dir = unique_dir("clients");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &cert, "", &[]);
+        let port = server.https.port();
+        let url = format!("https://localhost:{port}/");
+        let resolve = format!("localhost:{port}:127.0.0.1");
+        let ca = cert.cert.to_str().unwrap();
+        if have("curl") {
+            for version in ["--tlsv1.2", "--tlsv1.3"] {
+                let out = Command::new("curl")
+                    .args([
+                        "-sS",
+                        "--max-time",
+                        "10",
+                        "--cacert",
+                        ca,
+                        "--resolve",
+                        &resolve,
+                    ])
+                    .args([version, "--tls-max", &version[6..]])
+                    .arg(&url)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{model} curl {version}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert_eq!(out.stdout, INDEX, "{model} curl {version}");
+            }
+        }
+        if have("openssl") {
+            let mut child = Command::new("openssl")
+                .args(["s_client", "-quiet", "-verify_return_error", "-CAfile", ca])
+                .args(["-connect", &format!("127.0.0.1:{port}")])
+                .args(["-servername", "localhost", "-alpn", "http/1.1"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{model}: {text}");
+        }
+        if have("python3") {
+            let script = "import ssl, sys, urllib.request\n\
+                          ctx = ssl.create_default_context(cafile=sys.argv[2])\n\
+                          body = urllib.request.urlopen(sys.argv[1], context=ctx, timeout=10).read()\n\
+                          sys.stdout.buffer.write(body)\n";
+            // Python resolves localhost itself; the certificate names it.
+            let out = Command::new("python3")
+                .args(["-c", script, &url, ca])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{model} python: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.stdout, INDEX, "{model} python");
+        }
+    }
+}
+
+/// A TLS listener behind a TCP load balancer that sends a PROXY header before the
+/// ClientHello (HAProxy `send-proxy` in TCP mode), on every model: the client address is the
+/// header's, CGI sees `HTTPS=on` and `REQUEST_SCHEME=https` (plain: `http`, no `HTTPS`), and a
+/// request whose Host names another site than the SNI name did gets 421.
+#[test]
+fn proxy_protocol_before_tls_sites_421_and_cgi_scheme() {
+    use std::os::unix::fs::PermissionsExt;
+    for model in MODELS {
+        let dir = unique_dir("proxied");
+        let cert = make_cert(&dir, "cert", &["localhost", "a.test", "b.test"]);
+        let cgi = dir.join("cgi");
+        std::fs::create_dir_all(&cgi).unwrap();
+        let script = cgi.join("env.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n\
+             echo \"addr=$REMOTE_ADDR https=$HTTPS scheme=$REQUEST_SCHEME\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for site in ["a", "b"] {
+            std::fs::create_dir_all(dir.join(site)).unwrap();
+            std::fs::write(dir.join(site).join("index.html"), format!("site {site}\n")).unwrap();
+        }
+        let config = format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\nmodel = \"{model}\"\ntls = true\n\
+             proxy_protocol = true\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\nmodel = \"{model}\"\n\
+             [[site]]\nhosts = [\"a.test\"]\nroot = {:?}\n\
+             [[site]]\nhosts = [\"b.test\"]\nroot = {:?}\n",
+            dir.join("a"),
+            dir.join("b")
+        );
+        let cgi_arg = cgi.to_str().unwrap();
+        let server = Server::start(model, &dir, &cert, &config, &["--cgi", cgi_arg]);
+        let cfg = client_config(&[&cert.der]);
+        let proxied = |name: &str| -> Tls {
+            let mut tcp = TcpStream::connect(server.https).expect("connect");
+            tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+            tcp.write_all(b"PROXY TCP4 203.0.113.7 127.0.0.1 5555 443\r\n")
+                .unwrap();
+            let conn = ClientConnection::new(cfg.clone(), name.to_string().try_into().unwrap())
+                .expect("client");
+            let mut s = StreamOwned::new(conn, tcp);
+            while s.conn.is_handshaking() {
+                s.conn.complete_io(&mut s.sock).expect("handshake");
+            }
+            s
+        };
+        let ask = |s: &mut Tls, host: &str, path: &str| -> Resp {
+            write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+            s.flush().unwrap();
+            read_chunked_or_length(s)
+        };
+        let mut s = proxied("localhost");
+        let r = ask(&mut s, "localhost", "/cgi-bin/env.sh");
+        assert_eq!(r.status, 200, "{model}: {}", server.log());
+        assert_eq!(
+            String::from_utf8_lossy(&r.body).trim(),
+            "addr=203.0.113.7 https=on scheme=https",
+            "{model}"
+        );
+        let mut s = proxied("a.test");
+        let r = ask(&mut s, "a.test", "/");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"site a\n"[..]),
+            "{model}"
+        );
+        let r = ask(&mut s, "b.test", "/");
+        assert_eq!(r.status, 421, "{model}: Host b.test on an a.test session");
+        // Plain HTTP: no SNI, never 421; CGI sees http.
+        let mut p = TcpStream::connect(server.http).unwrap();
+        p.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let r = ask_plain(&mut p, "b.test", "/");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"site b\n"[..]),
+            "{model}"
+        );
+        let r = ask_plain(&mut p, "localhost", "/cgi-bin/env.sh");
+        assert_eq!(
+            String::from_utf8_lossy(&r.body).trim(),
+            "addr=127.0.0.1 https= scheme=http",
+            "{model}"
+        );
+    }
+}
+
+fn ask_plain(s: &mut TcpStream, host: &str, path: &str) -> Resp {
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+    s.flush().unwrap();
+    read_chunked_or_length(s)
+}
+
+/// One response framed by Content-Length or chunked (a CGI script's output is chunked).
+fn read_chunked_or_length<S: Read>(s: &mut S) -> Resp {
+    let mut buf = Vec::new();
+    let mut r = read_response(s, &mut buf).expect("response");
+    if r.header("transfer-encoding") == Some("chunked") {
+        // The body is in `buf` and beyond: read to the last chunk.
+        let mut chunk = [0u8; 4096];
+        while !buf.ends_with(b"0\r\n\r\n") {
+            let n = s.read(&mut chunk).expect("chunked body");
+            assert!(n > 0, "closed inside a chunked body");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let mut body = Vec::new();
+        let mut rest = &buf[..];
+        loop {
+            let line_end = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap().trim(), 16)
+                    .unwrap();
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&rest[..size]);
+            rest = &rest[size + 2..];
+        }
+        r.body = body;
+    }
+    r
+}
