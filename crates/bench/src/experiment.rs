@@ -44,7 +44,7 @@ use crate::target::{BadInput, RequestSpec, Target};
 
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
-    /// threads-cache, fibers, specweb or cgi.
+    /// threads-cache, fibers, specweb, cgi or cluster.
     pub name: String,
     /// Only these servers (names as in the report: fiber, thread-cache-off, nginx, ...).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -70,6 +70,9 @@ pub struct ExperimentArgs {
     /// to OUT/NAME-RATE/.
     #[arg(long, value_name = "RATE")]
     pub link: Option<String>,
+    /// `cluster` only: the weft model of its instances (default fiber).
+    #[arg(long)]
+    pub model: Option<String>,
 }
 
 /// A server an experiment can start.
@@ -159,7 +162,7 @@ fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn weft_binary(a: &ExperimentArgs) -> PathBuf {
+pub(crate) fn weft_binary(a: &ExperimentArgs) -> PathBuf {
     a.weft.clone().unwrap_or_else(|| {
         std::env::current_exe()
             .ok()
@@ -475,6 +478,9 @@ struct Bench {
 
 /// Runs the experiment named in `a`.
 pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.name == "cluster" {
+        return crate::cluster::run(&a);
+    }
     let (models, both_caches): (&[&'static str], bool) = match a.name.as_str() {
         "threads-cache" => (&["process", "thread", "fiber", "pipeline"], true),
         "fibers" => (&["fiber", "thread", "process", "pipeline"], false),
@@ -482,7 +488,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         "cgi" => (&["fiber", "thread", "process", "pipeline"], false),
         other => {
             return Err(BadInput(format!(
-                "unknown experiment {other:?} (threads-cache, fibers, specweb, cgi)"
+                "unknown experiment {other:?} (threads-cache, fibers, specweb, cgi, cluster)"
             ))
             .into())
         }
