@@ -554,10 +554,12 @@ fn open_loop_connection(sh: &LoopShared, keepalive: bool, out: &Mutex<Vec<Sample
 /// A line of HAProxy's log: a request (`backend/server status ...`) or a server's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogLine {
-    /// A request the server answered (`status` -1 when none did).
+    /// A request the server answered (`status` -1 when none did), after `retries` attempts
+    /// that met a refused or closed connection elsewhere.
     Request {
         server: String,
         status: i32,
+        retries: u32,
     },
     /// `Server BACKEND/NAME is DOWN` (`up` false) or `is UP`.
     State {
@@ -598,10 +600,16 @@ pub fn parse_log_line(line: &str) -> LogLine {
     let Some((_, server)) = bs.split_once('/') else {
         return LogLine::Other;
     };
+    // `%Ta %tsc %rc`; HAProxy writes `+N` for retries that were redispatched.
+    let retries = f
+        .nth(2)
+        .and_then(|rc| rc.trim_start_matches('+').parse().ok())
+        .unwrap_or(0);
     match st.parse::<i32>() {
         Ok(status) => LogLine::Request {
             server: server.into(),
             status,
+            retries,
         },
         Err(_) => LogLine::Other,
     }
@@ -628,7 +636,19 @@ pub struct EventRow {
     pub last_sent_after_s: Option<f64>,
     /// Failed requests due after HAProxy marked the instance down.
     pub failed_after_down: Option<u64>,
+    /// Requests HAProxy retried (on a refused or closed connection) from this event to the
+    /// next, as its log counts them.
+    pub retried: u64,
     pub note: String,
+}
+
+/// Requests in HAProxy's log between `from` and `to` seconds that it had to retry.
+pub fn retried_between(hlog: &[(f64, LogLine, String)], from: f64, to: f64) -> u64 {
+    hlog.iter()
+        .filter(|(t, l, _)| {
+            *t >= from && *t < to && matches!(l, LogLine::Request { retries, .. } if *retries > 0)
+        })
+        .count() as u64
 }
 
 /// Failures of the requests due in `[from_ms, to_ms)`: (keep-alive, per-request, all due).
@@ -1169,6 +1189,7 @@ pub fn event_rows(
         failed_ka: ka,
         failed_close: cl,
         requests: n,
+        retried: retried_between(hlog, f64::NEG_INFINITY, first),
         ..EventRow::default()
     });
     for (k, (t, action, note)) in done.iter().enumerate() {
@@ -1181,6 +1202,7 @@ pub fn event_rows(
             failed_ka: ka,
             failed_close: cl,
             requests: n,
+            retried: retried_between(hlog, *t, next),
             note: note.clone(),
             ..EventRow::default()
         };
@@ -1317,12 +1339,12 @@ fn report(
     let events = event_rows(done, samples, hlog, plan.secs);
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
     let mut csv = String::from(
-        "at_s,event,requests,failed,failed_keepalive,failed_per_request,down_after_s,last_sent_after_s,failed_after_down\n",
+        "at_s,event,requests,failed,failed_keepalive,failed_per_request,down_after_s,last_sent_after_s,failed_after_down,retried_by_haproxy\n",
     );
     for e in &events {
         let _ = writeln!(
             csv,
-            "{:.3},{},{},{},{},{},{},{},{}",
+            "{:.3},{},{},{},{},{},{},{},{},{}",
             e.at_s,
             e.key,
             e.requests,
@@ -1331,7 +1353,8 @@ fn report(
             e.failed_close,
             opt(e.down_after_s),
             opt(e.last_sent_after_s),
-            e.failed_after_down.map_or(String::new(), |v| v.to_string())
+            e.failed_after_down.map_or(String::new(), |v| v.to_string()),
+            e.retried
         );
     }
     fs::write(dir.join("events.csv"), csv)?;
@@ -1424,12 +1447,13 @@ fn report(
     md.push_str(
         "## Events\n\n| at (s) | event | requests due | failed (keep-alive / per request) | \
          HAProxy marked it down after (s) | last request HAProxy sent it, after (s) | failed \
-         after marked down | what happened |\n|---|---|---|---|---|---|---|---|\n",
+         after marked down | retried by HAProxy | what happened |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for e in &events {
         let _ = writeln!(
             md,
-            "| {:.2} | {} | {} | {} ({} / {}) | {} | {} | {} | {} |",
+            "| {:.2} | {} | {} | {} ({} / {}) | {} | {} | {} | {} | {} |",
             e.at_s,
             e.name,
             e.requests,
@@ -1440,6 +1464,7 @@ fn report(
             e.last_sent_after_s
                 .map_or("-".into(), |v| format!("{v:.2}")),
             e.failed_after_down.map_or("-".into(), |v| v.to_string()),
+            e.retried,
             e.note
         );
     }
@@ -1475,7 +1500,11 @@ fn report(
          instance after the event (HAProxy logs a request when it ends; each line is stamped as \
          weft-bench reads it). A drained instance still answers the requests it had; HAProxy \
          learns of the drain from the health check's 503 or from the closed listener, \
-         whichever comes first.\n\n",
+         whichever comes first. A killed instance answers nothing more: HAProxy keeps choosing \
+         it until its check marks it down, and each such attempt meets a refused connection \
+         and is retried on another instance (\"retried by HAProxy\", the requests its log \
+         shows with a retry count), so for a killed instance HAProxy stops sending at the \
+         mark.\n\n",
     );
 
     md.push_str("## Scaling: three instances against one\n\n");
@@ -1562,14 +1591,24 @@ mod tests {
             parse_log_line("weft/w2 200 3 ---- 0"),
             LogLine::Request {
                 server: "w2".into(),
-                status: 200
+                status: 200,
+                retries: 0
             }
         );
         assert_eq!(
             parse_log_line("weft/<NOSRV> 503 0 SC-- 0"),
             LogLine::Request {
                 server: "<NOSRV>".into(),
-                status: 503
+                status: 503,
+                retries: 0
+            }
+        );
+        assert_eq!(
+            parse_log_line("weft/w3 200 2 ---- +1"),
+            LogLine::Request {
+                server: "w3".into(),
+                status: 200,
+                retries: 1
             }
         );
         assert_eq!(
@@ -1636,6 +1675,7 @@ mod tests {
         let req = |server: &str| LogLine::Request {
             server: server.into(),
             status: 200,
+            retries: 0,
         };
         let down = |server: &str| LogLine::State {
             backend: "weft".into(),
@@ -1648,6 +1688,15 @@ mod tests {
             (1.6, down("w1"), String::new()),
             (2.5, req("w2"), String::new()),
             (3.05, req("w2"), String::new()),
+            (
+                3.2,
+                LogLine::Request {
+                    server: "w3".into(),
+                    status: 200,
+                    retries: 1,
+                },
+                String::new(),
+            ),
             (3.9, down("w2"), String::new()),
             // After the restart: not the killed process's.
             (5.5, req("w2"), String::new()),
@@ -1672,6 +1721,7 @@ mod tests {
         assert!((kill.last_sent_after_s.unwrap() - 0.05).abs() < 1e-9);
         // Only the request due at 4.0 s came after the mark.
         assert_eq!(kill.failed_after_down, Some(1));
+        assert_eq!((drain.retried, kill.retried, rows[3].retried), (0, 1, 0));
         assert_eq!(rows[3].key, "restart");
         assert_eq!(rows[3].down_after_s, None);
     }
