@@ -748,6 +748,21 @@ pub const SCALE_TARGET: f64 = 2.7;
 pub fn run(a: &ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     let dir = experiment::out_dir(a);
     experiment::check_overwrite(&dir, a.quick)?;
+    // Bad input is refused before anything else, also where the experiment would skip.
+    let model = a.model.as_deref().unwrap_or("fiber");
+    if !["fiber", "thread", "process", "pipeline"].contains(&model) {
+        return Err(BadInput(format!(
+            "--model {model}: one of fiber, thread, process, pipeline"
+        ))
+        .into());
+    }
+    let mut plan = Plan::new(a.quick);
+    if let Some(r) = a.rate {
+        if !(r > 0.0 && r.is_finite()) {
+            return Err(BadInput("--rate must be a positive number".into()).into());
+        }
+        plan.rate = r;
+    }
     if let Err(why) = netns::available() {
         eprintln!("# cluster: skipped: the experiment {why} for its test hosts");
         return Ok(());
@@ -767,14 +782,6 @@ pub fn run(a: &ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         ))
         .into());
     }
-    let model = a.model.as_deref().unwrap_or("fiber");
-    if !["fiber", "thread", "process", "pipeline"].contains(&model) {
-        return Err(BadInput(format!(
-            "--model {model}: one of fiber, thread, process, pipeline"
-        ))
-        .into());
-    }
-    let plan = Plan::new(a.quick);
     let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let id = std::process::id();
     let net = Net((id % 250) as u8 + 1);

@@ -73,6 +73,9 @@ pub struct ExperimentArgs {
     /// `cluster` only: the weft model of its instances (default fiber).
     #[arg(long)]
     pub model: Option<String>,
+    /// `cluster` only: the open loop's requests per second (default 600, 300 with --quick).
+    #[arg(long, value_name = "REQ/S")]
+    pub rate: Option<f64>,
 }
 
 /// A server an experiment can start.
@@ -480,6 +483,9 @@ struct Bench {
 pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.name == "cluster" {
         return crate::cluster::run(&a);
+    }
+    if a.model.is_some() || a.rate.is_some() {
+        return Err(BadInput("--model and --rate belong to the cluster experiment".into()).into());
     }
     let (models, both_caches): (&[&'static str], bool) = match a.name.as_str() {
         "threads-cache" => (&["process", "thread", "fiber", "pipeline"], true),

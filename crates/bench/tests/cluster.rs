@@ -101,3 +101,34 @@ fn cluster_quick_run_loses_no_request_to_a_drain_or_an_upgrade() {
     }
     fs::remove_dir_all(&out).unwrap();
 }
+
+/// Bad input is refused with the reason (exit 1) wherever the test runs, before anything is
+/// started or written.
+#[test]
+fn cluster_refuses_a_bad_model_or_rate_and_other_experiments_its_flags() {
+    let out = std::env::temp_dir().join(format!("weft-cluster-bad-{}", std::process::id()));
+    for (args, why) in [
+        (&["cluster", "--model", "forked"][..], "--model forked"),
+        (
+            &["cluster", "--rate=0"][..],
+            "--rate must be a positive number",
+        ),
+        (
+            &["fibers", "--rate", "100"][..],
+            "belong to the cluster experiment",
+        ),
+    ] {
+        let run = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
+            .arg("experiment")
+            .args(args)
+            .arg("--quick")
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    assert!(!out.exists(), "a refused run wrote {}", out.display());
+}
