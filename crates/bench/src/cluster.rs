@@ -731,10 +731,16 @@ pub fn limit(r: &ScaleRun, cores: usize) -> Option<String> {
             r.client_cores
         ))
     } else if r.machine_busy >= 0.9 {
+        let others =
+            (r.machine_busy * cores as f64 - r.client_cores - r.haproxy_cores - r.weft_cores)
+                .max(0.0);
         Some(format!(
-            "the machine is the limit ({:.0}% of its {cores} cores busy; client, HAProxy and \
-             the three instances share them)",
-            r.machine_busy * 100.0
+            "the machine is the limit ({:.0}% of its {cores} cores busy: the client {:.2} \
+             cores, HAProxy {:.2}, the weft instances {:.2}, other processes {others:.2})",
+            r.machine_busy * 100.0,
+            r.client_cores,
+            r.haproxy_cores,
+            r.weft_cores
         ))
     } else {
         None
@@ -1061,20 +1067,25 @@ fn run_with(
                 signal(pid, libc::SIGTERM);
                 let st = reap(pid, SHUTDOWN_GRACE + Duration::from_secs(2));
                 let t_exit = start.elapsed().as_secs_f64() - t;
-                inst.pids.retain(|&p| p != pid);
-                format!("{}; exited after {t_exit:.2} s", describe_status(st))
+                // One that did not exit stays listed, for the final stop.
+                if st.is_some() {
+                    inst.pids.retain(|&p| p != pid);
+                }
+                format!("{}; exited after {t_exit:.3} s", describe_status(st))
             }
             Action::Kill(i) => {
                 let inst = &mut instances[i];
                 let pid = inst.pid.take().ok_or("kill: not running")?;
                 signal(pid, libc::SIGKILL);
                 let st = reap(pid, Duration::from_secs(2));
-                inst.pids.retain(|&p| p != pid);
+                if st.is_some() {
+                    inst.pids.retain(|&p| p != pid);
+                }
                 describe_status(st)
             }
             Action::Restart(i) => {
                 instances[i].start(weft)?;
-                format!("ready after {:.2} s", start.elapsed().as_secs_f64() - t)
+                format!("ready after {:.3} s", start.elapsed().as_secs_f64() - t)
             }
             Action::Rolling => {
                 let mut parts = Vec::new();
@@ -1090,7 +1101,7 @@ fn run_with(
                         inst.pids.retain(|&p| p != old);
                     }
                     parts.push(format!(
-                        "{} {old} -> {new} ready after {ready:.2} s, old {} after {:.2} s",
+                        "{} {old} -> {new} ready after {ready:.3} s, old {} after {:.3} s",
                         inst.name,
                         describe_status(st),
                         start.elapsed().as_secs_f64() - t0
@@ -1761,10 +1772,15 @@ mod tests {
         };
         assert!(limit(&client, 8).unwrap().contains("client is the limit"));
         let machine = ScaleRun {
-            machine_busy: 0.97,
+            machine_busy: 1.0,
+            haproxy_cores: 0.5,
+            weft_cores: 0.4,
             ..free
         };
-        assert!(limit(&machine, 2).unwrap().contains("machine is the limit"));
+        let why = limit(&machine, 2).unwrap();
+        assert!(why.contains("machine is the limit"), "{why}");
+        // 2 cores busy, 1.2 of them the experiment's: 0.8 someone else's.
+        assert!(why.contains("other processes 0.80"), "{why}");
     }
 
     #[test]
