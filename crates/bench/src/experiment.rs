@@ -48,7 +48,7 @@ pub mod tls;
 
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
-    /// threads-cache, fibers, specweb, cgi or tls.
+    /// threads-cache, fibers, specweb, cgi, tls or cluster.
     pub name: String,
     /// Only these servers (names as in the report: fiber, thread-cache-off, nginx, ...).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -74,6 +74,12 @@ pub struct ExperimentArgs {
     /// to OUT/NAME-RATE/.
     #[arg(long, value_name = "RATE")]
     pub link: Option<String>,
+    /// `cluster` only: the weft model of its instances (default fiber).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// `cluster` only: the open loop's requests per second (default 600, 300 with --quick).
+    #[arg(long, value_name = "REQ/S")]
+    pub rate: Option<f64>,
 }
 
 /// A server an experiment can start.
@@ -163,7 +169,7 @@ fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn weft_binary(a: &ExperimentArgs) -> PathBuf {
+pub(crate) fn weft_binary(a: &ExperimentArgs) -> PathBuf {
     a.weft.clone().unwrap_or_else(|| {
         std::env::current_exe()
             .ok()
@@ -479,6 +485,12 @@ struct Bench {
 
 /// Runs the experiment named in `a`.
 pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.name == "cluster" {
+        return crate::cluster::run(&a);
+    }
+    if a.model.is_some() || a.rate.is_some() {
+        return Err(BadInput("--model and --rate belong to the cluster experiment".into()).into());
+    }
     if a.name == "tls" {
         return tls::run(a);
     }
@@ -489,7 +501,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         "cgi" => (&["fiber", "thread", "process", "pipeline"], false),
         other => {
             return Err(BadInput(format!(
-                "unknown experiment {other:?} (threads-cache, fibers, specweb, cgi, tls)"
+                "unknown experiment {other:?} (threads-cache, fibers, specweb, cgi, tls, cluster)"
             ))
             .into())
         }

@@ -34,10 +34,12 @@
 pub mod backend;
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod experiment;
 pub mod groups;
 pub mod link;
 pub mod load;
+pub mod netns;
 pub mod plot;
 pub mod procstat;
 pub mod report;

@@ -3,14 +3,13 @@
 //! filter (`tc qdisc ... tbf rate 10mbit`, the fibers paper's link).
 //!
 //! Needs root and iproute2 (`ip`, `tc`); without them [`Link::shaped`] says why and gives
-//! `None`, and the experiment runs on loopback only. The namespace and the veth pair are
-//! removed on drop.
+//! `None`, and the experiment runs on loopback only. The namespace and the veth pair
+//! ([`crate::netns`]) are removed on drop.
 
-use std::fs::File;
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
-use std::process::{Command, Stdio};
+
+use crate::netns::{self, Netns, NsGuard};
 
 /// The server's end of the link (in the original namespace).
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 213, 0, 1);
@@ -47,30 +46,9 @@ pub fn burst_bytes(bps: u64) -> u64 {
 /// A shaped veth link into a client namespace; removed on drop.
 #[derive(Debug)]
 pub struct Link {
-    ns: String,
-    host_if: String,
+    ns: Netns,
     /// The link's rate, bits per second.
     pub bps: u64,
-}
-
-fn ip(args: &[&str]) -> io::Result<()> {
-    run("ip", args)
-}
-
-fn run(prog: &str, args: &[&str]) -> io::Result<()> {
-    let out = Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "{prog} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
 }
 
 impl Link {
@@ -79,134 +57,52 @@ impl Link {
     pub fn shaped(rate: &str) -> io::Result<Option<Link>> {
         let bps = parse_rate(rate)
             .ok_or_else(|| io::Error::other(format!("{rate:?}: not a rate like 10mbit")))?;
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("# link shaping needs root (network namespaces and tc); skipped");
+        if let Err(why) = netns::available() {
+            eprintln!("# link shaping {why}; skipped");
             return Ok(None);
         }
-        if crate::experiment::find_program("ip").is_none()
-            || crate::experiment::find_program("tc").is_none()
-        {
+        if crate::experiment::find_program("tc").is_none() {
             eprintln!("# link shaping needs iproute2 (ip and tc); skipped");
             return Ok(None);
         }
         let id = std::process::id();
-        let link = Link {
-            ns: format!("weft-bench-{id}"),
-            host_if: format!("wbs{}", id % 1_000_000),
-            bps,
-        };
-        let peer = format!("wbc{}", id % 1_000_000);
-        if let Err(e) = ip(&["netns", "add", &link.ns]) {
-            // A container may deny namespaces even to root: the same as no root.
-            eprintln!("# link shaping: cannot create a network namespace ({e}); skipped");
+        let Some(ns) = Netns::create(
+            &format!("weft-bench-{id}"),
+            &format!("wbs{}", id % 1_000_000),
+            &format!("wbc{}", id % 1_000_000),
+        )?
+        else {
             return Ok(None);
-        }
-        // Built step by step; on failure, Drop removes what exists.
-        ip(&[
-            "link",
-            "add",
-            &link.host_if,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &peer,
-        ])?;
-        ip(&["link", "set", &peer, "netns", &link.ns])?;
-        ip(&[
+        };
+        netns::ip(&[
             "addr",
             "add",
             &format!("{SERVER_ADDR}/30"),
             "dev",
-            &link.host_if,
+            &ns.host_if,
         ])?;
-        ip(&["link", "set", &link.host_if, "up"])?;
-        let in_ns = |args: &[&str]| {
-            let mut v = vec!["netns", "exec", &link.ns, "ip"];
-            v.extend_from_slice(args);
-            ip(&v)
-        };
-        in_ns(&["addr", "add", &format!("{CLIENT_ADDR}/30"), "dev", &peer])?;
-        in_ns(&["link", "set", &peer, "up"])?;
-        in_ns(&["link", "set", "lo", "up"])?;
-        // A connection per request leaves a TIME_WAIT per request on the client's side; as on
-        // loopback (tcp_tw_reuse = 2 reuses them there only), let the client reuse them, or
-        // it runs out of ports within seconds.
-        run(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &link.ns,
-                "sysctl",
-                "-q",
-                "-w",
-                "net.ipv4.tcp_tw_reuse=1",
-                "net.ipv4.ip_local_port_range=1024 65000",
-            ],
-        )?;
+        ns.address(&format!("{CLIENT_ADDR}/30"))?;
+        ns.client_sysctls()?;
         let rate_s = format!("{bps}bit");
         let burst = format!("{}b", burst_bytes(bps));
-        let tbf = |dev: &str, ns: Option<&str>| {
-            let mut v: Vec<&str> = Vec::new();
-            if let Some(ns) = ns {
-                v.extend_from_slice(&["netns", "exec", ns, "tc"]);
-            }
-            v.extend_from_slice(&[
+        for (dev, inside) in [(&ns.host_if, false), (&ns.peer_if, true)] {
+            let args = [
                 "qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate_s, "burst", &burst,
                 "latency", "50ms",
-            ]);
-            if ns.is_some() {
-                ip(&v)
+            ];
+            if inside {
+                ns.exec("tc", &args)?;
             } else {
-                run("tc", &v)
+                netns::run("tc", &args)?;
             }
-        };
-        tbf(&link.host_if, None)?;
-        tbf(&peer, Some(&link.ns))?;
-        Ok(Some(link))
+        }
+        Ok(Some(Link { ns, bps }))
     }
 
     /// Moves the calling thread into the client's namespace: sockets it (and the threads it
     /// starts afterwards) opens leave through the shaped link. The guard moves it back.
     pub fn enter(&self) -> io::Result<NsGuard> {
-        let home = File::open("/proc/thread-self/ns/net")?;
-        let target = File::open(format!("/var/run/netns/{}", self.ns))?;
-        setns(&target)?;
-        Ok(NsGuard { home })
-    }
-}
-
-fn setns(f: &File) -> io::Result<()> {
-    // SAFETY: `f` is an open namespace file for as long as the call runs; setns only changes
-    // the calling thread's network namespace and reads no memory of ours.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Returns the thread to the namespace it left on drop.
-#[derive(Debug)]
-pub struct NsGuard {
-    home: File,
-}
-
-impl Drop for NsGuard {
-    fn drop(&mut self) {
-        if let Err(e) = setns(&self.home) {
-            eprintln!("# could not leave the link's namespace: {e}");
-        }
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        // Deleting the namespace removes the peer end and so the pair.
-        let _ = ip(&["netns", "del", &self.ns]);
-        let _ = ip(&["link", "del", &self.host_if]);
+        self.ns.enter()
     }
 }
 
