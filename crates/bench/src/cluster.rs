@@ -403,6 +403,8 @@ fn weft_config(site: &Path, access: &Path, addr: Ipv4Addr, model: &str) -> Strin
         "root = {site:?}
 threads = 1
 access_log = {access:?}
+# Root makes the namespaces; the instances listen on their bridge addresses, a lab network.
+allow_root = true
 
 [[listen]]
 addr = \"{addr}:{WEFT_PORT}\"

@@ -329,6 +329,9 @@ pub fn start(
                 // default.
                 "--echo".into(),
                 "/echo".into(),
+                // A shaped link's address reaches beyond loopback, and the experiment runs as
+                // root to make the link: a lab, where serving as root is the choice.
+                "--allow-root".into(),
             ];
             if cgi {
                 args.push("--cgi".into());

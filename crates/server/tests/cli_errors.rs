@@ -114,8 +114,9 @@ fn friendly_listen_addresses_name_what_is_bound() {
         "[[listen]]\naddr = \"localhost:0\"\n[[listen]]\naddr = \":0\"\nmodel = \"thread\"\n",
     )
     .unwrap();
+    // `:0` reaches other hosts: started as root (as CI may be), weft wants a choice.
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["check", "--config"])
+        .args(["check", "--allow-root", "--config"])
         .arg(&cfg)
         .arg("--root")
         .arg(dir.join("root"))
