@@ -1027,6 +1027,9 @@ fn closes_cleanly(req: &Request, rbuf: &ReadBuf) -> bool {
 
 /// Half-closes and drains what the client still sends, briefly, so the kernel does not
 /// answer unread data with a reset that could destroy the response in flight.
+// Never inlined: its 4 KiB scratch buffer would otherwise join the frame of the serve loop
+// that calls it, on every fiber's stack (`fiber.stack_size`; tests/fiber_only.rs).
+#[inline(never)]
 fn linger<T: Transport>(stream: &mut T, rbuf: &mut ReadBuf) {
     let _ = stream.flush();
     if stream.shutdown_write().is_err() {

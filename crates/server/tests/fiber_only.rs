@@ -75,10 +75,11 @@ fn ten_thousand_keep_alive_connections_each_served_once() {
 }
 
 /// The stack the built-in handlers fit in: 12 KiB measured in release builds (8 KiB
-/// overflows), 24 KiB in debug builds, which this test runs (16 KiB overflows). BENCHMARKS.md
-/// records the probe; the default is 64 KiB.
+/// overflows), 28 KiB in debug builds, which this test runs (24 KiB overflows since the
+/// HTTPS, compression, sites and guards code joined the request path; unoptimised frames
+/// keep every local). BENCHMARKS.md records the probe; the default is 64 KiB.
 const SMALLEST_STACK: usize = if cfg!(debug_assertions) {
-    24 * 1024
+    28 * 1024
 } else {
     12 * 1024
 };

@@ -113,18 +113,15 @@ struct ConnState {
 fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) {
     if !resumed && state.info.listener.tls() {
         // The handshake runs in this fiber, yielding where the socket would block.
-        match crate::tls::start(&mut stream, &state.app, &state.info) {
-            Some(session) => state.tls = Some(Box::new(session)),
+        match start_tls(&mut stream, &state.app, &state.info) {
+            Some(session) => state.tls = Some(session),
             None => return close(stream, state),
         }
     }
     let result = loop {
         let ConnState { app, info, tls, .. } = &mut *state;
         let result = match tls {
-            Some(session) => {
-                let mut tls_stream = crate::tls::TlsStream::new(&mut stream, session);
-                serve_on(&mut tls_stream, app, info, resumed)
-            }
+            Some(session) => serve_tls(&mut stream, session, app, info, resumed),
             None => serve_on(&mut stream, app, info, resumed),
         };
         // Requests already decrypted are served now: the socket will not signal them.
@@ -156,6 +153,34 @@ fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) 
             close(stream, state);
         }
     }
+}
+
+/// The TLS handshake, out of line: the session and the handshake's buffers stay off the
+/// frame that plain connections run in (every fiber's stack holds it; `fiber.stack_size`).
+#[inline(never)]
+fn start_tls(
+    stream: &mut FiberStream,
+    app: &App,
+    info: &ConnInfo,
+) -> Option<Box<rustls::ServerConnection>> {
+    crate::tls::start(stream, app, info).map(Box::new)
+}
+
+/// [`serve_on`] through the connection's TLS session; out of line for the same reason.
+#[inline(never)]
+fn serve_tls(
+    stream: &mut FiberStream,
+    session: &mut rustls::ServerConnection,
+    app: &App,
+    info: &ConnInfo,
+    resumed: bool,
+) -> io::Result<Served> {
+    serve_on(
+        &mut crate::tls::TlsStream::new(stream, session),
+        app,
+        info,
+        resumed,
+    )
 }
 
 /// One turn of the driver: until the connection closes or (with `fiber.park_idle`) falls idle.
