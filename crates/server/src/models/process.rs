@@ -718,7 +718,13 @@ impl Master {
                     h.peer,
                     app.cfg.limits.conn_per_ip
                 );
-                let sent = (&h.stream).write(UNAVAILABLE).unwrap_or(0);
+                // A TLS client cannot read a plaintext answer before its handshake (and the
+                // master never holds a session): it gets the close alone.
+                let sent = if h.lm.tls() {
+                    0
+                } else {
+                    (&h.stream).write(UNAVAILABLE).unwrap_or(0)
+                };
                 h.lm.response(503, sent as u64);
                 let _ = h.stream.shutdown(std::net::Shutdown::Write);
                 self.close(fd);
