@@ -1005,3 +1005,50 @@ fn read_chunked_or_length<S: Read>(s: &mut S) -> Resp {
     }
     r
 }
+
+/// `limits.conn_per_ip` on an HTTPS listener: a second connection from the same address gets a
+/// 503 through TLS after its handshake (fiber, thread, pipeline), or is closed before any
+/// handshake in the process model, whose master counts connections and holds no session; the
+/// first connection keeps being served.
+#[test]
+fn conn_per_ip_applies_to_https_connections() {
+    for model in MODELS {
+        let dir = unique_dir("conn-per-ip");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &cert, "[limits]\nconn_per_ip = 1\n", &[]);
+        let cfg = client_config(&[&cert.der]);
+        let mut first = connect(server.https, &cfg, "localhost");
+        assert_eq!(get(&mut first, "/", false).status, 200, "{model}");
+        let tcp = TcpStream::connect(server.https).unwrap();
+        tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let conn = ClientConnection::new(cfg.clone(), "localhost".try_into().unwrap()).unwrap();
+        let mut second = StreamOwned::new(conn, tcp);
+        let handshake = (|| {
+            while second.conn.is_handshaking() {
+                second.conn.complete_io(&mut second.sock)?;
+            }
+            Ok::<_, io::Error>(())
+        })();
+        if *model == "process" {
+            assert!(
+                handshake.is_err(),
+                "process: the over-limit handshake completed"
+            );
+        } else {
+            handshake.unwrap_or_else(|e| panic!("{model}: handshake: {e}"));
+            write!(second, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+            second.flush().unwrap();
+            let r = read_response(&mut second, &mut Vec::new()).expect("a 503");
+            assert_eq!(r.status, 503, "{model}");
+        }
+        assert_eq!(
+            get(&mut first, "/", false).status,
+            200,
+            "{model}: the first one"
+        );
+        assert!(
+            server.log().contains("conn_per_ip"),
+            "{model}: no log line for the refusal"
+        );
+    }
+}
