@@ -308,15 +308,19 @@ fn negotiated(t: &Target) -> String {
     run().unwrap_or_else(|e| e.to_string())
 }
 
-/// Opens `n` keep-alive TLS connections to `t`, one request each, and returns the server's
-/// tree RSS before and after (KiB) and how many connections stayed open with a 200 answer.
-fn idle_rss(s: &Server, t: &Target, n: usize) -> io::Result<(u64, u64, usize)> {
-    let rt = weft_fiber::Runtime::builder()
-        .workers(1)
-        .name("weft-bench-idle")
-        .build()?;
+/// Opens `n` keep-alive TLS connections to `t` on `rt`, one request each, and returns the
+/// server's tree RSS before and after (KiB) and the connections that stayed open with a 200
+/// answer. The caller keeps them open through its later runs: connections closed between runs
+/// would leave their memory to the allocator for the next run's to reuse, and the later runs
+/// would measure almost nothing.
+fn idle_rss(
+    s: &Server,
+    t: &Target,
+    n: usize,
+    rt: &weft_fiber::Runtime,
+) -> io::Result<(u64, u64, Vec<Conn>)> {
     // Let the server settle after the loads (freed buffers, a closing connection's linger).
-    weft_fiber::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(500));
     let before = tree_rss_kib(s.pid)?;
     let t = Arc::new(t.clone());
     let conns = rt
@@ -346,14 +350,10 @@ fn idle_rss(s: &Server, t: &Target, n: usize) -> io::Result<(u64, u64, usize)> {
         })
         .join()
         .map_err(|e| io::Error::other(format!("idle connections: {e:?}")))?;
-    let open = conns.len();
     // As scripts/idle_rss.py: time for the server to park them and free what it frees.
-    weft_fiber::sleep(Duration::from_secs(2));
+    std::thread::sleep(Duration::from_secs(2));
     let after = tree_rss_kib(s.pid)?;
-    // Closed on the runtime whose reactor they are registered with.
-    let _ = rt.spawn_on(0, move || drop(conns)).join();
-    rt.shutdown();
-    Ok((before, after, open))
+    Ok((before, after, conns))
 }
 
 /// Median over runs for `(server, key)`.
@@ -576,9 +576,18 @@ fn measure(b: &Bench, cert: &Path) -> Result<(), Box<dyn std::error::Error>> {
         "server,run,connections,open,rss_before_kib,rss_after_kib,bytes_per_connection\n",
     );
     let mut idle: Runs = BTreeMap::new();
-    for run in 0..b.runs {
-        for s in order(b, run) {
-            let (before, after, open) = idle_rss(s, &target(s, 0, false)?, idle_n)?;
+    // Server by server, each run adding `idle_n` connections to those of its earlier runs
+    // (see `idle_rss`); all closed before the next server's turn.
+    let rt = weft_fiber::Runtime::builder()
+        .workers(1)
+        .name("weft-bench-idle")
+        .build()?;
+    for s in &b.servers {
+        let mut held: Vec<Conn> = Vec::new();
+        for run in 0..b.runs {
+            let (before, after, conns) = idle_rss(s, &target(s, 0, false)?, idle_n, &rt)?;
+            let open = conns.len();
+            held.extend(conns);
             let per = if open == 0 {
                 f64::NAN
             } else {
@@ -597,7 +606,10 @@ fn measure(b: &Bench, cert: &Path) -> Result<(), Box<dyn std::error::Error>> {
             );
             idle.entry((s.name.clone(), "idle")).or_default().push(per);
         }
+        // Closed on the runtime whose reactor they are registered with.
+        let _ = rt.spawn_on(0, move || drop(held)).join();
     }
+    rt.shutdown();
     fs::write(b.dir.join("idle.csv"), idle_rows)?;
     report(b, &agreed, &rps, &cpu, &util, &idle, secs, idle_n)
 }
@@ -679,7 +691,9 @@ fn report(
     writeln!(
         md,
         "\nIdle memory: {idle_n} keep-alive TLS connections, each after one request, the \
-         server's resident set (process tree) before and 2 s after.\n\n\
+         server's resident set (process tree) before and 2 s after; each run adds its \
+         connections to those of the server's earlier runs, which stay open (closed ones \
+         would leave memory for the next run to reuse).\n\n\
          ## Targets (issue 22)\n\n\
          | target | measured | verdict |\n|---|---|---|\n\
          | keep-alive {CONNECTIONS} connections, fiber server CPU per request / nginx's <= 1.0 | {} | {} |\n\
