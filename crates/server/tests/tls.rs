@@ -1052,3 +1052,84 @@ fn conn_per_ip_applies_to_https_connections() {
         );
     }
 }
+
+/// Every response in `data`, in order: its status (a HEAD request's responses have no body).
+fn statuses(data: &[u8], head: bool) -> Vec<u16> {
+    let mut out = Vec::new();
+    let mut rest = data;
+    while let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
+        let text = String::from_utf8_lossy(&rest[..end]).to_ascii_lowercase();
+        let Some(status) = text.get(9..12).and_then(|s| s.parse().ok()) else {
+            break;
+        };
+        out.push(status);
+        let len: usize = text
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().unwrap_or(0));
+        let body = if head || status == 304 || status < 200 {
+            0
+        } else {
+            len
+        };
+        rest = &rest[(end + 4 + body).min(rest.len())..];
+    }
+    out
+}
+
+/// Reads until the peer ends the stream (a clean TLS close, a TCP close, or a reset).
+fn read_to_end_lenient<S: Read>(s: &mut S) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 16384];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Apache httpd's strict-mode request vectors (as `tests/blackbox/vectors.rs` sends them on
+/// plain HTTP) get the same statuses through TLS as on the same server's plain port, on every
+/// model: the parser and the driver see the same bytes whatever the transport.
+#[test]
+fn the_request_vectors_answer_the_same_over_tls() {
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(include_str!("vectors/apache-httpd-http-strict.json")).unwrap();
+    let requests: Vec<Vec<u8>> = rows
+        .iter()
+        .map(|r| r["request_latin1"].as_str().unwrap())
+        // Response lines for a CGI fixture, not requests (see vectors.rs).
+        .filter(|r| !r.starts_with('R'))
+        .map(|r| r.chars().map(|c| u32::from(c) as u8).collect())
+        .collect();
+    assert!(requests.len() > 50, "the vectors did not load");
+    for model in MODELS {
+        let dir = unique_dir("vectors");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(model, &dir, &cert, "", &[]);
+        let cfg = client_config(&[&cert.der]);
+        let mut differ = Vec::new();
+        for raw in &requests {
+            let head = raw.starts_with(b"HEAD ");
+            let mut p = TcpStream::connect(server.http).unwrap();
+            p.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+            let _ = p.write_all(raw);
+            let _ = p.shutdown(std::net::Shutdown::Write);
+            let plain = statuses(&read_to_end_lenient(&mut p), head);
+            let mut t = connect(server.https, &cfg, "localhost");
+            let _ = t.write_all(raw);
+            t.conn.send_close_notify();
+            let _ = t.flush();
+            let tls = statuses(&read_to_end_lenient(&mut t), head);
+            assert!(
+                !plain.is_empty() || raw.is_empty(),
+                "{model}: no answer to {raw:?}"
+            );
+            if plain != tls {
+                differ.push((String::from_utf8_lossy(raw).to_string(), plain, tls));
+            }
+        }
+        assert!(differ.is_empty(), "{model}: plain vs TLS: {differ:#?}");
+    }
+}
