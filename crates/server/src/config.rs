@@ -4,14 +4,19 @@
 //!
 //! ```toml
 //! root = "www"
-//! threads = 2                # fiber workers (default: one per core)
+//! threads = 2                 # fiber workers (default: one per core)
 //! access_log = "off"          # "off", "stdout" or a file path
-//! user = "www-data"           # started as root: serve as this user once bound (NAME[:GROUP])
+//! real_ip_from = []           # trusted proxies (CIDRs) whose X-Forwarded-For names the client
+//! # user = "www-data"         # started as root: serve as this user once bound (NAME[:GROUP])
 //! allow_root = false          # started as root without `user`: serve as root anyway
 //!
 //! [[listen]]
 //! addr = "127.0.0.1:8080"
-//! model = "fiber"            # or "thread", "process", "pipeline"
+//! model = "fiber"             # or "thread", "process", "pipeline"
+//! # name = "http"             # take the socket systemd hands over under this name
+//! proxy_protocol = false      # every connection starts with a PROXY v1/v2 header
+//! tls = false                 # HTTPS (nginx listen 443 ssl); certificates in [tls]
+//! redirect_https = false      # every request gets a 308 to the same URL over https
 //!
 //! [timeouts]                  # "60s", "500ms", "2m" or a number of seconds
 //! header_read = "60s"         # nginx client_header_timeout
@@ -30,17 +35,20 @@
 //! max_head_bytes = 32768      # 431 past it
 //! max_headers = 100           # 431 past it
 //! max_body = 1048576          # 413 past it (nginx client_max_body_size 1m)
+//! max_chunk_line = 1024       # chunk-size line with extensions; 400 past it
+//! max_trailer_bytes = 8192    # chunked trailer section; 400 past it
 //! client_body_buffer = 16384  # bodies up to this are read whole before a process-model
 //!                             # child or pipeline process thread is given (nginx
 //!                             # client_body_buffer_size)
 //! conn_per_ip = 0             # open connections per client address, 0: no limit; 503 past it
 //! client_zone = 65536         # slots of the per-client table (conn_per_ip, rate_limit)
 //!
-//! [rate_limit]              # requests per client address (nginx limit_req ... nodelay)
+//! [rate_limit]                # requests per client address (nginx limit_req ... nodelay)
 //! rate = "off"                # e.g. "100r/s" or "30r/m"; 429 with Retry-After past it
 //! burst = 0                   # requests over the rate let through at once
 //!
 //! [static_files]
+//! enabled = true
 //! index = "index.html"
 //! dotfiles = false
 //! symlinks_outside_root = false
@@ -55,13 +63,13 @@
 //! log = false                 # its requests in the access log
 //!
 //! [fiber]
-//! stack_size = 65536         # bytes per connection fiber
+//! stack_size = 65536          # bytes per connection fiber
 //! park_idle = true            # idle keep-alive connections hold no fiber
 //! linger = "100ms"            # ...once quiet this long (a busy one keeps its fiber)
 //! linger_max = 64             # fibers lingering per worker at most; others park at once
-//! accept = "reuseport"       # or "dispatch": one acceptor fiber feeding all workers
+//! accept = "reuseport"        # or "dispatch": one acceptor fiber feeding all workers
 //!
-//! [cache]                   # response cache of static files
+//! [cache]                     # response cache of static files
 //! enabled = true
 //! max_bytes = 67108864        # all entries together
 //! max_object_bytes = 4194304  # larger files are sent from disk with sendfile
@@ -71,7 +79,7 @@
 //! max_children = 256          # live connection processes per process listener (idle
 //!                             # connections wait in the master and hold none)
 //!
-//! [pipeline]               # the pipeline model
+//! [pipeline]                  # the pipeline model
 //! threads_total = 16          # M: all stages together
 //! accept = 1                  # initial threads per stage (default: 1, 1, and a quarter
 //! receive = 1                 #   of threads_total for process and send, at most 4 each)
@@ -80,7 +88,7 @@
 //! queue = 1024                # capacity of each stage's queue
 //! period = "250ms"            # load monitor and controller period
 //! controller = true           # false: keep the initial allocation
-//! c1 = 1.5e-5                # U = c1*W + c2*R (W requests/s, R bytes/s); `weft calibrate`
+//! c1 = 1.5e-5                 # U = c1*W + c2*R (W requests/s, R bytes/s); `weft calibrate`
 //! c2 = 1.5e-10
 //! min_idle_cpu = 0.1          # grow a stage only with this much CPU idle
 //!
@@ -88,12 +96,13 @@
 //! enabled = false
 //! allow = ["127.0.0.0/8", "::1/128"]
 //!
-//! [cgi]                     # CGI/1.1 scripts; off unless `dir` or `extensions` is set
+//! [cgi]                       # CGI/1.1 scripts; off unless `dir` or `extensions` is set
 //! dir = "cgi-bin"             # the scripts' directory
 //! prefix = "/cgi-bin/"        # the URL path they are mounted at
 //! timeout = "60s"             # a script still running after this is killed: 504
+//! extensions = []             # e.g. [".cgi"]: executable files with it under the root are scripts
 //!
-//! [[proxy]]                 # reverse proxy (see handlers/proxy.rs); may repeat
+//! [[proxy]]                   # reverse proxy (see handlers/proxy.rs); may repeat
 //! prefix = "/api/"            # requests whose path starts with this go upstream
 //! upstream = "http://127.0.0.1:9000"
 //! fallback = false            # true: also everything that is not a file (static 404s and
@@ -106,21 +115,39 @@
 //! request_buffering = true    # nginx proxy_request_buffering: the whole body (at most
 //!                             # limits.max_body) is read before anything goes upstream
 //!
-//! [tls]                     # HTTPS listeners: [[listen]] tls = true (see crate::tls)
+//! [tls]                       # HTTPS listeners: [[listen]] tls = true (see crate::tls)
 //! cert = "cert.pem"           # nginx ssl_certificate (PEM chain, leaf first)
 //! key = "key.pem"             # nginx ssl_certificate_key (PKCS#8, RSA or EC)
+//! # ocsp = "cert.ocsp"        # nginx ssl_stapling_file (DER OCSP response)
 //! hsts = ""                   # e.g. "max-age=63072000": Strict-Transport-Security
 //! session_tickets = true      # nginx ssl_session_tickets
 //! session_cache = 4096        # server-side sessions kept (0: none)
 //!
-//! [[tls.sni]]               # more certificates, chosen by the name the client sends
+//! [[tls.sni]]                 # more certificates, chosen by the name the client sends
 //! names = ["example.org", "*.example.org"]
 //! cert = "org.pem"
 //! key = "org.key"
+//! # ocsp = "org.ocsp"
 //!
-//! [timing]                  # where a request's time goes (off: no clock reads)
+//! [timing]                    # where a request's time goes (off: no clock reads)
 //! phases = false              # per-phase histograms in the status JSON and metrics
 //! server_timing = false       # a Server-Timing header with the request's phases
+//!
+//! [compression]               # content codings (see compress.rs)
+//! enabled = false
+//! encodings = ["br", "zstd", "gzip"]  # in order of preference on a q-value tie
+//! types = ["text/*", "application/javascript", "application/x-javascript", "application/json",
+//!          "application/ld+json", "application/manifest+json", "application/xml",
+//!          "application/rss+xml", "application/atom+xml", "application/xhtml+xml",
+//!          "application/wasm", "image/svg+xml", "image/x-icon", "font/ttf", "font/otf"]
+//! min_length = 256            # smaller bodies are not compressed on the fly (nginx gzip_min_length)
+//! precompressed = false       # serve file.br / file.zst / file.gz beside file (nginx gzip_static)
+//! dynamic = true              # CGI and proxied responses too (nginx gzip_proxied any)
+//! gzip_level = 6              # 1-9
+//! brotli_level = 6            # 0-11
+//! zstd_level = 3              # 1-19
+//!
+//! # [[site]]                  # virtual hosts and their locations: see sites.rs, README "Sites"
 //! ```
 
 use std::fmt;
@@ -1342,6 +1369,9 @@ fn value_at(v: &toml_edit::Value, at: usize, path: &mut String) -> bool {
         _ => v.span().is_some_and(|s| s.contains(&at)),
     }
 }
+
+#[cfg(test)]
+mod doc_example;
 
 #[cfg(test)]
 mod tests {
