@@ -1,5 +1,6 @@
-//! The annotated configuration examples — this module's own doc and README.md's
-//! "Configuration" and "Sites" sections — name every setting weft reads, and show its default.
+//! The annotated configuration examples — the `config` module's doc (`config/mod.rs`) and
+//! README.md's "Configuration" and "Sites" sections — name every setting weft reads, and show
+//! its default.
 //!
 //! Two checks per example, each reporting by key so that a drift names itself:
 //! - **every key is there**: the fields of each section are asked of serde itself (a probe key
@@ -29,9 +30,9 @@ fn toml_block_after(text: &str, heading: &str) -> String {
     text[start..start + len].to_string()
 }
 
-/// The ```toml block of this module's `//!` doc.
+/// The ```toml block of the `config` module's `//!` doc.
 fn module_doc_example() -> String {
-    let doc: String = include_str!("../config.rs")
+    let doc: String = include_str!("mod.rs")
         .lines()
         .map_while(|l| l.strip_prefix("//!"))
         .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
@@ -399,8 +400,12 @@ fn the_checks_see_a_missing_key_a_changed_default_and_a_commented_line() {
     assert!(missing.iter().any(|m| m == "tls.hsts"), "{missing:?}");
     // A value other than the default is reported with both values; an entry with its own.
     let wrong = non_defaults(
-        "[timeouts]\nkeepalive = \"5s\"\n[[proxy]]\nprefix = \"/a/\"\nupstream = \"http://h\"\nmax_idle = 3\n",
-        &[("proxy[0].prefix", "\"/a/\"", ""), ("proxy[0].upstream", "\"http://h\"", "")],
+        "[timeouts]\nkeepalive = \"5s\"\n\
+         [[proxy]]\nprefix = \"/a/\"\nupstream = \"http://h\"\nmax_idle = 3\n",
+        &[
+            ("proxy[0].prefix", "\"/a/\"", ""),
+            ("proxy[0].upstream", "\"http://h\"", ""),
+        ],
     );
     assert_eq!(
         wrong,
