@@ -309,7 +309,7 @@ impl App {
                 cgi::Outcome::NotScript => unreachable!("filtered out above"),
                 cgi::Outcome::Response(r) => self.dynamic(req, r),
                 cgi::Outcome::LocalRedirect(target) => {
-                    let next = (redirects < cgi::MAX_LOCAL_REDIRECTS)
+                    let next = (redirects < self.cfg.limits.max_internal_redirects)
                         .then(|| cgi::redirected_request(req, &target, self.cfg.limits.http()))
                         .flatten();
                     match next {
@@ -319,7 +319,7 @@ impl App {
                                 "{}: CGI local redirect to {target:?} refused (invalid, or more \
                                  than {} in a row); answering 500",
                                 req.peer_addr(),
-                                cgi::MAX_LOCAL_REDIRECTS
+                                self.cfg.limits.max_internal_redirects
                             );
                             Response::error(500)
                         }

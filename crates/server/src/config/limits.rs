@@ -38,6 +38,10 @@ pub struct LimitsConfig {
     /// Slots of the per-client table behind `conn_per_ip` and `[rate_limit]` (nginx's zone
     /// size); a fixed amount of memory, 16 bytes a slot, however many addresses appear.
     pub client_zone: usize,
+    /// Internal redirects followed for one request, in a row: a CGI script's local
+    /// `Location` and a location's `try_files` URI (Apache `LimitInternalRecursion`, 10;
+    /// nginx stops at 10 too); past it, 500.
+    pub max_internal_redirects: usize,
 }
 
 impl Default for LimitsConfig {
@@ -54,6 +58,7 @@ impl Default for LimitsConfig {
             client_body_buffer: 16 * 1024,
             conn_per_ip: 0,
             client_zone: crate::limits_ip::DEFAULT_ZONE,
+            max_internal_redirects: 10,
         }
     }
 }

@@ -42,6 +42,8 @@
 //!                             # client_body_buffer_size)
 //! conn_per_ip = 0             # open connections per client address, 0: no limit; 503 past it
 //! client_zone = 65536         # slots of the per-client table (conn_per_ip, rate_limit)
+//! max_internal_redirects = 10 # CGI local redirects and try_files URIs in a row; 500 past it
+//!                             # (Apache LimitInternalRecursion)
 //!
 //! [rate_limit]                # requests per client address (nginx limit_req ... nodelay)
 //! rate = "off"                # e.g. "100r/s" or "30r/m"; 429 with Retry-After past it
@@ -68,6 +70,9 @@
 //! linger = "100ms"            # ...once quiet this long (a busy one keeps its fiber)
 //! linger_max = 64             # fibers lingering per worker at most; others park at once
 //! accept = "reuseport"        # or "dispatch": one acceptor fiber feeding all workers
+//!
+//! [thread]                    # thread-model connection threads and pipeline stage threads
+//! stack_size = 262144         # bytes (Apache ThreadStackSize)
 //!
 //! [cache]                     # response cache of static files
 //! enabled = true
@@ -101,6 +106,10 @@
 //! prefix = "/cgi-bin/"        # the URL path they are mounted at
 //! timeout = "60s"             # a script still running after this is killed: 504
 //! extensions = []             # e.g. [".cgi"]: executable files with it under the root are scripts
+//! max_header_bytes = 32768    # a script's header section; 502 past it (fastcgi_buffer_size)
+//! output_buffer = 65536       # output read with the header: a finished script's gets a length
+//! max_stderr_line = 4096      # longer stderr lines are logged in pieces
+//! stderr_settle = "200ms"     # a finished script's last stderr lines may take this long
 //!
 //! [[proxy]]                   # reverse proxy (see handlers/proxy.rs); may repeat
 //! prefix = "/api/"            # requests whose path starts with this go upstream
@@ -167,6 +176,7 @@ mod pipeline;
 mod process;
 mod proxy;
 mod static_files;
+mod thread;
 mod timeouts;
 
 pub use builtin::{EchoConfig, HealthConfig, StatusConfig, DEFAULT_ECHO_PATH};
@@ -184,6 +194,7 @@ pub use pipeline::PipelineConfig;
 pub use process::ProcessConfig;
 pub use proxy::{ProxyConfig, ProxyHost};
 pub use static_files::StaticConfig;
+pub use thread::ThreadConfig;
 pub use timeouts::Timeouts;
 
 /// The whole configuration.
@@ -236,6 +247,8 @@ pub struct Config {
     pub compression: crate::compress::CompressionConfig,
     /// Certificates and settings of the TLS listeners (`[tls]`, `crate::tls`).
     pub tls: crate::tls::TlsConfig,
+    /// The thread and pipeline models' threads.
+    pub thread: ThreadConfig,
 }
 
 impl Default for Config {
@@ -265,6 +278,7 @@ impl Default for Config {
             site: Vec::new(),
             compression: Default::default(),
             tls: crate::tls::TlsConfig::default(),
+            thread: ThreadConfig::default(),
         }
     }
 }

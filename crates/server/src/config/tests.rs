@@ -77,6 +77,7 @@ fn every_duration_size_and_rate_setting_says_what_is_wrong_where() {
         ("fiber", "linger"),
         ("cache", "revalidate"),
         ("cgi", "timeout"),
+        ("cgi", "stderr_settle"),
         ("pipeline", "period"),
         ("proxy", "connect_timeout"),
         ("proxy", "read_timeout"),
@@ -92,6 +93,10 @@ fn every_duration_size_and_rate_setting_says_what_is_wrong_where() {
         ("fiber", "stack_size"),
         ("cache", "max_bytes"),
         ("cache", "max_object_bytes"),
+        ("cgi", "max_header_bytes"),
+        ("cgi", "output_buffer"),
+        ("cgi", "max_stderr_line"),
+        ("thread", "stack_size"),
     ];
     let rates = [
         ("pipeline", "c1"),
@@ -248,6 +253,27 @@ fn cgi_section() {
     assert_eq!(c.cgi.prefix, "/run/");
     assert_eq!(c.cgi.timeout, Duration::from_secs(2));
     assert!(Config::from_toml("[cgi]\nscripts = 1").is_err());
+    let c = Config::from_toml(
+        "[cgi]\nmax_header_bytes = \"8k\"\noutput_buffer = 0\nmax_stderr_line = 80\n\
+         stderr_settle = \"1s\"\n[limits]\nmax_internal_redirects = 3\n\
+         [thread]\nstack_size = \"1m\"",
+    )
+    .unwrap();
+    assert_eq!(c.cgi.max_header_bytes, 8 << 10);
+    assert_eq!((c.cgi.output_buffer, c.cgi.max_stderr_line), (0, 80));
+    assert_eq!(c.cgi.stderr_settle, Duration::from_secs(1));
+    assert_eq!(c.limits.max_internal_redirects, 3);
+    assert_eq!(c.thread.stack_size, 1 << 20);
+    // The defaults are the values these limits had as constants.
+    let d = Config::default();
+    assert_eq!(
+        (d.cgi.max_header_bytes, d.cgi.output_buffer),
+        (32 << 10, 64 << 10)
+    );
+    assert_eq!(d.cgi.max_stderr_line, 4096);
+    assert_eq!(d.cgi.stderr_settle, Duration::from_millis(200));
+    assert_eq!(d.limits.max_internal_redirects, 10);
+    assert_eq!(d.thread.stack_size, 256 << 10);
     let c = Config::from_toml("[cgi]\nextensions = [\".cgi\", \".pl\"]").unwrap();
     assert_eq!(c.cgi.extensions, [".cgi", ".pl"]);
     assert!(c.cgi.dir.is_none());

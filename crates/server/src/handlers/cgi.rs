@@ -18,7 +18,7 @@
 //!   RFC 3875 §4.2 wants `CONTENT_LENGTH` for every body. The body is written before the
 //!   output is read (as Apache's mod_cgi does): a script must read its input before it writes
 //!   more than a pipe's worth (64 KiB) of output.
-//! - **Output**: the header section (LF or CRLF lines, at most [`MAX_HEADER_BYTES`]) is
+//! - **Output**: the header section (LF or CRLF lines, at most `cgi.max_header_bytes`) is
 //!   parsed; `Status` sets the status, `Location: /path` with no status is a local redirect
 //!   (the app serves `GET /path` instead, RFC 3875 §6.2.2), any other `Location` a client
 //!   redirect (302 unless `Status` says otherwise). The body is streamed back as it is
@@ -65,20 +65,10 @@ use crate::sys::{self, Resolve};
 use crate::sys_process;
 use crate::Request;
 
-/// Largest header section a script may write (nginx `fastcgi_buffer_size` is 4-8k; Apache
-/// allows 8190 per line): past it, 502.
-pub const MAX_HEADER_BYTES: usize = 32 * 1024;
-/// Local redirects followed for one request (Apache `LimitInternalRecursion`); past it, 500.
-pub const MAX_LOCAL_REDIRECTS: usize = 10;
-/// Output already waiting after the header section that is sent with a `Content-Length`
-/// instead of streamed, when the script has finished by then.
-const SMALL_OUTPUT: usize = 64 * 1024;
 /// `PATH` for scripts when the server has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Bytes per pipe read or write.
 const PIECE: usize = 16 * 1024;
-/// A stderr line longer than this is logged in pieces.
-const STDERR_LINE: usize = 4096;
 /// `SERVER_SOFTWARE`.
 const SOFTWARE: &str = concat!("weft/", env!("CARGO_PKG_VERSION"));
 
@@ -98,6 +88,17 @@ pub struct Cgi {
     /// Empty for a directory mount; for an extension mount (the document root at `/`), the
     /// file name endings that make a file a script.
     extensions: Vec<String>,
+    /// `cgi.max_header_bytes`, `output_buffer`, `max_stderr_line`, `stderr_settle`.
+    limits: OutputLimits,
+}
+
+/// How much of a script's output is read, and how its stderr is logged.
+#[derive(Debug, Clone, Copy)]
+struct OutputLimits {
+    max_header_bytes: usize,
+    output_buffer: usize,
+    max_stderr_line: usize,
+    stderr_settle: Duration,
 }
 
 /// What a CGI request came to.
@@ -190,6 +191,12 @@ impl Cgi {
                 .unwrap_or_else(|_| doc_root.to_path_buf()),
             path_env: std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into()),
             extensions,
+            limits: OutputLimits {
+                max_header_bytes: cfg.max_header_bytes,
+                output_buffer: cfg.output_buffer,
+                max_stderr_line: cfg.max_stderr_line,
+                stderr_settle: cfg.stderr_settle,
+            },
         })
     }
 
@@ -249,7 +256,7 @@ impl Cgi {
             log::error!("cgi {name}: cannot start: {e}");
             502u16
         })?;
-        let mut script = Running::new(child, name, self.timeout, deadline);
+        let mut script = Running::new(child, name, self.timeout, deadline, self.limits);
         let (stdin, stdout) = script.pipes().map_err(|e| {
             log::error!("cgi {}: pipes: {e}", script.name);
             500u16
@@ -261,7 +268,7 @@ impl Cgi {
             Err(Feed::ClientBody) => return Err(400),
         }
         drop(stdin);
-        let head = match read_head(&stdout, deadline) {
+        let head = match read_head(&stdout, deadline, &self.limits) {
             Ok(h) => h,
             Err(HeadError::Timeout) => return Err(script.timed_out("before its header")),
             Err(HeadError::Bad(why)) => {
@@ -531,16 +538,25 @@ struct Running {
     /// Disconnects when the thread logging stderr is done (`None` on a fiber, whose logger
     /// needs no waiting for: the server process outlives it).
     stderr_done: Option<std::sync::mpsc::Receiver<()>>,
+    /// Its stderr's line length and settling time.
+    limits: OutputLimits,
 }
 
 impl Running {
-    fn new(child: Child, name: String, timeout: Duration, deadline: Instant) -> Running {
+    fn new(
+        child: Child,
+        name: String,
+        timeout: Duration,
+        deadline: Instant,
+        limits: OutputLimits,
+    ) -> Running {
         Running {
             child: Some(child),
             name,
             deadline,
             timeout,
             stderr_done: None,
+            limits,
         }
     }
 
@@ -551,7 +567,7 @@ impl Running {
         let stdin = PipeWriter::try_from(child.stdin.take().ok_or_else(missing)?)?;
         let stdout = PipeReader::try_from(child.stdout.take().ok_or_else(missing)?)?;
         let stderr = PipeReader::try_from(child.stderr.take().ok_or_else(missing)?)?;
-        self.stderr_done = log_stderr(stderr, self.name.clone());
+        self.stderr_done = log_stderr(stderr, self.name.clone(), self.limits.max_stderr_line);
         Ok((stdin, stdout))
     }
 
@@ -605,9 +621,6 @@ impl Running {
     }
 }
 
-/// How long a finished script's last stderr lines may take to reach the log.
-const STDERR_SETTLE: Duration = Duration::from_millis(200);
-
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
@@ -617,7 +630,7 @@ impl Drop for Running {
         // write the script's last stderr lines first (at once, unless something the script
         // started still holds its stderr).
         if let Some(done) = self.stderr_done.take() {
-            let _ = done.recv_timeout(STDERR_SETTLE);
+            let _ = done.recv_timeout(self.limits.stderr_settle);
         }
     }
 }
@@ -652,7 +665,11 @@ fn describe(status: ExitStatus) -> String {
 /// Reads the script's stderr until it closes and logs it a line at a time, on its own fiber
 /// (fiber model) or thread, so a script that writes much to stderr never blocks on it. For a
 /// thread, returns a receiver that disconnects when it is done.
-fn log_stderr(stderr: PipeReader, name: String) -> Option<std::sync::mpsc::Receiver<()>> {
+fn log_stderr(
+    stderr: PipeReader,
+    name: String,
+    max_line: usize,
+) -> Option<std::sync::mpsc::Receiver<()>> {
     let run = move || {
         let mut line: Vec<u8> = Vec::new();
         let mut buf = [0u8; 1024];
@@ -672,7 +689,7 @@ fn log_stderr(stderr: PipeReader, name: String) -> Option<std::sync::mpsc::Recei
                 emit(&line[..i]);
                 line.drain(..=i);
             }
-            if line.len() >= STDERR_LINE {
+            if line.len() >= max_line {
                 emit(&line);
                 line.clear();
             }
@@ -762,14 +779,18 @@ enum HeadError {
     Bad(&'static str),
 }
 
-fn read_head(stdout: &PipeReader, deadline: Instant) -> Result<Head, HeadError> {
+fn read_head(
+    stdout: &PipeReader,
+    deadline: Instant,
+    limits: &OutputLimits,
+) -> Result<Head, HeadError> {
     let mut buf = Vec::with_capacity(PIECE);
     let mut piece = vec![0u8; PIECE];
     let (head_len, body_start) = loop {
         if let Some(found) = find_blank_line(&buf) {
             break found;
         }
-        if buf.len() > MAX_HEADER_BYTES {
+        if buf.len() > limits.max_header_bytes {
             return Err(HeadError::Bad("header section too large"));
         }
         match stdout.read_deadline(&mut piece, deadline) {
@@ -784,7 +805,7 @@ fn read_head(stdout: &PipeReader, deadline: Instant) -> Result<Head, HeadError> 
     // Take what is already there without waiting: a script that has finished is answered with
     // a Content-Length (and an HTTP/1.0 client keeps its connection).
     let mut eof = false;
-    while buf.len() - body_start <= SMALL_OUTPUT {
+    while buf.len() - body_start <= limits.output_buffer {
         match stdout.read_deadline(&mut piece, Instant::now()) {
             Ok(0) => {
                 eof = true;
