@@ -303,10 +303,9 @@ impl App {
             .into_iter()
             .flatten()
             .find(|c| c.matches(path));
-        let outcome = script.map(|cgi| cgi.handle(req, body));
-        if let Some(outcome) = outcome.filter(|o| !matches!(o, cgi::Outcome::NotScript)) {
+        // `None` from an extension mount: no script there, the static files answer.
+        if let Some(outcome) = script.and_then(|cgi| cgi.handle(req, body)) {
             return match outcome {
-                cgi::Outcome::NotScript => unreachable!("filtered out above"),
                 cgi::Outcome::Response(r) => self.dynamic(req, r),
                 cgi::Outcome::LocalRedirect(target) => {
                     let next = (redirects < self.cfg.limits.max_internal_redirects)

@@ -108,13 +108,17 @@ pub enum Outcome {
     Response(Response),
     /// The script answered `Location: /local/path`: serve `GET` of that target instead.
     LocalRedirect(String),
-    /// An extension mount's path named no script (a directory, or a file without a script
-    /// ending below a directory whose name has one): the static files answer.
-    NotScript,
 }
 
-/// `locate`'s answer for an extension mount's path that is not a script.
-const NOT_SCRIPT: u16 = 0;
+/// Why `locate` found no script to run.
+#[derive(Debug, PartialEq, Eq)]
+enum Unlocated {
+    /// An extension mount's path that names no script (a directory, or a file without a
+    /// script ending below a directory whose name has one): the static files answer.
+    NotScript,
+    /// Refused with this status (400, 403, 404).
+    Status(u16),
+}
 
 /// A script found for a request path.
 #[derive(Debug, PartialEq, Eq)]
@@ -220,23 +224,24 @@ impl Cgi {
         self.extensions.is_empty() || self.extensions.iter().any(|e| name.ends_with(e.as_bytes()))
     }
 
-    /// Runs the script `req` names; `body` is the request body.
-    pub fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Outcome {
-        match self.run(req, body) {
-            Ok(outcome) => outcome,
-            Err(status) => Outcome::Response(Response::error(status)),
-        }
+    /// Runs the script `req` names; `body` is the request body. `None`: an extension mount's
+    /// path that names no script (a directory, or a file without a script ending below a
+    /// directory whose name has one), for the static files to answer.
+    pub fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Option<Outcome> {
+        let answer = if req.method() == Method::Other {
+            // An extension method is the application's (a registered route), never a script's.
+            Err(501)
+        } else {
+            match self.locate(req.path()) {
+                Ok(loc) => self.run(req, body, loc),
+                Err(Unlocated::NotScript) => return None,
+                Err(Unlocated::Status(status)) => Err(status),
+            }
+        };
+        Some(answer.unwrap_or_else(|status| Outcome::Response(Response::error(status))))
     }
 
-    fn run(&self, req: &Request, body: &mut RequestBody<'_>) -> Result<Outcome, u16> {
-        if req.method() == Method::Other {
-            // An extension method is the application's (a registered route), never a script's.
-            return Err(501);
-        }
-        let loc = match self.locate(req.path()) {
-            Err(NOT_SCRIPT) => return Ok(Outcome::NotScript),
-            other => other?,
-        };
+    fn run(&self, req: &Request, body: &mut RequestBody<'_>, loc: Located) -> Result<Outcome, u16> {
         let name = String::from_utf8_lossy(&loc.rel).into_owned();
         // RFC 3875 §4.2: the script gets CONTENT_LENGTH for every body, so a chunked one is
         // de-chunked first. A body error is the driver's to answer (400, 408, 413).
@@ -320,11 +325,11 @@ impl Cgi {
     }
 
     /// Finds the script for `path` (the request path, under the prefix).
-    fn locate(&self, path: &str) -> Result<Located, u16> {
+    fn locate(&self, path: &str) -> Result<Located, Unlocated> {
         let below = &path[self.prefix.len() - 1..];
         let norm = normalize(below).map_err(|e| match e {
-            PathError::AboveRoot => 404u16,
-            _ => 400,
+            PathError::AboveRoot => Unlocated::Status(404),
+            _ => Unlocated::Status(400),
         })?;
         let segments: Vec<&[u8]> = norm.rel.split(|&b| b == b'/').collect();
         let mut rel: Vec<u8> = Vec::with_capacity(norm.rel.len());
@@ -333,7 +338,7 @@ impl Cgi {
                 break; // the directory itself
             }
             if seg[0] == b'.' {
-                return Err(404);
+                return Err(Unlocated::Status(404));
             }
             if i > 0 {
                 rel.push(b'/');
@@ -342,21 +347,21 @@ impl Cgi {
             let file = match sys::open_beneath(&self.dir_file, &rel, Resolve::Beneath) {
                 Ok(f) => f,
                 Err(e) => {
-                    return Err(match e.raw_os_error() {
+                    return Err(Unlocated::Status(match e.raw_os_error() {
                         Some(libc::ENOENT | libc::ENOTDIR | libc::EXDEV | libc::ELOOP) => 404,
                         _ => 403,
-                    })
+                    }))
                 }
             };
-            let meta = file.metadata().map_err(|_| 403u16)?;
+            let meta = file.metadata().map_err(|_| Unlocated::Status(403))?;
             if meta.is_dir() {
                 continue;
             }
             if !self.is_script_name(&rel) {
-                return Err(NOT_SCRIPT);
+                return Err(Unlocated::NotScript);
             }
             if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-                return Err(403);
+                return Err(Unlocated::Status(403));
             }
             let mut path_info = Vec::new();
             for s in &segments[i + 1..] {
@@ -371,9 +376,9 @@ impl Cgi {
         // A directory: the CGI directory itself is not listed; under the document root the
         // static files answer (its index, or 403).
         Err(if self.extensions.is_empty() {
-            403
+            Unlocated::Status(403)
         } else {
-            NOT_SCRIPT
+            Unlocated::NotScript
         })
     }
 
@@ -898,6 +903,54 @@ pub fn redirected_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_that_names_no_script_is_told_apart_from_a_refusal() {
+        let root = std::env::temp_dir().join(format!("weft-cgi-locate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("app/tools.cgi")).unwrap();
+        std::fs::write(root.join("app/tools.cgi/readme.txt"), "text").unwrap();
+        std::fs::write(root.join("app/run.cgi"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            root.join("app/run.cgi"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(root.join("app/source.cgi"), "#!/bin/sh\n").unwrap();
+        let cfg = CgiConfig {
+            extensions: vec![".cgi".into()],
+            ..CgiConfig::default()
+        };
+        let ext = Cgi::by_extension(&cfg, &root).unwrap().unwrap();
+        assert_eq!(
+            ext.locate("/app/run.cgi/more"),
+            Ok(Located {
+                rel: b"app/run.cgi".to_vec(),
+                path_info: b"/more".to_vec(),
+            })
+        );
+        // Under an extension mount a directory, or a file without the ending below a
+        // directory that has it, is the static files' to answer.
+        assert_eq!(ext.locate("/app/tools.cgi/"), Err(Unlocated::NotScript));
+        assert_eq!(
+            ext.locate("/app/tools.cgi/readme.txt"),
+            Err(Unlocated::NotScript)
+        );
+        assert_eq!(ext.locate("/app/source.cgi"), Err(Unlocated::Status(403)));
+        assert_eq!(ext.locate("/app/missing.cgi"), Err(Unlocated::Status(404)));
+        // A directory mount refuses a directory: nothing there is static.
+        let cfg = CgiConfig {
+            dir: Some(root.join("app")),
+            ..CgiConfig::default()
+        };
+        let dir = Cgi::new(&cfg, &root).unwrap().unwrap();
+        assert_eq!(
+            dir.locate("/cgi-bin/tools.cgi/"),
+            Err(Unlocated::Status(403))
+        );
+        assert_eq!(dir.locate("/cgi-bin/.x"), Err(Unlocated::Status(404)));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn header_variables_exclude_httpoxy_and_ambiguous_names() {
