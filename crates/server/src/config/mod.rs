@@ -190,7 +190,7 @@ pub use fiber::{AcceptMode, FiberConfig};
 pub use limits::LimitsConfig;
 pub use listen::{parse_listen_addr, Listen, Model};
 pub use logging::{AccessLogTarget, TimingConfig};
-pub use pipeline::PipelineConfig;
+pub use pipeline::{PipelineConfig, PipelineError};
 pub use process::ProcessConfig;
 pub use proxy::{ProxyConfig, ProxyHost};
 pub use static_files::StaticConfig;

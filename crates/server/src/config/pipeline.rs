@@ -1,5 +1,6 @@
 //! `[pipeline]`: the pipeline model's stages, queues and controller.
 
+use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -142,27 +143,67 @@ impl PipelineConfig {
     }
 
     /// Checks that every stage starts with a thread and that they fit in `threads_total`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PipelineError> {
         let init = self.initial();
         if init.contains(&0) {
-            return Err("[pipeline] every stage needs at least one thread".into());
+            return Err(PipelineError::StageWithoutThread);
         }
         let sum: usize = init.iter().sum();
         if sum > self.threads_total {
-            return Err(format!(
-                "[pipeline] the initial threads ({sum}) exceed threads_total ({})",
-                self.threads_total
-            ));
+            return Err(PipelineError::TooManyThreads {
+                initial: sum,
+                total: self.threads_total,
+            });
         }
         if self.queue == 0 || self.period.is_zero() {
-            return Err("[pipeline] queue and period must be positive".into());
+            return Err(PipelineError::NotPositive);
         }
         if !(self.c1 >= 0.0 && self.c2 >= 0.0 && self.c1.is_finite() && self.c2.is_finite()) {
-            return Err("[pipeline] c1 and c2 must be finite and non-negative".into());
+            return Err(PipelineError::BadCost);
         }
         if !(0.0..=1.0).contains(&self.min_idle_cpu) {
-            return Err("[pipeline] min_idle_cpu must be between 0 and 1".into());
+            return Err(PipelineError::BadIdleCpu);
         }
         Ok(())
     }
 }
+
+/// Why a `[pipeline]` section cannot run (its message names the section and the keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipelineError {
+    /// A stage starts with no thread.
+    StageWithoutThread,
+    /// The stages' initial threads together exceed `threads_total`.
+    TooManyThreads { initial: usize, total: usize },
+    /// `queue` or `period` is zero.
+    NotPositive,
+    /// `c1` or `c2` is negative or not finite.
+    BadCost,
+    /// `min_idle_cpu` is outside 0..=1.
+    BadIdleCpu,
+}
+
+impl fmt::Display for PipelineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PipelineError::StageWithoutThread => {
+                f.write_str("[pipeline] every stage needs at least one thread")
+            }
+            PipelineError::TooManyThreads { initial, total } => write!(
+                f,
+                "[pipeline] the initial threads ({initial}) exceed threads_total ({total})"
+            ),
+            PipelineError::NotPositive => {
+                f.write_str("[pipeline] queue and period must be positive")
+            }
+            PipelineError::BadCost => {
+                f.write_str("[pipeline] c1 and c2 must be finite and non-negative")
+            }
+            PipelineError::BadIdleCpu => {
+                f.write_str("[pipeline] min_idle_cpu must be between 0 and 1")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PipelineError {}

@@ -294,10 +294,30 @@ fn pipeline_section() {
     assert!(c.pipeline.validate().is_ok());
     let mut bad = c.pipeline.clone();
     bad.threads_total = 7;
-    assert!(bad.validate().unwrap_err().contains("exceed"));
+    let err = bad.validate().unwrap_err();
+    assert_eq!(
+        err,
+        PipelineError::TooManyThreads {
+            initial: 8,
+            total: 7
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "[pipeline] the initial threads (8) exceed threads_total (7)"
+    );
     bad.threads_total = 8;
     bad.accept = 0;
-    assert!(bad.validate().is_err());
+    assert_eq!(bad.validate(), Err(PipelineError::StageWithoutThread));
+    let mut bad = c.pipeline.clone();
+    bad.queue = 0;
+    assert_eq!(bad.validate(), Err(PipelineError::NotPositive));
+    let mut bad = c.pipeline.clone();
+    bad.c2 = f64::NAN;
+    assert_eq!(bad.validate(), Err(PipelineError::BadCost));
+    let mut bad = c.pipeline.clone();
+    bad.min_idle_cpu = 1.5;
+    assert_eq!(bad.validate(), Err(PipelineError::BadIdleCpu));
     assert!(Config::from_toml("[pipeline]\nstages = 4").is_err());
 }
 
