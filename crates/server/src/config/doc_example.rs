@@ -378,7 +378,11 @@ fn the_readmes_sites_example_names_every_site_and_location_setting() {
 
 #[test]
 fn the_checks_see_a_missing_key_a_changed_default_and_a_commented_line() {
+    // The probe reads serde's list of fields (a change of its wording fails here, not
+    // silently everywhere).
+    assert!(fields("").is_some_and(|f| f.contains("root") && f.contains("timeouts")));
     assert!(fields("[timeouts]").is_some_and(|f| f.contains("keepalive")));
+    assert!(fields("[[site]]\n[[site.location]]").is_some_and(|f| f.contains("try_files")));
     assert!(fields("[[site]]\n[site.errors]").is_none());
     // The walk finds what an example leaves out, by name, in sections and repeated entries.
     let missing = missing_keys(
