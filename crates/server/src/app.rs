@@ -303,13 +303,12 @@ impl App {
             .into_iter()
             .flatten()
             .find(|c| c.matches(path));
-        let outcome = script.map(|cgi| cgi.handle(req, body));
-        if let Some(outcome) = outcome.filter(|o| !matches!(o, cgi::Outcome::NotScript)) {
+        // `None` from an extension mount: no script there, the static files answer.
+        if let Some(outcome) = script.and_then(|cgi| cgi.handle(req, body)) {
             return match outcome {
-                cgi::Outcome::NotScript => unreachable!("filtered out above"),
                 cgi::Outcome::Response(r) => self.dynamic(req, r),
                 cgi::Outcome::LocalRedirect(target) => {
-                    let next = (redirects < cgi::MAX_LOCAL_REDIRECTS)
+                    let next = (redirects < self.cfg.limits.max_internal_redirects)
                         .then(|| cgi::redirected_request(req, &target, self.cfg.limits.http()))
                         .flatten();
                     match next {
@@ -319,7 +318,7 @@ impl App {
                                 "{}: CGI local redirect to {target:?} refused (invalid, or more \
                                  than {} in a row); answering 500",
                                 req.peer_addr(),
-                                cgi::MAX_LOCAL_REDIRECTS
+                                self.cfg.limits.max_internal_redirects
                             );
                             Response::error(500)
                         }

@@ -22,7 +22,7 @@ pub fn problems(cfg: &Config) -> Vec<String> {
     let listeners = cfg.listeners();
     if listeners.iter().any(|l| l.model == Model::Pipeline) {
         if let Err(e) = cfg.pipeline.validate() {
-            found.push(e);
+            found.push(e.to_string());
         }
     }
     // Started as root: a `user` that exists, or root allowed (`privdrop`).

@@ -41,7 +41,7 @@ use crate::body::RequestBody;
 use crate::cache::ResponseCache;
 use crate::compress::Compression;
 use crate::config::{CgiConfig, Config, ProxyConfig, StaticConfig};
-use crate::handlers::cgi::{self, Cgi};
+use crate::handlers::cgi::Cgi;
 use crate::handlers::proxy::Proxy;
 use crate::handlers::static_files::StaticFiles;
 use crate::response::{Body, Response};
@@ -892,8 +892,9 @@ impl Sites {
                             &CgiConfig {
                                 dir: Some(dir.clone()),
                                 prefix: mount,
-                                timeout: sc.cgi.as_ref().unwrap_or(&cfg.cgi).timeout,
                                 extensions: Vec::new(),
+                                // The site's (or top-level) timeout and output limits.
+                                ..sc.cgi.as_ref().unwrap_or(&cfg.cgi).clone()
                             },
                             doc_root,
                         )
@@ -1021,7 +1022,7 @@ impl Sites {
                     Last::Status(code) => Response::error(*code),
                     Last::Uri(t) => {
                         let target = t.render(path, query);
-                        let next = (redirects < cgi::MAX_LOCAL_REDIRECTS)
+                        let next = (redirects < app.cfg.limits.max_internal_redirects)
                             .then(|| internal_request(req, &target, app.cfg.limits.http()))
                             .flatten();
                         match next {
@@ -1033,7 +1034,7 @@ impl Sites {
                                      answering 500",
                                     req.peer_addr(),
                                     rules.name,
-                                    cgi::MAX_LOCAL_REDIRECTS
+                                    app.cfg.limits.max_internal_redirects
                                 );
                                 Response::error(500)
                             }

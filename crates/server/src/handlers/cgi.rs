@@ -18,7 +18,7 @@
 //!   RFC 3875 §4.2 wants `CONTENT_LENGTH` for every body. The body is written before the
 //!   output is read (as Apache's mod_cgi does): a script must read its input before it writes
 //!   more than a pipe's worth (64 KiB) of output.
-//! - **Output**: the header section (LF or CRLF lines, at most [`MAX_HEADER_BYTES`]) is
+//! - **Output**: the header section (LF or CRLF lines, at most `cgi.max_header_bytes`) is
 //!   parsed; `Status` sets the status, `Location: /path` with no status is a local redirect
 //!   (the app serves `GET /path` instead, RFC 3875 §6.2.2), any other `Location` a client
 //!   redirect (302 unless `Status` says otherwise). The body is streamed back as it is
@@ -65,20 +65,10 @@ use crate::sys::{self, Resolve};
 use crate::sys_process;
 use crate::Request;
 
-/// Largest header section a script may write (nginx `fastcgi_buffer_size` is 4-8k; Apache
-/// allows 8190 per line): past it, 502.
-pub const MAX_HEADER_BYTES: usize = 32 * 1024;
-/// Local redirects followed for one request (Apache `LimitInternalRecursion`); past it, 500.
-pub const MAX_LOCAL_REDIRECTS: usize = 10;
-/// Output already waiting after the header section that is sent with a `Content-Length`
-/// instead of streamed, when the script has finished by then.
-const SMALL_OUTPUT: usize = 64 * 1024;
 /// `PATH` for scripts when the server has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Bytes per pipe read or write.
 const PIECE: usize = 16 * 1024;
-/// A stderr line longer than this is logged in pieces.
-const STDERR_LINE: usize = 4096;
 /// `SERVER_SOFTWARE`.
 const SOFTWARE: &str = concat!("weft/", env!("CARGO_PKG_VERSION"));
 
@@ -98,6 +88,17 @@ pub struct Cgi {
     /// Empty for a directory mount; for an extension mount (the document root at `/`), the
     /// file name endings that make a file a script.
     extensions: Vec<String>,
+    /// `cgi.max_header_bytes`, `output_buffer`, `max_stderr_line`, `stderr_settle`.
+    limits: OutputLimits,
+}
+
+/// How much of a script's output is read, and how its stderr is logged.
+#[derive(Debug, Clone, Copy)]
+struct OutputLimits {
+    max_header_bytes: usize,
+    output_buffer: usize,
+    max_stderr_line: usize,
+    stderr_settle: Duration,
 }
 
 /// What a CGI request came to.
@@ -107,13 +108,17 @@ pub enum Outcome {
     Response(Response),
     /// The script answered `Location: /local/path`: serve `GET` of that target instead.
     LocalRedirect(String),
-    /// An extension mount's path named no script (a directory, or a file without a script
-    /// ending below a directory whose name has one): the static files answer.
-    NotScript,
 }
 
-/// `locate`'s answer for an extension mount's path that is not a script.
-const NOT_SCRIPT: u16 = 0;
+/// Why `locate` found no script to run.
+#[derive(Debug, PartialEq, Eq)]
+enum Unlocated {
+    /// An extension mount's path that names no script (a directory, or a file without a
+    /// script ending below a directory whose name has one): the static files answer.
+    NotScript,
+    /// Refused with this status (400, 403, 404).
+    Status(u16),
+}
 
 /// A script found for a request path.
 #[derive(Debug, PartialEq, Eq)]
@@ -190,6 +195,12 @@ impl Cgi {
                 .unwrap_or_else(|_| doc_root.to_path_buf()),
             path_env: std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into()),
             extensions,
+            limits: OutputLimits {
+                max_header_bytes: cfg.max_header_bytes,
+                output_buffer: cfg.output_buffer,
+                max_stderr_line: cfg.max_stderr_line,
+                stderr_settle: cfg.stderr_settle,
+            },
         })
     }
 
@@ -213,23 +224,24 @@ impl Cgi {
         self.extensions.is_empty() || self.extensions.iter().any(|e| name.ends_with(e.as_bytes()))
     }
 
-    /// Runs the script `req` names; `body` is the request body.
-    pub fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Outcome {
-        match self.run(req, body) {
-            Ok(outcome) => outcome,
-            Err(status) => Outcome::Response(Response::error(status)),
-        }
+    /// Runs the script `req` names; `body` is the request body. `None`: an extension mount's
+    /// path that names no script (a directory, or a file without a script ending below a
+    /// directory whose name has one), for the static files to answer.
+    pub fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Option<Outcome> {
+        let answer = if req.method() == Method::Other {
+            // An extension method is the application's (a registered route), never a script's.
+            Err(501)
+        } else {
+            match self.locate(req.path()) {
+                Ok(loc) => self.run(req, body, loc),
+                Err(Unlocated::NotScript) => return None,
+                Err(Unlocated::Status(status)) => Err(status),
+            }
+        };
+        Some(answer.unwrap_or_else(|status| Outcome::Response(Response::error(status))))
     }
 
-    fn run(&self, req: &Request, body: &mut RequestBody<'_>) -> Result<Outcome, u16> {
-        if req.method() == Method::Other {
-            // An extension method is the application's (a registered route), never a script's.
-            return Err(501);
-        }
-        let loc = match self.locate(req.path()) {
-            Err(NOT_SCRIPT) => return Ok(Outcome::NotScript),
-            other => other?,
-        };
+    fn run(&self, req: &Request, body: &mut RequestBody<'_>, loc: Located) -> Result<Outcome, u16> {
         let name = String::from_utf8_lossy(&loc.rel).into_owned();
         // RFC 3875 §4.2: the script gets CONTENT_LENGTH for every body, so a chunked one is
         // de-chunked first. A body error is the driver's to answer (400, 408, 413).
@@ -249,7 +261,7 @@ impl Cgi {
             log::error!("cgi {name}: cannot start: {e}");
             502u16
         })?;
-        let mut script = Running::new(child, name, self.timeout, deadline);
+        let mut script = Running::new(child, name, self.timeout, deadline, self.limits);
         let (stdin, stdout) = script.pipes().map_err(|e| {
             log::error!("cgi {}: pipes: {e}", script.name);
             500u16
@@ -261,7 +273,7 @@ impl Cgi {
             Err(Feed::ClientBody) => return Err(400),
         }
         drop(stdin);
-        let head = match read_head(&stdout, deadline) {
+        let head = match read_head(&stdout, deadline, &self.limits) {
             Ok(h) => h,
             Err(HeadError::Timeout) => return Err(script.timed_out("before its header")),
             Err(HeadError::Bad(why)) => {
@@ -313,11 +325,11 @@ impl Cgi {
     }
 
     /// Finds the script for `path` (the request path, under the prefix).
-    fn locate(&self, path: &str) -> Result<Located, u16> {
+    fn locate(&self, path: &str) -> Result<Located, Unlocated> {
         let below = &path[self.prefix.len() - 1..];
         let norm = normalize(below).map_err(|e| match e {
-            PathError::AboveRoot => 404u16,
-            _ => 400,
+            PathError::AboveRoot => Unlocated::Status(404),
+            _ => Unlocated::Status(400),
         })?;
         let segments: Vec<&[u8]> = norm.rel.split(|&b| b == b'/').collect();
         let mut rel: Vec<u8> = Vec::with_capacity(norm.rel.len());
@@ -326,7 +338,7 @@ impl Cgi {
                 break; // the directory itself
             }
             if seg[0] == b'.' {
-                return Err(404);
+                return Err(Unlocated::Status(404));
             }
             if i > 0 {
                 rel.push(b'/');
@@ -335,21 +347,21 @@ impl Cgi {
             let file = match sys::open_beneath(&self.dir_file, &rel, Resolve::Beneath) {
                 Ok(f) => f,
                 Err(e) => {
-                    return Err(match e.raw_os_error() {
+                    return Err(Unlocated::Status(match e.raw_os_error() {
                         Some(libc::ENOENT | libc::ENOTDIR | libc::EXDEV | libc::ELOOP) => 404,
                         _ => 403,
-                    })
+                    }))
                 }
             };
-            let meta = file.metadata().map_err(|_| 403u16)?;
+            let meta = file.metadata().map_err(|_| Unlocated::Status(403))?;
             if meta.is_dir() {
                 continue;
             }
             if !self.is_script_name(&rel) {
-                return Err(NOT_SCRIPT);
+                return Err(Unlocated::NotScript);
             }
             if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-                return Err(403);
+                return Err(Unlocated::Status(403));
             }
             let mut path_info = Vec::new();
             for s in &segments[i + 1..] {
@@ -364,9 +376,9 @@ impl Cgi {
         // A directory: the CGI directory itself is not listed; under the document root the
         // static files answer (its index, or 403).
         Err(if self.extensions.is_empty() {
-            403
+            Unlocated::Status(403)
         } else {
-            NOT_SCRIPT
+            Unlocated::NotScript
         })
     }
 
@@ -531,16 +543,25 @@ struct Running {
     /// Disconnects when the thread logging stderr is done (`None` on a fiber, whose logger
     /// needs no waiting for: the server process outlives it).
     stderr_done: Option<std::sync::mpsc::Receiver<()>>,
+    /// Its stderr's line length and settling time.
+    limits: OutputLimits,
 }
 
 impl Running {
-    fn new(child: Child, name: String, timeout: Duration, deadline: Instant) -> Running {
+    fn new(
+        child: Child,
+        name: String,
+        timeout: Duration,
+        deadline: Instant,
+        limits: OutputLimits,
+    ) -> Running {
         Running {
             child: Some(child),
             name,
             deadline,
             timeout,
             stderr_done: None,
+            limits,
         }
     }
 
@@ -551,7 +572,7 @@ impl Running {
         let stdin = PipeWriter::try_from(child.stdin.take().ok_or_else(missing)?)?;
         let stdout = PipeReader::try_from(child.stdout.take().ok_or_else(missing)?)?;
         let stderr = PipeReader::try_from(child.stderr.take().ok_or_else(missing)?)?;
-        self.stderr_done = log_stderr(stderr, self.name.clone());
+        self.stderr_done = log_stderr(stderr, self.name.clone(), self.limits.max_stderr_line);
         Ok((stdin, stdout))
     }
 
@@ -605,9 +626,6 @@ impl Running {
     }
 }
 
-/// How long a finished script's last stderr lines may take to reach the log.
-const STDERR_SETTLE: Duration = Duration::from_millis(200);
-
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
@@ -617,7 +635,7 @@ impl Drop for Running {
         // write the script's last stderr lines first (at once, unless something the script
         // started still holds its stderr).
         if let Some(done) = self.stderr_done.take() {
-            let _ = done.recv_timeout(STDERR_SETTLE);
+            let _ = done.recv_timeout(self.limits.stderr_settle);
         }
     }
 }
@@ -652,7 +670,11 @@ fn describe(status: ExitStatus) -> String {
 /// Reads the script's stderr until it closes and logs it a line at a time, on its own fiber
 /// (fiber model) or thread, so a script that writes much to stderr never blocks on it. For a
 /// thread, returns a receiver that disconnects when it is done.
-fn log_stderr(stderr: PipeReader, name: String) -> Option<std::sync::mpsc::Receiver<()>> {
+fn log_stderr(
+    stderr: PipeReader,
+    name: String,
+    max_line: usize,
+) -> Option<std::sync::mpsc::Receiver<()>> {
     let run = move || {
         let mut line: Vec<u8> = Vec::new();
         let mut buf = [0u8; 1024];
@@ -672,7 +694,7 @@ fn log_stderr(stderr: PipeReader, name: String) -> Option<std::sync::mpsc::Recei
                 emit(&line[..i]);
                 line.drain(..=i);
             }
-            if line.len() >= STDERR_LINE {
+            if line.len() >= max_line {
                 emit(&line);
                 line.clear();
             }
@@ -762,14 +784,18 @@ enum HeadError {
     Bad(&'static str),
 }
 
-fn read_head(stdout: &PipeReader, deadline: Instant) -> Result<Head, HeadError> {
+fn read_head(
+    stdout: &PipeReader,
+    deadline: Instant,
+    limits: &OutputLimits,
+) -> Result<Head, HeadError> {
     let mut buf = Vec::with_capacity(PIECE);
     let mut piece = vec![0u8; PIECE];
     let (head_len, body_start) = loop {
         if let Some(found) = find_blank_line(&buf) {
             break found;
         }
-        if buf.len() > MAX_HEADER_BYTES {
+        if buf.len() > limits.max_header_bytes {
             return Err(HeadError::Bad("header section too large"));
         }
         match stdout.read_deadline(&mut piece, deadline) {
@@ -784,7 +810,7 @@ fn read_head(stdout: &PipeReader, deadline: Instant) -> Result<Head, HeadError> 
     // Take what is already there without waiting: a script that has finished is answered with
     // a Content-Length (and an HTTP/1.0 client keeps its connection).
     let mut eof = false;
-    while buf.len() - body_start <= SMALL_OUTPUT {
+    while buf.len() - body_start <= limits.output_buffer {
         match stdout.read_deadline(&mut piece, Instant::now()) {
             Ok(0) => {
                 eof = true;
@@ -877,6 +903,54 @@ pub fn redirected_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_that_names_no_script_is_told_apart_from_a_refusal() {
+        let root = std::env::temp_dir().join(format!("weft-cgi-locate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("app/tools.cgi")).unwrap();
+        std::fs::write(root.join("app/tools.cgi/readme.txt"), "text").unwrap();
+        std::fs::write(root.join("app/run.cgi"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            root.join("app/run.cgi"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(root.join("app/source.cgi"), "#!/bin/sh\n").unwrap();
+        let cfg = CgiConfig {
+            extensions: vec![".cgi".into()],
+            ..CgiConfig::default()
+        };
+        let ext = Cgi::by_extension(&cfg, &root).unwrap().unwrap();
+        assert_eq!(
+            ext.locate("/app/run.cgi/more"),
+            Ok(Located {
+                rel: b"app/run.cgi".to_vec(),
+                path_info: b"/more".to_vec(),
+            })
+        );
+        // Under an extension mount a directory, or a file without the ending below a
+        // directory that has it, is the static files' to answer.
+        assert_eq!(ext.locate("/app/tools.cgi/"), Err(Unlocated::NotScript));
+        assert_eq!(
+            ext.locate("/app/tools.cgi/readme.txt"),
+            Err(Unlocated::NotScript)
+        );
+        assert_eq!(ext.locate("/app/source.cgi"), Err(Unlocated::Status(403)));
+        assert_eq!(ext.locate("/app/missing.cgi"), Err(Unlocated::Status(404)));
+        // A directory mount refuses a directory: nothing there is static.
+        let cfg = CgiConfig {
+            dir: Some(root.join("app")),
+            ..CgiConfig::default()
+        };
+        let dir = Cgi::new(&cfg, &root).unwrap().unwrap();
+        assert_eq!(
+            dir.locate("/cgi-bin/tools.cgi/"),
+            Err(Unlocated::Status(403))
+        );
+        assert_eq!(dir.locate("/cgi-bin/.x"), Err(Unlocated::Status(404)));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn header_variables_exclude_httpoxy_and_ambiguous_names() {

@@ -13,10 +13,6 @@ use crate::metrics::{ListenerMetrics, OpenGuard};
 use crate::net::BlockingStream;
 use crate::sys;
 
-/// Stack of a connection thread. The handlers need far less (see the fiber stack test); this
-/// keeps thousands of idle connections affordable in address space.
-const THREAD_STACK: usize = 256 * 1024;
-
 /// Accepts on `listener` until shutdown, one thread per connection.
 pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) -> io::Result<()> {
     // The shutdown state is the same in every generation.
@@ -38,7 +34,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                 let lm2 = lm.clone();
                 let spawned = std::thread::Builder::new()
                     .name("weft-conn".into())
-                    .stack_size(THREAD_STACK)
+                    .stack_size(app.cfg.thread.stack_size)
                     .spawn(move || {
                         let _guard = guard;
                         let mut stream = BlockingStream::new(stream);

@@ -735,3 +735,57 @@ fn scripts_by_file_ending_under_the_document_root() {
         (200, &b"<p>a directory named like a script</p>\n"[..])
     );
 }
+
+/// `cgi.max_header_bytes` and `limits.max_internal_redirects` are read from the configuration:
+/// the same scripts pass under one setting and are refused under a smaller one.
+#[test]
+fn header_and_redirect_limits_come_from_the_configuration() {
+    let start = |name: &str, max_header_bytes: &str, max_internal_redirects: u32| {
+        let b = Builder::new(name);
+        let cgi = b.dir().join("cgi");
+        fs::create_dir_all(&cgi).unwrap();
+        // A 20,000-byte header field: more than one pipe read before its blank line.
+        let long = "x".repeat(20_000);
+        script(
+            &cgi,
+            "longhead.sh",
+            &format!(
+                "#!/bin/sh\nprintf 'Content-Type: text/plain\\nX-Long: {long}\\n\\nlong\\n'\n"
+            ),
+        );
+        script(
+            &cgi,
+            "short.sh",
+            "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nshort\\n'\n",
+        );
+        // r3 -> r2 -> r1 -> short.sh: n local redirects in a row from rN.
+        let mut to = "short.sh".to_string();
+        for n in 1..=3 {
+            let text = format!("#!/bin/sh\nprintf 'Location: /cgi-bin/{to}\\n\\n'\n");
+            to = format!("r{n}.sh");
+            script(&cgi, &to, &text);
+        }
+        b.config(&format!(
+            "[cgi]\ndir = {:?}\nmax_header_bytes = {max_header_bytes}\n\
+             [limits]\nmax_internal_redirects = {max_internal_redirects}\n",
+            cgi.display().to_string()
+        ))
+        .start()
+    };
+
+    let tight = start("cgi-limits-tight", "1000", 2);
+    assert_eq!(tight.get("/cgi-bin/short.sh").text(), "short\n");
+    let r = tight.get("/cgi-bin/longhead.sh");
+    assert_eq!(r.status, 502, "{r:?}");
+    let log = tight.log();
+    assert!(log.contains("header section too large"), "{log}");
+    assert_eq!(tight.get("/cgi-bin/r2.sh").text(), "short\n");
+    assert_eq!(tight.get("/cgi-bin/r3.sh").status, 500);
+    tight.assert_alive();
+
+    let roomy = start("cgi-limits-roomy", "\"64k\"", 3);
+    let r = roomy.get("/cgi-bin/longhead.sh");
+    assert_eq!((r.status, r.text().as_str()), (200, "long\n"), "{r:?}");
+    assert_eq!(r.header("X-Long").map(str::len), Some(20_000));
+    assert_eq!(roomy.get("/cgi-bin/r3.sh").text(), "short\n");
+}

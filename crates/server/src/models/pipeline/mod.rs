@@ -53,8 +53,6 @@ use crate::metrics::{ListenerMetrics, OpenGuard};
 use crate::models::{AcceptGate, ACCEPT_POLL};
 use crate::Request;
 
-/// Stack of a stage thread (handlers run on process threads; as the thread model's).
-const THREAD_STACK: usize = 256 * 1024;
 /// How often the monitor thread looks at the shutdown flag within a period.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(25);
 
@@ -227,7 +225,8 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
             let name = format!("weft-{}-{idx}", controller::STAGES[k]);
             let t = std::thread::Builder::new()
                 .name(name)
-                .stack_size(THREAD_STACK)
+                // Handlers run on process threads: `[thread] stack_size`, as the thread model's.
+                .stack_size(app.cfg.thread.stack_size)
                 .spawn(move || {
                     if k == ACCEPT {
                         accept_worker(&p, idx)

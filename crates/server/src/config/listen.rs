@@ -1,0 +1,150 @@
+//! `[[listen]]`: addresses and the concurrency model that serves each.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A concurrency model: who runs which piece of a request's work, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Model {
+    /// Every connection a stackful fiber, M:N on one worker thread per core.
+    Fiber,
+    /// One OS thread per connection, blocking I/O (the fibers paper's baseline).
+    Thread,
+    /// One forked process per connection (the threads-vs-processes paper).
+    Process,
+    /// Four stages (accept, receive, process, send), each a thread pool with a bounded queue,
+    /// and a controller that moves threads between them (the pipeline paper).
+    Pipeline,
+}
+
+impl Model {
+    /// The model `weft serve` uses when none is named.
+    pub const DEFAULT: Model = Model::Fiber;
+
+    /// The model's name as written in `--listen ADDR=MODEL` and the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Fiber => "fiber",
+            Model::Thread => "thread",
+            Model::Process => "process",
+            Model::Pipeline => "pipeline",
+        }
+    }
+}
+
+impl fmt::Display for Model {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Model {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Model, String> {
+        match s {
+            "fiber" => Ok(Model::Fiber),
+            "thread" => Ok(Model::Thread),
+            "process" => Ok(Model::Process),
+            "pipeline" => Ok(Model::Pipeline),
+            _ => Err(format!(
+                "unknown model `{s}` (expected fiber, thread, process or pipeline)"
+            )),
+        }
+    }
+}
+
+impl Serialize for Model {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Model {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Model, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// One listening address and the model that serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    /// `IP:PORT`, `[IPv6]:PORT` (IPv6 only, as nginx's `ipv6only=on`), `:PORT` or `PORT` (every
+    /// IPv4 address, as nginx's `listen PORT`), or `localhost:PORT` (127.0.0.1).
+    #[serde(deserialize_with = "de_listen_addr")]
+    pub addr: SocketAddr,
+    #[serde(default = "default_model")]
+    pub model: Model,
+    /// Takes a socket handed over under this name (systemd's `FileDescriptorName=`), whatever
+    /// its address; unnamed, a handed-over socket is matched by address.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Each connection starts with a PROXY protocol header (v1 or v2, from a load balancer
+    /// such as HAProxy or AWS NLB) giving the client's address; one without is closed.
+    #[serde(default)]
+    pub proxy_protocol: bool,
+    /// HTTPS: connections start with a TLS handshake (`[tls]` has the certificates; nginx
+    /// `listen 443 ssl`).
+    #[serde(default)]
+    pub tls: bool,
+    /// Answer every plain-HTTP request with a 308 to the same URL over https (nginx
+    /// `return 308 https://$host$request_uri`).
+    #[serde(default)]
+    pub redirect_https: bool,
+}
+
+fn default_model() -> Model {
+    Model::DEFAULT
+}
+
+impl FromStr for Listen {
+    type Err = String;
+    /// `ADDR` or `ADDR=MODEL`.
+    fn from_str(s: &str) -> Result<Listen, String> {
+        let (addr, model) = match s.split_once('=') {
+            Some((a, m)) => (a, m.parse()?),
+            None => (s, Model::DEFAULT),
+        };
+        let addr = parse_listen_addr(addr)?;
+        Ok(Listen {
+            addr,
+            model,
+            name: None,
+            proxy_protocol: false,
+            tls: false,
+            redirect_https: false,
+        })
+    }
+}
+
+/// Parses a listening address: `IP:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` (0.0.0.0), or
+/// `localhost:PORT` (127.0.0.1; one address per listener, so not ::1 as well).
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    let bad = || {
+        format!(
+            "bad listen address `{s}`: expected IP:PORT, [IPv6]:PORT, :PORT, PORT or localhost:PORT"
+        )
+    };
+    let port = |p: &str| p.parse::<u16>().map_err(|_| bad());
+    if let Some(p) = s.strip_prefix(':') {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port(p)?)));
+    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port(s)?)));
+    }
+    if let Some(p) = s.strip_prefix("localhost:") {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port(p)?)));
+    }
+    s.parse().map_err(|_| bad())
+}
+
+fn de_listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_listen_addr(&text).map_err(serde::de::Error::custom)
+}

@@ -1,0 +1,393 @@
+//! Configuration: every timeout and limit has a name, an nginx-like default and a TOML key.
+//! The command line overrides the file; `weft serve` with neither serves `www/` on
+//! 127.0.0.1:8080 with the default model.
+//!
+//! ```toml
+//! root = "www"
+//! threads = 2                 # fiber workers (default: one per core)
+//! access_log = "off"          # "off", "stdout" or a file path
+//! real_ip_from = []           # trusted proxies (CIDRs) whose X-Forwarded-For names the client
+//! # user = "www-data"         # started as root: serve as this user once bound (NAME[:GROUP])
+//! allow_root = false          # started as root without `user`: serve as root anyway
+//!
+//! [[listen]]
+//! addr = "127.0.0.1:8080"
+//! model = "fiber"             # or "thread", "process", "pipeline"
+//! # name = "http"             # take the socket systemd hands over under this name
+//! proxy_protocol = false      # every connection starts with a PROXY v1/v2 header
+//! tls = false                 # HTTPS (nginx listen 443 ssl); certificates in [tls]
+//! redirect_https = false      # every request gets a 308 to the same URL over https
+//!
+//! [timeouts]                  # "60s", "500ms", "2m" or a number of seconds
+//! header_read = "60s"         # nginx client_header_timeout
+//! body_read = "60s"           # nginx client_body_timeout
+//! keepalive = "75s"           # nginx keepalive_timeout
+//! send = "60s"                # nginx send_timeout
+//! shutdown_grace = "10s"
+//! header_min_rate = 500       # bytes/s a head must average after min_rate_grace; 408 (0: off)
+//! body_min_rate = 500         # bytes/s a body must average after min_rate_grace; 408 (0: off)
+//! min_rate_grace = "20s"      # Apache RequestReadTimeout header=20-60,MinRate=500
+//! tls_handshake = "10s"       # a TLS handshake from its first byte
+//!
+//! [limits]                    # sizes in bytes, or "64k", "1m", "1g"
+//! max_connections = 10000
+//! max_request_line = 8192     # 414 past it
+//! max_head_bytes = 32768      # 431 past it
+//! max_headers = 100           # 431 past it
+//! max_body = 1048576          # 413 past it (nginx client_max_body_size 1m)
+//! max_chunk_line = 1024       # chunk-size line with extensions; 400 past it
+//! max_trailer_bytes = 8192    # chunked trailer section; 400 past it
+//! client_body_buffer = 16384  # bodies up to this are read whole before a process-model
+//!                             # child or pipeline process thread is given (nginx
+//!                             # client_body_buffer_size)
+//! conn_per_ip = 0             # open connections per client address, 0: no limit; 503 past it
+//! client_zone = 65536         # slots of the per-client table (conn_per_ip, rate_limit)
+//! max_internal_redirects = 10 # CGI local redirects and try_files URIs in a row; 500 past it
+//!                             # (Apache LimitInternalRecursion)
+//!
+//! [rate_limit]                # requests per client address (nginx limit_req ... nodelay)
+//! rate = "off"                # e.g. "100r/s" or "30r/m"; 429 with Retry-After past it
+//! burst = 0                   # requests over the rate let through at once
+//!
+//! [static_files]
+//! enabled = true
+//! index = "index.html"
+//! dotfiles = false
+//! symlinks_outside_root = false
+//! autoindex = false
+//! charset = "utf-8"           # on text types' Content-Type; "" for none
+//!
+//! [echo]
+//! path = "/echo"              # "" unmounts it; not set: /echo on the sample site (www/) only
+//!
+//! [health]
+//! path = ""                   # e.g. "/healthz": 200 ok while serving, 503 once draining
+//! log = false                 # its requests in the access log
+//!
+//! [fiber]
+//! stack_size = 65536          # bytes per connection fiber
+//! park_idle = true            # idle keep-alive connections hold no fiber
+//! linger = "100ms"            # ...once quiet this long (a busy one keeps its fiber)
+//! linger_max = 64             # fibers lingering per worker at most; others park at once
+//! accept = "reuseport"        # or "dispatch": one acceptor fiber feeding all workers
+//!
+//! [thread]                    # thread-model connection threads and pipeline stage threads
+//! stack_size = 262144         # bytes (Apache ThreadStackSize)
+//!
+//! [cache]                     # response cache of static files
+//! enabled = true
+//! max_bytes = 67108864        # all entries together
+//! max_object_bytes = 4194304  # larger files are sent from disk with sendfile
+//! revalidate = "1s"           # a changed file is served stale at most this long
+//!
+//! [process]
+//! max_children = 256          # live connection processes per process listener (idle
+//!                             # connections wait in the master and hold none)
+//!
+//! [pipeline]                  # the pipeline model
+//! threads_total = 16          # M: all stages together
+//! accept = 1                  # initial threads per stage (default: 1, 1, and a quarter
+//! receive = 1                 #   of threads_total for process and send, at most 4 each)
+//! process = 4
+//! send = 4
+//! queue = 1024                # capacity of each stage's queue
+//! period = "250ms"            # load monitor and controller period
+//! controller = true           # false: keep the initial allocation
+//! c1 = 1.5e-5                 # U = c1*W + c2*R (W requests/s, R bytes/s); `weft calibrate`
+//! c2 = 1.5e-10
+//! min_idle_cpu = 0.1          # grow a stage only with this much CPU idle
+//!
+//! [status]
+//! enabled = false
+//! allow = ["127.0.0.0/8", "::1/128"]
+//!
+//! [cgi]                       # CGI/1.1 scripts; off unless `dir` or `extensions` is set
+//! dir = "cgi-bin"             # the scripts' directory
+//! prefix = "/cgi-bin/"        # the URL path they are mounted at
+//! timeout = "60s"             # a script still running after this is killed: 504
+//! extensions = []             # e.g. [".cgi"]: executable files with it under the root are scripts
+//! max_header_bytes = 32768    # a script's header section; 502 past it (fastcgi_buffer_size)
+//! output_buffer = 65536       # output read with the header: a finished script's gets a length
+//! max_stderr_line = 4096      # longer stderr lines are logged in pieces
+//! stderr_settle = "200ms"     # a finished script's last stderr lines may take this long
+//!
+//! [[proxy]]                   # reverse proxy (see handlers/proxy.rs); may repeat
+//! prefix = "/api/"            # requests whose path starts with this go upstream
+//! upstream = "http://127.0.0.1:9000"
+//! fallback = false            # true: also everything that is not a file (static 404s and
+//!                             # methods other than GET/HEAD); at most one entry
+//! host = "client"             # Host sent upstream: the client's, or "upstream" (its authority)
+//! connect_timeout = "5s"      # nginx proxy_connect_timeout; past it 504
+//! read_timeout = "60s"        # nginx proxy_read_timeout, between two reads (and writes); 504
+//! idle_timeout = "30s"        # an idle pooled upstream connection older than this is closed
+//! max_idle = 32               # idle keep-alive connections kept per upstream
+//! request_buffering = true    # nginx proxy_request_buffering: the whole body (at most
+//!                             # limits.max_body) is read before anything goes upstream
+//!
+//! [tls]                       # HTTPS listeners: [[listen]] tls = true (see crate::tls)
+//! cert = "cert.pem"           # nginx ssl_certificate (PEM chain, leaf first)
+//! key = "key.pem"             # nginx ssl_certificate_key (PKCS#8, RSA or EC)
+//! # ocsp = "cert.ocsp"        # nginx ssl_stapling_file (DER OCSP response)
+//! hsts = ""                   # e.g. "max-age=63072000": Strict-Transport-Security
+//! session_tickets = true      # nginx ssl_session_tickets
+//! session_cache = 4096        # server-side sessions kept (0: none)
+//!
+//! [[tls.sni]]                 # more certificates, chosen by the name the client sends
+//! names = ["example.org", "*.example.org"]
+//! cert = "org.pem"
+//! key = "org.key"
+//! # ocsp = "org.ocsp"
+//!
+//! [timing]                    # where a request's time goes (off: no clock reads)
+//! phases = false              # per-phase histograms in the status JSON and metrics
+//! server_timing = false       # a Server-Timing header with the request's phases
+//!
+//! [compression]               # content codings (see compress.rs)
+//! enabled = false
+//! encodings = ["br", "zstd", "gzip"]  # in order of preference on a q-value tie
+//! types = ["text/*", "application/javascript", "application/x-javascript", "application/json",
+//!          "application/ld+json", "application/manifest+json", "application/xml",
+//!          "application/rss+xml", "application/atom+xml", "application/xhtml+xml",
+//!          "application/wasm", "image/svg+xml", "image/x-icon", "font/ttf", "font/otf"]
+//! min_length = 256            # smaller bodies are not compressed on the fly (gzip_min_length)
+//! precompressed = false       # serve file.br / file.zst / file.gz beside file (nginx gzip_static)
+//! dynamic = true              # CGI and proxied responses too (nginx gzip_proxied any)
+//! gzip_level = 6              # 1-9
+//! brotli_level = 6            # 0-11
+//! zstd_level = 3              # 1-19
+//!
+//! # [[site]]                  # virtual hosts and their locations: see sites.rs, README "Sites"
+//! ```
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+mod builtin;
+mod cache;
+mod cgi;
+mod cidr;
+mod de;
+mod fiber;
+mod limits;
+mod listen;
+mod logging;
+mod pipeline;
+mod process;
+mod proxy;
+mod static_files;
+mod thread;
+mod timeouts;
+
+pub use builtin::{EchoConfig, HealthConfig, StatusConfig, DEFAULT_ECHO_PATH};
+pub use cache::CacheConfig;
+pub use cgi::CgiConfig;
+pub use cidr::Cidr;
+pub(crate) use de::de_size;
+use de::de_threads;
+pub use de::{format_duration, parse_duration, parse_size};
+pub use fiber::{AcceptMode, FiberConfig};
+pub use limits::LimitsConfig;
+pub use listen::{parse_listen_addr, Listen, Model};
+pub use logging::{AccessLogTarget, TimingConfig};
+pub use pipeline::{PipelineConfig, PipelineError};
+pub use process::ProcessConfig;
+pub use proxy::{ProxyConfig, ProxyHost};
+pub use static_files::StaticConfig;
+pub use thread::ThreadConfig;
+pub use timeouts::Timeouts;
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Document root (`www` by default, relative to the working directory).
+    pub root: PathBuf,
+    /// Listening addresses; `127.0.0.1:8080` with the default model when empty.
+    pub listen: Vec<Listen>,
+    /// Proxies trusted to say who the client is: from these addresses, the right-most
+    /// `X-Forwarded-For` entry that is not one of them is the client (nginx `real_ip_from`
+    /// with `real_ip_recursive on`). Empty by default: the connection's address stands.
+    pub real_ip_from: Vec<Cidr>,
+    /// Worker threads for models that use a fixed number (default: one per core; at least 1).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_threads"
+    )]
+    pub threads: Option<usize>,
+    /// Combined Log Format access log.
+    pub access_log: AccessLogTarget,
+    pub timeouts: Timeouts,
+    pub limits: LimitsConfig,
+    pub static_files: StaticConfig,
+    pub echo: EchoConfig,
+    pub health: HealthConfig,
+    pub status: StatusConfig,
+    pub fiber: FiberConfig,
+    pub cache: CacheConfig,
+    pub process: ProcessConfig,
+    pub cgi: CgiConfig,
+    /// Reverse-proxy mounts (`[[proxy]]`, or `--proxy /PREFIX=URL`).
+    pub proxy: Vec<ProxyConfig>,
+    pub timing: TimingConfig,
+    pub pipeline: PipelineConfig,
+    /// Serve as this user (`NAME` or `NAME:GROUP`) once the listeners are bound, when started
+    /// as root (nginx `user`). See `privdrop`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Started as root without `user`: serve as root anyway (otherwise refused on addresses
+    /// other hosts can reach).
+    pub allow_root: bool,
+    /// Requests per client address (nginx `limit_req`).
+    pub rate_limit: crate::limits_ip::RateLimitConfig,
+    /// Virtual hosts (`[[site]]`, see `sites.rs`); none: the settings above serve every host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub site: Vec<crate::sites::SiteConfig>,
+    /// Content codings (`[compression]`, see `compress.rs`).
+    pub compression: crate::compress::CompressionConfig,
+    /// Certificates and settings of the TLS listeners (`[tls]`, `crate::tls`).
+    pub tls: crate::tls::TlsConfig,
+    /// The thread and pipeline models' threads.
+    pub thread: ThreadConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: PathBuf::from("www"),
+            listen: Vec::new(),
+            real_ip_from: Vec::new(),
+            threads: None,
+            access_log: AccessLogTarget::Off,
+            timeouts: Timeouts::default(),
+            limits: LimitsConfig::default(),
+            static_files: StaticConfig::default(),
+            echo: EchoConfig::default(),
+            health: HealthConfig::default(),
+            status: StatusConfig::default(),
+            fiber: FiberConfig::default(),
+            cache: CacheConfig::default(),
+            process: ProcessConfig::default(),
+            cgi: CgiConfig::default(),
+            proxy: Vec::new(),
+            timing: TimingConfig::default(),
+            pipeline: PipelineConfig::default(),
+            user: None,
+            allow_root: false,
+            rate_limit: Default::default(),
+            site: Vec::new(),
+            compression: Default::default(),
+            tls: crate::tls::TlsConfig::default(),
+            thread: ThreadConfig::default(),
+        }
+    }
+}
+
+/// The address served when none is configured.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+impl Config {
+    /// Parses a TOML configuration.
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        let cfg: Config = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        crate::sites::check(text, &cfg.site)?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The configuration as a TOML file that `from_toml` reads back to the same value
+    /// (`weft check` prints it).
+    pub fn to_toml(&self) -> Result<String, String> {
+        toml::to_string(self).map_err(|e| e.to_string())
+    }
+
+    /// The listeners to open: the configured ones, or the default address.
+    pub fn listeners(&self) -> Vec<Listen> {
+        if self.listen.is_empty() {
+            vec![DEFAULT_LISTEN.parse().expect("valid default")]
+        } else {
+            self.listen.clone()
+        }
+    }
+}
+
+/// `line L, column C: KEY: MESSAGE` for a TOML error, the key as dotted path (`[[listen]]`
+/// entries and array elements as `[i]`), found by walking the document's spans.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim_end();
+    let Some(at) = e.span().map(|s| s.start) else {
+        return msg.to_string();
+    };
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let mut path = String::new();
+    let found =
+        toml_edit::ImDocument::parse(text).is_ok_and(|doc| key_at(doc.as_table(), at, &mut path));
+    if found && !path.is_empty() {
+        format!("line {line}, column {column}: {path}: {msg}")
+    } else {
+        format!("line {line}, column {column}: {msg}")
+    }
+}
+
+/// Appends to `path` the keys down to the key or value that spans byte `at`.
+fn key_at(table: &dyn toml_edit::TableLike, at: usize, path: &mut String) -> bool {
+    let hit = |span: Option<std::ops::Range<usize>>| span.is_some_and(|s| s.contains(&at));
+    for (k, item) in table.iter() {
+        let len = path.len();
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(k);
+        let found = match item {
+            toml_edit::Item::Table(t) => key_at(t, at, path),
+            toml_edit::Item::ArrayOfTables(a) => a.iter().enumerate().any(|(i, t)| {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let found = key_at(t, at, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            toml_edit::Item::Value(v) => value_at(v, at, path),
+            toml_edit::Item::None => false,
+        };
+        if found || hit(table.key(k).and_then(|k| k.span())) {
+            return true;
+        }
+        path.truncate(len);
+    }
+    false
+}
+
+fn value_at(v: &toml_edit::Value, at: usize, path: &mut String) -> bool {
+    match v {
+        toml_edit::Value::InlineTable(t) => key_at(t, at, path),
+        toml_edit::Value::Array(a) => {
+            a.iter().enumerate().any(|(i, v)| {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let found = value_at(v, at, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }) || v.span().is_some_and(|s| s.contains(&at))
+        }
+        _ => v.span().is_some_and(|s| s.contains(&at)),
+    }
+}
+
+#[cfg(test)]
+mod doc_example;
+
+#[cfg(test)]
+mod tests;
