@@ -320,7 +320,7 @@ fn idle_rss(
     rt: &weft_fiber::Runtime,
 ) -> io::Result<(u64, u64, Vec<Conn>)> {
     // Let the server settle after the loads (freed buffers, a closing connection's linger).
-    std::thread::sleep(Duration::from_millis(500));
+    weft_fiber::sleep(Duration::from_millis(500));
     let before = tree_rss_kib(s.pid)?;
     let t = Arc::new(t.clone());
     let conns = rt
@@ -351,7 +351,7 @@ fn idle_rss(
         .join()
         .map_err(|e| io::Error::other(format!("idle connections: {e:?}")))?;
     // As scripts/idle_rss.py: time for the server to park them and free what it frees.
-    std::thread::sleep(Duration::from_secs(2));
+    weft_fiber::sleep(Duration::from_secs(2));
     let after = tree_rss_kib(s.pid)?;
     Ok((before, after, conns))
 }
