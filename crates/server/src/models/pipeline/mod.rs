@@ -28,7 +28,7 @@
 //! - Every stage starts `threads_total` − 3 threads and parks those beyond its allocation; the
 //!   controller (`controller.rs`, a pure function) changes allocations from the load monitor's
 //!   samples (`monitor.rs`) every `[pipeline] period`.
-//! - HTTP is conn.rs's: parsing, routing, body framing and limits, response encoding.
+//! - HTTP is `conn`'s: parsing, routing, body framing and limits, response encoding.
 
 pub mod controller;
 mod monitor;

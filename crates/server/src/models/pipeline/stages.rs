@@ -1,6 +1,6 @@
 //! The four stages' work. Each takes one connection, does its step, and says where the
 //! connection goes next ([`Next`]); the worker loop in `mod.rs` measures the step and hands
-//! the connection on. HTTP is conn.rs's: receive parses with weft-http's parser, process runs
+//! the connection on. HTTP is `conn`'s: receive parses with weft-http's parser, process runs
 //! `conn::handle` (routing, handlers, body framing and limits) and `conn::encode_response`,
 //! send writes what the encoding left.
 
@@ -595,7 +595,7 @@ fn write_some(conn: &Conn, out: &Out) -> io::Result<Option<usize>> {
 }
 
 /// After the last response: half-close, then let the poller drain what the client still
-/// sends for a short while, so unread data cannot reset the response away (conn.rs's linger,
+/// sends for a short while, so unread data cannot reset the response away (`conn`'s linger,
 /// without holding a thread).
 fn linger(mut conn: Box<Conn>) -> Next {
     super::tls::close_notify(&mut conn);
