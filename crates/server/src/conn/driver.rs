@@ -3,7 +3,7 @@
 //! graceful shutdown, and the lingering close.
 
 use std::io::{self, Write};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use weft_http::{BodyFraming, Parser};
 
@@ -17,7 +17,7 @@ use super::handle::{failure, handle, log_access, recycle_request, take_request};
 use super::proxy_header::read_proxy_header;
 use super::respond::write_response;
 use super::timing::{Stamped, Times};
-use super::{admit, ConnInfo, Served, LINGER, READ_BUF};
+use super::{admit, ConnInfo, OnIdle, Served, Start, LINGER, READ_BUF};
 
 /// How a head read ended.
 enum HeadRead {
@@ -26,7 +26,7 @@ enum HeadRead {
         len: usize,
         started: Option<Instant>,
     },
-    /// Nothing buffered and nothing to read yet between requests (only when asked to return).
+    /// Nothing buffered and nothing to read yet between requests (only with [`OnIdle::Return`]).
     Idle,
     /// Clean end: peer closed, idle timeout, shutdown.
     Closed,
@@ -90,11 +90,9 @@ pub(super) fn serve_inner<T: Transport>(
     stream: &mut T,
     app: &App,
     info: &ConnInfo,
-    return_when_idle: bool,
-    first: bool,
-    period: Duration,
+    mut start: Start,
+    on_idle: OnIdle,
 ) -> io::Result<Served> {
-    let mut first = first;
     let limits = app.cfg.limits.http();
     loop {
         let mut scratch = take_scratch(&limits);
@@ -103,8 +101,8 @@ pub(super) fn serve_inner<T: Transport>(
             &mut gather,
             app,
             info,
-            return_when_idle,
-            first,
+            start,
+            on_idle,
             &limits,
             &mut scratch,
         );
@@ -117,9 +115,9 @@ pub(super) fn serve_inner<T: Transport>(
         // Idle: wait a little for the next request in this fiber (its buffers back in the
         // pool meanwhile, so a burst of lingering connections leaves no heap behind), and
         // hand the connection back only if none comes.
-        if let Ok(Served::Idle) = result {
-            if !period.is_zero() && stream.linger(period) {
-                first = false;
+        if let (Ok(Served::Idle), OnIdle::Return { linger }) = (&result, on_idle) {
+            if !linger.is_zero() && stream.linger(linger) {
+                start = Start::Resumed;
                 continue;
             }
         }
@@ -131,8 +129,8 @@ fn serve_with<T: Transport>(
     stream: &mut Gather<'_, T>,
     app: &App,
     info: &ConnInfo,
-    return_when_idle: bool,
-    mut first: bool,
+    mut start: Start,
+    on_idle: OnIdle,
     limits: &weft_http::Limits,
     scratch: &mut Scratch,
 ) -> io::Result<Served> {
@@ -140,10 +138,12 @@ fn serve_with<T: Transport>(
     let Scratch {
         parser, rbuf, wbuf, ..
     } = scratch;
-    let mut served_any = false;
+    // What an empty read buffer means: until a request is served in this turn, one is
+    // awaited (the turn began because one is coming); after that, the connection is idle.
+    let mut when_empty = OnIdle::Wait;
     // Responses gathered so far into the write in progress.
     let mut batch: u32 = 0;
-    if first {
+    if start == Start::Fresh {
         stream.set_write_timeout(Some(cfg.timeouts.send))?;
         if info.awaits_proxy_header() && !read_proxy_header(stream, rbuf, app, info)? {
             return Ok(Served::Closed);
@@ -164,9 +164,8 @@ fn serve_with<T: Transport>(
     }
     let timed = cfg.timing.on();
     loop {
-        let may_idle = return_when_idle && served_any;
         let mut times = Times::default();
-        let read = read_head(stream, rbuf, parser, app, info, first, may_idle);
+        let read = read_head(stream, rbuf, parser, app, info, start, when_empty);
         let head_len = match read {
             Ok(HeadRead::Complete { len, started }) => {
                 times.start = started;
@@ -186,11 +185,11 @@ fn serve_with<T: Transport>(
         };
         if timed {
             times.head = Some(Instant::now());
-            times.first = first;
+            times.first = start == Start::Fresh;
             times.record_head(info);
         }
-        first = false;
-        served_any = true;
+        start = Start::Resumed;
+        when_empty = on_idle;
         let req = take_request(parser, rbuf, head_len, info, &cfg.real_ip_from);
         let (resp, keep_alive) = match crate::tls::redirect(info, &req) {
             Some(redirect) => redirect,
@@ -251,8 +250,8 @@ fn read_head<T: Transport>(
     parser: &mut Parser,
     app: &App,
     info: &ConnInfo,
-    first: bool,
-    may_idle: bool,
+    start: Start,
+    on_idle: OnIdle,
 ) -> io::Result<HeadRead> {
     let cfg = &app.cfg;
     let max = cfg.limits.max_head_bytes + 1;
@@ -291,8 +290,10 @@ fn read_head<T: Transport>(
                 too_slow = slow;
                 d.saturating_duration_since(Instant::now())
             }
-            None if first => cfg.timeouts.header_read,
-            None => cfg.timeouts.keepalive,
+            None => match start {
+                Start::Fresh => cfg.timeouts.header_read,
+                Start::Resumed => cfg.timeouts.keepalive,
+            },
         };
         if timeout.is_zero() {
             return Ok(HeadRead::Fail(408, head_late(too_slow)));
@@ -303,11 +304,11 @@ fn read_head<T: Transport>(
                 // busy, so shutdown does not wake it): its client was accepted and has sent,
                 // or is about to send, a request that closing now would lose (an upgrade's
                 // new process serves everything accepted after this one stopped).
-                if !first && !r.set_idle(true) {
+                if start == Start::Resumed && !r.set_idle(true) {
                     return Ok(HeadRead::Closed);
                 }
             }
-            if may_idle {
+            if let OnIdle::Return { .. } = on_idle {
                 return Ok(HeadRead::Idle);
             }
         }

@@ -100,22 +100,49 @@ pub enum Served {
     Idle,
 }
 
+/// Where a turn of the driver starts on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// A new connection: the send timeout, its PROXY header and `limits.conn_per_ip` come
+    /// first, and its first head is awaited for the header-read timeout, even while the server
+    /// drains (its client was accepted and is sending a request).
+    Fresh,
+    /// A connection that has served requests before (woken from idle, or lingered): its next
+    /// head is awaited for the keep-alive timeout, and a drain ends it.
+    Resumed,
+}
+
+/// What a turn of the driver does when a connection falls idle between requests (a response
+/// went out and nothing of the next request is buffered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnIdle {
+    /// Wait for the next request in this flow of control ([`serve`]).
+    Wait,
+    /// Wait up to `linger` in it (`Transport::linger`; zero: not at all), then return
+    /// [`Served::Idle`] so the model can park the connection without a stack
+    /// ([`serve_until_idle`], [`serve_lingering`]).
+    Return { linger: Duration },
+}
+
 /// Serves requests on `stream` until either side ends the connection.
 pub fn serve<T: Transport>(stream: &mut T, app: &App, info: &ConnInfo) -> io::Result<()> {
-    serve_inner(stream, app, info, false, true, Duration::ZERO).map(drop)
+    serve_inner(stream, app, info, Start::Fresh, OnIdle::Wait).map(drop)
 }
 
 /// Serves requests until the connection ends or falls idle between requests: then it returns
 /// [`Served::Idle`] with nothing buffered, so the caller can hold the connection as a socket
-/// and a few bytes of state instead of a stack and buffers. `resumed`: the connection has
-/// served requests before (its idle wait uses the keep-alive timeout).
+/// and a few bytes of state instead of a stack and buffers. It lingers for
+/// [`linger_period`] first.
 pub fn serve_until_idle<T: Transport>(
     stream: &mut T,
     app: &App,
     info: &ConnInfo,
-    resumed: bool,
+    start: Start,
 ) -> io::Result<Served> {
-    serve_inner(stream, app, info, true, !resumed, linger_period(&app.cfg))
+    let on_idle = OnIdle::Return {
+        linger: linger_period(&app.cfg),
+    };
+    serve_inner(stream, app, info, start, on_idle)
 }
 
 /// [`serve_until_idle`] for a connection's first request on this transport, lingering up to
@@ -128,7 +155,13 @@ pub(crate) fn serve_lingering<T: Transport>(
     info: &ConnInfo,
     period: Duration,
 ) -> io::Result<Served> {
-    serve_inner(stream, app, info, true, true, period)
+    serve_inner(
+        stream,
+        app,
+        info,
+        Start::Fresh,
+        OnIdle::Return { linger: period },
+    )
 }
 
 /// How long a connection served by [`serve_until_idle`] waits in its fiber for the next

@@ -18,7 +18,7 @@ use weft_fiber::net::{Readiness, TcpListener as FiberListener, TcpStream as Fibe
 use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
 use crate::app::{App, LiveApp};
 use crate::config::AcceptMode;
-use crate::conn::{self, ConnInfo, Served};
+use crate::conn::{self, ConnInfo, Served, Start};
 use crate::metrics::{ListenerMetrics, OpenGuard};
 
 /// Runs one acceptor fiber (call it on the worker that owns `listener`) until shutdown.
@@ -72,7 +72,7 @@ pub fn accept_loop(
                         tls: None,
                         _guard: guard,
                     });
-                    serve(stream, state, false);
+                    serve(stream, state, Start::Fresh);
                 };
                 if dispatch {
                     next_worker = (next_worker + 1) % rt.workers();
@@ -110,8 +110,8 @@ struct ConnState {
 /// Serves `stream` until it closes or falls idle; an idle connection waits for its next
 /// request in the reactor without a fiber, stack or buffers (`fiber.park_idle`), or in a
 /// parked fiber.
-fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) {
-    if !resumed && state.info.listener.tls() {
+fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut start: Start) {
+    if start == Start::Fresh && state.info.listener.tls() {
         // The handshake runs in this fiber, yielding where the socket would block.
         match crate::tls::start(&mut stream, &state.app, &state.info) {
             Some(session) => state.tls = Some(Box::new(session)),
@@ -123,15 +123,15 @@ fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) 
         let result = match tls {
             Some(session) => {
                 let mut tls_stream = crate::tls::TlsStream::new(&mut stream, session);
-                serve_on(&mut tls_stream, app, info, resumed)
+                serve_on(&mut tls_stream, app, info, start)
             }
-            None => serve_on(&mut stream, app, info, resumed),
+            None => serve_on(&mut stream, app, info, start),
         };
         // Requests already decrypted are served now: the socket will not signal them.
         if matches!(result, Ok(Served::Idle))
             && tls.as_mut().is_some_and(|s| crate::tls::pending(s))
         {
-            resumed = true;
+            start = Start::Resumed;
             continue;
         }
         break result;
@@ -146,7 +146,7 @@ fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) 
                 .keepalive
                 .saturating_sub(conn::linger_period(&app.cfg));
             stream.when_readable(Some(keepalive), move |stream, readiness| match readiness {
-                Readiness::Readable => serve(stream, state, true),
+                Readiness::Readable => serve(stream, state, Start::Resumed),
                 Readiness::TimedOut => close(stream, state),
             });
         }
@@ -163,10 +163,10 @@ fn serve_on<T: crate::net::Transport>(
     stream: &mut T,
     app: &App,
     info: &ConnInfo,
-    resumed: bool,
+    start: Start,
 ) -> io::Result<Served> {
     if app.cfg.fiber.park_idle {
-        conn::serve_until_idle(stream, app, info, resumed)
+        conn::serve_until_idle(stream, app, info, start)
     } else {
         conn::serve(stream, app, info).map(|()| Served::Closed)
     }
