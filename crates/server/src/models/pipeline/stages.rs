@@ -37,9 +37,10 @@ pub(crate) fn accept(
             while gate.at_capacity(&p.lm) && !p.app.shutdown.is_set() {
                 std::thread::sleep(crate::models::ACCEPT_BACKOFF);
             }
-            let t0 = p.stages[0].begin();
+            let accept = p.stage(super::controller::Stage::Accept);
+            let t0 = accept.begin();
             let conn = new_conn(p, stream, peer);
-            p.stages[0].end(t0);
+            accept.end(t0);
             conn
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
