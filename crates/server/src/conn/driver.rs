@@ -14,6 +14,7 @@ use crate::net::Transport;
 use crate::Request;
 
 use super::handle::{failure, handle, log_access, recycle_request, take_request};
+use super::head::{head_late, head_step, idle_timeout, mark_busy, mark_idle, HeadDue, HeadStep};
 use super::proxy_header::read_proxy_header;
 use super::respond::write_response;
 use super::timing::{Stamped, Times};
@@ -255,58 +256,41 @@ fn read_head<T: Transport>(
 ) -> io::Result<HeadRead> {
     let cfg = &app.cfg;
     let max = cfg.limits.max_head_bytes + 1;
-    // The header-read deadline and the minimum-rate rule, from the head's first byte.
-    let mut deadline: Option<(Instant, crate::minrate::MinRate)> = None;
-    let mut too_slow = false;
+    let mut due = HeadDue::default();
     let timed = cfg.timing.on();
     // Pipelined, the request was already here.
     let mut started = (timed && !rbuf.is_empty()).then(Instant::now);
     parser.reset();
     loop {
-        if !rbuf.is_empty() {
-            match parser.parse(rbuf.data()) {
-                Ok(Some(n)) => {
-                    if let Some(r) = &info.registration {
-                        r.set_idle(false);
-                    }
-                    return Ok(HeadRead::Complete { len: n, started });
-                }
-                Ok(None) => {}
-                Err(e) => return Ok(HeadRead::Fail(e.status(), e.reason())),
+        let step = head_step(parser, rbuf, &mut due, &cfg.timeouts, Instant::now);
+        let timeout = match step {
+            HeadStep::Complete { head_len } => {
+                mark_busy(info);
+                return Ok(HeadRead::Complete {
+                    len: head_len,
+                    started,
+                });
             }
-        }
-        let partial = !rbuf.is_empty();
-        if partial && deadline.is_none() {
-            let now = Instant::now();
-            deadline = Some((
-                now + cfg.timeouts.header_read,
-                crate::minrate::MinRate::head(&cfg.timeouts, now),
-            ));
-        }
-        let timeout = match deadline.filter(|_| partial) {
-            Some((d, rate)) => {
-                // Each byte received extends the minimum-rate deadline (`minrate.rs`).
-                let (d, slow) = rate.earliest(rbuf.len() as u64, d);
-                too_slow = slow;
-                d.saturating_duration_since(Instant::now())
+            HeadStep::Fail(status, reason) => return Ok(HeadRead::Fail(status, reason)),
+            HeadStep::Partial { deadline, .. } => {
+                deadline.saturating_duration_since(Instant::now())
             }
-            None => match start {
-                Start::Fresh => cfg.timeouts.header_read,
-                Start::Resumed => cfg.timeouts.keepalive,
-            },
+            HeadStep::Empty => idle_timeout(start, &cfg.timeouts),
         };
+        let empty = step == HeadStep::Empty;
+        // What a 408 for this head says: which limit the client ran into.
+        let late = match step {
+            HeadStep::Partial { late, .. } => late,
+            _ => head_late(false),
+        };
+        // A partial head's deadline passed since the step (or a zero idle timeout): a read
+        // timeout of zero would block for ever.
         if timeout.is_zero() {
-            return Ok(HeadRead::Fail(408, head_late(too_slow)));
+            return Ok(HeadRead::Fail(408, late));
         }
-        if !partial {
-            if let Some(r) = &info.registration {
-                // A new connection's first request is awaited even while draining (it stays
-                // busy, so shutdown does not wake it): its client was accepted and has sent,
-                // or is about to send, a request that closing now would lose (an upgrade's
-                // new process serves everything accepted after this one stopped).
-                if start == Start::Resumed && !r.set_idle(true) {
-                    return Ok(HeadRead::Closed);
-                }
+        if empty {
+            if !mark_idle(info, start) {
+                return Ok(HeadRead::Closed);
             }
             if let OnIdle::Return { .. } = on_idle {
                 return Ok(HeadRead::Idle);
@@ -314,19 +298,17 @@ fn read_head<T: Transport>(
         }
         stream.set_read_timeout(Some(timeout))?;
         match rbuf.fill(stream, max) {
-            Ok(0) if partial => {
+            Ok(0) if !empty => {
                 log::debug!("{}: closed in the middle of a request head", info.peer);
                 return Ok(HeadRead::Closed);
             }
             Ok(0) => return Ok(HeadRead::Closed),
             Ok(_) => {
-                if !partial {
+                if empty {
                     if timed {
                         started = Some(Instant::now());
                     }
-                    if let Some(r) = &info.registration {
-                        r.set_idle(false);
-                    }
+                    mark_busy(info);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -336,10 +318,10 @@ fn read_head<T: Transport>(
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                return Ok(if partial {
-                    HeadRead::Fail(408, head_late(too_slow))
-                } else {
+                return Ok(if empty {
                     HeadRead::Closed
+                } else {
+                    HeadRead::Fail(408, late)
                 });
             }
             Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
@@ -355,15 +337,6 @@ fn read_head<T: Transport>(
             }
             Err(e) => return Err(e),
         }
-    }
-}
-
-/// The reason logged with a 408 for a head cut short: which limit the client ran into.
-pub(crate) fn head_late(too_slow: bool) -> &'static str {
-    if too_slow {
-        "request head below timeouts.header_min_rate"
-    } else {
-        "request head not received in time"
     }
 }
 

@@ -5,13 +5,15 @@
 //! the response → again, while both sides keep the connection. Pipelined requests are served
 //! in order from the bytes already buffered. Each failure maps to one status and one log line.
 //!
-//! The pieces: [`driver`] (the keep-alive loop and the head read), [`handle`] (one request:
+//! The pieces: [`driver`] (the keep-alive loop and the head read), [`head`] (the request-head
+//! rules without I/O, which the pipeline's receive stage applies too), [`handle`] (one request:
 //! handler, body, access log), [`respond`] (encoding a response and writing it), [`timing`]
 //! (`[timing]` clock readings) and [`proxy_header`] (the PROXY protocol header). The models
 //! and TLS use them through the names re-exported here.
 
 mod driver;
 mod handle;
+mod head;
 mod proxy_header;
 mod respond;
 mod timing;
@@ -26,9 +28,11 @@ use crate::metrics::ListenerMetrics;
 use crate::net::Transport;
 use crate::shutdown::Registration;
 
-pub(crate) use driver::head_late;
 use driver::serve_inner;
 pub(crate) use handle::{failure, handle, log_access, recycle_request, take_request};
+pub(crate) use head::{
+    head_late, head_step, idle_timeout, mark_busy, mark_idle, HeadDue, HeadStep,
+};
 pub(crate) use proxy_header::{proxy_read_max, read_proxy_header, take_proxy_header, ProxyStep};
 pub(crate) use respond::{encode_response, write_encoded, Tail};
 pub(crate) use timing::Times;

@@ -73,10 +73,10 @@ pub(crate) struct Conn {
     wbuf: Vec<u8>,
     /// No request has been received yet (its idle wait uses the header-read timeout).
     first: bool,
-    /// When the head being received must be complete (from its first byte).
-    head_deadline: Option<Instant>,
-    /// The head's minimum-rate rule, from its first byte (`minrate.rs`).
-    head_rate: Option<crate::minrate::MinRate>,
+    /// When the head being received must be complete, from its first byte: the header-read
+    /// deadline and the minimum-rate rule (`minrate.rs`); before a TLS session's first
+    /// request, the handshake's deadline.
+    head_due: crate::conn::HeadDue,
     /// A request (in `req`) whose small body receive reads ahead before process (issue 24):
     /// the body-read deadline since its last bytes, and its minimum-rate rule.
     body_wait: Option<(Instant, crate::minrate::MinRate)>,

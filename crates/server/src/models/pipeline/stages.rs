@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::poller::Wait;
 use super::{Conn, Next, Out, Pipeline};
-use crate::conn::{self, ConnInfo, Tail};
+use crate::conn::{self, ConnInfo, Start, Tail};
 use crate::metrics::OpenGuard;
 use crate::minrate::{self, MinRate};
 use crate::models::AcceptGate;
@@ -65,7 +65,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
     }
     let local = crate::models::local_addr(&p.lm, || stream.local_addr());
     // A TLS listener's connection starts its session here; the handshake runs in receive.
-    let mut head_deadline = None;
+    let mut head_due = conn::HeadDue::default();
     let tls = if p.lm.tls() {
         let Some(t) = &app.tls else {
             log::error!("{peer}: TLS listener without certificates; closed");
@@ -73,7 +73,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         };
         match rustls::ServerConnection::new(t.server.clone()) {
             Ok(c) => {
-                head_deadline = Some(Instant::now() + app.cfg.timeouts.tls_handshake);
+                head_due.deadline = Some(Instant::now() + app.cfg.timeouts.tls_handshake);
                 Some(Box::new(super::tls::Session::new(c)))
             }
             Err(e) => {
@@ -104,8 +104,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         rbuf: crate::body::ReadBuf::new(conn::READ_BUF),
         wbuf: Vec::with_capacity(512),
         first: true,
-        head_deadline,
-        head_rate: None,
+        head_due,
         body_wait: None,
         late: None,
         linger_until: None,
@@ -134,9 +133,9 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
         cfg.limits.max_head_bytes + 1
     };
     if conn.tls.as_ref().is_some_and(|t| t.handshaking()) {
-        let deadline = conn.head_deadline.unwrap_or_else(Instant::now);
+        let deadline = conn.head_due.deadline.unwrap_or_else(Instant::now);
         match super::tls::handshake(&mut conn) {
-            super::tls::Step::Done => conn.head_deadline = None,
+            super::tls::Step::Done => conn.head_due = conn::HeadDue::default(),
             super::tls::Step::Wait if deadline > Instant::now() => {
                 return Next::Park(conn, Wait::Request, deadline)
             }
@@ -181,7 +180,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     return Next::Close(conn);
                 }
                 conn::ProxyStep::NeedMore => {
-                    if conn.head_deadline.is_some_and(|d| d <= Instant::now()) {
+                    if conn.head_due.deadline.is_some_and(|d| d <= Instant::now()) {
                         log::info!(
                             "{}: no PROXY header in time; connection closed",
                             conn.info.peer
@@ -190,12 +189,19 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     }
                 }
             }
-        } else if !conn.rbuf.is_empty() {
+        } else {
+            // The same rules as the blocking driver's (`conn::head_step`).
             let c = &mut *conn;
-            match c.parser.parse(c.rbuf.data()) {
-                Ok(Some(n)) => {
-                    set_idle(&conn, false);
-                    let c = &mut *conn;
+            let step = conn::head_step(
+                &mut c.parser,
+                &c.rbuf,
+                &mut c.head_due,
+                &cfg.timeouts,
+                Instant::now,
+            );
+            match step {
+                conn::HeadStep::Complete { head_len: n } => {
+                    conn::mark_busy(&c.info);
                     if timed {
                         c.times.head = Some(Instant::now());
                         c.times.first = c.first;
@@ -208,8 +214,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                         &c.info,
                         &cfg.real_ip_from,
                     ));
-                    c.head_deadline = None;
-                    c.head_rate = None;
+                    c.head_due = conn::HeadDue::default();
                     c.late = None;
                     c.first = false;
                     let bound = cfg.limits.client_body_buffer;
@@ -226,13 +231,8 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     }
                     return Next::Process(conn);
                 }
-                Ok(None) => {}
-                Err(e) => return fail(conn, e.status(), e.reason()),
-            }
-            if let Some((d, slow)) = head_due(&conn) {
-                if d <= Instant::now() {
-                    return fail(conn, 408, conn::head_late(slow));
-                }
+                conn::HeadStep::Fail(status, reason) => return fail(conn, status, reason),
+                conn::HeadStep::Partial { .. } | conn::HeadStep::Empty => {}
             }
         }
         let c = &mut *conn;
@@ -253,12 +253,12 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                 if timed && was_empty {
                     c.times.start = Some(Instant::now());
                 }
-                if c.head_deadline.is_none() {
-                    let now = Instant::now();
-                    c.head_deadline = Some(now + cfg.timeouts.header_read);
-                    c.head_rate = Some(MinRate::head(&cfg.timeouts, now));
+                // A PROXY header's deadlines are a head's, from its first byte; the request head
+                // after it keeps them. A request head's begin in `conn::head_step`.
+                if c.head_due.deadline.is_none() && c.first && c.info.awaits_proxy_header() {
+                    c.head_due.begin(&cfg.timeouts, Instant::now());
                 }
-                set_idle(&conn, false);
+                conn::mark_busy(&c.info);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 c.maybe_unread = false;
@@ -280,31 +280,20 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
 /// header-read deadline, an idle connection until the keep-alive timeout (the header-read
 /// timeout before its first request), unless shutdown has begun.
 fn wait_for_request(mut conn: Box<Conn>) -> Next {
-    let t = conn.app.cfg.timeouts.clone();
-    if let Some((d, slow)) = head_due(&conn) {
+    if let Some((d, slow)) = conn.head_due.due(conn.rbuf.len()) {
         conn.late = slow.then(|| conn::head_late(true));
         return Next::Park(conn, Wait::Request, d);
     }
-    // A new connection's first request is awaited even while draining (see `conn::read_head`).
-    if !conn.first && !set_idle(&conn, true) {
+    let start = if conn.first {
+        Start::Fresh
+    } else {
+        Start::Resumed
+    };
+    if !conn::mark_idle(&conn.info, start) {
         return Next::Close(conn);
     }
-    let idle = if conn.first {
-        t.header_read
-    } else {
-        t.keepalive
-    };
+    let idle = conn::idle_timeout(start, &conn.app.cfg.timeouts);
     Next::Park(conn, Wait::Request, Instant::now() + idle)
-}
-
-/// When the head being received must be complete: the header-read deadline or, earlier, the
-/// minimum rate's for the bytes received so far (true: the rate binds).
-fn head_due(conn: &Conn) -> Option<(Instant, bool)> {
-    let d = conn.head_deadline?;
-    Some(match conn.head_rate {
-        Some(r) => r.earliest(conn.rbuf.len() as u64, d),
-        None => (d, false),
-    })
 }
 
 /// Reads ahead the body of the request in `conn.req` while it is at most
@@ -364,14 +353,6 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
             }
         }
     }
-}
-
-/// Marks the connection idle or busy for graceful shutdown; false if shutdown has begun.
-fn set_idle(conn: &Conn, idle: bool) -> bool {
-    conn.info
-        .registration
-        .as_ref()
-        .is_none_or(|r| r.set_idle(idle))
 }
 
 /// The log line's reason for a connection past `limits.conn_per_ip`.
