@@ -71,8 +71,9 @@ pub(crate) struct Conn {
     rbuf: ReadBuf,
     /// The encoded head (and small body) of the response in progress.
     wbuf: Vec<u8>,
-    /// No request has been received yet (its idle wait uses the header-read timeout).
-    first: bool,
+    /// `Fresh` until its first request has been received (the idle wait before it uses the
+    /// header-read timeout and a drain does not end it), as the blocking driver's turns.
+    start: crate::conn::Start,
     /// When the head being received must be complete, from its first byte: the header-read
     /// deadline and the minimum-rate rule (`minrate.rs`); before a TLS session's first
     /// request, the handshake's deadline.

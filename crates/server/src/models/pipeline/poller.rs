@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use super::wheel::Wheel;
 use super::{Conn, Pipeline};
+use crate::conn::Start;
 use crate::sys::{Epoll, EpollEvent, EventFd};
 
 /// What a parked connection waits for.
@@ -311,7 +312,7 @@ fn expire(p: &Pipeline) {
     for Parked { conn, wait, .. } in due {
         match wait {
             // A PROXY header cut short: closed without an HTTP answer (the peer is a balancer).
-            Wait::Request if conn.first && conn.info.awaits_proxy_header() => {
+            Wait::Request if conn.start == Start::Fresh && conn.info.awaits_proxy_header() => {
                 log::info!(
                     "{}: no PROXY header in time; connection closed",
                     conn.info.peer

@@ -103,7 +103,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         app,
         rbuf: crate::body::ReadBuf::new(conn::READ_BUF),
         wbuf: Vec::with_capacity(512),
-        first: true,
+        start: Start::Fresh,
         head_due,
         body_wait: None,
         late: None,
@@ -127,7 +127,8 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
     let app = conn.app.clone();
     let cfg = &app.cfg;
     // Room for a PROXY header (longer than a small request head) before the first request.
-    let max = if conn.first && conn.info.awaits_proxy_header() {
+    let fresh = conn.start == Start::Fresh;
+    let max = if fresh && conn.info.awaits_proxy_header() {
         conn::proxy_read_max(cfg)
     } else {
         cfg.limits.max_head_bytes + 1
@@ -155,7 +156,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
             super::tls::Step::Closed => return Next::Close(conn),
         }
     }
-    if conn.first && !conn.info.awaits_proxy_header() && !conn::admit(&app, &conn.info) {
+    if fresh && !conn.info.awaits_proxy_header() && !conn::admit(&app, &conn.info) {
         let reason = over_conn_per_ip(&conn);
         return fail(conn, 503, &reason);
     }
@@ -165,7 +166,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
         conn.times.start = Some(Instant::now());
     }
     loop {
-        if !conn.rbuf.is_empty() && conn.first && conn.info.awaits_proxy_header() {
+        if !conn.rbuf.is_empty() && fresh && conn.info.awaits_proxy_header() {
             // A `proxy_protocol` listener: the PROXY header comes before the first request.
             match conn::take_proxy_header(&mut conn.rbuf, &conn.info) {
                 conn::ProxyStep::Done => {
@@ -204,7 +205,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     conn::mark_busy(&c.info);
                     if timed {
                         c.times.head = Some(Instant::now());
-                        c.times.first = c.first;
+                        c.times.first = fresh;
                         c.times.record_head(&c.info);
                     }
                     c.req = Some(conn::take_request(
@@ -216,7 +217,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     ));
                     c.head_due = conn::HeadDue::default();
                     c.late = None;
-                    c.first = false;
+                    c.start = Start::Resumed;
                     let bound = cfg.limits.client_body_buffer;
                     let head = c.req.as_ref().map(|r| r.head());
                     if head.is_some_and(|h| {
@@ -255,7 +256,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                 }
                 // A PROXY header's deadlines are a head's, from its first byte; the request head
                 // after it keeps them. A request head's begin in `conn::head_step`.
-                if c.head_due.deadline.is_none() && c.first && c.info.awaits_proxy_header() {
+                if c.head_due.deadline.is_none() && fresh && c.info.awaits_proxy_header() {
                     c.head_due.begin(&cfg.timeouts, Instant::now());
                 }
                 conn::mark_busy(&c.info);
@@ -284,15 +285,10 @@ fn wait_for_request(mut conn: Box<Conn>) -> Next {
         conn.late = slow.then(|| conn::head_late(true));
         return Next::Park(conn, Wait::Request, d);
     }
-    let start = if conn.first {
-        Start::Fresh
-    } else {
-        Start::Resumed
-    };
-    if !conn::mark_idle(&conn.info, start) {
+    if !conn::mark_idle(&conn.info, conn.start) {
         return Next::Close(conn);
     }
-    let idle = conn::idle_timeout(start, &conn.app.cfg.timeouts);
+    let idle = conn::idle_timeout(conn.start, &conn.app.cfg.timeouts);
     Next::Park(conn, Wait::Request, Instant::now() + idle)
 }
 
