@@ -78,18 +78,11 @@ pub(crate) struct Conn {
     /// deadline and the minimum-rate rule (`minrate.rs`); before a TLS session's first
     /// request, the handshake's deadline.
     head_due: crate::conn::HeadDue,
-    /// A request (in `req`) whose small body receive reads ahead before process (issue 24):
-    /// the body-read deadline since its last bytes, and its minimum-rate rule.
-    body_wait: Option<(Instant, crate::minrate::MinRate)>,
     /// What a 408 at the parked deadline says, when a minimum rate or the body-read timeout
     /// set that deadline (the header-read timeout's reason otherwise).
     late: Option<&'static str>,
-    /// When a lingering close gives up waiting for the client's end of stream.
-    linger_until: Option<Instant>,
-    /// The parsed request, from receive to process.
-    req: Option<Request>,
-    /// The response in progress, from process to send.
-    out: Option<Out>,
+    /// Where the connection is in its current request: what one stage hands the next.
+    phase: Phase,
     /// Clock readings of the request in progress (`[timing]`).
     times: crate::conn::Times,
     /// The socket's entry in the poller (registered at its first wait).
@@ -98,6 +91,26 @@ pub(crate) struct Conn {
     maybe_unread: bool,
     /// The TLS session of a connection on a TLS listener (`tls.rs`).
     tls: Option<Box<tls::Session>>,
+}
+
+/// Where a connection is in its current request. Each state holds what only it needs, so a
+/// request cannot be both on its way to process and answered, nor a body awaited without its
+/// request.
+enum Phase {
+    /// Waiting for a request head, or receiving one (its deadlines: `Conn::head_due`).
+    Head,
+    /// Receive reads ahead the small body of `req` before process (issue 24); `due` is the
+    /// body-read deadline since its last bytes and its minimum-rate rule.
+    Body {
+        req: Request,
+        due: (Instant, crate::minrate::MinRate),
+    },
+    /// A request with its head (and any body read ahead), from receive to process.
+    Ready(Request),
+    /// The response in progress, from process (or a failed head) to send.
+    Send(Out),
+    /// A lingering close, until it gives up waiting for the client's end of stream.
+    Linger(Instant),
 }
 
 /// A response being sent: `wbuf` (the head) then `tail`.

@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use super::poller::Wait;
-use super::{Conn, Next, Out, Pipeline};
+use super::{Conn, Next, Out, Phase, Pipeline};
 use crate::conn::{self, ConnInfo, Start, Tail};
 use crate::metrics::OpenGuard;
 use crate::minrate::{self, MinRate};
@@ -105,11 +105,8 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         wbuf: Vec::with_capacity(512),
         start: Start::Fresh,
         head_due,
-        body_wait: None,
         late: None,
-        linger_until: None,
-        req: None,
-        out: None,
+        phase: Phase::Head,
         times: conn::Times::default(),
         reg: None,
         maybe_unread: false,
@@ -121,8 +118,10 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
 /// process; an incomplete one waits in the poller (with the header-read deadline from its
 /// first byte); a bad one gets its error status.
 pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
-    if conn.req.is_some() {
-        return receive_body(conn);
+    match conn.phase {
+        Phase::Body { .. } => return receive_body(conn),
+        Phase::Ready(_) => return Next::Process(conn),
+        Phase::Head | Phase::Send(_) | Phase::Linger(_) => {}
     }
     let app = conn.app.clone();
     let cfg = &app.cfg;
@@ -208,28 +207,28 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                         c.times.first = fresh;
                         c.times.record_head(&c.info);
                     }
-                    c.req = Some(conn::take_request(
+                    let req = conn::take_request(
                         &mut c.parser,
                         &mut c.rbuf,
                         n,
                         &c.info,
                         &cfg.real_ip_from,
-                    ));
+                    );
                     c.head_due = conn::HeadDue::default();
                     c.late = None;
                     c.start = Start::Resumed;
                     let bound = cfg.limits.client_body_buffer;
-                    let head = c.req.as_ref().map(|r| r.head());
-                    if head.is_some_and(|h| {
-                        minrate::wait_for_body(h, c.rbuf.data(), &cfg.limits.http(), bound)
-                    }) {
+                    if minrate::wait_for_body(req.head(), c.rbuf.data(), &cfg.limits.http(), bound)
+                    {
                         let now = Instant::now();
-                        c.body_wait = Some((
+                        let due = (
                             now + cfg.timeouts.body_read,
                             MinRate::body(&cfg.timeouts, now),
-                        ));
+                        );
+                        c.phase = Phase::Body { req, due };
                         return receive_body(conn);
                     }
+                    c.phase = Phase::Ready(req);
                     return Next::Process(conn);
                 }
                 conn::HeadStep::Fail(status, reason) => return fail(conn, status, reason),
@@ -292,7 +291,7 @@ fn wait_for_request(mut conn: Box<Conn>) -> Next {
     Next::Park(conn, Wait::Request, Instant::now() + idle)
 }
 
-/// Reads ahead the body of the request in `conn.req` while it is at most
+/// Reads ahead the body of the request in [`Phase::Body`] while it is at most
 /// `limits.client_body_buffer` bytes (nginx reads a body into its `client_body_buffer_size`
 /// the same way): a slow body waits in the poller, not in a process thread blocked on it, and
 /// goes to process only once whole. Past the body-read timeout since its last bytes, or below
@@ -306,11 +305,19 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
     let max = bound + conn::READ_BUF;
     loop {
         let c = &mut *conn;
-        let (Some(req), Some((deadline, rate))) = (c.req.as_ref(), c.body_wait) else {
+        let Phase::Body {
+            req,
+            due: (deadline, rate),
+        } = &c.phase
+        else {
             return Next::Process(conn);
         };
+        let (deadline, rate) = (*deadline, *rate);
         if !minrate::wait_for_body(req.head(), c.rbuf.data(), &limits, bound) {
-            c.body_wait = None;
+            c.phase = match std::mem::replace(&mut c.phase, Phase::Head) {
+                Phase::Body { req, .. } => Phase::Ready(req),
+                other => other,
+            };
             c.late = None;
             // The wait is the body phase's, as if the handler had read it (`[timing]`).
             if let Some(head) = c.times.head {
@@ -335,7 +342,9 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
             Ok(_) => {
                 c.maybe_unread = c.rbuf.is_full(max);
                 // nginx's client_body_timeout: between two reads.
-                c.body_wait = Some((Instant::now() + cfg.timeouts.body_read, rate));
+                if let Phase::Body { due, .. } = &mut c.phase {
+                    *due = (Instant::now() + cfg.timeouts.body_read, rate);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 c.maybe_unread = false;
@@ -364,7 +373,7 @@ fn over_conn_per_ip(conn: &Conn) -> String {
 pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
     log::info!("{}: {status} {reason}", conn.info.peer);
     let enc = conn::encode_response(&mut conn.wbuf, conn::failure(status), None, false, b"");
-    conn.out = Some(Out {
+    conn.phase = Phase::Send(Out {
         tail: enc.tail,
         total: enc.bytes,
         sent: 0,
@@ -382,8 +391,9 @@ pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
 /// CGI script's output) is written here, blocking up to the send timeout per write: its
 /// reader blocks anyway, and send's threads must never wait on a handler's pipe.
 pub(crate) fn process(mut conn: Box<Conn>) -> Next {
-    let Some(req) = conn.req.take() else {
-        return Next::Close(conn);
+    let req = match std::mem::replace(&mut conn.phase, Phase::Head) {
+        Phase::Ready(req) | Phase::Body { req, .. } => req,
+        _ => return Next::Close(conn),
     };
     let app = conn.app.clone();
     let c = &mut *conn;
@@ -410,7 +420,7 @@ pub(crate) fn process(mut conn: Box<Conn>) -> Next {
     };
     match out {
         Some(out) => {
-            conn.out = Some(out);
+            conn.phase = Phase::Send(out);
             Next::Send(conn)
         }
         None => Next::Close(conn),
@@ -481,7 +491,7 @@ fn respond<T: Transport>(
 /// timeout; a finished response is counted and logged, and the connection goes on to its next
 /// request (receive at once if bytes of it are buffered) or to a lingering close.
 pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
-    let Some(mut out) = conn.out.take() else {
+    let Phase::Send(mut out) = std::mem::replace(&mut conn.phase, Phase::Head) else {
         return Next::Close(conn);
     };
     loop {
@@ -503,7 +513,7 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                conn.out = Some(out);
+                conn.phase = Phase::Send(out);
                 let deadline = Instant::now() + conn.app.cfg.timeouts.send;
                 return Next::Park(conn, Wait::Writable, deadline);
             }
@@ -583,7 +593,7 @@ fn linger(mut conn: Box<Conn>) -> Next {
     let n = conn.rbuf.len();
     conn.rbuf.consume(n);
     let until = Instant::now() + conn::LINGER;
-    conn.linger_until = Some(until);
+    conn.phase = Phase::Linger(until);
     Next::Park(conn, Wait::Linger, until)
 }
 
