@@ -11,10 +11,10 @@
 //! spaces its bytes (a per-read timeout such as nginx's `client_body_timeout` is reset by every
 //! byte, so one byte every 59 s holds a connection forever). `rate = 0` turns the rule off.
 //!
-//! Every model applies the same [`MinRate`]: `conn::read_head` and `body::RequestBody` (thread,
-//! fiber and the process model's children), the pipeline's receive stage (heads and the
-//! bodies it reads ahead), and the process model's master (heads and the bodies it reads
-//! before forking).
+//! Every model applies the same [`MinRate`]: `conn::head_step` to heads (the blocking driver
+//! of thread, fiber and the process model's children, and the pipeline's receive stage),
+//! `body::RequestBody` to bodies, the pipeline's receive stage to the bodies it reads ahead,
+//! and the process model's master to the heads and bodies it reads before forking.
 
 use std::time::{Duration, Instant};
 

@@ -18,7 +18,7 @@ use weft_fiber::net::{Readiness, TcpListener as FiberListener, TcpStream as Fibe
 use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
 use crate::app::{App, LiveApp};
 use crate::config::AcceptMode;
-use crate::conn::{self, ConnInfo, Served};
+use crate::conn::{self, ConnInfo, Served, Start};
 use crate::metrics::{ListenerMetrics, OpenGuard};
 
 /// Runs one acceptor fiber (call it on the worker that owns `listener`) until shutdown.
@@ -72,7 +72,7 @@ pub fn accept_loop(
                         tls: None,
                         _guard: guard,
                     });
-                    serve(stream, state, false);
+                    serve(stream, state, Start::Fresh);
                 };
                 if dispatch {
                     next_worker = (next_worker + 1) % rt.workers();
@@ -110,8 +110,8 @@ struct ConnState {
 /// Serves `stream` until it closes or falls idle; an idle connection waits for its next
 /// request in the reactor without a fiber, stack or buffers (`fiber.park_idle`), or in a
 /// parked fiber.
-fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) {
-    if !resumed && state.info.listener.tls() {
+fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut start: Start) {
+    if start == Start::Fresh && state.info.listener.tls() {
         // The handshake runs in this fiber, yielding where the socket would block.
         match start_tls(&mut stream, &state.app, &state.info) {
             Some(session) => state.tls = Some(session),
@@ -121,14 +121,14 @@ fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) 
     let result = loop {
         let ConnState { app, info, tls, .. } = &mut *state;
         let result = match tls {
-            Some(session) => serve_tls(&mut stream, session, app, info, resumed),
-            None => serve_on(&mut stream, app, info, resumed),
+            Some(session) => serve_tls(&mut stream, session, app, info, start),
+            None => serve_on(&mut stream, app, info, start),
         };
         // Requests already decrypted are served now: the socket will not signal them.
         if matches!(result, Ok(Served::Idle))
             && tls.as_mut().is_some_and(|s| crate::tls::pending(s))
         {
-            resumed = true;
+            start = Start::Resumed;
             continue;
         }
         break result;
@@ -143,7 +143,7 @@ fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut resumed: bool) 
                 .keepalive
                 .saturating_sub(conn::linger_period(&app.cfg));
             stream.when_readable(Some(keepalive), move |stream, readiness| match readiness {
-                Readiness::Readable => serve(stream, state, true),
+                Readiness::Readable => serve(stream, state, Start::Resumed),
                 Readiness::TimedOut => close(stream, state),
             });
         }
@@ -173,13 +173,13 @@ fn serve_tls(
     session: &mut rustls::ServerConnection,
     app: &App,
     info: &ConnInfo,
-    resumed: bool,
+    start: Start,
 ) -> io::Result<Served> {
     serve_on(
         &mut crate::tls::TlsStream::new(stream, session),
         app,
         info,
-        resumed,
+        start,
     )
 }
 
@@ -188,10 +188,10 @@ fn serve_on<T: crate::net::Transport>(
     stream: &mut T,
     app: &App,
     info: &ConnInfo,
-    resumed: bool,
+    start: Start,
 ) -> io::Result<Served> {
     if app.cfg.fiber.park_idle {
-        conn::serve_until_idle(stream, app, info, resumed)
+        conn::serve_until_idle(stream, app, info, start)
     } else {
         conn::serve(stream, app, info).map(|()| Served::Closed)
     }

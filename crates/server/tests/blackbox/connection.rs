@@ -309,3 +309,32 @@ fn idle_keep_alive_connection_is_closed_after_keepalive_timeout() {
         Err(e) => panic!("{e:?}"),
     }
 }
+
+/// Part of a head behind a pipelined request is a head begun: it has the header-read timeout
+/// from when it is seen, not the keep-alive timeout of a connection between requests, on every
+/// model (the pipeline's receive once gave it the keep-alive timeout).
+#[test]
+fn a_partial_head_behind_a_pipelined_request_gets_the_header_read_timeout() {
+    let srv = Builder::new("pipelined-partial")
+        .config("[timeouts]\nheader_read = \"1s\"\nkeepalive = \"60s\"\n")
+        .start();
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /echo HTTP/1.1\r\nHost: x\r\nX-Part");
+    let r = c.read_response().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
+    let start = Instant::now();
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 408, "{r:?}");
+    assert!(r.closes());
+    assert!(
+        start.elapsed() < PROMPTLY,
+        "408 only after {:?} (the keep-alive timeout is 60 s)",
+        start.elapsed()
+    );
+    assert!(
+        srv.log().contains("408 request head not received in time"),
+        "{}",
+        srv.log()
+    );
+    srv.assert_alive();
+}

@@ -41,10 +41,36 @@
 //!   (U < `low_u`) with every queue empty, and one thread per calm window otherwise (a stage
 //!   above its initial share shrinks; one below it, a donor, grows back while threads are free).
 
+/// A stage of the pipeline. Its value is its position in pipeline order, which indexes every
+/// per-stage array (`[T; 4]`, `Stage as usize`): the controller's arithmetic over positions
+/// ("earlier", "later" stages) stays plain index arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Accept = 0,
+    Receive = 1,
+    Process = 2,
+    Send = 3,
+}
+
+impl Stage {
+    /// Every stage, in pipeline order.
+    pub const ALL: [Stage; 4] = [Stage::Accept, Stage::Receive, Stage::Process, Stage::Send];
+
+    /// The stage's name (thread names, status page, logs).
+    pub const fn name(self) -> &'static str {
+        STAGES[self as usize]
+    }
+}
+
 /// Stage names in pipeline order.
 pub const STAGES: [&str; 4] = ["accept", "receive", "process", "send"];
 /// Order in which stages are served when threads are scarce: the funnel's narrow end first.
-pub const FUNNEL: [usize; 4] = [3, 2, 1, 0];
+pub const FUNNEL: [usize; 4] = [
+    Stage::Send as usize,
+    Stage::Process as usize,
+    Stage::Receive as usize,
+    Stage::Accept as usize,
+];
 
 /// One load-monitor sample.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -274,10 +300,21 @@ pub fn decide(state: &State, s: &Sample, cfg: &Config) -> Allocation {
 mod tests {
     use super::*;
 
-    const ACCEPT: usize = 0;
-    const RECEIVE: usize = 1;
-    const PROCESS: usize = 2;
-    const SEND: usize = 3;
+    const ACCEPT: usize = Stage::Accept as usize;
+    const RECEIVE: usize = Stage::Receive as usize;
+    const PROCESS: usize = Stage::Process as usize;
+    const SEND: usize = Stage::Send as usize;
+
+    #[test]
+    fn stages_index_their_arrays_in_pipeline_order() {
+        let names: Vec<&str> = Stage::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["accept", "receive", "process", "send"]);
+        for (k, s) in Stage::ALL.into_iter().enumerate() {
+            assert_eq!(s as usize, k, "{s:?}");
+        }
+        // The funnel's narrow end (send) first.
+        assert_eq!(FUNNEL, [3, 2, 1, 0]);
+    }
 
     fn cfg() -> Config {
         Config::new(12, [1, 2, 2, 2])

@@ -28,7 +28,7 @@
 //! - Every stage starts `threads_total` − 3 threads and parks those beyond its allocation; the
 //!   controller (`controller.rs`, a pure function) changes allocations from the load monitor's
 //!   samples (`monitor.rs`) every `[pipeline] period`.
-//! - HTTP is conn.rs's: parsing, routing, body framing and limits, response encoding.
+//! - HTTP is `conn`'s: parsing, routing, body framing and limits, response encoding.
 
 pub mod controller;
 mod monitor;
@@ -44,8 +44,8 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use self::controller::Stage;
 use self::poller::{Poller, Wait};
-use self::queue::Stage;
 use crate::app::{App, LiveApp};
 use crate::body::ReadBuf;
 use crate::conn::{ConnInfo, Tail};
@@ -55,11 +55,6 @@ use crate::Request;
 
 /// How often the monitor thread looks at the shutdown flag within a period.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(25);
-
-const ACCEPT: usize = 0;
-const RECEIVE: usize = 1;
-const PROCESS: usize = 2;
-const SEND: usize = 3;
 
 /// One connection's state, passed between stages in a box.
 pub(crate) struct Conn {
@@ -74,24 +69,18 @@ pub(crate) struct Conn {
     rbuf: ReadBuf,
     /// The encoded head (and small body) of the response in progress.
     wbuf: Vec<u8>,
-    /// No request has been received yet (its idle wait uses the header-read timeout).
-    first: bool,
-    /// When the head being received must be complete (from its first byte).
-    head_deadline: Option<Instant>,
-    /// The head's minimum-rate rule, from its first byte (`minrate.rs`).
-    head_rate: Option<crate::minrate::MinRate>,
-    /// A request (in `req`) whose small body receive reads ahead before process (issue 24):
-    /// the body-read deadline since its last bytes, and its minimum-rate rule.
-    body_wait: Option<(Instant, crate::minrate::MinRate)>,
+    /// `Fresh` until its first request has been received (the idle wait before it uses the
+    /// header-read timeout and a drain does not end it), as the blocking driver's turns.
+    start: crate::conn::Start,
+    /// When the head being received must be complete, from its first byte: the header-read
+    /// deadline and the minimum-rate rule (`minrate.rs`); before a TLS session's first
+    /// request, the handshake's deadline.
+    head_due: crate::conn::HeadDue,
     /// What a 408 at the parked deadline says, when a minimum rate or the body-read timeout
     /// set that deadline (the header-read timeout's reason otherwise).
     late: Option<&'static str>,
-    /// When a lingering close gives up waiting for the client's end of stream.
-    linger_until: Option<Instant>,
-    /// The parsed request, from receive to process.
-    req: Option<Request>,
-    /// The response in progress, from process to send.
-    out: Option<Out>,
+    /// Where the connection is in its current request: what one stage hands the next.
+    phase: Phase,
     /// Clock readings of the request in progress (`[timing]`).
     times: crate::conn::Times,
     /// The socket's entry in the poller (registered at its first wait).
@@ -100,6 +89,26 @@ pub(crate) struct Conn {
     maybe_unread: bool,
     /// The TLS session of a connection on a TLS listener (`tls.rs`).
     tls: Option<Box<tls::Session>>,
+}
+
+/// Where a connection is in its current request. Each state holds what only it needs, so a
+/// request cannot be both on its way to process and answered, nor a body awaited without its
+/// request.
+enum Phase {
+    /// Waiting for a request head, or receiving one (its deadlines: `Conn::head_due`).
+    Head,
+    /// Receive reads ahead the small body of `req` before process (issue 24); `due` is the
+    /// body-read deadline since its last bytes and its minimum-rate rule.
+    Body {
+        req: Request,
+        due: (Instant, crate::minrate::MinRate),
+    },
+    /// A request with its head (and any body read ahead), from receive to process.
+    Ready(Request),
+    /// The response in progress, from process (or a failed head) to send.
+    Send(Out),
+    /// A lingering close, until it gives up waiting for the client's end of stream.
+    Linger(Instant),
 }
 
 /// A response being sent: `wbuf` (the head) then `tail`.
@@ -137,7 +146,8 @@ pub(crate) struct Pipeline {
     /// The generation new connections get.
     live: Arc<LiveApp>,
     lm: Arc<ListenerMetrics>,
-    stages: [Stage<Box<Conn>>; 4],
+    /// Each stage's queue and permits, indexed by `Stage as usize`.
+    stages: [queue::Stage<Box<Conn>>; 4],
     poller: Arc<Poller>,
     /// The listening socket while accepting (taken out at shutdown, closing it once the
     /// accept threads let go).
@@ -155,12 +165,16 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
-    fn receive(&self) -> &Stage<Box<Conn>> {
-        &self.stages[RECEIVE]
+    fn stage(&self, stage: Stage) -> &queue::Stage<Box<Conn>> {
+        &self.stages[stage as usize]
     }
 
-    fn send(&self) -> &Stage<Box<Conn>> {
-        &self.stages[SEND]
+    fn receive(&self) -> &queue::Stage<Box<Conn>> {
+        self.stage(Stage::Receive)
+    }
+
+    fn send(&self) -> &queue::Stage<Box<Conn>> {
+        self.stage(Stage::Send)
     }
 
     /// Hands a connection on. `from_send`: the step was send's, which must not wait for room
@@ -168,15 +182,15 @@ impl Pipeline {
     fn dispatch(&self, next: Next, from_send: bool) {
         // A push into a closed stage (final shutdown) gives the connection back: it closes.
         match next {
-            Next::Receive(c) => drop(self.stages[RECEIVE].push(c)),
+            Next::Receive(c) => drop(self.receive().push(c)),
             Next::Reparse(c) if from_send => {
-                if let Err(c) = self.stages[RECEIVE].try_push(c) {
+                if let Err(c) = self.receive().try_push(c) {
                     self.poller.ready(c);
                 }
             }
-            Next::Reparse(c) => drop(self.stages[RECEIVE].push(c)),
-            Next::Process(c) => drop(self.stages[PROCESS].push(c)),
-            Next::Send(c) => drop(self.stages[SEND].push(c)),
+            Next::Reparse(c) => drop(self.receive().push(c)),
+            Next::Process(c) => drop(self.stage(Stage::Process).push(c)),
+            Next::Send(c) => drop(self.send().push(c)),
             Next::Park(c, wait, deadline) => {
                 // Bytes may be waiting: back to receive, without waiting for room in its
                 // queue (this may be a receive thread).
@@ -208,7 +222,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     listener.set_nonblocking(true)?;
     let initial = pc.initial();
     let p = Arc::new(Pipeline {
-        stages: std::array::from_fn(|k| Stage::new(pc.queue, initial[k])),
+        stages: std::array::from_fn(|k| queue::Stage::new(pc.queue, initial[k])),
         poller: Arc::new(Poller::new()?),
         listener: Mutex::new(Some(Arc::new(listener))),
         stopped: AtomicBool::new(false),
@@ -219,22 +233,22 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     let per_stage = pc.threads_total.saturating_sub(3).max(1);
     let mut threads = Vec::new();
     let mut accept_threads = Vec::new();
-    for k in 0..4 {
+    for stage in Stage::ALL {
         for idx in 0..per_stage {
             let p = p.clone();
-            let name = format!("weft-{}-{idx}", controller::STAGES[k]);
+            let name = format!("weft-{}-{idx}", stage.name());
             let t = std::thread::Builder::new()
                 .name(name)
                 // Handlers run on process threads: `[thread] stack_size`, as the thread model's.
                 .stack_size(app.cfg.thread.stack_size)
                 .spawn(move || {
-                    if k == ACCEPT {
+                    if stage == Stage::Accept {
                         accept_worker(&p, idx)
                     } else {
-                        worker(&p, k, idx)
+                        worker(&p, stage, idx)
                     }
                 })?;
-            if k == ACCEPT {
+            if stage == Stage::Accept {
                 accept_threads.push(t);
             } else {
                 threads.push(t);
@@ -256,7 +270,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     monitor::run(&p, &pc, &report, SHUTDOWN_POLL);
 
     // Shutdown: stop accepting and close the listener.
-    p.stages[ACCEPT].close();
+    p.stage(Stage::Accept).close();
     drop(p.listener.lock().unwrap_or_else(|e| e.into_inner()).take());
     for t in accept_threads {
         let _ = t.join();
@@ -280,23 +294,24 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
 }
 
 /// A receive, process or send thread: takes tasks while it holds a permit.
-fn worker(p: &Pipeline, k: usize, idx: usize) {
-    let stage = &p.stages[k];
+fn worker(p: &Pipeline, which: Stage, idx: usize) {
+    let stage = p.stage(which);
     while let Some(conn) = stage.pop(idx) {
         let t0 = stage.begin();
         // A panicking handler ends its own connection (dropped while unwinding), not the
         // stage's thread: threads are never replaced at run time.
-        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match k {
-            RECEIVE => stages::receive(conn),
-            PROCESS => stages::process(conn),
-            _ => stages::send(p, conn),
+        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match which {
+            Stage::Receive => stages::receive(conn),
+            Stage::Process => stages::process(conn),
+            // Accept threads run `accept_worker`; none pops a connection.
+            Stage::Send | Stage::Accept => stages::send(p, conn),
         }));
         stage.end(t0);
         match step {
-            Ok(next) => p.dispatch(next, k == SEND),
+            Ok(next) => p.dispatch(next, which == Stage::Send),
             Err(_) => log::error!(
                 "pipeline {} stage: a task panicked; its connection is closed",
-                controller::STAGES[k]
+                which.name()
             ),
         }
     }
@@ -308,7 +323,7 @@ fn accept_worker(p: &Pipeline, idx: usize) {
         return;
     };
     let mut gate = AcceptGate::new(p.app.cfg.limits.max_connections);
-    while p.stages[ACCEPT].wait_permit(idx) && !p.app.shutdown.is_set() {
+    while p.stage(Stage::Accept).wait_permit(idx) && !p.app.shutdown.is_set() {
         if let Some(conn) = stages::accept(p, &listener, &mut gate, ACCEPT_POLL) {
             p.dispatch(Next::Receive(conn), false);
         }

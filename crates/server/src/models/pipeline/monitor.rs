@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use super::controller::{self, Sample, State, STAGES};
-use super::{Pipeline, ACCEPT};
+use super::controller::{self, Sample, Stage, State, STAGES};
+use super::Pipeline;
 use crate::config::PipelineConfig;
 use crate::metrics::ModelReport;
 
@@ -73,7 +73,7 @@ impl Report {
         let p = self.pipeline.upgrade()?;
         Some(std::array::from_fn(|k| {
             let s = &p.stages[k];
-            let queue = if k == ACCEPT {
+            let queue = if k == Stage::Accept as usize {
                 p.accept_backlog()
             } else {
                 s.len()
@@ -433,7 +433,7 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
 /// Tasks waiting in each stage's queue (accept: connections in the listen backlog).
 fn queues(p: &Pipeline) -> [usize; 4] {
     std::array::from_fn(|k| {
-        if k == ACCEPT {
+        if k == Stage::Accept as usize {
             p.accept_backlog()
         } else {
             p.stages[k].len()

@@ -34,7 +34,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::wheel::Wheel;
-use super::{Conn, Pipeline};
+use super::{Conn, Phase, Pipeline};
+use crate::conn::Start;
 use crate::sys::{Epoll, EpollEvent, EventFd};
 
 /// What a parked connection waits for.
@@ -296,7 +297,10 @@ fn ready(p: &Pipeline, parked: Parked) {
                     Err(_) => return,
                 }
             }
-            let deadline = conn.linger_until.unwrap_or_else(Instant::now);
+            let deadline = match conn.phase {
+                Phase::Linger(until) => until,
+                _ => Instant::now(),
+            };
             // A wait to linger never hands the connection back.
             drop(p.poller.park(conn, Wait::Linger, deadline));
         }
@@ -311,7 +315,7 @@ fn expire(p: &Pipeline) {
     for Parked { conn, wait, .. } in due {
         match wait {
             // A PROXY header cut short: closed without an HTTP answer (the peer is a balancer).
-            Wait::Request if conn.first && conn.info.awaits_proxy_header() => {
+            Wait::Request if conn.start == Start::Fresh && conn.info.awaits_proxy_header() => {
                 log::info!(
                     "{}: no PROXY header in time; connection closed",
                     conn.info.peer
@@ -319,7 +323,8 @@ fn expire(p: &Pipeline) {
             }
             // A body read ahead, or a head below its minimum rate (issue 24).
             Wait::Request
-                if conn.req.is_some() || (conn.late.is_some() && !conn.rbuf.is_empty()) =>
+                if matches!(conn.phase, Phase::Body { .. } | Phase::Ready(_))
+                    || (conn.late.is_some() && !conn.rbuf.is_empty()) =>
             {
                 let why = conn.late.unwrap_or("request body not received in time");
                 let next = super::stages::fail(conn, 408, why);

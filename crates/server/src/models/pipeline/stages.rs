@@ -1,6 +1,6 @@
 //! The four stages' work. Each takes one connection, does its step, and says where the
 //! connection goes next ([`Next`]); the worker loop in `mod.rs` measures the step and hands
-//! the connection on. HTTP is conn.rs's: receive parses with weft-http's parser, process runs
+//! the connection on. HTTP is `conn`'s: receive parses with weft-http's parser, process runs
 //! `conn::handle` (routing, handlers, body framing and limits) and `conn::encode_response`,
 //! send writes what the encoding left.
 
@@ -10,8 +10,8 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use super::poller::Wait;
-use super::{Conn, Next, Out, Pipeline};
-use crate::conn::{self, ConnInfo, Tail};
+use super::{Conn, Next, Out, Phase, Pipeline};
+use crate::conn::{self, ConnInfo, Start, Tail};
 use crate::metrics::OpenGuard;
 use crate::minrate::{self, MinRate};
 use crate::models::AcceptGate;
@@ -37,9 +37,10 @@ pub(crate) fn accept(
             while gate.at_capacity(&p.lm) && !p.app.shutdown.is_set() {
                 std::thread::sleep(crate::models::ACCEPT_BACKOFF);
             }
-            let t0 = p.stages[0].begin();
+            let accept = p.stage(super::controller::Stage::Accept);
+            let t0 = accept.begin();
             let conn = new_conn(p, stream, peer);
-            p.stages[0].end(t0);
+            accept.end(t0);
             conn
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -64,7 +65,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
     }
     let local = crate::models::local_addr(&p.lm, || stream.local_addr());
     // A TLS listener's connection starts its session here; the handshake runs in receive.
-    let mut head_deadline = None;
+    let mut head_due = conn::HeadDue::default();
     let tls = if p.lm.tls() {
         let Some(t) = &app.tls else {
             log::error!("{peer}: TLS listener without certificates; closed");
@@ -72,7 +73,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         };
         match rustls::ServerConnection::new(t.server.clone()) {
             Ok(c) => {
-                head_deadline = Some(Instant::now() + app.cfg.timeouts.tls_handshake);
+                head_due.deadline = Some(Instant::now() + app.cfg.timeouts.tls_handshake);
                 Some(Box::new(super::tls::Session::new(c)))
             }
             Err(e) => {
@@ -102,14 +103,10 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         app,
         rbuf: crate::body::ReadBuf::new(conn::READ_BUF),
         wbuf: Vec::with_capacity(512),
-        first: true,
-        head_deadline,
-        head_rate: None,
-        body_wait: None,
+        start: Start::Fresh,
+        head_due,
         late: None,
-        linger_until: None,
-        req: None,
-        out: None,
+        phase: Phase::Head,
         times: conn::Times::default(),
         reg: None,
         maybe_unread: false,
@@ -121,21 +118,24 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
 /// process; an incomplete one waits in the poller (with the header-read deadline from its
 /// first byte); a bad one gets its error status.
 pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
-    if conn.req.is_some() {
-        return receive_body(conn);
+    match conn.phase {
+        Phase::Body { .. } => return receive_body(conn),
+        Phase::Ready(_) => return Next::Process(conn),
+        Phase::Head | Phase::Send(_) | Phase::Linger(_) => {}
     }
     let app = conn.app.clone();
     let cfg = &app.cfg;
     // Room for a PROXY header (longer than a small request head) before the first request.
-    let max = if conn.first && conn.info.awaits_proxy_header() {
+    let fresh = conn.start == Start::Fresh;
+    let max = if fresh && conn.info.awaits_proxy_header() {
         conn::proxy_read_max(cfg)
     } else {
         cfg.limits.max_head_bytes + 1
     };
     if conn.tls.as_ref().is_some_and(|t| t.handshaking()) {
-        let deadline = conn.head_deadline.unwrap_or_else(Instant::now);
+        let deadline = conn.head_due.deadline.unwrap_or_else(Instant::now);
         match super::tls::handshake(&mut conn) {
-            super::tls::Step::Done => conn.head_deadline = None,
+            super::tls::Step::Done => conn.head_due = conn::HeadDue::default(),
             super::tls::Step::Wait if deadline > Instant::now() => {
                 return Next::Park(conn, Wait::Request, deadline)
             }
@@ -155,7 +155,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
             super::tls::Step::Closed => return Next::Close(conn),
         }
     }
-    if conn.first && !conn.info.awaits_proxy_header() && !conn::admit(&app, &conn.info) {
+    if fresh && !conn.info.awaits_proxy_header() && !conn::admit(&app, &conn.info) {
         let reason = over_conn_per_ip(&conn);
         return fail(conn, 503, &reason);
     }
@@ -165,7 +165,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
         conn.times.start = Some(Instant::now());
     }
     loop {
-        if !conn.rbuf.is_empty() && conn.first && conn.info.awaits_proxy_header() {
+        if !conn.rbuf.is_empty() && fresh && conn.info.awaits_proxy_header() {
             // A `proxy_protocol` listener: the PROXY header comes before the first request.
             match conn::take_proxy_header(&mut conn.rbuf, &conn.info) {
                 conn::ProxyStep::Done => {
@@ -180,7 +180,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     return Next::Close(conn);
                 }
                 conn::ProxyStep::NeedMore => {
-                    if conn.head_deadline.is_some_and(|d| d <= Instant::now()) {
+                    if conn.head_due.deadline.is_some_and(|d| d <= Instant::now()) {
                         log::info!(
                             "{}: no PROXY header in time; connection closed",
                             conn.info.peer
@@ -189,49 +189,50 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     }
                 }
             }
-        } else if !conn.rbuf.is_empty() {
+        } else {
+            // The same rules as the blocking driver's (`conn::head_step`).
             let c = &mut *conn;
-            match c.parser.parse(c.rbuf.data()) {
-                Ok(Some(n)) => {
-                    set_idle(&conn, false);
-                    let c = &mut *conn;
+            let step = conn::head_step(
+                &mut c.parser,
+                &c.rbuf,
+                &mut c.head_due,
+                &cfg.timeouts,
+                Instant::now,
+            );
+            match step {
+                conn::HeadStep::Complete { head_len: n } => {
+                    conn::mark_busy(&c.info);
                     if timed {
                         c.times.head = Some(Instant::now());
-                        c.times.first = c.first;
+                        c.times.first = fresh;
                         c.times.record_head(&c.info);
                     }
-                    c.req = Some(conn::take_request(
+                    let req = conn::take_request(
                         &mut c.parser,
                         &mut c.rbuf,
                         n,
                         &c.info,
                         &cfg.real_ip_from,
-                    ));
-                    c.head_deadline = None;
-                    c.head_rate = None;
+                    );
+                    c.head_due = conn::HeadDue::default();
                     c.late = None;
-                    c.first = false;
+                    c.start = Start::Resumed;
                     let bound = cfg.limits.client_body_buffer;
-                    let head = c.req.as_ref().map(|r| r.head());
-                    if head.is_some_and(|h| {
-                        minrate::wait_for_body(h, c.rbuf.data(), &cfg.limits.http(), bound)
-                    }) {
+                    if minrate::wait_for_body(req.head(), c.rbuf.data(), &cfg.limits.http(), bound)
+                    {
                         let now = Instant::now();
-                        c.body_wait = Some((
+                        let due = (
                             now + cfg.timeouts.body_read,
                             MinRate::body(&cfg.timeouts, now),
-                        ));
+                        );
+                        c.phase = Phase::Body { req, due };
                         return receive_body(conn);
                     }
+                    c.phase = Phase::Ready(req);
                     return Next::Process(conn);
                 }
-                Ok(None) => {}
-                Err(e) => return fail(conn, e.status(), e.reason()),
-            }
-            if let Some((d, slow)) = head_due(&conn) {
-                if d <= Instant::now() {
-                    return fail(conn, 408, conn::head_late(slow));
-                }
+                conn::HeadStep::Fail(status, reason) => return fail(conn, status, reason),
+                conn::HeadStep::Partial { .. } | conn::HeadStep::Empty => {}
             }
         }
         let c = &mut *conn;
@@ -252,12 +253,12 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                 if timed && was_empty {
                     c.times.start = Some(Instant::now());
                 }
-                if c.head_deadline.is_none() {
-                    let now = Instant::now();
-                    c.head_deadline = Some(now + cfg.timeouts.header_read);
-                    c.head_rate = Some(MinRate::head(&cfg.timeouts, now));
+                // A PROXY header's deadlines are a head's, from its first byte; the request head
+                // after it keeps them. A request head's begin in `conn::head_step`.
+                if c.head_due.deadline.is_none() && fresh && c.info.awaits_proxy_header() {
+                    c.head_due.begin(&cfg.timeouts, Instant::now());
                 }
-                set_idle(&conn, false);
+                conn::mark_busy(&c.info);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 c.maybe_unread = false;
@@ -279,34 +280,18 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
 /// header-read deadline, an idle connection until the keep-alive timeout (the header-read
 /// timeout before its first request), unless shutdown has begun.
 fn wait_for_request(mut conn: Box<Conn>) -> Next {
-    let t = conn.app.cfg.timeouts.clone();
-    if let Some((d, slow)) = head_due(&conn) {
+    if let Some((d, slow)) = conn.head_due.due(conn.rbuf.len()) {
         conn.late = slow.then(|| conn::head_late(true));
         return Next::Park(conn, Wait::Request, d);
     }
-    // A new connection's first request is awaited even while draining (see `conn::read_head`).
-    if !conn.first && !set_idle(&conn, true) {
+    if !conn::mark_idle(&conn.info, conn.start) {
         return Next::Close(conn);
     }
-    let idle = if conn.first {
-        t.header_read
-    } else {
-        t.keepalive
-    };
+    let idle = conn::idle_timeout(conn.start, &conn.app.cfg.timeouts);
     Next::Park(conn, Wait::Request, Instant::now() + idle)
 }
 
-/// When the head being received must be complete: the header-read deadline or, earlier, the
-/// minimum rate's for the bytes received so far (true: the rate binds).
-fn head_due(conn: &Conn) -> Option<(Instant, bool)> {
-    let d = conn.head_deadline?;
-    Some(match conn.head_rate {
-        Some(r) => r.earliest(conn.rbuf.len() as u64, d),
-        None => (d, false),
-    })
-}
-
-/// Reads ahead the body of the request in `conn.req` while it is at most
+/// Reads ahead the body of the request in [`Phase::Body`] while it is at most
 /// `limits.client_body_buffer` bytes (nginx reads a body into its `client_body_buffer_size`
 /// the same way): a slow body waits in the poller, not in a process thread blocked on it, and
 /// goes to process only once whole. Past the body-read timeout since its last bytes, or below
@@ -320,11 +305,19 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
     let max = bound + conn::READ_BUF;
     loop {
         let c = &mut *conn;
-        let (Some(req), Some((deadline, rate))) = (c.req.as_ref(), c.body_wait) else {
+        let Phase::Body {
+            req,
+            due: (deadline, rate),
+        } = &c.phase
+        else {
             return Next::Process(conn);
         };
+        let (deadline, rate) = (*deadline, *rate);
         if !minrate::wait_for_body(req.head(), c.rbuf.data(), &limits, bound) {
-            c.body_wait = None;
+            c.phase = match std::mem::replace(&mut c.phase, Phase::Head) {
+                Phase::Body { req, .. } => Phase::Ready(req),
+                other => other,
+            };
             c.late = None;
             // The wait is the body phase's, as if the handler had read it (`[timing]`).
             if let Some(head) = c.times.head {
@@ -349,7 +342,9 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
             Ok(_) => {
                 c.maybe_unread = c.rbuf.is_full(max);
                 // nginx's client_body_timeout: between two reads.
-                c.body_wait = Some((Instant::now() + cfg.timeouts.body_read, rate));
+                if let Phase::Body { due, .. } = &mut c.phase {
+                    *due = (Instant::now() + cfg.timeouts.body_read, rate);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 c.maybe_unread = false;
@@ -365,14 +360,6 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
     }
 }
 
-/// Marks the connection idle or busy for graceful shutdown; false if shutdown has begun.
-fn set_idle(conn: &Conn, idle: bool) -> bool {
-    conn.info
-        .registration
-        .as_ref()
-        .is_none_or(|r| r.set_idle(idle))
-}
-
 /// The log line's reason for a connection past `limits.conn_per_ip`.
 fn over_conn_per_ip(conn: &Conn) -> String {
     format!(
@@ -386,7 +373,7 @@ fn over_conn_per_ip(conn: &Conn) -> String {
 pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
     log::info!("{}: {status} {reason}", conn.info.peer);
     let enc = conn::encode_response(&mut conn.wbuf, conn::failure(status), None, false, b"");
-    conn.out = Some(Out {
+    conn.phase = Phase::Send(Out {
         tail: enc.tail,
         total: enc.bytes,
         sent: 0,
@@ -404,8 +391,9 @@ pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
 /// CGI script's output) is written here, blocking up to the send timeout per write: its
 /// reader blocks anyway, and send's threads must never wait on a handler's pipe.
 pub(crate) fn process(mut conn: Box<Conn>) -> Next {
-    let Some(req) = conn.req.take() else {
-        return Next::Close(conn);
+    let req = match std::mem::replace(&mut conn.phase, Phase::Head) {
+        Phase::Ready(req) | Phase::Body { req, .. } => req,
+        _ => return Next::Close(conn),
     };
     let app = conn.app.clone();
     let c = &mut *conn;
@@ -432,7 +420,7 @@ pub(crate) fn process(mut conn: Box<Conn>) -> Next {
     };
     match out {
         Some(out) => {
-            conn.out = Some(out);
+            conn.phase = Phase::Send(out);
             Next::Send(conn)
         }
         None => Next::Close(conn),
@@ -503,7 +491,7 @@ fn respond<T: Transport>(
 /// timeout; a finished response is counted and logged, and the connection goes on to its next
 /// request (receive at once if bytes of it are buffered) or to a lingering close.
 pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
-    let Some(mut out) = conn.out.take() else {
+    let Phase::Send(mut out) = std::mem::replace(&mut conn.phase, Phase::Head) else {
         return Next::Close(conn);
     };
     loop {
@@ -525,7 +513,7 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                conn.out = Some(out);
+                conn.phase = Phase::Send(out);
                 let deadline = Instant::now() + conn.app.cfg.timeouts.send;
                 return Next::Park(conn, Wait::Writable, deadline);
             }
@@ -595,7 +583,7 @@ fn write_some(conn: &Conn, out: &Out) -> io::Result<Option<usize>> {
 }
 
 /// After the last response: half-close, then let the poller drain what the client still
-/// sends for a short while, so unread data cannot reset the response away (conn.rs's linger,
+/// sends for a short while, so unread data cannot reset the response away (`conn`'s linger,
 /// without holding a thread).
 fn linger(mut conn: Box<Conn>) -> Next {
     super::tls::close_notify(&mut conn);
@@ -605,7 +593,7 @@ fn linger(mut conn: Box<Conn>) -> Next {
     let n = conn.rbuf.len();
     conn.rbuf.consume(n);
     let until = Instant::now() + conn::LINGER;
-    conn.linger_until = Some(until);
+    conn.phase = Phase::Linger(until);
     Next::Park(conn, Wait::Linger, until)
 }
 

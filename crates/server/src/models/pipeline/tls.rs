@@ -103,7 +103,7 @@ fn proxy_header(conn: &mut Conn) -> Option<Step> {
 /// Runs the handshake as far as the bytes that have arrived allow.
 pub(crate) fn handshake(conn: &mut Conn) -> Step {
     let peer = conn.info.peer;
-    let deadline = conn.head_deadline.unwrap_or_else(Instant::now);
+    let deadline = conn.head_due.deadline.unwrap_or_else(Instant::now);
     if conn.info.awaits_proxy_header() {
         if let Some(step) = proxy_header(conn) {
             return step;

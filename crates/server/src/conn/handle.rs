@@ -1,0 +1,195 @@
+//! One request between its head and its response: the request taken out of the read
+//! buffer, the handler run with its body settled (limits, `100 Continue`, drain), whether the
+//! connection stays open, and the access-log line. The pipeline's stages call the same.
+
+use std::time::Instant;
+
+use weft_http::response::status_has_no_body;
+use weft_http::{BodyFraming, Expect, Method, Parser, Version};
+
+use crate::app::App;
+use crate::body::{BodyLimits, ReadBuf, RequestBody};
+use crate::log::Entry;
+use crate::net::Transport;
+use crate::response::{Body, Response};
+use crate::Request;
+
+use super::timing::Times;
+use super::ConnInfo;
+
+/// Body bytes a handler left unread that are read and dropped to keep the connection;
+/// more than this and the connection is closed instead (nginx discards similarly).
+const DRAIN_LIMIT: u64 = 64 * 1024;
+
+/// Takes the request whose head of `head_len` bytes the parser just completed out of the read
+/// buffer (the bytes after it stay: a body or pipelined requests).
+pub(crate) fn take_request(
+    parser: &mut Parser,
+    rbuf: &mut ReadBuf,
+    head_len: usize,
+    info: &ConnInfo,
+    real_ip_from: &[crate::config::Cidr],
+) -> Request {
+    let head = parser.take_head();
+    let mut req = Request::new(rbuf.split_head(head_len), head, info.client(), info.local);
+    req.set_tls(info.tls.get().cloned());
+    if !real_ip_from.is_empty() {
+        let xff = req
+            .headers()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("x-forwarded-for"))
+            .map(|(_, value)| value);
+        let client = crate::realip::real_ip(info.client(), real_ip_from, xff);
+        req.set_peer(client);
+    }
+    req
+}
+
+/// Gives the storage of a finished request back to the parser and read buffer it came from.
+pub(crate) fn recycle_request(parser: &mut Parser, rbuf: &mut ReadBuf, req: Request) {
+    let (head, bytes) = req.into_parts();
+    parser.recycle(head);
+    rbuf.recycle_head(bytes);
+}
+
+/// The response to a request head that could not be read (`status` from a parse error, a
+/// timeout or a size limit); the connection closes after it.
+pub(crate) fn failure(status: u16) -> Response {
+    let mut resp = Response::error(status);
+    resp.close = true;
+    resp
+}
+
+/// Runs the handler for `req` (reading its body from `rbuf`, then `stream`), settles the body,
+/// and decides whether the connection stays open after the response.
+pub(crate) fn handle<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut ReadBuf,
+    app: &App,
+    req: &Request,
+    limits: &weft_http::Limits,
+    times: &mut Times,
+) -> (Response, bool) {
+    let (resp, body_ok) = respond(stream, rbuf, app, req, limits, times);
+    // A stream of unknown length ends an HTTP/1.0 response by closing the connection.
+    let close_delimited = req.version() == Version::Http10
+        && matches!(&resp.body, Body::Stream(s) if s.known_len().is_none());
+    let keep_alive =
+        body_ok && req.keep_alive() && !resp.close && !close_delimited && !app.shutdown.is_set();
+    (resp, keep_alive)
+}
+
+/// Writes the access-log line of a response that went out (`body_len`: the body bytes sent).
+pub(crate) fn log_access(app: &App, req: &Request, status: u16, body_len: u64) {
+    let Some(log) = &app.access_log else {
+        return;
+    };
+    let health = &app.cfg.health;
+    if !health.log && !health.path.is_empty() && req.path() == health.path {
+        return;
+    }
+    let head_only = req.method() == Method::Head;
+    log.write(&Entry {
+        peer: req.peer_addr().ip(),
+        method: req.method_str(),
+        target: req.target(),
+        version: version_str(req.version()),
+        status,
+        body_bytes: if head_only || status_has_no_body(status) {
+            0
+        } else {
+            body_len
+        },
+        referer: req.header("Referer"),
+        user_agent: req.header("User-Agent"),
+    });
+}
+
+/// Runs the handler and settles the body. Returns the response and whether the connection is
+/// still in sync (the whole body consumed).
+fn respond<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut ReadBuf,
+    app: &App,
+    req: &Request,
+    limits: &weft_http::Limits,
+    times: &mut Times,
+) -> (Response, bool) {
+    let cfg = &app.cfg;
+    let head = req.head();
+    if head.expect() == Expect::Unsupported {
+        let ok = head.framing() == BodyFraming::None;
+        return (Response::error(417), ok);
+    }
+    if let BodyFraming::Length(n) = head.framing() {
+        if n > cfg.limits.max_body {
+            log::info!(
+                "{}: 413 Content-Length {n} over limit {}",
+                req.peer_addr(),
+                cfg.limits.max_body
+            );
+            return (Response::error(413), false);
+        }
+    }
+    let mut body = RequestBody::new(
+        head.framing(),
+        head.expect() == Expect::Continue && req.version() == Version::Http11,
+        rbuf,
+        stream,
+        BodyLimits {
+            max: cfg.limits.max_body,
+            timeout: cfg.timeouts.body_read,
+            min_rate: crate::minrate::MinRate::body(&cfg.timeouts, Instant::now()),
+            http: *limits,
+            read_buf_max: limits.max_head_bytes.max(64 * 1024),
+        },
+    );
+    let resp = if times.head.is_some() {
+        body.set_timed(true);
+        let t0 = Instant::now();
+        let resp = app.handle(req, &mut body);
+        let read = body.read_time();
+        // Added to a wait for a body read ahead before the handler (the pipeline's receive).
+        times.body += read;
+        times.handler = Some(t0.elapsed().saturating_sub(read));
+        resp
+    } else {
+        app.handle(req, &mut body)
+    };
+    if let Some(err) = body.error() {
+        return match err.status() {
+            Some(status) => {
+                log::info!("{}: {status} request body: {err:?}", req.peer_addr());
+                (Response::error(status), false)
+            }
+            None => {
+                let mut r = Response::error(400);
+                r.close = true;
+                (r, false)
+            }
+        };
+    }
+    if body.is_finished() {
+        return (resp, true);
+    }
+    // The handler answered without reading the whole body. A client still waiting for
+    // 100 Continue may never send it: close. Otherwise read and drop a bounded remainder.
+    if body.continue_pending() {
+        return (resp, false);
+    }
+    let in_sync = body.drain(DRAIN_LIMIT);
+    // A body the handler left unread can still be malformed or over the limit; then the
+    // request as a whole is invalid and gets the body's status, not the handler's success
+    // (nginx reads and discards such a body before it answers, to the same effect).
+    if let Some(status @ (400 | 413)) = body.error().and_then(|e| e.status()) {
+        log::info!("{}: {status} unread request body", req.peer_addr());
+        return (Response::error(status), false);
+    }
+    (resp, in_sync)
+}
+
+fn version_str(v: Version) -> &'static str {
+    match v {
+        Version::Http10 => "HTTP/1.0",
+        Version::Http11 => "HTTP/1.1",
+    }
+}

@@ -1,0 +1,290 @@
+//! Responses on the wire: [`encode_response`] encodes without I/O (head, small body copied
+//! after it, or what follows it: shared bytes, a file range, a stream), and [`write_encoded`]
+//! writes that on a blocking transport.
+
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use weft_http::response::{self as enc, status_has_no_body};
+use weft_http::{Method, Version};
+
+use crate::net::Transport;
+use crate::response::{Body, BodyStream, Response};
+use crate::Request;
+
+/// Largest body copied into the head buffer to go out in one write; larger bodies go out as
+/// a vectored write of head and body.
+const COALESCE_BODY: usize = 2048;
+
+/// Encodes and writes a response; returns the bytes written and the body bytes among them.
+/// `req` is `None` for a response to a request that could not be parsed.
+pub(super) fn write_response<T: Transport>(
+    stream: &mut T,
+    wbuf: &mut Vec<u8>,
+    resp: Response,
+    req: Option<&Request>,
+    keep_alive: bool,
+    extra: &[u8],
+) -> io::Result<(u64, u64)> {
+    let out = encode_response(wbuf, resp, req, keep_alive, extra);
+    write_encoded(stream, wbuf, out)
+}
+
+/// Writes a response [`encode_response`] left in `wbuf` and `out`, blocking until it is all
+/// out; returns the bytes written and the body bytes among them.
+pub(crate) fn write_encoded<T: Transport>(
+    stream: &mut T,
+    wbuf: &[u8],
+    out: Encoded,
+) -> io::Result<(u64, u64)> {
+    match out.tail {
+        Tail::None => stream.write_all(wbuf)?,
+        Tail::Bytes(b) => stream.write_all_vectored2(wbuf, &b)?,
+        Tail::File { file, offset, len } => {
+            stream.write_head(wbuf)?;
+            stream.send_file(&file, offset, len)?;
+        }
+        Tail::Stream { mut body, chunked } => {
+            stream.write_all(wbuf)?;
+            let n = send_stream(stream, &mut body, chunked)?;
+            return Ok((wbuf.len() as u64 + n, n));
+        }
+    }
+    Ok((out.bytes, out.body_len))
+}
+
+/// What goes out after the bytes [`encode_response`] left in the write buffer.
+#[derive(Debug)]
+pub(crate) enum Tail {
+    /// Nothing: the buffer holds the whole response.
+    None,
+    /// Body bytes in memory (shared, not copied), sent with the head in one vectored write.
+    Bytes(Bytes),
+    /// `len` bytes of `file` from `offset`, sent with `sendfile(2)` after the head.
+    File {
+        file: Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+    },
+    /// A body read while it is sent ([`send_stream`]), chunked or not.
+    Stream { body: BodyStream, chunked: bool },
+}
+
+/// A response encoded for the wire: the head (with a small body copied after it) is in the
+/// write buffer and `tail` follows it; `bytes` is the length of the whole and `body_len` of
+/// the body (for a stream: of the head only and 0, as the rest is known once it is sent).
+#[derive(Debug)]
+pub(crate) struct Encoded {
+    pub(crate) tail: Tail,
+    pub(crate) bytes: u64,
+    pub(crate) body_len: u64,
+}
+
+/// Encodes `resp` for the wire into `wbuf` (cleared first), without any I/O: every model
+/// writes what this returns, a blocking one at once ([`write_encoded`]), the pipeline's send
+/// stage piece by piece. `req` is `None` for a response to a request that could not be
+/// parsed; `extra` is header lines to add (`Server-Timing`).
+pub(crate) fn encode_response(
+    wbuf: &mut Vec<u8>,
+    resp: Response,
+    req: Option<&Request>,
+    keep_alive: bool,
+    extra: &[u8],
+) -> Encoded {
+    if let Body::Prepared(entry) = &resp.body {
+        return encode_prepared(wbuf, entry, req, keep_alive, extra);
+    }
+    let mut resp = match encode_head(wbuf, &resp, req, keep_alive, extra) {
+        Ok(()) => resp,
+        Err(bad) => {
+            log::error!("handler produced an invalid header {bad:?}; answering 500");
+            let mut r = Response::error(500);
+            r.close = !keep_alive;
+            encode_head(wbuf, &r, req, keep_alive, extra).expect("built-in headers are valid");
+            r
+        }
+    };
+    crate::response::recycle_headers(std::mem::take(&mut resp.headers));
+    let head_only =
+        req.is_some_and(|r| r.method() == Method::Head) || status_has_no_body(resp.status);
+    let head_len = wbuf.len() as u64;
+    if head_only {
+        return Encoded {
+            tail: Tail::None,
+            bytes: head_len,
+            body_len: 0,
+        };
+    }
+    let body_len = resp.body.len();
+    let tail = match resp.body {
+        Body::Empty => Tail::None,
+        Body::Bytes(b) if b.len() <= COALESCE_BODY => {
+            wbuf.extend_from_slice(&b);
+            Tail::None
+        }
+        Body::Bytes(b) => Tail::Bytes(b),
+        Body::File { file, offset, len } => Tail::File { file, offset, len },
+        Body::Stream(body) => {
+            let chunked =
+                body.known_len().is_none() && req.is_some_and(|r| r.version() == Version::Http11);
+            return Encoded {
+                tail: Tail::Stream { body, chunked },
+                bytes: head_len,
+                body_len: 0,
+            };
+        }
+        Body::Prepared(_) => unreachable!("encoded by encode_prepared"),
+    };
+    Encoded {
+        tail,
+        bytes: head_len + body_len,
+        body_len,
+    }
+}
+
+/// Sends a streamed body as it is read: exactly its length if known, else chunked (HTTP/1.1)
+/// or raw until the reader ends (HTTP/1.0, the connection closes after it). Returns the body
+/// bytes sent. A read error, or a reader that ends before its length, is an error: the
+/// connection ends without the last chunk, so the client sees the body is incomplete.
+fn send_stream<T: Transport>(
+    stream: &mut T,
+    body: &mut BodyStream,
+    chunked: bool,
+) -> io::Result<u64> {
+    /// Bytes read per write (one chunk each).
+    const PIECE: usize = 16 * 1024;
+    /// Room before the data for the chunk-size line.
+    const PAD: usize = 18;
+    let mut buf = vec![0u8; PAD + PIECE + 2];
+    let limit = body.known_len();
+    let mut sent = 0u64;
+    loop {
+        let want = limit.map_or(PIECE, |l| {
+            usize::try_from(l - sent).unwrap_or(PIECE).min(PIECE)
+        });
+        if want == 0 {
+            return Ok(sent);
+        }
+        let n = match body.reader().read(&mut buf[PAD..PAD + want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        sent += n as u64;
+        if chunked {
+            let mut line = [0u8; 18];
+            let k = weft_http::chunked::encode_size_line(n, &mut line);
+            buf[PAD - k..PAD].copy_from_slice(&line[..k]);
+            buf[PAD + n..PAD + n + 2].copy_from_slice(weft_http::chunked::CHUNK_END);
+            stream.write_all(&buf[PAD - k..PAD + n + 2])?;
+        } else {
+            stream.write_all(&buf[PAD..PAD + n])?;
+        }
+    }
+    if limit.is_some_and(|l| sent < l) {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "streamed body shorter than its length",
+        ));
+    }
+    if chunked {
+        stream.write_all(weft_http::chunked::LAST_CHUNK)?;
+    }
+    Ok(sent)
+}
+
+/// Encodes a cached response: its pre-encoded head with `Date` and `Connection` spliced in,
+/// and its shared body (copied after the head when small, so it goes out in one write).
+fn encode_prepared(
+    wbuf: &mut Vec<u8>,
+    entry: &crate::cache::Entry,
+    req: Option<&Request>,
+    keep_alive: bool,
+    extra: &[u8],
+) -> Encoded {
+    wbuf.clear();
+    wbuf.extend_from_slice(crate::cache::HEAD_PREFIX);
+    enc::write_date(wbuf);
+    wbuf.extend_from_slice(entry.fields());
+    wbuf.extend_from_slice(extra);
+    if !keep_alive {
+        wbuf.extend_from_slice(b"Connection: close\r\n");
+    } else if req.is_some_and(|r| r.version() == Version::Http10) {
+        wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    wbuf.extend_from_slice(b"\r\n");
+    let head_len = wbuf.len() as u64;
+    let body = entry.body();
+    if req.is_some_and(|r| r.method() == Method::Head) {
+        return Encoded {
+            tail: Tail::None,
+            bytes: head_len,
+            body_len: 0,
+        };
+    }
+    let tail = if body.len() <= COALESCE_BODY {
+        wbuf.extend_from_slice(body);
+        Tail::None
+    } else {
+        Tail::Bytes(body.clone())
+    };
+    Encoded {
+        tail,
+        bytes: head_len + body.len() as u64,
+        body_len: body.len() as u64,
+    }
+}
+
+/// Writes the head of `resp` into `wbuf`; on an invalid handler header returns its name.
+fn encode_head(
+    wbuf: &mut Vec<u8>,
+    resp: &Response,
+    req: Option<&Request>,
+    keep_alive: bool,
+    extra: &[u8],
+) -> Result<(), String> {
+    wbuf.clear();
+    enc::write_status_line(resp.status, wbuf);
+    wbuf.extend_from_slice(b"Server: weft\r\n");
+    enc::write_date(wbuf);
+    wbuf.extend_from_slice(extra);
+    for (name, value) in &resp.headers {
+        if is_managed(name) {
+            continue;
+        }
+        enc::write_header(name, value, wbuf).map_err(|_| name.to_string())?;
+    }
+    if !(100..200).contains(&resp.status) && resp.status != 204 && resp.status != 304 {
+        match &resp.body {
+            Body::Stream(s) if s.known_len().is_none() => {
+                if req.is_some_and(|r| r.version() == Version::Http11) {
+                    wbuf.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                }
+            }
+            body => enc::write_content_length(body.len(), wbuf),
+        }
+    }
+    if !keep_alive {
+        wbuf.extend_from_slice(b"Connection: close\r\n");
+    } else if req.is_some_and(|r| r.version() == Version::Http10) {
+        wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    wbuf.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// Headers the driver writes itself; a handler's copy is dropped.
+fn is_managed(name: &str) -> bool {
+    [
+        "content-length",
+        "connection",
+        "date",
+        "server",
+        "transfer-encoding",
+        "keep-alive",
+    ]
+    .iter()
+    .any(|m| name.eq_ignore_ascii_case(m))
+}
