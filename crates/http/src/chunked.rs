@@ -127,21 +127,7 @@ impl ChunkedDecoder {
         let mut i = 0;
         while i < input.len() {
             match self.state {
-                State::Data(left) => {
-                    // Data is taken in bulk, never byte by byte.
-                    let take = (input.len() - i).min(usize::try_from(left).unwrap_or(usize::MAX));
-                    let left = left - take as u64;
-                    self.state = if left == 0 {
-                        State::DataCr
-                    } else {
-                        State::Data(left)
-                    };
-                    return Ok(Step {
-                        consumed: i + take,
-                        data: (i, i + take),
-                        done: false,
-                    });
-                }
+                State::Data(left) => return Ok(self.data(left, input, i)),
                 State::Done => break,
                 _ => {}
             }
@@ -162,6 +148,23 @@ impl ChunkedDecoder {
         })
     }
 
+    /// Chunk data at `input[i..]` with `left` bytes of the chunk still to come: taken in bulk,
+    /// never byte by byte, and handed back at once so the caller can take it.
+    fn data(&mut self, left: u64, input: &[u8], i: usize) -> Step {
+        let take = (input.len() - i).min(usize::try_from(left).unwrap_or(usize::MAX));
+        let left = left - take as u64;
+        self.state = if left == 0 {
+            State::DataCr
+        } else {
+            State::Data(left)
+        };
+        Step {
+            consumed: i + take,
+            data: (i, i + take),
+            done: false,
+        }
+    }
+
     /// One byte of framing (a size line, the CRLF after data, the trailer section), in any
     /// state but `Data` and `Done`.
     fn byte(&mut self, b: u8) -> Result<(), Error> {
@@ -172,8 +175,8 @@ impl ChunkedDecoder {
             }
             State::SizeLf => self.end_size_line(b)?,
             State::DataCr | State::DataLf => after_data(self.state, b)?,
-            State::EndLf if b == b'\n' => State::Done,
-            State::EndLf => return Err(Error::BadChunk("chunked body not ended by CRLF")),
+            // The final LF is not counted against the trailer section's limit.
+            State::EndLf => trailer_step(self.state, b)?,
             State::TrailerStart | State::TrailerName | State::Trailer | State::TrailerLf => {
                 self.count_trailer()?;
                 trailer_step(self.state, b)?
@@ -323,7 +326,7 @@ fn after_data(state: State, b: u8) -> Result<State, Error> {
     }
 }
 
-/// A byte of the trailer section: `*( field-line CRLF ) CRLF`.
+/// A byte of the trailer section: `*( field-line CRLF ) CRLF`; its last LF ends the body.
 fn trailer_step(state: State, b: u8) -> Result<State, Error> {
     Ok(match state {
         State::TrailerStart => match b {
@@ -344,6 +347,8 @@ fn trailer_step(state: State, b: u8) -> Result<State, Error> {
         },
         State::TrailerLf if b == b'\n' => State::TrailerStart,
         State::TrailerLf => return Err(Error::BadChunk("trailer line not ended by CRLF")),
+        State::EndLf if b == b'\n' => State::Done,
+        State::EndLf => return Err(Error::BadChunk("chunked body not ended by CRLF")),
         _ => unreachable!("not a trailer state: {state:?}"),
     })
 }
@@ -438,6 +443,41 @@ mod tests {
         long_trailer.extend_from_slice(b"\r\n");
         assert_eq!(
             decode_all(&long_trailer),
+            Err(Error::BadChunk("trailer section too large"))
+        );
+    }
+
+    /// What the limits count, at the bound and one past it: a size line its bytes up to its
+    /// CR; the trailer section every byte but the body's final LF.
+    #[test]
+    fn limits_count_up_to_the_bound() {
+        let run = |limits: &Limits, input: &[u8]| {
+            let mut d = ChunkedDecoder::new(limits);
+            let step = d.decode(input)?;
+            Ok::<_, Error>((step.consumed, step.done))
+        };
+        // "0;a=b\r": 6 bytes of size line; "X:y\r\n\r": 6 bytes of trailer section.
+        let body = b"0;a=b\r\nX:y\r\n\r\n";
+        let at = Limits {
+            max_chunk_line: 6,
+            max_trailer_bytes: 6,
+            ..Limits::default()
+        };
+        assert_eq!(run(&at, body), Ok((body.len(), true)));
+        let line = Limits {
+            max_chunk_line: 5,
+            ..at
+        };
+        assert_eq!(
+            run(&line, body),
+            Err(Error::BadChunk("chunk size line too long"))
+        );
+        let trailer = Limits {
+            max_trailer_bytes: 5,
+            ..at
+        };
+        assert_eq!(
+            run(&trailer, body),
             Err(Error::BadChunk("trailer section too large"))
         );
     }

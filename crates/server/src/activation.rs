@@ -35,6 +35,7 @@ pub(crate) const UNNAMED: &str = "unknown";
 /// A listening socket this process was given.
 #[derive(Debug)]
 pub struct Inherited {
+    /// The socket, listening already.
     pub listener: TcpListener,
     /// Its bound address.
     pub addr: SocketAddr,
@@ -46,6 +47,7 @@ pub struct Inherited {
 /// upgrade, the pipe to report readiness on.
 #[derive(Debug, Default)]
 pub struct Activation {
+    /// The listening sockets, in the order they were passed.
     pub listeners: Vec<Inherited>,
     ready: Option<OwnedFd>,
 }
@@ -106,7 +108,7 @@ impl Activation {
 
     /// Reports that this process serves: one byte down the upgrade's ready pipe (then closed)
     /// and `READY=1` to systemd.
-    pub fn ready(&mut self) {
+    pub(crate) fn ready(&mut self) {
         if let Some(fd) = self.ready.take() {
             if let Err(e) = std::io::Write::write_all(&mut std::fs::File::from(fd), b"R") {
                 log::error!("upgrade: cannot tell the old process this one is ready: {e}");
@@ -169,7 +171,7 @@ fn inherited(socket: Socket, fd: RawFd, name: String) -> io::Result<Inherited> {
 
 /// Sends `state` to systemd when `NOTIFY_SOCKET` is set (a failure is logged, not fatal: the
 /// server serves the same without a service manager).
-pub fn notify(state: &[NotifyState]) {
+pub(crate) fn notify(state: &[NotifyState]) {
     if let Err(e) = sd_notify::notify(state) {
         log::warn!("sd_notify: {e}");
     }

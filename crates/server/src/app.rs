@@ -96,7 +96,7 @@ impl App {
     /// embedder's routes, then the built-ins the config enables (echo, status), then proxy
     /// prefixes, then CGI scripts under their prefix, then static files from the root, then
     /// the fallback proxy for what is not a file.
-    pub fn new(cfg: Config, user_routes: Vec<Route>) -> std::io::Result<App> {
+    pub(crate) fn new(cfg: Config, user_routes: Vec<Route>) -> std::io::Result<App> {
         let carried = Carried {
             metrics: Arc::new(Metrics::default()),
             shutdown: Arc::new(Shutdown::default()),
@@ -110,7 +110,7 @@ impl App {
     /// The next generation for `cfg` (SIGHUP): the same counters, shutdown state and routes
     /// of the embedder; the response cache and the access log are kept when their settings
     /// (and the document root) did not change, and replaced otherwise.
-    pub fn reload(&self, cfg: Config) -> std::io::Result<App> {
+    pub(crate) fn reload(&self, cfg: Config) -> std::io::Result<App> {
         // The cached heads carry the Content-Type, charset included.
         let same_files = cfg.root == self.cfg.root
             && cfg.site == self.cfg.site
@@ -250,7 +250,7 @@ impl App {
     }
 
     /// Routes `req` to its handler.
-    pub fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
+    pub(crate) fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
         if let Some(refused) = crate::limits_ip::check_request(&self.clients, &self.cfg, req) {
             return refused;
         }

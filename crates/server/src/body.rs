@@ -223,7 +223,7 @@ pub struct BodyLimits {
 impl<'a> RequestBody<'a> {
     /// A reader for a body framed by `framing`. `expect_continue`: the client waits for
     /// `100 Continue` (sent on the first read).
-    pub fn new(
+    pub(crate) fn new(
         framing: BodyFraming,
         expect_continue: bool,
         rbuf: &'a mut ReadBuf,
@@ -258,12 +258,12 @@ impl<'a> RequestBody<'a> {
     }
 
     /// Measures the time spent in reads from now on (see [`RequestBody::read_time`]).
-    pub fn set_timed(&mut self, on: bool) {
+    pub(crate) fn set_timed(&mut self, on: bool) {
         self.timed = on;
     }
 
     /// Time spent waiting for and reading body bytes while timed.
-    pub fn read_time(&self) -> Duration {
+    pub(crate) fn read_time(&self) -> Duration {
         self.read_time
     }
 
@@ -273,7 +273,7 @@ impl<'a> RequestBody<'a> {
     }
 
     /// True if the client still waits for `100 Continue` (no body byte was asked for).
-    pub fn continue_pending(&self) -> bool {
+    pub(crate) fn continue_pending(&self) -> bool {
         self.continue_pending
     }
 
@@ -293,7 +293,7 @@ impl<'a> RequestBody<'a> {
     }
 
     /// Reads and discards up to `limit` bytes; true if the body ended within them.
-    pub fn drain(&mut self, limit: u64) -> bool {
+    pub(crate) fn drain(&mut self, limit: u64) -> bool {
         let mut scratch = [0u8; 4096];
         let mut left = limit;
         while !self.is_finished() {

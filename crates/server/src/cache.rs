@@ -54,6 +54,9 @@ const ENTRY_OVERHEAD: u64 = 256;
 const HOT_ALLOCATION: f64 = 0.97;
 
 /// What the static-file handler needs to answer conditional and range requests.
+// Reached from the public API only through `Body::Prepared`, which is hidden: only the cache
+// builds it.
+#[allow(unnameable_types)]
 #[derive(Debug, Clone)]
 pub struct Validators {
     pub size: u64,
@@ -105,6 +108,8 @@ impl Identity {
 }
 
 /// One cached response.
+// Reached from the public API only through the hidden `Body::Prepared` (see `Validators`).
+#[allow(unnameable_types)]
 #[derive(Debug)]
 pub struct Entry {
     /// Header fields after `Date`, each ending in CRLF, `Content-Length` last; no blank line.
@@ -362,7 +367,9 @@ impl ResponseCache {
 
     /// Reads `file` (opened as `file_rel`, metadata `meta`) into a new entry for `key`, or
     /// `None` if it must not be cached (too large, not settled, changed while being read);
-    /// then the caller serves it from the file.
+    /// then the caller serves it from the file. The server fills with [`Self::fill_with`]
+    /// and [`Self::fill_sibling`]; this plain form is for the tests.
+    #[cfg(test)]
     pub fn fill(
         &self,
         key: &[u8],
@@ -374,8 +381,10 @@ impl ResponseCache {
         self.fill_with(key, file_rel, file, meta, validators, b"")
     }
 
-    /// [`ResponseCache::fill`] with header fields `extra` (each ending in CRLF) added to the
-    /// entry's head before `Content-Length` (`Vary: Accept-Encoding`).
+    /// Reads `file` (opened as `file_rel`, metadata `meta`) into a new entry for `key`, with
+    /// header fields `extra` (each ending in CRLF) added to the entry's head before
+    /// `Content-Length` (`Vary: Accept-Encoding`); `None` if it must not be cached (too large,
+    /// not settled, changed while being read): then the caller serves it from the file.
     pub fn fill_with(
         &self,
         key: &[u8],
@@ -393,7 +402,7 @@ impl ResponseCache {
 
     /// Reads a precompressed sibling (`file`, opened as `sibling_rel`, metadata `meta`) into
     /// the variant entry `variant_key` in `coding`, with `validators` (the sibling's, the
-    /// original's type) and `Vary`; `None` as for [`ResponseCache::fill`].
+    /// original's type) and `Vary`; `None` as for [`ResponseCache::fill_with`].
     pub fn fill_sibling(
         &self,
         variant_key: &[u8],

@@ -7,11 +7,11 @@
 //! - a static file compressed once, from its response-cache entry, into a variant kept in the
 //!   cache beside the identity entry, so a hot file is compressed once and not per request
 //!   (`cache.rs`); a file the cache does not hold is compressed per request as it is sent, as
-//!   nginx's `gzip on` does, through [`Encoder`];
-//! - a CGI or proxied response ([`Compression::dynamic`]), through [`Encoder`] as it streams.
+//!   nginx's `gzip on` does, through `Encoder`;
+//! - a CGI or proxied response (`Compression::dynamic`), through `Encoder` as it streams.
 //!
 //! [`CompressionConfig`] is a plain struct so that a part of the site (a virtual host, a
-//! location) can carry its own copy; [`Compression`] is the checked form handlers use.
+//! location) can carry its own copy; `Compression` is the checked form handlers use.
 //!
 //! Server preference among codings the client rates equally: `br`, then `zstd`, then `gzip`
 //! (`encodings` changes it). Brotli first because a variant is compressed once and served many
@@ -98,7 +98,7 @@ pub const DEFAULT_TYPES: &[&str] = &[
 
 /// The checked settings: what handlers consult.
 #[derive(Debug, Clone)]
-pub struct Compression {
+pub(crate) struct Compression {
     /// Codings in the order of preference.
     codings: Vec<Coding>,
     /// Lower-case types; an entry ending in `/*` matches the whole top-level type.
@@ -353,7 +353,7 @@ fn contains_token(value: &[u8], token: &[u8]) -> bool {
 /// `etag` (a quoted entity-tag, possibly weak) for the variant in `coding`: the coding's name
 /// added inside the quotes, so each variant has its own tag (RFC 9110 §8.8.3: a strong tag
 /// names one sequence of bytes).
-pub fn variant_etag(etag: &str, coding: Coding) -> String {
+pub(crate) fn variant_etag(etag: &str, coding: Coding) -> String {
     match etag.strip_suffix('"') {
         Some(open) => format!("{open}-{}\"", coding.token()),
         None => etag.to_string(),
@@ -428,7 +428,7 @@ impl Sink {
 /// a CGI script, an upstream socket, a file) is compressed and flushed before it is handed on,
 /// so a body that arrives slowly is not held back until a compressor's buffer fills; the
 /// cost is a few bytes per flush, at most one per `STREAM_PIECE` bytes of a fast source.
-pub struct Encoder<R> {
+pub(crate) struct Encoder<R> {
     inner: R,
     /// `None` once the stream has ended.
     sink: Option<Sink>,

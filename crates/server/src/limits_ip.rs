@@ -12,7 +12,7 @@
 //!
 //! **Memory.** The table is `limits.client_zone` slots in one anonymous shared mapping made
 //! before the `process` model forks (so its master and children see one table), grouped in
-//! sets of [`WAYS`]; a key lives in the set its keyed hash picks (the hash key is random per
+//! sets of `WAYS`; a key lives in the set its keyed hash picks (the hash key is random per
 //! start, so a client cannot aim many addresses at one set). However many addresses appear,
 //! the table never grows: a new address takes the slot in its set that loses least — an empty
 //! one, or one whose bucket has drained and has no connection open (forgetting it changes
@@ -47,7 +47,7 @@ use crate::config::Config;
 use crate::sys_process::{AtomicsOnly, Shared, SharedSlice};
 
 /// Slots per set: a lookup reads at most this many (one or two cache lines' worth).
-pub const WAYS: usize = 8;
+pub(crate) const WAYS: usize = 8;
 /// Default of `limits.client_zone`: 65,536 slots of 16 bytes, 1 MiB (nginx's `limit_conn_zone`
 /// and `limit_req_zone` take a size in bytes; 1 MiB there holds about 16,000 addresses).
 pub const DEFAULT_ZONE: usize = 65_536;
@@ -58,7 +58,9 @@ const CLAIM_TRIES: usize = 4;
 /// A request rate: `N` requests per second or per minute (nginx's `100r/s`, `30r/m`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rate {
+    /// Requests allowed per period.
     pub count: u32,
+    /// The period is a minute (`r/m`); otherwise a second (`r/s`).
     pub per_minute: bool,
 }
 
@@ -146,7 +148,7 @@ unsafe impl AtomicsOnly for Slot {}
 
 /// Rejections and table events, in shared memory (every process adds to them).
 #[derive(Debug)]
-pub struct LimitCounters {
+pub(crate) struct LimitCounters {
     /// Connections refused by `limits.conn_per_ip`.
     pub conn_rejected: AtomicU64,
     /// Requests answered 429 by `[rate_limit]`.
@@ -161,7 +163,7 @@ pub struct LimitCounters {
 unsafe impl AtomicsOnly for LimitCounters {}
 
 /// The per-client table (see the module doc).
-pub struct ClientTable {
+pub(crate) struct ClientTable {
     slots: SharedSlice<Slot>,
     /// `slots.len() / WAYS - 1`: sets are a power of two.
     set_mask: usize,
@@ -181,7 +183,7 @@ impl std::fmt::Debug for ClientTable {
 
 /// Why a connection or request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// `limits.conn_per_ip` connections of this address are open.
     Connections,
     /// Over the rate: one request would pass after this long.
@@ -190,7 +192,7 @@ pub enum Refused {
 
 /// A connection's place in the table (`ConnInfo`): released when dropped.
 #[derive(Debug)]
-pub enum ConnSlot {
+pub(crate) enum ConnSlot {
     /// Not counted: the limit is off, the address could not get a slot, or another process
     /// holds the count (the `process` model's master for its connection processes).
     Untracked,
@@ -231,7 +233,8 @@ impl ClientTable {
         self.slots.len()
     }
 
-    /// Slots that hold an address now.
+    /// Slots that hold an address now (the tests check the table never overfills).
+    #[cfg(test)]
     pub fn occupied(&self) -> usize {
         self.slots
             .iter()
@@ -341,6 +344,7 @@ impl ClientTable {
     }
 
     /// [`ClientTable::request`] at time `now` (ns since the epoch; tests pass their own clock).
+    #[cfg(test)]
     pub fn request_at(&self, ip: IpAddr, rate: Rate, burst: u32, now: u64) -> Result<(), Refused> {
         self.request_with(ip, rate, burst, || now)
     }

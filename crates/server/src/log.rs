@@ -40,7 +40,7 @@ pub fn init_error_log() {
 
 /// The access log: one Combined Log Format line per response.
 #[derive(Clone)]
-pub struct AccessLog {
+pub(crate) struct AccessLog {
     out: Arc<Mutex<BufWriter<Box<dyn Write + Send>>>>,
     flusher: Arc<std::sync::Once>,
     /// Where it goes, to open it again on [`AccessLog::reopen`].
@@ -55,7 +55,7 @@ impl std::fmt::Debug for AccessLog {
 
 /// The fields of one access-log line.
 #[derive(Debug)]
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     pub peer: std::net::IpAddr,
     pub method: &'a str,
     pub target: &'a str,
@@ -145,7 +145,7 @@ fn writer(target: &AccessLogTarget) -> io::Result<Option<Box<dyn Write + Send>>>
 }
 
 /// `ip - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 2326 "referer" "agent"\n`
-pub fn format_entry(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
+pub(crate) fn format_entry(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
     let _ = write!(out, "{} - - [{}] \"", e.peer, clf_time(now));
     escape(e.method.as_bytes(), out);
     out.push(b' ');

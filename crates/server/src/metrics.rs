@@ -25,7 +25,9 @@ pub trait ModelReport: Send + Sync + std::fmt::Debug {
 /// Counters of one listening socket (its [`Counters`], reached through `Deref`).
 #[derive(Debug)]
 pub struct ListenerMetrics {
+    /// The listener's bound address.
     pub addr: SocketAddr,
+    /// The concurrency model serving it.
     pub model: Model,
     counters: Shared<Counters>,
     report: std::sync::OnceLock<Arc<dyn ModelReport>>,
@@ -45,8 +47,11 @@ pub struct Counters {
     /// Responses by status code: index `code - 100` for 100..=599 (a code a handler set
     /// outside that range counts at the nearer end).
     pub by_status: [AtomicU64; STATUS_CODES],
+    /// Bytes of responses written (head and body).
     pub bytes_out: AtomicU64,
+    /// Connections accepted.
     pub accepted: AtomicU64,
+    /// Connections open now.
     pub open: AtomicU64,
     /// Where requests' time went (`[timing]`), one histogram per [`Phase`].
     pub phases: [PhaseHistogram; PHASES],
@@ -110,14 +115,17 @@ pub const PHASE_BUCKETS: usize = 32;
 /// A log2 histogram of durations, in shared memory like the other counters.
 #[derive(Debug)]
 pub struct PhaseHistogram {
+    /// Durations counted per bucket (see [`PHASE_BUCKETS`]).
     pub buckets: [AtomicU64; PHASE_BUCKETS],
+    /// Durations counted.
     pub count: AtomicU64,
+    /// Their sum, in nanoseconds.
     pub sum_ns: AtomicU64,
 }
 
 impl PhaseHistogram {
     /// Counts one duration.
-    pub fn record(&self, d: std::time::Duration) {
+    pub(crate) fn record(&self, d: std::time::Duration) {
         let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         self.buckets[bucket_of(us)].fetch_add(1, Relaxed);
         self.count.fetch_add(1, Relaxed);
@@ -140,9 +148,13 @@ pub fn bucket_upper_us(i: usize) -> Option<u64> {
 /// A phase's histogram summed over listeners.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PhaseStats {
+    /// The phase.
     pub phase: Phase,
+    /// Durations counted.
     pub count: u64,
+    /// Their mean, in microseconds.
     pub mean_us: f64,
+    /// Durations per bucket (see [`PHASE_BUCKETS`]).
     pub buckets: [u64; PHASE_BUCKETS],
 }
 
@@ -174,7 +186,7 @@ impl std::ops::Deref for ListenerMetrics {
 
 impl ListenerMetrics {
     /// Fresh counters for a listener.
-    pub fn new(addr: SocketAddr, model: Model) -> ListenerMetrics {
+    pub(crate) fn new(addr: SocketAddr, model: Model) -> ListenerMetrics {
         ListenerMetrics {
             addr,
             model,
@@ -203,18 +215,18 @@ impl ListenerMetrics {
 
     /// Sets [`ListenerMetrics::tls`] and [`ListenerMetrics::redirect_https`] (once, when the
     /// listener is bound).
-    pub fn set_tls(&self, tls: bool, redirect_https: bool) {
+    pub(crate) fn set_tls(&self, tls: bool, redirect_https: bool) {
         self.tls.store(tls, Relaxed);
         self.redirect_https.store(redirect_https, Relaxed);
     }
 
     /// Sets [`ListenerMetrics::proxy_protocol`] (once, when the listener is bound).
-    pub fn set_proxy_protocol(&self, on: bool) {
+    pub(crate) fn set_proxy_protocol(&self, on: bool) {
         self.proxy_protocol.store(on, Relaxed);
     }
 
     /// Adds the model's live figures to this listener's status (the first one set stays).
-    pub fn set_report(&self, report: Arc<dyn ModelReport>) {
+    pub(crate) fn set_report(&self, report: Arc<dyn ModelReport>) {
         let _ = self.report.set(report);
     }
 
@@ -224,7 +236,7 @@ impl ListenerMetrics {
     }
 
     /// Counts one response.
-    pub fn response(&self, status: u16, bytes: u64) {
+    pub(crate) fn response(&self, status: u16, bytes: u64) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.responses[class].fetch_add(1, Relaxed);
         let code = usize::from(status).clamp(100, 100 + STATUS_CODES - 1) - 100;
@@ -233,7 +245,7 @@ impl ListenerMetrics {
     }
 
     /// Counts `d` in `phase`'s histogram.
-    pub fn phase(&self, phase: Phase, d: std::time::Duration) {
+    pub(crate) fn phase(&self, phase: Phase, d: std::time::Duration) {
         self.phases[phase as usize].record(d);
     }
 
@@ -245,7 +257,7 @@ impl ListenerMetrics {
 
 /// Marks a connection open for as long as it lives.
 #[derive(Debug)]
-pub struct OpenGuard(Arc<ListenerMetrics>);
+pub(crate) struct OpenGuard(Arc<ListenerMetrics>);
 
 impl OpenGuard {
     /// Counts an accepted connection as open.
@@ -265,6 +277,7 @@ impl Drop for OpenGuard {
 /// Every listener's counters.
 #[derive(Debug)]
 pub struct Metrics {
+    /// When the metrics were made (the server's start; `uptime_seconds`).
     pub started: Instant,
     /// The server's process, whose `process_*` figures `/_weft/metrics` reports: taken when
     /// the metrics are made, before the `process` model forks, so a connection process that
@@ -297,7 +310,7 @@ const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 impl Metrics {
     /// Registers a listener and returns its counters.
-    pub fn add_listener(&self, addr: SocketAddr, model: Model) -> Arc<ListenerMetrics> {
+    pub(crate) fn add_listener(&self, addr: SocketAddr, model: Model) -> Arc<ListenerMetrics> {
         let m = Arc::new(ListenerMetrics::new(addr, model));
         self.listeners
             .lock()
@@ -307,7 +320,7 @@ impl Metrics {
     }
 
     /// Reports `cache`'s counters with the listeners' (`None`: the cache is off).
-    pub fn set_cache(&self, cache: Option<Arc<ResponseCache>>) {
+    pub(crate) fn set_cache(&self, cache: Option<Arc<ResponseCache>>) {
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = cache;
     }
 
@@ -317,7 +330,7 @@ impl Metrics {
     }
 
     /// Notes whether requests are timed (set again on every reload).
-    pub fn set_timing(&self, on: bool) {
+    pub(crate) fn set_timing(&self, on: bool) {
         self.timing.store(on, Relaxed);
     }
 
@@ -327,7 +340,7 @@ impl Metrics {
     }
 
     /// The response cache's counters (`None` when the cache is off).
-    pub fn cache_stats(&self) -> Option<CacheStats> {
+    pub(crate) fn cache_stats(&self) -> Option<CacheStats> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner()).clone();
         cache.map(|c| c.stats())
     }
@@ -665,7 +678,7 @@ impl Metrics {
 /// The server process's figures from `/proc` (Linux), as the Prometheus process collector
 /// reads them.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProcessStats {
+pub(crate) struct ProcessStats {
     /// User and system CPU time.
     pub cpu_seconds: f64,
     pub resident_bytes: u64,

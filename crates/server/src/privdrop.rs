@@ -2,7 +2,7 @@
 //!
 //! To bind a port below 1024 the server starts as root; once every listener is bound (or
 //! taken over from systemd or an upgrading predecessor), the access log is open and the
-//! configuration's files are read, [`drop_privileges`] sets the supplementary groups, the group
+//! configuration's files are read, `drop_privileges` sets the supplementary groups, the group
 //! and the user of `user = "NAME[:GROUP]"` for the whole process, before the `process` model's
 //! master is forked and before any thread starts, and checks that root cannot be regained.
 //! Everything started afterwards (the master, connection processes, CGI scripts, the process
@@ -30,7 +30,7 @@ use crate::sys::{self, UserIds};
 
 /// The user and group `spec` (`NAME`, `NAME:GROUP`, or numeric ids) names: the group is the
 /// user's primary group unless given.
-pub fn resolve(spec: &str) -> Result<(UserIds, libc::gid_t), String> {
+pub(crate) fn resolve(spec: &str) -> Result<(UserIds, libc::gid_t), String> {
     let (user, group) = match spec.split_once(':') {
         Some((u, g)) => (u, Some(g)),
         None => (spec, None),
@@ -66,7 +66,7 @@ pub fn resolve(spec: &str) -> Result<(UserIds, libc::gid_t), String> {
 }
 
 /// True if the process runs with root's effective user id.
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     sys::ids().1 == 0
 }
 

@@ -20,7 +20,7 @@ pub struct Request {
 impl Request {
     /// Wraps a head parsed from `bytes` (a `Vec<u8>`, or `Bytes` without a copy when it owns
     /// its whole allocation).
-    pub fn new(
+    pub(crate) fn new(
         bytes: impl Into<Vec<u8>>,
         head: RequestHead,
         peer: SocketAddr,

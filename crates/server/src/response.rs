@@ -19,13 +19,17 @@ pub enum Body {
     Bytes(Bytes),
     /// `len` bytes of `file` from `offset`, sent with `sendfile(2)`.
     File {
+        /// The open file.
         file: Arc<File>,
+        /// First byte sent.
         offset: u64,
+        /// Bytes sent from `offset`.
         len: u64,
     },
     /// A whole `200` response from the response cache: its head, encoded but for `Date` and
     /// `Connection`, and its body, shared with every connection sending it. The driver sends
-    /// the entry's head, not the response's status and headers.
+    /// the entry's head, not the response's status and headers. Only the cache builds it.
+    #[doc(hidden)]
     Prepared(Arc<crate::cache::Entry>),
     /// Bytes read from a reader while the response is sent: with `Content-Length` if the
     /// length is known, else chunked to an HTTP/1.1 client and delimited by closing the
@@ -142,8 +146,11 @@ pub(crate) fn recycle_headers(mut headers: Vec<HeaderPair>) {
 /// A response: status, headers, body.
 #[derive(Debug)]
 pub struct Response {
+    /// Status code.
     pub status: u16,
+    /// Header fields the handler set, in order.
     pub headers: Vec<HeaderPair>,
+    /// The body.
     pub body: Body,
     /// Close the connection after this response even if the client would keep it.
     pub close: bool,

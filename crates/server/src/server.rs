@@ -345,7 +345,7 @@ fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<TcpListener>> {
 /// port): a plain bind, with `SO_REUSEADDR` so that connections in TIME_WAIT from an earlier
 /// run do not count, conflicts with any listening socket, `SO_REUSEPORT` or not. The socket is
 /// closed again at once, never listened on. `weft check` uses it too.
-pub fn probe_port(addr: SocketAddr) -> io::Result<()> {
+pub(crate) fn probe_port(addr: SocketAddr) -> io::Result<()> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {

@@ -1,7 +1,7 @@
 //! Virtual hosts (`[[site]]`) and their locations (`[[site.location]]`), as nginx's `server`
 //! and `location` blocks and Caddy's site blocks.
 //!
-//! A request's site is chosen once, by the name of its host ([`request_host`]): an exact name
+//! A request's site is chosen once, by the name of its host (`request_host`): an exact name
 //! first (a hash map), then the longest matching wildcard (`*.example.test`, one hash lookup
 //! per dot of the name), then the `default = true` site; with none of them, the top-level
 //! settings answer as they do without sites. Within the site the location is chosen by the
@@ -9,8 +9,8 @@
 //! `/x/../admin/` meet the `/admin/` location): an exact `path` first, else the longest
 //! `prefix`. Neither choice allocates for a path that needs no normalisation.
 //!
-//! [`Router`] is that choice alone, pure data, checked when the configuration is read (every
-//! refusal names the file's line and column, see [`check`]); [`Sites`] adds each site's
+//! `Router` is that choice alone, pure data, checked when the configuration is read (every
+//! refusal names the file's line and column, see `check`); `Sites` adds each site's
 //! handlers (its root's static files, CGI, proxies) and answers the request:
 //!
 //! - a location's action: `deny` (403), `redirect` (`$path` and `$query` substituted),
@@ -139,6 +139,9 @@ pub(crate) enum Seg {
 }
 
 /// A refused configuration: where (as a path of keys) and why.
+// Public for the router's benchmark (`benches/sites.rs`), which builds a `Router`; embedders
+// configure sites through `Config::site`.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     at: Vec<Seg>,
@@ -234,7 +237,7 @@ fn keyed<'a>(
 
 /// Checks the `[[site]]` entries of a configuration read from `text`: the refusal, if any,
 /// as `line L, column C: KEY: MESSAGE`.
-pub fn check(text: &str, sites: &[SiteConfig]) -> Result<(), String> {
+pub(crate) fn check(text: &str, sites: &[SiteConfig]) -> Result<(), String> {
     Router::new(sites).map(drop).map_err(|p| p.in_file(text))
 }
 
@@ -367,6 +370,8 @@ struct SiteRules {
 
 /// The host table and every site's location matcher: which site and location a request
 /// goes to, without handlers (so it can be built and measured without any file).
+// Public for the router's benchmark (`benches/sites.rs`); not library API.
+#[doc(hidden)]
 #[derive(Debug)]
 pub struct Router {
     exact: HashMap<Box<[u8]>, usize>,
@@ -485,7 +490,7 @@ impl Router {
 
 /// A request path in normal form (`/` plus the normalised segments, `/` at the end if the
 /// request had one); borrowed when it needs no normalisation (the common case).
-pub fn normal_path(path: &str) -> Result<Cow<'_, str>, weft_http::path::PathError> {
+pub(crate) fn normal_path(path: &str) -> Result<Cow<'_, str>, weft_http::path::PathError> {
     let n = normalize(path)?;
     Ok(match n.rel {
         // A path without escapes or dot segments is its own normal form.

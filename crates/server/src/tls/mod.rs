@@ -2,8 +2,8 @@
 //! re-read on SIGHUP), and what a connection on a TLS listener needs from them.
 //!
 //! A TLS listener (`[[listen]] tls = true`, `weft serve --https ADDR`) runs the same
-//! connection driver as a plain one: the model wraps its transport in [`stream::TlsStream`]
-//! after [`stream::handshake`], so `conn::serve` reads and writes plaintext and knows nothing
+//! connection driver as a plain one: the model wraps its transport in `stream::TlsStream`
+//! after `stream::handshake`, so `conn::serve` reads and writes plaintext and knows nothing
 //! of records. rustls does the protocol; ring is its crypto provider (chosen by
 //! `bench/spike/tls_provider`, ARCHITECTURE.md "Design choices").
 //!
@@ -11,12 +11,12 @@
 //! - a certificate or key that does not load, a key that does not match its certificate, or a
 //!   certificate without a name a client could check fails `weft serve` at start with the
 //!   file's name and the reason (and a reload keeps the old certificates);
-//! - TLS 1.2 and 1.3 only, ALPN `http/1.1` ([`ALPN`]: the one place `h2` would be added);
+//! - TLS 1.2 and 1.3 only, ALPN `http/1.1` (`ALPN`: the one place `h2` would be added);
 //! - session resumption by tickets (one key for the process, kept across reloads and
 //!   inherited by the process model's children) and a bounded server-side cache
 //!   (`[tls] session_cache` entries);
 //! - certificates are re-read on SIGHUP: new connections get the new ones, open connections
-//!   keep theirs (they hold their generation's [`Tls`]).
+//!   keep theirs (they hold their generation's `Tls`).
 
 pub(crate) mod stream;
 
@@ -117,8 +117,11 @@ impl Default for TlsConfig {
 pub struct SniCert {
     /// Host names, exact (`www.example.com`) or one leading wildcard label (`*.example.com`).
     pub names: Vec<String>,
+    /// PEM certificate chain for these names, leaf first.
     pub cert: PathBuf,
+    /// PEM private key of the certificate.
     pub key: PathBuf,
+    /// A DER OCSP response stapled to this certificate's handshakes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocsp: Option<PathBuf>,
 }

@@ -1,186 +1,40 @@
-//! The reverse proxy: requests under a configured prefix (or, for a fallback upstream,
-//! everything that is not a file, as the pipeline paper hands dynamic requests to a server
-//! behind it) are forwarded to an upstream HTTP/1.1 server over a pool of keep-alive
-//! connections, with our own upstream client (the response head is parsed by
-//! [`weft_http::ResponseParser`], chunked bodies decoded by [`weft_http::ChunkedDecoder`]).
-//!
-//! What it promises:
-//! - **Routing**: a prefix matches when both the request path and its normalised form start
-//!   with it, so `/api/../secret` is not forwarded by an `/api/` mount (the upstream would
-//!   resolve it outside the prefix). Mounts are tried in configuration order, before CGI
-//!   and static files. The fallback entry (`fallback = true`, `--proxy '*=URL'`) takes GET
-//!   and HEAD requests the static files answer 404, and every other method no route took.
-//!   CONNECT is never forwarded (405).
-//! - **Headers**: hop-by-hop fields are removed both ways: `Connection` and every field it
-//!   names, `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
-//!   `Proxy-Authorization`, `Proxy-Authenticate`. `Expect` is answered here (the client gets
-//!   `100 Continue` when the body is first read), not forwarded. `X-Forwarded-For` gets the
-//!   client's address appended to what the client sent; `X-Forwarded-Proto` (`http`, `https` over TLS) and
-//!   `X-Forwarded-Host` (the request's host) replace the client's; `Via` gets `1.x weft`
-//!   appended both ways. `Host` is the request's host by default (`host = "upstream"`: the
-//!   upstream's authority). The request's host is [`Request::host`]: an absolute-form
-//!   target's authority replaces the client's `Host` (RFC 9112 §3.2.2).
-//! - **No ambiguous request upstream**: the client's request was already refused if its
-//!   framing was ambiguous (weft-http); every framing field it sent is dropped and exactly one
-//!   is written from the parsed framing: `Content-Length` for a sized body (also `0` when the
-//!   client sent `Content-Length: 0`), `Transfer-Encoding: chunked` for a chunked one.
-//! - **Request buffering** (`request_buffering`, on by default as nginx's
-//!   `proxy_request_buffering`): the whole request body is read (bounded by `limits.max_body`,
-//!   chunked framing checked, under the body timeouts and minimum rate) before an upstream
-//!   connection is taken, so a request that turns out malformed never reaches the upstream;
-//!   it goes up with a `Content-Length`.
-//! - **Streaming**: without request buffering, the request body is copied to the upstream a
-//!   piece at a time as it arrives (a chunked body is re-chunked); the response body streams
-//!   back through [`Body::Stream`]: its `Content-Length` passed on, a chunked body decoded and
-//!   re-chunked by the driver, a close-delimited body read until the upstream closes. Memory
-//!   per request stays at a few buffers whatever the body size.
-//! - **Pool**: per upstream, at most `max_idle` idle connections, most recently used first,
-//!   each closed after `idle_timeout` idle or when a non-blocking read shows it closed (or
-//!   holding unexpected bytes) at checkout. A connection returns to the pool only after a
-//!   whole request went out and a whole response came back that both sides allow to be kept
-//!   alive; any error, timeout or cut body closes it.
-//! - **Retry**: a request is sent once more, on a fresh connection, only if a pooled
-//!   connection turned out dead before any byte of the response (write error, or end of
-//!   stream or reset at the first read), the method is idempotent (RFC 9110 §9.2.2) and the
-//!   request has no body or a buffered one (a body already streamed cannot be replayed).
-//! - **Failures**: connection refused or unreachable, a malformed or unsupported upstream
-//!   response (see `weft_http::ResponseParser`), or a dead connection that cannot be retried:
-//!   502. Connect timeout or read timeout before the response head: 504. Once the response
-//!   has begun, a failure ends the client connection mid-body (no last chunk, or fewer bytes
-//!   than the `Content-Length`), so the client can tell. Each is logged once.
-//! - **No blocked worker**: upstream sockets are [`weft_fiber::net::TcpStream`]s, which park
-//!   the fiber on the fiber model and block the connection's own thread on the thread and
-//!   process models. Upstream names are resolved once, when the server starts.
-//!
-//! The request body is written before the response is read (as a simple client does): an
-//! upstream that answers early without reading a large body holds the request until the
-//! write times out (`read_timeout`), unless it closes the connection, in which case what it
-//! sent is relayed if it can be read.
+//! Forwarding one request upstream and relaying the response: request buffering or
+//! streaming, one retry on a dead pooled connection, the response head read past interim
+//! responses, and the body streamed back as it arrives.
 
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
-use weft_fiber::net::TcpStream;
-use weft_http::response::{valid_name, valid_value};
-use weft_http::{
-    BodyFraming, ChunkedDecoder, Limits, Method, ResponseFraming, ResponseParser, TargetForm,
-    Version,
-};
+use weft_http::{BodyFraming, ChunkedDecoder, Limits, Method, ResponseFraming, ResponseParser};
 
-use crate::body::{ReadBuf, RequestBody};
+use super::headers;
+use super::pool::{Conn, Pool};
+use crate::body::RequestBody;
 use crate::config::{ProxyConfig, ProxyHost};
-use crate::handlers::path::normalize;
 use crate::response::{Body, BodyStream, Response};
 use crate::Request;
 
 /// Bytes per body read or write.
 const PIECE: usize = 16 * 1024;
-/// Initial read buffer of an upstream connection (it grows to the head limit if needed).
-const READ_BUF: usize = 8 * 1024;
 /// Largest chunked-body bytes held unread (a chunk-size line, extensions, trailers).
 const CHUNKED_BUF_MAX: usize = 64 * 1024;
-/// Fields never forwarded in either direction (RFC 9110 §7.6.1, and RFC 2616's list).
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
-    "proxy-authenticate",
-];
-
-/// Every proxy mount of the application.
-#[derive(Debug)]
-pub struct Proxy {
-    mounts: Vec<(String, Arc<Upstream>)>,
-    fallback: Option<Arc<Upstream>>,
-}
-
-impl Proxy {
-    /// The mounts `cfgs` describe (`None` if there are none); resolves every upstream.
-    pub fn new(cfgs: &[ProxyConfig]) -> io::Result<Option<Proxy>> {
-        if cfgs.is_empty() {
-            return Ok(None);
-        }
-        let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
-        let mut proxy = Proxy {
-            mounts: Vec::new(),
-            fallback: None,
-        };
-        for cfg in cfgs {
-            let up = Arc::new(Upstream::new(cfg)?);
-            if cfg.fallback {
-                if proxy.fallback.is_some() {
-                    return Err(invalid("more than one proxy has `fallback = true`".into()));
-                }
-                proxy.fallback = Some(up.clone());
-            }
-            if !cfg.prefix.is_empty() {
-                if !cfg.prefix.starts_with('/') {
-                    return Err(invalid(format!(
-                        "proxy prefix `{}` must start with `/`",
-                        cfg.prefix
-                    )));
-                }
-                proxy.mounts.push((cfg.prefix.clone(), up));
-            } else if !cfg.fallback {
-                return Err(invalid(format!(
-                    "proxy to {} needs a `prefix` or `fallback = true`",
-                    cfg.upstream
-                )));
-            }
-        }
-        Ok(Some(proxy))
-    }
-
-    /// The upstream mounted at a prefix of `path` (still percent-encoded), if any.
-    pub fn route(&self, path: &str) -> Option<&Arc<Upstream>> {
-        let (_, up) = self
-            .mounts
-            .iter()
-            .find(|(prefix, _)| path.starts_with(prefix.as_str()) && normal_starts(path, prefix))?;
-        Some(up)
-    }
-
-    /// The upstream for everything that is not a file, if one is configured.
-    pub fn fallback(&self) -> Option<&Arc<Upstream>> {
-        self.fallback.as_ref()
-    }
-}
-
-/// True if the normalised form of `path` starts with `prefix` too.
-fn normal_starts(path: &str, prefix: &str) -> bool {
-    let Ok(n) = normalize(path) else {
-        return false;
-    };
-    let mut p = Vec::with_capacity(n.rel.len() + 2);
-    p.push(b'/');
-    p.extend_from_slice(&n.rel);
-    if n.trailing_slash && !n.rel.is_empty() {
-        p.push(b'/');
-    }
-    p.starts_with(prefix.as_bytes())
-}
 
 /// One upstream server and its pool of idle connections.
 pub struct Upstream {
     /// The URL as configured, for logs.
     url: String,
-    addr: SocketAddr,
+    pub(super) addr: SocketAddr,
     /// `host[:port]` from the URL, for `Host` in upstream mode.
-    authority: String,
-    host: ProxyHost,
-    connect_timeout: Duration,
-    read_timeout: Duration,
+    pub(super) authority: String,
+    pub(super) host: ProxyHost,
+    pub(super) connect_timeout: Duration,
+    pub(super) read_timeout: Duration,
     limits: Limits,
-    pool: Pool,
+    pub(super) pool: Pool,
     /// `request_buffering`: the whole body is read before the upstream is contacted.
     buffering: bool,
 }
@@ -224,7 +78,7 @@ fn parse_url(url: &str) -> Result<(String, String, u16), String> {
 }
 
 impl Upstream {
-    fn new(cfg: &ProxyConfig) -> io::Result<Upstream> {
+    pub(super) fn new(cfg: &ProxyConfig) -> io::Result<Upstream> {
         let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
         let (authority, host, port) = parse_url(&cfg.upstream).map_err(invalid)?;
         let addr = (host.as_str(), port)
@@ -241,11 +95,7 @@ impl Upstream {
             read_timeout: cfg.read_timeout,
             limits: Limits::default(),
             buffering: cfg.request_buffering,
-            pool: Pool {
-                idle: Mutex::new(Vec::new()),
-                max_idle: cfg.max_idle,
-                idle_timeout: cfg.idle_timeout,
-            },
+            pool: Pool::new(cfg.max_idle, cfg.idle_timeout),
         })
     }
 
@@ -335,109 +185,6 @@ impl Upstream {
                 Err(HeadError::Failed(f)) => return Err(f),
             }
         }
-    }
-
-    /// A pooled connection, or a new one.
-    fn checkout(&self) -> Result<Conn, Failure> {
-        match self.pool.take() {
-            Some(c) => Ok(c),
-            None => self.connect(),
-        }
-    }
-
-    fn connect(&self) -> Result<Conn, Failure> {
-        let stream = TcpStream::connect_timeout(&self.addr, self.connect_timeout)
-            .map_err(|e| io_failure("connecting", &e))?;
-        let setup = stream
-            .set_nodelay(true)
-            .and_then(|()| stream.set_read_timeout(Some(self.read_timeout)))
-            .and_then(|()| stream.set_write_timeout(Some(self.read_timeout)));
-        setup.map_err(|e| io_failure("setting up the connection", &e))?;
-        Ok(Conn {
-            stream,
-            rbuf: ReadBuf::new(READ_BUF),
-            reused: false,
-            keep: true,
-        })
-    }
-
-    /// The request head as it goes upstream.
-    /// `framing`: the body's as it goes upstream (a buffered body has a length).
-    fn request_head(&self, req: &Request, framing: BodyFraming) -> Vec<u8> {
-        let mut h = Vec::with_capacity(512 + req.head().len());
-        h.extend_from_slice(req.method_str().as_bytes());
-        h.push(b' ');
-        match req.head().target_form() {
-            TargetForm::Absolute => {
-                h.extend_from_slice(req.path().as_bytes());
-                if let Some(q) = req.query() {
-                    h.push(b'?');
-                    h.extend_from_slice(q.as_bytes());
-                }
-            }
-            _ => h.extend_from_slice(req.target().as_bytes()),
-        }
-        h.extend_from_slice(b" HTTP/1.1\r\n");
-        let named = connection_tokens(
-            req.headers()
-                .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-                .map(|(_, v)| v),
-        );
-        let mut xff: Vec<u8> = Vec::new();
-        let mut via: Vec<u8> = Vec::new();
-        for (name, value) in req.headers() {
-            if name.eq_ignore_ascii_case("x-forwarded-for") {
-                append_list(&mut xff, value);
-            } else if name.eq_ignore_ascii_case("via") {
-                append_list(&mut via, value);
-            }
-            if is_hop_by_hop(name, &named)
-                || [
-                    "host",
-                    "content-length",
-                    "expect",
-                    "x-forwarded-for",
-                    "x-forwarded-proto",
-                    "x-forwarded-host",
-                    "via",
-                ]
-                .iter()
-                .any(|f| name.eq_ignore_ascii_case(f))
-            {
-                continue;
-            }
-            field(&mut h, name, value);
-        }
-        // The request's host: an absolute-form target's authority replaces the Host field
-        // (RFC 9112 §3.2.2), so the upstream sees the host the client asked for.
-        let client_host = req.host().map(str::as_bytes);
-        let host = match (self.host, client_host) {
-            (ProxyHost::Client, Some(v)) => v,
-            _ => self.authority.as_bytes(),
-        };
-        field(&mut h, "Host", host);
-        match framing {
-            BodyFraming::Length(n) => weft_http::response::write_content_length(n, &mut h),
-            BodyFraming::Chunked => h.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
-            BodyFraming::None if req.header("Content-Length").is_some() => {
-                h.extend_from_slice(b"Content-Length: 0\r\n");
-            }
-            BodyFraming::None => {}
-        }
-        append_list(&mut xff, req.peer_addr().ip().to_string().as_bytes());
-        field(&mut h, "X-Forwarded-For", &xff);
-        h.extend_from_slice(if req.is_https() {
-            b"X-Forwarded-Proto: https\r\n"
-        } else {
-            b"X-Forwarded-Proto: http\r\n"
-        });
-        if let Some(v) = client_host {
-            field(&mut h, "X-Forwarded-Host", v);
-        }
-        append_list(&mut via, via_entry(req.version()).as_bytes());
-        field(&mut h, "Via", &via);
-        h.extend_from_slice(b"\r\n");
-        h
     }
 
     /// Writes the head and a body read in full beforehand.
@@ -576,31 +323,7 @@ impl Upstream {
     ) -> Response {
         let head = parser.head();
         let head_len = head.len();
-        let raw = conn.rbuf.data();
-        let mut resp = Response::new(head.status());
-        let named = connection_tokens(
-            head.headers()
-                .iter()
-                .filter(|h| h.name.get(raw).eq_ignore_ascii_case(b"connection"))
-                .map(|h| h.value.get(raw)),
-        );
-        let mut via: Vec<u8> = Vec::new();
-        for h in head.headers() {
-            let (name, value) = (h.name.get(raw), h.value.get(raw));
-            // Names are tokens (checked by the parser), so ASCII.
-            let name = std::str::from_utf8(name).unwrap_or("");
-            if name.eq_ignore_ascii_case("via") {
-                append_list(&mut via, value);
-                continue;
-            }
-            if is_hop_by_hop(name, &named) || name.eq_ignore_ascii_case("content-length") {
-                continue;
-            }
-            resp.headers
-                .push((name.to_string().into(), value.to_vec().into()));
-        }
-        append_list(&mut via, via_entry(head.version()).as_bytes());
-        resp.headers.push(("Via".into(), via.into()));
+        let mut resp = headers::response_head(head, conn.rbuf.data());
         let framing = head.framing();
         let keep = head.keep_alive();
         let content_length = head.content_length();
@@ -655,19 +378,11 @@ impl Upstream {
         };
         resp
     }
-
-    /// Returns `conn` to the pool if it may carry another request.
-    fn release(&self, mut conn: Conn) {
-        if conn.keep && conn.rbuf.is_empty() {
-            conn.reused = true;
-            self.pool.put(conn);
-        }
-    }
 }
 
 /// Why a request could not be relayed: the status to answer and a line for the log.
 #[derive(Debug)]
-struct Failure {
+pub(super) struct Failure {
     status: u16,
     why: String,
 }
@@ -682,12 +397,12 @@ impl Failure {
 }
 
 /// 504 for a timeout, 502 for anything else.
-fn io_failure(what: &str, e: &io::Error) -> Failure {
+pub(super) fn io_failure(what: &str, e: &io::Error) -> Failure {
     let status = if is_timeout(e) { 504 } else { 502 };
     Failure::new(status, format!("{what}: {e}"))
 }
 
-fn is_timeout(e: &io::Error) -> bool {
+pub(super) fn is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
@@ -717,126 +432,6 @@ fn is_idempotent(m: Method) -> bool {
         m,
         Method::Get | Method::Head | Method::Put | Method::Delete | Method::Options | Method::Trace
     )
-}
-
-/// The field names listed in `Connection` values, lower-cased.
-fn connection_tokens<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<String> {
-    let mut out = Vec::new();
-    for v in values {
-        for t in v.split(|&b| b == b',') {
-            let t = t.trim_ascii();
-            if !t.is_empty() {
-                out.push(String::from_utf8_lossy(t).to_ascii_lowercase());
-            }
-        }
-    }
-    out
-}
-
-fn is_hop_by_hop(name: &str, named: &[String]) -> bool {
-    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
-        || named.iter().any(|n| name.eq_ignore_ascii_case(n))
-}
-
-/// Appends `value` to a comma-separated list.
-fn append_list(list: &mut Vec<u8>, value: &[u8]) {
-    let value = value.trim_ascii();
-    if value.is_empty() {
-        return;
-    }
-    if !list.is_empty() {
-        list.extend_from_slice(b", ");
-    }
-    list.extend_from_slice(value);
-}
-
-/// Appends `name: value\r\n` (both already valid: from a parsed head, or built here from
-/// valid parts).
-fn field(h: &mut Vec<u8>, name: &str, value: &[u8]) {
-    debug_assert!(valid_name(name.as_bytes()) && valid_value(value));
-    weft_http::response::write_header_unchecked(name, value, h);
-}
-
-/// This hop's `Via` entry for a message received with `version`.
-fn via_entry(version: Version) -> &'static str {
-    match version {
-        Version::Http10 => "1.0 weft",
-        Version::Http11 => "1.1 weft",
-    }
-}
-
-/// One connection to an upstream.
-struct Conn {
-    stream: TcpStream,
-    /// Bytes received and not yet consumed.
-    rbuf: ReadBuf,
-    /// It came from the pool (so it may have died while idle).
-    reused: bool,
-    /// Both sides allow another request on it (so far).
-    keep: bool,
-}
-
-/// Idle connections of one upstream, most recently used last.
-struct Pool {
-    idle: Mutex<Vec<(Conn, Instant)>>,
-    max_idle: usize,
-    idle_timeout: Duration,
-}
-
-impl Pool {
-    /// The most recently used idle connection that is still open. The lock is held only to
-    /// take or put an entry, never across I/O (so never across a fiber's park).
-    fn take(&self) -> Option<Conn> {
-        loop {
-            let (conn, since) = self.lock().pop()?;
-            if since.elapsed() >= self.idle_timeout {
-                // Every other entry is older still.
-                let stale = std::mem::take(&mut *self.lock());
-                drop(stale);
-                return None;
-            }
-            if conn.is_open() {
-                return Some(conn);
-            }
-        }
-    }
-
-    fn put(&self, conn: Conn) {
-        if self.max_idle == 0 {
-            return;
-        }
-        let evicted = {
-            let mut idle = self.lock();
-            let fresh = idle
-                .iter()
-                .position(|(_, since)| since.elapsed() < self.idle_timeout)
-                .unwrap_or(idle.len());
-            let mut evicted: Vec<(Conn, Instant)> = idle.drain(..fresh).collect();
-            if idle.len() >= self.max_idle {
-                evicted.push(idle.remove(0));
-            }
-            idle.push((conn, Instant::now()));
-            evicted
-        };
-        drop(evicted);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Conn, Instant)>> {
-        // A panic while holding it cannot leave the list inconsistent: keep using it.
-        self.idle.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Conn {
-    /// True if the upstream has not closed the connection (nor sent anything unasked),
-    /// checked without waiting.
-    fn is_open(&self) -> bool {
-        let mut b = [0u8; 1];
-        match self.stream.read_deadline(&mut b, Instant::now()) {
-            Err(e) => is_timeout(&e),
-            Ok(_) => false,
-        }
-    }
 }
 
 /// Where a response body stands.
@@ -1010,25 +605,5 @@ mod tests {
         ] {
             assert!(parse_url(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn prefix_must_hold_after_normalising() {
-        assert!(normal_starts("/api/x", "/api/"));
-        assert!(normal_starts("/api/", "/api/"));
-        assert!(normal_starts("/api/./x", "/api/"));
-        assert!(!normal_starts("/api/../secret", "/api/"));
-        assert!(!normal_starts("/api/%2e%2e/secret", "/api/"));
-        assert!(!normal_starts("/api", "/api/"));
-    }
-
-    #[test]
-    fn connection_names_are_hop_by_hop() {
-        let named = connection_tokens([&b"close, X-Secret , ,Keep-Alive"[..]].into_iter());
-        assert_eq!(named, ["close", "x-secret", "keep-alive"]);
-        assert!(is_hop_by_hop("x-SECRET", &named));
-        assert!(is_hop_by_hop("Transfer-Encoding", &[]));
-        assert!(is_hop_by_hop("Proxy-Authorization", &[]));
-        assert!(!is_hop_by_hop("X-Other", &named));
     }
 }

@@ -1,0 +1,97 @@
+//! Which upstream a request goes to: the prefix table, tried in configuration order, and the
+//! fallback for what is not a file.
+
+use std::io;
+use std::sync::Arc;
+
+use super::client::Upstream;
+use crate::config::ProxyConfig;
+use crate::handlers::path::normalize;
+
+/// Every proxy mount of the application.
+#[derive(Debug)]
+pub struct Proxy {
+    mounts: Vec<(String, Arc<Upstream>)>,
+    fallback: Option<Arc<Upstream>>,
+}
+
+impl Proxy {
+    /// The mounts `cfgs` describe (`None` if there are none); resolves every upstream.
+    pub fn new(cfgs: &[ProxyConfig]) -> io::Result<Option<Proxy>> {
+        if cfgs.is_empty() {
+            return Ok(None);
+        }
+        let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
+        let mut proxy = Proxy {
+            mounts: Vec::new(),
+            fallback: None,
+        };
+        for cfg in cfgs {
+            let up = Arc::new(Upstream::new(cfg)?);
+            if cfg.fallback {
+                if proxy.fallback.is_some() {
+                    return Err(invalid("more than one proxy has `fallback = true`".into()));
+                }
+                proxy.fallback = Some(up.clone());
+            }
+            if !cfg.prefix.is_empty() {
+                if !cfg.prefix.starts_with('/') {
+                    return Err(invalid(format!(
+                        "proxy prefix `{}` must start with `/`",
+                        cfg.prefix
+                    )));
+                }
+                proxy.mounts.push((cfg.prefix.clone(), up));
+            } else if !cfg.fallback {
+                return Err(invalid(format!(
+                    "proxy to {} needs a `prefix` or `fallback = true`",
+                    cfg.upstream
+                )));
+            }
+        }
+        Ok(Some(proxy))
+    }
+
+    /// The upstream mounted at a prefix of `path` (still percent-encoded), if any.
+    pub fn route(&self, path: &str) -> Option<&Arc<Upstream>> {
+        let (_, up) = self
+            .mounts
+            .iter()
+            .find(|(prefix, _)| path.starts_with(prefix.as_str()) && normal_starts(path, prefix))?;
+        Some(up)
+    }
+
+    /// The upstream for everything that is not a file, if one is configured.
+    pub fn fallback(&self) -> Option<&Arc<Upstream>> {
+        self.fallback.as_ref()
+    }
+}
+
+/// True if the normalised form of `path` starts with `prefix` too.
+fn normal_starts(path: &str, prefix: &str) -> bool {
+    let Ok(n) = normalize(path) else {
+        return false;
+    };
+    let mut p = Vec::with_capacity(n.rel.len() + 2);
+    p.push(b'/');
+    p.extend_from_slice(&n.rel);
+    if n.trailing_slash && !n.rel.is_empty() {
+        p.push(b'/');
+    }
+    p.starts_with(prefix.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_must_hold_after_normalising() {
+        assert!(normal_starts("/api/x", "/api/"));
+        assert!(normal_starts("/api/", "/api/"));
+        assert!(normal_starts("/api/./x", "/api/"));
+        assert!(!normal_starts("/api/../secret", "/api/"));
+        assert!(!normal_starts("/api/%2e%2e/secret", "/api/"));
+        assert!(!normal_starts("/api", "/api/"));
+    }
+}
