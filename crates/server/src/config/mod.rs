@@ -111,7 +111,7 @@
 //! max_stderr_line = 4096      # longer stderr lines are logged in pieces
 //! stderr_settle = "200ms"     # a finished script's last stderr lines may take this long
 //!
-//! [[proxy]]                   # reverse proxy (see handlers/proxy.rs); may repeat
+//! [[proxy]]                   # reverse proxy (see handlers/proxy/); may repeat
 //! prefix = "/api/"            # requests whose path starts with this go upstream
 //! upstream = "http://127.0.0.1:9000"
 //! fallback = false            # true: also everything that is not a file (static 404s and

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::de::{de_duration, ser_duration};
 
-/// One reverse-proxy mount (see `handlers/proxy.rs`).
+/// One reverse-proxy mount (see `handlers/proxy/`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProxyConfig {
