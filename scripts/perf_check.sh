@@ -6,7 +6,7 @@
 #
 #   scripts/perf_check.sh [OUT_DIR]        RUNS=5 DURATION=3 WEFT=target/release/weft
 #
-# Raw files (CSV per table, the spawn lines, the idle RSS CSV) go to OUT_DIR (default: a new
+# Raw files (CSV per table, the spawn lines, the idle RSS CSV, the HTTPS experiment's folder) go to OUT_DIR (default: a new
 # temporary folder, printed). Needs wrk, nginx, python3 and taskset: `apt-get install wrk
 # nginx-light`. Exits 0 when every figure was measured (met or not); the table says which met.
 set -u
@@ -55,6 +55,25 @@ echo "== resident bytes per idle keep-alive connection (10,000)"
 WEFT=$WEFT python3 scripts/idle_rss.py 10000 | tee "$out/idle-rss.csv"
 idle=$(awk -F, '$1 == "weft-fiber" {print $5}' "$out/idle-rss.csv")
 add "idle keep-alive bytes/connection (fiber)" "$idle" "<=" 1024
+
+# HTTPS (issue 22): weft-bench's own experiment, fiber against nginx with OpenSSL, the same
+# rounds; its median.csv has CPU per keep-alive request, per full handshake and idle bytes.
+echo "== HTTPS: weft-bench experiment tls --servers fiber,nginx"
+bench=${WEFT_BENCH:-target/release/weft-bench}
+if [[ ! -x $bench ]]; then cargo build --release -q -p weft-bench || exit 2; fi
+if "$bench" experiment tls --servers fiber,nginx --runs "$runs" --weft "$WEFT" --out "$out" >&2; then
+  tls_ratio() { # COLUMN: fiber's median over nginx's
+    awk -F, -v col="$1" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == col) c = i; next}
+      $1 == "fiber" {f = $c} $1 == "nginx" {n = $c}
+      END {if (f != "" && n > 0) printf "%.3f", f / n}' "$out/tls/median.csv"
+  }
+  add "HTTPS keep-alive page c=50 CPU/request vs nginx" "$(tls_ratio keepalive_cpu_us_per_req)" "<=" 1.0
+  add "HTTPS full handshake CPU/connection vs nginx" "$(tls_ratio handshake_cpu_us_per_conn)" "<=" 0.9
+  add "HTTPS idle keep-alive bytes/connection (fiber)" \
+    "$(awk -F, '$1 == "fiber" {print $8}' "$out/tls/median.csv")" "<=" 8192
+else
+  add "HTTPS (experiment tls failed: see above)" "" "<=" 0
+fi
 
 echo
 echo "== headline ratios ($(date -u +%F), $(nproc) cores, raw files in $out)"

@@ -70,9 +70,6 @@ pub mod calibrate;
 #[doc(hidden)]
 pub mod check;
 pub mod compress;
-// Sixteen section fields and `AccessLogTarget`'s variants have no doc comment yet; they get one
-// where the configuration is split by section (config.rs is being reorganised meanwhile).
-#[allow(missing_docs)]
 pub mod config;
 pub(crate) mod conn;
 // `weft fileset` and the sample site, for the binary and the sample-site test; not library API.

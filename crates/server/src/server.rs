@@ -17,10 +17,6 @@ use crate::metrics::ListenerMetrics;
 use crate::models;
 use crate::{Request, Response};
 
-/// Pending connections the kernel queues per listener (nginx: 511; the kernel caps it at
-/// `net.core.somaxconn`).
-const BACKLOG: i32 = 4096;
-
 /// Builds a [`Server`].
 #[derive(Default)]
 pub struct ServerBuilder {
@@ -142,6 +138,7 @@ impl ServerBuilder {
                     proxy_protocol: false,
                     tls: false,
                     redirect_https: false,
+                    backlog: crate::config::default_backlog(),
                 })
                 .collect();
         } else if let Some(m) = self.model {
@@ -168,7 +165,7 @@ impl ServerBuilder {
             };
             let handed = activation.take_for(&l);
             let listeners = if handed.is_empty() {
-                bind(l.addr, sockets).map_err(|e| {
+                bind(l.addr, sockets, l.backlog).map_err(|e| {
                     io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.addr))
                 })?
             } else {
@@ -306,8 +303,8 @@ fn listens_name(listens: &[Listen], addr: SocketAddr) -> String {
         .unwrap_or_else(|| activation::UNNAMED.into())
 }
 
-/// Binds `count` sockets to `addr` (with `SO_REUSEPORT` when more than one; port 0 resolves
-/// once and the others join that port).
+/// Binds `count` sockets to `addr` with a queue of `backlog` (with `SO_REUSEPORT` when more
+/// than one; port 0 resolves once and the others join that port).
 ///
 /// A port another process listens on is refused with `AddrInUse` whatever `count` is. One
 /// socket without `SO_REUSEPORT` gets that from the kernel; a `SO_REUSEPORT` group would not,
@@ -316,7 +313,7 @@ fn listens_name(listens: &[Listen], addr: SocketAddr) -> String {
 /// one socket shared by all workers, because per-worker sockets are what the fiber model's
 /// accept path is measured with (BENCHMARKS.md, `fiber.accept`); what is left is a window of
 /// microseconds in which two servers started at the same instant could both pass the probe.
-fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<TcpListener>> {
+fn bind(addr: SocketAddr, count: usize, backlog: u32) -> io::Result<Vec<TcpListener>> {
     if count > 1 && addr.port() != 0 {
         probe_port(addr)?;
     }
@@ -335,7 +332,7 @@ fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<TcpListener>> {
         // saves a setsockopt per connection: responses go out without Nagle's wait.
         socket.set_tcp_nodelay(true)?;
         socket.bind(&at.into()).map_err(in_use_message)?;
-        socket.listen(BACKLOG)?;
+        socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
         out.push(socket.into());
     }
     Ok(out)

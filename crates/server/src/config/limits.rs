@@ -42,6 +42,11 @@ pub struct LimitsConfig {
     /// `Location` and a location's `try_files` URI (Apache `LimitInternalRecursion`, 10;
     /// nginx stops at 10 too); past it, 500.
     pub max_internal_redirects: usize,
+    /// A request body the handler left unread is read and dropped up to this many bytes so
+    /// the connection can carry the next request; a longer one closes the connection instead
+    /// (Tomcat `maxSwallowSize`; nginx discards whole bodies).
+    #[serde(deserialize_with = "de_size")]
+    pub max_discard_body: u64,
 }
 
 impl Default for LimitsConfig {
@@ -59,6 +64,7 @@ impl Default for LimitsConfig {
             conn_per_ip: 0,
             client_zone: crate::limits_ip::DEFAULT_ZONE,
             max_internal_redirects: 10,
+            max_discard_body: 64 * 1024,
         }
     }
 }

@@ -78,6 +78,7 @@ pub struct Listen {
     /// IPv4 address, as nginx's `listen PORT`), or `localhost:PORT` (127.0.0.1).
     #[serde(deserialize_with = "de_listen_addr")]
     pub addr: SocketAddr,
+    /// The architecture that serves this listener's connections (`fiber` by default).
     #[serde(default = "default_model")]
     pub model: Model,
     /// Takes a socket handed over under this name (systemd's `FileDescriptorName=`), whatever
@@ -96,10 +97,20 @@ pub struct Listen {
     /// `return 308 https://$host$request_uri`).
     #[serde(default)]
     pub redirect_https: bool,
+    /// Pending connections the kernel queues for this listener before weft accepts them
+    /// (nginx `listen ... backlog=`, 511 there; the kernel caps it at `net.core.somaxconn`).
+    #[serde(default = "default_backlog")]
+    pub backlog: u32,
 }
 
 fn default_model() -> Model {
     Model::DEFAULT
+}
+
+/// A burst of new connections (a load balancer's reconnect, a benchmark's start) waits in
+/// the kernel's queue instead of being refused while the acceptors catch up.
+pub(crate) fn default_backlog() -> u32 {
+    4096
 }
 
 impl FromStr for Listen {
@@ -118,6 +129,7 @@ impl FromStr for Listen {
             proxy_protocol: false,
             tls: false,
             redirect_https: false,
+            backlog: default_backlog(),
         })
     }
 }

@@ -8,8 +8,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Where the access log goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AccessLogTarget {
+    /// No access log (`"off"`, the default).
     Off,
+    /// Lines to standard output (`"stdout"` or `"-"`).
     Stdout,
+    /// Lines appended to this file, reopened on SIGUSR1.
     File(PathBuf),
 }
 

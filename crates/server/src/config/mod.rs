@@ -17,6 +17,7 @@
 //! proxy_protocol = false      # every connection starts with a PROXY v1/v2 header
 //! tls = false                 # HTTPS (nginx listen 443 ssl); certificates in [tls]
 //! redirect_https = false      # every request gets a 308 to the same URL over https
+//! backlog = 4096              # connections the kernel queues before accept (nginx backlog=)
 //!
 //! [timeouts]                  # "60s", "500ms", "2m" or a number of seconds
 //! header_read = "60s"         # nginx client_header_timeout
@@ -28,6 +29,7 @@
 //! body_min_rate = 500         # bytes/s a body must average after min_rate_grace; 408 (0: off)
 //! min_rate_grace = "20s"      # Apache RequestReadTimeout header=20-60,MinRate=500
 //! tls_handshake = "10s"       # a TLS handshake from its first byte
+//! lingering_time = "2s"       # draining unread input after the last response (nginx's name)
 //!
 //! [limits]                    # sizes in bytes, or "64k", "1m", "1g"
 //! max_connections = 10000
@@ -43,6 +45,7 @@
 //! conn_per_ip = 0             # open connections per client address, 0: no limit; 503 past it
 //! client_zone = 65536         # slots of the per-client table (conn_per_ip, rate_limit)
 //! max_internal_redirects = 10 # CGI local redirects and try_files URIs in a row; 500 past it
+//! max_discard_body = 65536    # an unread body dropped to keep the connection; longer: close
 //!                             # (Apache LimitInternalRecursion)
 //!
 //! [rate_limit]                # requests per client address (nginx limit_req ... nodelay)
@@ -188,6 +191,7 @@ use de::de_threads;
 pub use de::{format_duration, parse_duration, parse_size};
 pub use fiber::{AcceptMode, FiberConfig};
 pub use limits::LimitsConfig;
+pub(crate) use listen::default_backlog;
 pub use listen::{parse_listen_addr, Listen, Model};
 pub use logging::{AccessLogTarget, TimingConfig};
 pub use pipeline::{PipelineConfig, PipelineError};
@@ -217,19 +221,31 @@ pub struct Config {
     pub threads: Option<usize>,
     /// Combined Log Format access log.
     pub access_log: AccessLogTarget,
+    /// `[timeouts]`: how long each phase of a connection may take.
     pub timeouts: Timeouts,
+    /// `[limits]`: sizes and counts past which a request or client is refused.
     pub limits: LimitsConfig,
+    /// `[static_files]`: how files under `root` are served.
     pub static_files: StaticConfig,
+    /// `[echo]`: the fibers paper's echo function and where it is mounted.
     pub echo: EchoConfig,
+    /// `[health]`: the health check a load balancer polls.
     pub health: HealthConfig,
+    /// `[status]`: the status page and metrics, and who may read them.
     pub status: StatusConfig,
+    /// `[fiber]`: the fiber model's stacks, lingering and accept strategy.
     pub fiber: FiberConfig,
+    /// `[cache]`: the response cache of static files.
     pub cache: CacheConfig,
+    /// `[process]`: the process model's children.
     pub process: ProcessConfig,
+    /// `[cgi]`: CGI scripts, their mount and their limits.
     pub cgi: CgiConfig,
     /// Reverse-proxy mounts (`[[proxy]]`, or `--proxy /PREFIX=URL`).
     pub proxy: Vec<ProxyConfig>,
+    /// `[timing]`: per-request phase timing (`--timing`).
     pub timing: TimingConfig,
+    /// `[pipeline]`: the pipeline model's stages and controller.
     pub pipeline: PipelineConfig,
     /// Serve as this user (`NAME` or `NAME:GROUP`) once the listeners are bound, when started
     /// as root (nginx `user`). See `privdrop`.

@@ -174,7 +174,12 @@ pub enum PipelineError {
     /// A stage starts with no thread.
     StageWithoutThread,
     /// The stages' initial threads together exceed `threads_total`.
-    TooManyThreads { initial: usize, total: usize },
+    TooManyThreads {
+        /// The stages' initial threads, summed.
+        initial: usize,
+        /// `threads_total`.
+        total: usize,
+    },
     /// `queue` or `period` is zero.
     NotPositive,
     /// `c1` or `c2` is negative or not finite.

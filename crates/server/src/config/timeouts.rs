@@ -39,6 +39,12 @@ pub struct Timeouts {
     /// `client_header_timeout`, Caddy `read_timeout`); past it the connection closes.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub tls_handshake: Duration,
+    /// After a connection's last response, how long what the client still sends is read and
+    /// dropped before the socket closes, so that unread data cannot make the kernel reset the
+    /// response away (nginx `lingering_time`, 30 s there; 2 s here: the drain only has to
+    /// outlast data already in flight).
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub lingering_time: Duration,
 }
 
 impl Default for Timeouts {
@@ -56,6 +62,7 @@ impl Default for Timeouts {
             body_min_rate: 500,
             min_rate_grace: Duration::from_secs(20),
             tls_handshake: Duration::from_secs(10),
+            lingering_time: Duration::from_secs(2),
         }
     }
 }

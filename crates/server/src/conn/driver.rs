@@ -3,7 +3,7 @@
 //! graceful shutdown, and the lingering close.
 
 use std::io::{self, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use weft_http::{BodyFraming, Parser};
 
@@ -18,7 +18,7 @@ use super::head::{head_late, head_step, idle_timeout, mark_busy, mark_idle, Head
 use super::proxy_header::read_proxy_header;
 use super::respond::write_response;
 use super::timing::{Stamped, Times};
-use super::{admit, ConnInfo, OnIdle, Served, Start, LINGER, READ_BUF};
+use super::{admit, ConnInfo, OnIdle, Served, Start, READ_BUF};
 
 /// How a head read ended.
 enum HeadRead {
@@ -159,7 +159,7 @@ fn serve_with<T: Transport>(
             let bytes =
                 write_response(stream, wbuf, failure(503), None, false, b"").map_or(0, |s| s.0);
             info.listener.response(503, bytes);
-            linger(stream, rbuf);
+            linger(stream, rbuf, app.cfg.timeouts.lingering_time);
             return Ok(Served::Closed);
         }
     }
@@ -179,7 +179,7 @@ fn serve_with<T: Transport>(
                 let bytes = write_response(stream, wbuf, failure(status), None, false, b"")
                     .map_or(0, |s| s.0);
                 info.listener.response(status, bytes);
-                linger(stream, rbuf);
+                linger(stream, rbuf, app.cfg.timeouts.lingering_time);
                 return Ok(Served::Closed);
             }
             Err(e) => return Err(e),
@@ -236,7 +236,7 @@ fn serve_with<T: Transport>(
             if closes_cleanly(&req, rbuf) {
                 let _ = stream.flush();
             } else {
-                linger(stream, rbuf);
+                linger(stream, rbuf, app.cfg.timeouts.lingering_time);
             }
             return Ok(Served::Closed);
         }
@@ -360,12 +360,12 @@ fn closes_cleanly(req: &Request, rbuf: &ReadBuf) -> bool {
 // Never inlined: its 4 KiB scratch buffer would otherwise join the frame of the serve loop
 // that calls it, on every fiber's stack (`fiber.stack_size`; tests/fiber_only.rs).
 #[inline(never)]
-fn linger<T: Transport>(stream: &mut T, rbuf: &mut ReadBuf) {
+fn linger<T: Transport>(stream: &mut T, rbuf: &mut ReadBuf, time: Duration) {
     let _ = stream.flush();
     if stream.shutdown_write().is_err() {
         return;
     }
-    let end = Instant::now() + LINGER;
+    let end = Instant::now() + time;
     let mut scratch = [0u8; 4096];
     rbuf.consume(rbuf.len());
     loop {

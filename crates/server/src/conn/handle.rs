@@ -17,10 +17,6 @@ use crate::Request;
 use super::timing::Times;
 use super::ConnInfo;
 
-/// Body bytes a handler left unread that are read and dropped to keep the connection;
-/// more than this and the connection is closed instead (nginx discards similarly).
-const DRAIN_LIMIT: u64 = 64 * 1024;
-
 /// Takes the request whose head of `head_len` bytes the parser just completed out of the read
 /// buffer (the bytes after it stay: a body or pipelined requests).
 pub(crate) fn take_request(
@@ -176,7 +172,7 @@ fn respond<T: Transport>(
     if body.continue_pending() {
         return (resp, false);
     }
-    let in_sync = body.drain(DRAIN_LIMIT);
+    let in_sync = body.drain(app.cfg.limits.max_discard_body);
     // A body the handler left unread can still be malformed or over the limit; then the
     // request as a whole is invalid and gets the body's status, not the handler's success
     // (nginx reads and discards such a body before it answers, to the same effect).

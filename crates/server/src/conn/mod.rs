@@ -39,10 +39,6 @@ pub(crate) use timing::Times;
 
 /// Initial read buffer per connection; grows to the head limit for large heads.
 pub(crate) const READ_BUF: usize = 4096;
-/// After the last response on a connection, how long unread input is drained before the
-/// socket closes, so a close with unread data cannot reset the response away (nginx
-/// `lingering_time`).
-pub(crate) const LINGER: Duration = Duration::from_secs(2);
 
 /// Facts about one connection.
 #[derive(Debug)]

@@ -428,14 +428,7 @@ pub(crate) fn start<T: crate::net::Transport>(
     {
         return None;
     }
-    stream::handshake(
-        stream,
-        tls,
-        app.cfg.timeouts.tls_handshake,
-        info,
-        early.data(),
-    )
-    .ok()
+    stream::handshake(stream, tls, &app.cfg.timeouts, info, early.data()).ok()
 }
 
 /// Serves a connection of a TLS listener on a model that gives it its own thread of control

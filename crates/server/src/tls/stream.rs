@@ -31,7 +31,7 @@ const FIRST_READ: usize = 2048;
 /// The TLS record type of a handshake message: the first byte of every ClientHello.
 pub(crate) const HANDSHAKE_RECORD: u8 = 0x16;
 
-/// Unread bytes drained (for at most `conn::LINGER`) after the 400 to a plain HTTP request,
+/// Unread bytes drained (for at most `timeouts.lingering_time`) after the 400 to a plain HTTP request,
 /// so the close does not reset the answer away.
 const PLAIN_DRAIN_MAX: usize = 64 * 1024;
 
@@ -60,10 +60,11 @@ pub(crate) enum Refused {
 pub(crate) fn handshake<T: Transport>(
     inner: &mut T,
     tls: &Tls,
-    timeout: Duration,
+    timeouts: &crate::config::Timeouts,
     info: &ConnInfo,
     early: &[u8],
 ) -> Result<ServerConnection, Refused> {
+    let (timeout, linger) = (timeouts.tls_handshake, timeouts.lingering_time);
     let peer = info.peer;
     let deadline = Instant::now() + timeout;
     let timed_out = || log::info!("{peer}: TLS handshake not done within {timeout:?}; closed");
@@ -101,7 +102,7 @@ pub(crate) fn handshake<T: Transport>(
     }
     if first[0] != HANDSHAKE_RECORD {
         if first[0].is_ascii_uppercase() {
-            answer_plain_http(inner, info);
+            answer_plain_http(inner, info, linger);
             return Err(Refused::PlainHttp);
         }
         log::info!("{peer}: not a TLS handshake; connection closed");
@@ -181,7 +182,7 @@ fn is_timeout(e: &io::Error) -> bool {
 }
 
 /// The 400 for plain HTTP on a TLS port, then a short drain of what the client still sends.
-fn answer_plain_http<T: Transport>(inner: &mut T, info: &ConnInfo) {
+fn answer_plain_http<T: Transport>(inner: &mut T, info: &ConnInfo, linger: Duration) {
     log::info!(
         "{}: 400 plain HTTP request sent to the HTTPS port",
         info.peer
@@ -194,7 +195,7 @@ fn answer_plain_http<T: Transport>(inner: &mut T, info: &ConnInfo) {
     if inner.shutdown_write().is_err() {
         return;
     }
-    let end = Instant::now() + crate::conn::LINGER;
+    let end = Instant::now() + linger;
     let mut scratch = [0u8; 2048];
     let mut drained = 0usize;
     while drained < PLAIN_DRAIN_MAX {

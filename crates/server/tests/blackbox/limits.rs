@@ -180,3 +180,41 @@ fn slow_clients_trickling_a_head_do_not_starve_normal_ones() {
         "a normal request took {slowest:?} beside {SLOW} slow clients"
     );
 }
+
+/// `limits.max_discard_body`: a body the handler did not read (a GET of a file with a body) is
+/// dropped to keep the connection when it is within the limit, and closes the connection when
+/// it is over it; either way the answer to the request itself is the file.
+#[test]
+fn an_unread_body_is_discarded_up_to_max_discard_body() {
+    for (limit, body, kept) in [(4096u64, 3000usize, true), (1024, 3000, false)] {
+        let srv = Builder::new("discard-body")
+            .file("f.txt", b"file\n")
+            .config(&format!("[limits]\nmax_discard_body = {limit}\n"))
+            .start();
+        let mut c = srv.connect();
+        let mut req = format!("GET /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: {body}\r\n\r\n")
+            .into_bytes();
+        req.extend(std::iter::repeat_n(b'x', body));
+        c.send(&req);
+        let r = c.read_response().expect("the file");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"file\n"[..]),
+            "limit {limit}"
+        );
+        if kept {
+            assert!(!r.closes(), "limit {limit}: the connection should stay");
+            c.send(b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(
+                c.read_response().expect("second").status,
+                200,
+                "limit {limit}"
+            );
+        } else {
+            assert!(
+                r.closes() || c.closed_within(Duration::from_secs(5)),
+                "limit {limit}: an over-limit unread body must close the connection"
+            );
+        }
+    }
+}

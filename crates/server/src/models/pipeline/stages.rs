@@ -592,7 +592,7 @@ fn linger(mut conn: Box<Conn>) -> Next {
     }
     let n = conn.rbuf.len();
     conn.rbuf.consume(n);
-    let until = Instant::now() + conn::LINGER;
+    let until = Instant::now() + conn.app.cfg.timeouts.lingering_time;
     conn.phase = Phase::Linger(until);
     Next::Park(conn, Wait::Linger, until)
 }
