@@ -3,11 +3,12 @@
 once per model (core 0, one worker), A with no guards and B with `limits.conn_per_ip` and
 `[rate_limit]` set far above what the client asks (every request and connection is counted in
 the shared table, none is refused); `weft-bench load -cC -dD /echo` (core 1) goes to each in
-turn, alternating which goes first, RUNS rounds. Prints req/s and the server's CPU
+turn after an unmeasured WARM-second load (default 1), alternating which goes first, RUNS
+rounds (even, so each goes first as often). Prints req/s and the server's CPU
 microseconds per request (utime+stime from /proc over the run), the medians and the median of
 the paired B/A CPU ratios per model. A round where B refused anything (a non-2xx) is an error.
 
-    MODELS="fiber thread" C=50 D=4 RUNS=7 scripts/guards_ab.py
+    MODELS="fiber thread" C=50 D=4 RUNS=8 scripts/guards_ab.py
 
 WEFT= and BENCH= choose the binaries (default target/release/weft and weft-bench).
 """
@@ -22,7 +23,8 @@ BENCH = os.environ.get("BENCH", "target/release/weft-bench")
 MODELS = os.environ.get("MODELS", "fiber thread").split()
 C = int(os.environ.get("C", "50"))
 D = os.environ.get("D", "4")
-RUNS = int(os.environ.get("RUNS", "7"))
+RUNS = int(os.environ.get("RUNS", "8"))
+WARM = os.environ.get("WARM", "1")
 PORTS = {"A": 18820, "B": 18821}
 # Far above one client at full speed on loopback, so that B counts every request and refuses
 # none.
@@ -71,6 +73,11 @@ for model in MODELS:
     try:
         for r in range(RUNS):
             for k in ("A", "B") if r % 2 == 0 else ("B", "A"):
+                # Unmeasured: the process model forks its children for this load, and
+                # whichever server ran second would otherwise find its caches warm.
+                subprocess.run([BENCH, "load", f"-c{C}", f"-d{WARM}s",
+                                f"http://127.0.0.1:{PORTS[k]}/echo"],
+                               capture_output=True, check=True)
                 t0 = tree_ticks(srv[k].pid)
                 out = json.loads(subprocess.run(
                     [BENCH, "load", f"-c{C}", f"-d{D}s", "--json",

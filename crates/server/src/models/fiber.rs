@@ -103,7 +103,7 @@ struct ConnState {
     info: ConnInfo,
     /// The TLS session of a connection on a TLS listener, kept while the connection is
     /// parked (the socket alone cannot resume it).
-    tls: Option<Box<rustls::ServerConnection>>,
+    tls: Option<Box<crate::tls::Session>>,
     _guard: OpenGuard,
 }
 
@@ -136,6 +136,10 @@ fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut start: Start) {
     let app = &state.app;
     match result {
         Ok(Served::Idle) => {
+            // A parked TLS connection keeps its session's keys, not its buffers.
+            if let Some(session) = state.tls.as_deref_mut() {
+                session.trim();
+            }
             // The fiber already waited through the linger period.
             let keepalive = app
                 .cfg
@@ -162,7 +166,7 @@ fn start_tls(
     stream: &mut FiberStream,
     app: &App,
     info: &ConnInfo,
-) -> Option<Box<rustls::ServerConnection>> {
+) -> Option<Box<crate::tls::Session>> {
     crate::tls::start(stream, app, info).map(Box::new)
 }
 
@@ -170,7 +174,7 @@ fn start_tls(
 #[inline(never)]
 fn serve_tls(
     stream: &mut FiberStream,
-    session: &mut rustls::ServerConnection,
+    session: &mut crate::tls::Session,
     app: &App,
     info: &ConnInfo,
     start: Start,

@@ -18,8 +18,10 @@
 //! - certificates are re-read on SIGHUP: new connections get the new ones, open connections
 //!   keep theirs (they hold their generation's `Tls`).
 
+mod session;
 pub(crate) mod stream;
 
+pub(crate) use session::Session;
 pub(crate) use stream::{pending, TlsStream};
 
 use std::collections::HashMap;
@@ -404,6 +406,7 @@ impl SniResolver {
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        session::hello_name(hello.server_name());
         Some(self.pick(hello.server_name()).clone())
     }
 }
@@ -414,7 +417,7 @@ pub(crate) fn start<T: crate::net::Transport>(
     stream: &mut T,
     app: &crate::App,
     info: &ConnInfo,
-) -> Option<rustls::ServerConnection> {
+) -> Option<Session> {
     let Some(tls) = &app.tls else {
         log::error!("{}: TLS listener without certificates; closed", info.peer);
         return None;

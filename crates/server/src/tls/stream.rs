@@ -3,7 +3,7 @@
 //!
 //! The inner transport decides how waiting happens: over the fiber `TcpStream` a read or
 //! write that would block parks the fiber exactly where the plain socket would; over a
-//! blocking stream it blocks the thread. The session itself (`ServerConnection`) is owned by
+//! blocking stream it blocks the thread. The session itself ([`Session`]) is owned by
 //! the model's per-connection state, so it survives the fiber model's parking without a
 //! fiber; [`pending`] says whether it holds plaintext already decrypted, which must be served
 //! before the connection waits on its socket again.
@@ -14,8 +14,7 @@ use std::io::{self, IoSlice, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-use rustls::ServerConnection;
-
+use super::session::Session;
 use super::{Tls, TlsInfo};
 use crate::conn::ConnInfo;
 use crate::net::Transport;
@@ -63,12 +62,12 @@ pub(crate) fn handshake<T: Transport>(
     timeouts: &crate::config::Timeouts,
     info: &ConnInfo,
     early: &[u8],
-) -> Result<ServerConnection, Refused> {
+) -> Result<Session, Refused> {
     let (timeout, linger) = (timeouts.tls_handshake, timeouts.lingering_time);
     let peer = info.peer;
     let deadline = Instant::now() + timeout;
     let timed_out = || log::info!("{peer}: TLS handshake not done within {timeout:?}; closed");
-    let mut conn = ServerConnection::new(tls.server.clone()).map_err(|e| {
+    let mut conn = Session::new(tls.server.clone()).map_err(|e| {
         log::error!("{peer}: TLS session: {e}");
         Refused::Closed
     })?;
@@ -108,13 +107,7 @@ pub(crate) fn handshake<T: Transport>(
         log::info!("{peer}: not a TLS handshake; connection closed");
         return Err(Refused::Closed);
     }
-    let mut rest = first;
-    while !rest.is_empty() {
-        if let Err(e) = conn.read_tls(&mut rest) {
-            log::info!("{peer}: TLS handshake failed: {e}");
-            return Err(Refused::Closed);
-        }
-    }
+    conn.feed(first);
     loop {
         if let Err(e) = conn.process_new_packets() {
             log::info!("{peer}: TLS handshake failed: {e}");
@@ -160,7 +153,7 @@ pub(crate) fn handshake<T: Transport>(
 }
 
 /// Records what a finished handshake settled in `info.tls`.
-pub(crate) fn settle(conn: &ServerConnection, info: &ConnInfo) {
+pub(crate) fn settle(conn: &Session, info: &ConnInfo) {
     let version = match conn.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
         Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
@@ -211,7 +204,7 @@ fn answer_plain_http<T: Transport>(inner: &mut T, info: &ConnInfo, linger: Durat
 }
 
 /// Writes everything rustls has queued for the peer.
-fn flush_tls<T: Write>(conn: &mut ServerConnection, inner: &mut T) -> io::Result<()> {
+fn flush_tls<T: Write>(conn: &mut Session, inner: &mut T) -> io::Result<()> {
     while conn.wants_write() {
         match conn.write_tls(inner) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -225,9 +218,9 @@ fn flush_tls<T: Write>(conn: &mut ServerConnection, inner: &mut T) -> io::Result
 
 /// Whether `conn` holds decrypted bytes (or the peer's close) that a read would return
 /// without touching the socket: then the connection must not wait for readiness.
-pub(crate) fn pending(conn: &mut ServerConnection) -> bool {
+pub(crate) fn pending(conn: &mut Session) -> bool {
     match conn.process_new_packets() {
-        Ok(state) => state.plaintext_bytes_to_read() > 0 || state.peer_has_closed(),
+        Ok(()) => conn.has_plain(),
         // A read reports the error.
         Err(_) => true,
     }
@@ -236,11 +229,11 @@ pub(crate) fn pending(conn: &mut ServerConnection) -> bool {
 /// A transport that speaks plaintext to the connection driver and TLS to `inner`.
 pub(crate) struct TlsStream<'a, T> {
     inner: &'a mut T,
-    conn: &'a mut ServerConnection,
+    conn: &'a mut Session,
 }
 
 impl<'a, T: Transport> TlsStream<'a, T> {
-    pub(crate) fn new(inner: &'a mut T, conn: &'a mut ServerConnection) -> Self {
+    pub(crate) fn new(inner: &'a mut T, conn: &'a mut Session) -> Self {
         TlsStream { inner, conn }
     }
 
@@ -272,14 +265,11 @@ impl<'a, T: Transport> TlsStream<'a, T> {
 impl<T: Transport> Read for TlsStream<'_, T> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            match self.conn.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                // The TCP stream ended without close_notify: most HTTP clients close so,
-                // and HTTP framing, not TLS, says whether a request was whole.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
-                Err(e) => return Err(e),
+            if let Some(n) = self.conn.read_plain(buf) {
+                return Ok(n);
             }
+            // The TCP stream may end without close_notify: most HTTP clients close so, and
+            // HTTP framing, not TLS, says whether a request was whole.
             if !self.read_records()? {
                 return Ok(0);
             }
@@ -290,7 +280,7 @@ impl<T: Transport> Read for TlsStream<'_, T> {
 impl<T: Transport> Write for TlsStream<'_, T> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
-            let n = self.conn.writer().write(buf)?;
+            let n = self.conn.write_plain(buf)?;
             self.flush_tls()?;
             // 0 only while rustls' outgoing buffer was full; it has just been emptied.
             if n > 0 || buf.is_empty() {
@@ -301,7 +291,7 @@ impl<T: Transport> Write for TlsStream<'_, T> {
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         loop {
-            let n = self.conn.writer().write_vectored(bufs)?;
+            let n = self.conn.write_plain_vectored(bufs)?;
             self.flush_tls()?;
             if n > 0 || bufs.iter().all(|b| b.is_empty()) {
                 return Ok(n);
@@ -332,7 +322,7 @@ impl<T: Transport> Transport for TlsStream<'_, T> {
     /// Encrypts the head without sending it: it goes out with the body's first records.
     fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
         while !head.is_empty() {
-            let n = self.conn.writer().write(head)?;
+            let n = self.conn.write_plain(head)?;
             if n == 0 {
                 self.flush_tls()?;
             }

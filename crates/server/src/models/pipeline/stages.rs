@@ -71,7 +71,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             log::error!("{peer}: TLS listener without certificates; closed");
             return None;
         };
-        match rustls::ServerConnection::new(t.server.clone()) {
+        match crate::tls::Session::new(t.server.clone()) {
             Ok(c) => {
                 head_due.deadline = Some(Instant::now() + app.cfg.timeouts.tls_handshake);
                 Some(Box::new(super::tls::Session::new(c)))
@@ -538,6 +538,7 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
     }
     conn.rbuf.shrink_if_idle(conn::READ_BUF);
     if conn.rbuf.is_empty() && !super::tls::pending(&mut conn) {
+        super::tls::trim(&mut conn);
         wait_for_request(conn)
     } else {
         Next::Reparse(conn)

@@ -7,17 +7,16 @@
 //! TLS: a file body is read into a per-thread buffer and encrypted.
 
 use std::cell::RefCell;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Read};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
-use rustls::ServerConnection;
-
 use super::{Conn, Out};
 use crate::conn::Tail;
 use crate::tls::stream::{settle, HANDSHAKE_RECORD};
+use crate::tls::Session as Tls;
 
 /// File bytes encrypted per step of send (two full TLS records).
 const FILE_PIECE: usize = 32 * 1024;
@@ -30,13 +29,13 @@ thread_local! {
 
 /// A connection's TLS state.
 pub(crate) struct Session {
-    pub(crate) conn: ServerConnection,
+    pub(crate) conn: Tls,
     /// The first bytes have been looked at (a ClientHello, not plain HTTP or garbage).
     sniffed: bool,
 }
 
 impl Session {
-    pub(crate) fn new(conn: ServerConnection) -> Session {
+    pub(crate) fn new(conn: Tls) -> Session {
         Session {
             conn,
             sniffed: false,
@@ -155,13 +154,7 @@ pub(crate) fn handshake(conn: &mut Conn) -> Step {
                 return Step::Closed;
             }
         }
-        let mut rest = &buf[..n];
-        while !rest.is_empty() {
-            if let Err(e) = s.conn.read_tls(&mut rest) {
-                log::info!("{peer}: TLS handshake failed: {e}");
-                return Step::Closed;
-            }
-        }
+        s.conn.feed(&buf[..n]);
         if let Err(e) = s.conn.process_new_packets() {
             log::info!("{peer}: TLS handshake failed: {e}");
             let _ = flush(&mut s.conn, &conn.stream, deadline);
@@ -172,7 +165,7 @@ pub(crate) fn handshake(conn: &mut Conn) -> Step {
 
 /// Writes what rustls has queued. A handshake flight fits a new socket's send buffer, so a
 /// full buffer is rare here; then this thread waits in poll(2) up to `deadline`.
-fn flush(conn: &mut ServerConnection, stream: &TcpStream, deadline: Instant) -> io::Result<()> {
+fn flush(conn: &mut Tls, stream: &TcpStream, deadline: Instant) -> io::Result<()> {
     while conn.wants_write() {
         match conn.write_tls(&mut &*stream) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -201,6 +194,13 @@ pub(crate) fn pending(conn: &mut Conn) -> bool {
         .is_some_and(|s| crate::tls::pending(&mut s.conn))
 }
 
+/// Gives back the session's empty buffers while the connection waits for its next request.
+pub(crate) fn trim(conn: &mut Conn) {
+    if let Some(s) = conn.tls.as_deref_mut() {
+        s.conn.trim();
+    }
+}
+
 /// Sends close_notify before the lingering close, as far as the socket takes it now.
 pub(crate) fn close_notify(conn: &mut Conn) {
     if let Some(s) = conn.tls.as_deref_mut() {
@@ -217,20 +217,17 @@ pub(crate) fn close_notify(conn: &mut Conn) {
 /// Receive's plaintext reader: `WouldBlock` once the session has no plaintext and the
 /// socket no bytes.
 pub(crate) struct Reader<'a> {
-    conn: &'a mut ServerConnection,
+    conn: &'a mut Tls,
     stream: &'a TcpStream,
 }
 
 impl Read for Reader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            match self.conn.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                // The TCP stream ended without close_notify (as most clients end).
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
-                Err(e) => return Err(e),
+            if let Some(n) = self.conn.read_plain(buf) {
+                return Ok(n);
             }
+            // The TCP stream may end without close_notify (as most clients end).
             let n = self.conn.read_tls(&mut &*self.stream)?;
             if n == 0 {
                 return Ok(0);
@@ -265,17 +262,15 @@ pub(crate) fn write_some(conn: &mut Conn, out: &Out) -> io::Result<Option<usize>
     if out.sent < head_len {
         let rest = &head[out.sent as usize..];
         return match &out.tail {
-            Tail::Bytes(b) => tls
-                .writer()
-                .write_vectored(&[IoSlice::new(rest), IoSlice::new(b)]),
-            _ => tls.writer().write(rest),
+            Tail::Bytes(b) => tls.write_plain_vectored(&[IoSlice::new(rest), IoSlice::new(b)]),
+            _ => tls.write_plain(rest),
         }
         .map(Some);
     }
     let done = out.sent - head_len;
     match &out.tail {
         Tail::None | Tail::Stream { .. } => Ok(None),
-        Tail::Bytes(b) => tls.writer().write(&b[done as usize..]).map(Some),
+        Tail::Bytes(b) => tls.write_plain(&b[done as usize..]).map(Some),
         Tail::File { file, offset, len } => FILE_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             if buf.len() < FILE_PIECE {
@@ -290,7 +285,7 @@ pub(crate) fn write_some(conn: &mut Conn, out: &Out) -> io::Result<Option<usize>
                 ));
             }
             // rustls takes what fits its outgoing buffer; the rest is read again next step.
-            tls.writer().write(&buf[..n]).map(Some)
+            tls.write_plain(&buf[..n]).map(Some)
         }),
     }
 }
