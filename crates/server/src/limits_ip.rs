@@ -260,10 +260,18 @@ impl ClientTable {
     }
 
     /// The slot of `ip`'s key, taking one in its set if it has none (see the module doc for
-    /// which); `None` if none can be taken.
-    fn slot(&self, ip: IpAddr, now: u64) -> Option<usize> {
+    /// which); `None` if none can be taken. `clock` (ns since the epoch) is read only to
+    /// choose a slot to take: a key that has its slot costs no clock read.
+    fn slot(&self, ip: IpAddr, clock: impl Fn() -> u64) -> Option<usize> {
         let (base, fp) = self.place(ip);
+        let mut now = None;
         for _ in 0..CLAIM_TRIES {
+            if let Some(i) =
+                (base..base + WAYS).find(|&i| self.slots[i].word.load(Acquire) >> 32 == fp)
+            {
+                return Some(i);
+            }
+            let now = *now.get_or_insert_with(&clock);
             // The victim so far: (rank, bucket time, index, word). Rank 0: empty; 1: drained
             // with no connection (nothing lost); 2: a bucket not yet drained.
             let mut victim: Option<(u8, u64, usize, u64)> = None;
@@ -309,7 +317,9 @@ impl ClientTable {
     fn acquire_at(self: &Arc<Self>, ip: IpAddr, limit: u32, now: u64) -> Result<ConnSlot, Refused> {
         let (_, fp) = self.place(ip);
         for _ in 0..CLAIM_TRIES {
-            let Some(i) = self.slot(ip, now) else { break };
+            let Some(i) = self.slot(ip, || now) else {
+                break;
+            };
             let word = &self.slots[i].word;
             let mut w = word.load(Acquire);
             // The slot stays this key's while the swap keeps finding the key in it.
@@ -357,7 +367,7 @@ impl ClientTable {
         burst: u32,
         clock: impl Fn() -> u64,
     ) -> Result<(), Refused> {
-        let Some(i) = self.slot(ip, clock()) else {
+        let Some(i) = self.slot(ip, &clock) else {
             self.counters.untracked.fetch_add(1, Relaxed);
             return Ok(());
         };
