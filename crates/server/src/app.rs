@@ -251,7 +251,10 @@ impl App {
 
     /// Routes `req` to its handler.
     pub(crate) fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
-        if let Some(refused) = crate::limits_ip::check_request(&self.clients, &self.cfg, req) {
+        let site_rate = self.sites.as_ref().and_then(|s| s.rate_limit(req));
+        if let Some(refused) =
+            crate::limits_ip::check_request(&self.clients, &self.cfg, site_rate, req)
+        {
             return refused;
         }
         self.handle_redirected(req, body, 0)

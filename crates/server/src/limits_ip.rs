@@ -252,8 +252,10 @@ impl ClientTable {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX) + 1
     }
 
-    fn place(&self, ip: IpAddr) -> (usize, u64) {
-        let h = self.hasher.hash_one(key_of(ip));
+    /// The set and fingerprint of `ip` in `zone` (0: the server's own counts; a site with a
+    /// rate of its own counts its clients in a zone of its own, so apart).
+    fn place(&self, ip: IpAddr, zone: u32) -> (usize, u64) {
+        let h = self.hasher.hash_one((key_of(ip), zone));
         let set = (h as usize) & self.set_mask;
         let fp = (h >> 32).max(1);
         (set * WAYS, fp)
@@ -262,8 +264,8 @@ impl ClientTable {
     /// The slot of `ip`'s key, taking one in its set if it has none (see the module doc for
     /// which); `None` if none can be taken. `clock` (ns since the epoch) is read only to
     /// choose a slot to take: a key that has its slot costs no clock read.
-    fn slot(&self, ip: IpAddr, clock: impl Fn() -> u64) -> Option<usize> {
-        let (base, fp) = self.place(ip);
+    fn slot(&self, ip: IpAddr, zone: u32, clock: impl Fn() -> u64) -> Option<usize> {
+        let (base, fp) = self.place(ip, zone);
         let mut now = None;
         for _ in 0..CLAIM_TRIES {
             if let Some(i) =
@@ -315,9 +317,9 @@ impl ClientTable {
     }
 
     fn acquire_at(self: &Arc<Self>, ip: IpAddr, limit: u32, now: u64) -> Result<ConnSlot, Refused> {
-        let (_, fp) = self.place(ip);
+        let (_, fp) = self.place(ip, 0);
         for _ in 0..CLAIM_TRIES {
-            let Some(i) = self.slot(ip, || now) else {
+            let Some(i) = self.slot(ip, 0, || now) else {
                 break;
             };
             let word = &self.slots[i].word;
@@ -348,26 +350,28 @@ impl ClientTable {
         );
     }
 
-    /// One request of `ip` against `rate` with `burst`.
-    pub fn request(&self, ip: IpAddr, rate: Rate, burst: u32) -> Result<(), Refused> {
-        self.request_with(ip, rate, burst, || self.now_ns())
+    /// One request of `ip` against `rate` with `burst`, counted in `zone` (0: the server's
+    /// `[rate_limit]`; a site with its own, its own zone).
+    pub fn request(&self, ip: IpAddr, zone: u32, rate: Rate, burst: u32) -> Result<(), Refused> {
+        self.request_with(ip, zone, rate, burst, || self.now_ns())
     }
 
     /// [`ClientTable::request`] at time `now` (ns since the epoch; tests pass their own clock).
     #[cfg(test)]
     pub fn request_at(&self, ip: IpAddr, rate: Rate, burst: u32, now: u64) -> Result<(), Refused> {
-        self.request_with(ip, rate, burst, || now)
+        self.request_with(ip, 0, rate, burst, || now)
     }
 
     /// [`ClientTable::request`] reading the time from `clock` (ns since the epoch).
     fn request_with(
         &self,
         ip: IpAddr,
+        zone: u32,
         rate: Rate,
         burst: u32,
         clock: impl Fn() -> u64,
     ) -> Result<(), Refused> {
-        let Some(i) = self.slot(ip, &clock) else {
+        let Some(i) = self.slot(ip, zone, &clock) else {
             self.counters.untracked.fetch_add(1, Relaxed);
             return Ok(());
         };
@@ -409,23 +413,29 @@ pub(crate) fn admit(
 
 /// The 429 answer to a request over `[rate_limit]`, or `None` to serve it. The health check
 /// (`[health] path`) is never limited: a balancer's probe must not be taken for a flood.
+/// `site` is the zone and settings of the request's site when it has `[site.rate_limit]`
+/// (else the top-level `[rate_limit]` applies, in zone 0).
 pub(crate) fn check_request(
     table: &ClientTable,
     cfg: &Config,
+    site: Option<(u32, &RateLimitConfig)>,
     req: &crate::Request,
 ) -> Option<crate::Response> {
-    let rate = cfg.rate_limit.rate?;
+    let (zone, limit) = site.unwrap_or((0, &cfg.rate_limit));
+    let rate = limit.rate?;
     if !cfg.health.path.is_empty() && req.path() == cfg.health.path {
         return None;
     }
     let ip = req.peer_addr().ip();
-    match table.request(ip, rate, cfg.rate_limit.burst) {
+    match table.request(ip, zone, rate, limit.burst) {
         Ok(()) => None,
         Err(Refused::Rate(wait)) => {
-            log::info!(
-                "{ip}: 429 over rate_limit {rate} (burst {})",
-                cfg.rate_limit.burst
-            );
+            let whose = if zone == 0 {
+                "rate_limit"
+            } else {
+                "its site's rate_limit"
+            };
+            log::info!("{ip}: 429 over {whose} {rate} (burst {})", limit.burst);
             Some(too_many(wait))
         }
         Err(Refused::Connections) => None,
@@ -506,6 +516,34 @@ mod tests {
         assert_eq!(back, cfg);
     }
 
+    /// A site with a rate of its own counts an address apart from the server's zone and from
+    /// every other site's, in the same table; a connection's count is in zone 0 only.
+    #[test]
+    fn zones_count_one_address_apart() {
+        let t = Arc::new(ClientTable::new(64));
+        let ip: IpAddr = Ipv4Addr::new(192, 0, 2, 7).into();
+        let r = rate("1r/s");
+        let now = 5_000 * MS;
+        for zone in [0, 1, 2] {
+            assert_eq!(
+                t.request_with(ip, zone, r, 0, || now),
+                Ok(()),
+                "zone {zone}"
+            );
+        }
+        for zone in [0, 1, 2] {
+            assert!(
+                t.request_with(ip, zone, r, 0, || now).is_err(),
+                "zone {zone}"
+            );
+        }
+        assert_eq!(t.occupied(), 3);
+        let conn = t.acquire_at(ip, 1, now).unwrap();
+        assert!(matches!(conn, ConnSlot::Tracked(..)));
+        assert_eq!(t.occupied(), 3, "the connection shares zone 0's slot");
+        assert_eq!(t.acquire_at(ip, 1, now).unwrap_err(), Refused::Connections);
+    }
+
     /// nginx's arithmetic: `burst + 1` at once, then one per interval; a refusal says how long
     /// until the next would pass and costs nothing.
     #[test]
@@ -572,7 +610,7 @@ mod tests {
                 _ => 5 * MS + 2,
             }
         };
-        assert_eq!(t.request_with(ip, r, 2, clock), Ok(()));
+        assert_eq!(t.request_with(ip, 0, r, 2, clock), Ok(()));
         assert!(calls.get() >= 3, "the lost race read the clock again");
         assert_eq!(t.counters().req_rejected.load(Relaxed), 0);
         // The bucket holds both requests: two more fit in the burst at 5 ms, the third not.

@@ -78,6 +78,12 @@ pub struct SiteConfig {
     /// `error_page 404 /404.html`, Caddy `handle_errors`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, String>,
+    /// `[site.rate_limit]`: the site's own request rate per client address, as the top-level
+    /// `[rate_limit]` but counted apart from it and from every other site's (nginx: a
+    /// `limit_req` in the `server` block with a zone of its own); `rate = "off"` exempts the
+    /// site. Not set: the top-level `[rate_limit]` applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<crate::limits_ip::RateLimitConfig>,
 }
 
 /// One `[[site.location]]`: an exact `path` or a `prefix`, and what to do there.
@@ -815,6 +821,8 @@ struct LocationHandlers {
 struct Site {
     handlers: Handlers,
     locations: Vec<LocationHandlers>,
+    /// `[site.rate_limit]`, if the site has its own.
+    rate_limit: Option<crate::limits_ip::RateLimitConfig>,
 }
 
 /// Every configured site with its handlers.
@@ -822,6 +830,8 @@ struct Site {
 pub(crate) struct Sites {
     router: Router,
     sites: Vec<Site>,
+    /// Some site has `[site.rate_limit]` (else no request looks its site up for it).
+    any_rate_limit: bool,
 }
 
 impl Sites {
@@ -912,9 +922,30 @@ impl Sites {
             sites.push(Site {
                 handlers,
                 locations,
+                rate_limit: sc.rate_limit.clone(),
             });
         }
-        Ok(Some(Sites { router, sites }))
+        let any_rate_limit = sites.iter().any(|s| s.rate_limit.is_some());
+        Ok(Some(Sites {
+            router,
+            sites,
+            any_rate_limit,
+        }))
+    }
+
+    /// The request rate that applies to `req` when its site has one of its own: the site's
+    /// zone (1 + its index: every site's clients are counted apart) and its settings. `None`:
+    /// the top-level `[rate_limit]` applies.
+    pub(crate) fn rate_limit(
+        &self,
+        req: &Request,
+    ) -> Option<(u32, &crate::limits_ip::RateLimitConfig)> {
+        if !self.any_rate_limit {
+            return None;
+        }
+        let i = self.router.site(request_host(req))?;
+        let zone = u32::try_from(i + 1).ok()?;
+        Some((zone, self.sites[i].rate_limit.as_ref()?))
     }
 
     /// Answers `req` if a site takes it; `None`: the top-level settings answer.

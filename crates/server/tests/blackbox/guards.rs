@@ -158,3 +158,39 @@ fn rate_limit_answers_429_with_retry_after_per_real_client() {
         .log()
         .contains("198.51.100.1: 429 over rate_limit 1r/m (burst 2)"));
 }
+
+/// `[site.rate_limit]`: a site's own rate counts its requests apart from the server's
+/// `[rate_limit]` (each zone gives the client its own burst), and `rate = "off"` exempts a site.
+#[test]
+fn a_site_with_its_own_rate_counts_apart_and_off_exempts_it() {
+    let srv = Builder::new("guards-site-rate")
+        .config(
+            "[rate_limit]\nrate = \"1r/m\"\nburst = 1\n\
+             [[site]]\nhosts = [\"api.test\"]\n[site.rate_limit]\nrate = \"1r/m\"\nburst = 0\n\
+             [[site]]\nhosts = [\"open.test\"]\n[site.rate_limit]\nrate = \"off\"\n",
+        )
+        .start();
+    let get = |host: &str| {
+        srv.send(
+            format!("GET /echo HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .status
+    };
+    // The site's own: burst 0, one request and then 429.
+    assert_eq!(get("api.test"), 200);
+    assert_eq!(get("api.test"), 429);
+    // The server's zone did not pay for them: burst 1 lets two through, hosts no site names.
+    assert_eq!(get("test"), 200);
+    assert_eq!(get("elsewhere.test"), 200);
+    assert_eq!(get("test"), 429);
+    // The exempt site is not limited at all.
+    for _ in 0..6 {
+        assert_eq!(get("open.test"), 200);
+    }
+    let log = srv.log();
+    assert!(
+        log.contains("429 over its site's rate_limit 1r/m (burst 0)"),
+        "{log}"
+    );
+    assert!(log.contains("429 over rate_limit 1r/m (burst 1)"), "{log}");
+}
