@@ -55,6 +55,10 @@ pub const DEFAULT_ZONE: usize = 65_536;
 /// each slot this one chose in the meantime).
 const CLAIM_TRIES: usize = 4;
 
+/// The high bit of a zone marks a listener's own connection count (`[[listen]] conn_per_ip`;
+/// the low bits are its index). Zone 0 is the server's; a site's request rate is 1 + its index.
+pub(crate) const LISTENER_ZONES: u32 = 1 << 31;
+
 /// A request rate: `N` requests per second or per minute (nginx's `100r/s`, `30r/m`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rate {
@@ -311,15 +315,32 @@ impl ClientTable {
         None
     }
 
-    /// Counts a new connection of `ip` against `limit` open ones.
+    /// Counts a new connection of `ip` against `limit` open ones (in the server's zone).
+    #[cfg(test)]
     pub fn acquire(self: &Arc<Self>, ip: IpAddr, limit: u32) -> Result<ConnSlot, Refused> {
-        self.acquire_at(ip, limit, self.now_ns())
+        self.acquire_at(ip, 0, limit, self.now_ns())
     }
 
-    fn acquire_at(self: &Arc<Self>, ip: IpAddr, limit: u32, now: u64) -> Result<ConnSlot, Refused> {
-        let (_, fp) = self.place(ip, 0);
+    /// [`ClientTable::acquire`] counted in `zone` (a listener with a `conn_per_ip` of its own).
+    pub fn acquire_in(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        zone: u32,
+        limit: u32,
+    ) -> Result<ConnSlot, Refused> {
+        self.acquire_at(ip, zone, limit, self.now_ns())
+    }
+
+    fn acquire_at(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        zone: u32,
+        limit: u32,
+        now: u64,
+    ) -> Result<ConnSlot, Refused> {
+        let (_, fp) = self.place(ip, zone);
         for _ in 0..CLAIM_TRIES {
-            let Some(i) = self.slot(ip, 0, || now) else {
+            let Some(i) = self.slot(ip, zone, || now) else {
                 break;
             };
             let word = &self.slots[i].word;
@@ -402,12 +423,23 @@ impl ClientTable {
 pub(crate) fn admit(
     table: &Arc<ClientTable>,
     cfg: &Config,
+    listener: &crate::metrics::ListenerMetrics,
     ip: IpAddr,
 ) -> Result<ConnSlot, Refused> {
-    match u32::try_from(cfg.limits.conn_per_ip) {
+    let (limit, zone) = listener.conn_per_ip(cfg.limits.conn_per_ip);
+    match u32::try_from(limit) {
         Ok(0) => Ok(ConnSlot::Untracked),
-        Ok(limit) => table.acquire(ip, limit),
+        Ok(limit) => table.acquire_in(ip, zone, limit),
         Err(_) => Ok(ConnSlot::Untracked),
+    }
+}
+
+/// The limit a refused connection was over, for its log line: `limits.conn_per_ip = N`, or
+/// `[[listen]] conn_per_ip = N` where the listener has its own.
+pub(crate) fn conn_limit(cfg: &Config, listener: &crate::metrics::ListenerMetrics) -> String {
+    match listener.conn_per_ip(cfg.limits.conn_per_ip) {
+        (n, 0) => format!("limits.conn_per_ip = {n}"),
+        (n, _) => format!("[[listen]] conn_per_ip = {n}"),
     }
 }
 
@@ -538,10 +570,25 @@ mod tests {
             );
         }
         assert_eq!(t.occupied(), 3);
-        let conn = t.acquire_at(ip, 1, now).unwrap();
+        let conn = t.acquire_at(ip, 0, 1, now).unwrap();
         assert!(matches!(conn, ConnSlot::Tracked(..)));
         assert_eq!(t.occupied(), 3, "the connection shares zone 0's slot");
-        assert_eq!(t.acquire_at(ip, 1, now).unwrap_err(), Refused::Connections);
+        assert_eq!(
+            t.acquire_at(ip, 0, 1, now).unwrap_err(),
+            Refused::Connections
+        );
+        // A listener with its own limit counts apart.
+        let own = t.acquire_at(ip, LISTENER_ZONES, 1, now).unwrap();
+        assert!(matches!(own, ConnSlot::Tracked(..)));
+        assert_eq!(
+            t.acquire_at(ip, LISTENER_ZONES, 1, now).unwrap_err(),
+            Refused::Connections
+        );
+        drop(conn);
+        assert!(
+            t.acquire_at(ip, 0, 1, now).is_ok(),
+            "zone 0 freed by its own close"
+        );
     }
 
     /// nginx's arithmetic: `burst + 1` at once, then one per interval; a refusal says how long

@@ -37,6 +37,9 @@ pub struct ListenerMetrics {
     tls: std::sync::atomic::AtomicBool,
     /// Plain requests are redirected to https (`[[listen]] redirect_https`).
     redirect_https: std::sync::atomic::AtomicBool,
+    /// `[[listen]] conn_per_ip` (`u64::MAX`: not set) and the table zone it counts in.
+    conn_per_ip: AtomicU64,
+    conn_zone: std::sync::atomic::AtomicU32,
 }
 
 /// The counters proper, in memory shared with forked children.
@@ -195,6 +198,32 @@ impl ListenerMetrics {
             proxy_protocol: std::sync::atomic::AtomicBool::new(false),
             tls: std::sync::atomic::AtomicBool::new(false),
             redirect_https: std::sync::atomic::AtomicBool::new(false),
+            conn_per_ip: AtomicU64::new(u64::MAX),
+            conn_zone: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// The connections per client address this listener allows and the zone of the
+    /// client table they are counted in: its own `[[listen]] conn_per_ip` in a zone of its
+    /// own, else `server` (`limits.conn_per_ip`) in the server's zone 0.
+    pub(crate) fn conn_per_ip(&self, server: usize) -> (usize, u32) {
+        match self.conn_per_ip.load(Relaxed) {
+            u64::MAX => (server, 0),
+            own => (
+                usize::try_from(own).unwrap_or(usize::MAX),
+                self.conn_zone.load(Relaxed),
+            ),
+        }
+    }
+
+    /// Sets [`ListenerMetrics::conn_per_ip`] for the `index`th listener (once, when it is
+    /// bound).
+    pub(crate) fn set_conn_per_ip(&self, limit: Option<u32>, index: usize) {
+        if let Some(limit) = limit {
+            self.conn_per_ip.store(u64::from(limit), Relaxed);
+            let index = u32::try_from(index).unwrap_or(u32::MAX >> 1) & (u32::MAX >> 1);
+            self.conn_zone
+                .store(crate::limits_ip::LISTENER_ZONES | index, Relaxed);
         }
     }
 

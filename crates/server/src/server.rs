@@ -139,6 +139,7 @@ impl ServerBuilder {
                     tls: false,
                     redirect_https: false,
                     backlog: crate::config::default_backlog(),
+                    conn_per_ip: None,
                 })
                 .collect();
         } else if let Some(m) = self.model {
@@ -174,6 +175,7 @@ impl ServerBuilder {
             let addr = listeners[0].local_addr()?;
             let metrics = app.metrics.add_listener(addr, l.model);
             metrics.set_proxy_protocol(l.proxy_protocol);
+            metrics.set_conn_per_ip(l.conn_per_ip, bound.len());
             metrics.set_tls(l.tls, l.redirect_https);
             if l.tls {
                 crate::tls::note_https_port(addr.port());

@@ -101,6 +101,12 @@ pub struct Listen {
     /// (nginx `listen ... backlog=`, 511 there; the kernel caps it at `net.core.somaxconn`).
     #[serde(default = "default_backlog")]
     pub backlog: u32,
+    /// Connections per client address on this listener, counted apart from the other
+    /// listeners (overrides `limits.conn_per_ip` for it; 0: no limit here). Not set: the
+    /// server's `limits.conn_per_ip`, one count per address across every listener without
+    /// its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn_per_ip: Option<u32>,
 }
 
 fn default_model() -> Model {
@@ -130,6 +136,7 @@ impl FromStr for Listen {
             tls: false,
             redirect_https: false,
             backlog: default_backlog(),
+            conn_per_ip: None,
         })
     }
 }

@@ -18,6 +18,7 @@
 //! tls = false                 # HTTPS (nginx listen 443 ssl); certificates in [tls]
 //! redirect_https = false      # every request gets a 308 to the same URL over https
 //! backlog = 4096              # connections the kernel queues before accept (nginx backlog=)
+//! # conn_per_ip = 16          # this listener's own connections per client (default: limits')
 //!
 //! [timeouts]                  # "60s", "500ms", "2m" or a number of seconds
 //! header_read = "60s"         # nginx client_header_timeout

@@ -151,9 +151,9 @@ fn serve_with<T: Transport>(
         }
         if !admit(app, info) {
             log::info!(
-                "{}: 503 more than limits.conn_per_ip = {} connections open from {}",
+                "{}: 503 more than {} connections open from {}",
                 info.peer,
-                cfg.limits.conn_per_ip,
+                crate::limits_ip::conn_limit(cfg, &info.listener),
                 info.client().ip()
             );
             let bytes =

@@ -80,7 +80,7 @@ pub(crate) fn admit(app: &App, info: &ConnInfo) -> bool {
     if info.client_slot.get().is_some() {
         return true;
     }
-    match crate::limits_ip::admit(&app.clients, &app.cfg, info.client().ip()) {
+    match crate::limits_ip::admit(&app.clients, &app.cfg, &info.listener, info.client().ip()) {
         Ok(slot) => {
             let _ = info.client_slot.set(slot);
             true

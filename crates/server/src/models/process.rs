@@ -707,16 +707,16 @@ impl Master {
         let Some(h) = self.held.get_mut(&fd) else {
             return false;
         };
-        match crate::limits_ip::admit(&app.clients, &app.cfg, client) {
+        match crate::limits_ip::admit(&app.clients, &app.cfg, &h.lm, client) {
             Ok(slot) => {
                 h.client_slot = Some(slot);
                 true
             }
             Err(_) => {
                 log::info!(
-                    "{}: 503 more than limits.conn_per_ip = {} connections open from {client}",
+                    "{}: 503 more than {} connections open from {client}",
                     h.peer,
-                    app.cfg.limits.conn_per_ip
+                    crate::limits_ip::conn_limit(&app.cfg, &h.lm)
                 );
                 // A TLS client cannot read a plaintext answer before its handshake (and the
                 // master never holds a session): it gets the close alone.

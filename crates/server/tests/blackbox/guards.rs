@@ -4,7 +4,7 @@
 //! address (the real one behind a trusted proxy), never to the health check; both are counted
 //! in `/_weft/metrics`.
 
-use crate::common::{Builder, Conn, Server};
+use crate::common::{model_name, Builder, Conn, Server};
 
 const ECHO: &[u8] = b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n";
 
@@ -193,4 +193,33 @@ fn a_site_with_its_own_rate_counts_apart_and_off_exempts_it() {
         "{log}"
     );
     assert!(log.contains("429 over rate_limit 1r/m (burst 1)"), "{log}");
+}
+
+/// `[[listen]] conn_per_ip` limits its own listener, whatever `limits.conn_per_ip` says (here
+/// nothing: no limit elsewhere).
+#[test]
+fn a_listener_with_its_own_conn_per_ip_limits_its_connections() {
+    let srv = Builder::new("guards-listen-conn")
+        .listen_from_config()
+        .config(&format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\nmodel = \"{}\"\nconn_per_ip = 1\n",
+            model_name()
+        ))
+        .start();
+    let mut a = srv.connect();
+    served(&mut a);
+    let mut b = srv.connect();
+    b.send(ECHO);
+    let r = b
+        .read_response()
+        .expect("an answer past the listener's limit");
+    assert_eq!(r.status, 503, "{r:?}");
+    served(&mut a);
+    let mut other = connect_from(&srv, "127.0.0.2");
+    served(&mut other);
+    let log = srv.log();
+    assert!(
+        log.contains("503 more than [[listen]] conn_per_ip = 1 connections open"),
+        "{log}"
+    );
 }

@@ -53,6 +53,9 @@ pub struct Builder {
     /// Mount `/echo` (`--echo /echo`): test roots are not the sample site, where it is the
     /// default. Off when the test's config has an `[echo]` section, or with `no_echo`.
     echo: bool,
+    /// Pass `--listen 127.0.0.1:0=MODEL` (off: the test's config has its own `[[listen]]`,
+    /// on 127.0.0.1 port 0, with the binary's model).
+    listen: bool,
 }
 
 impl Builder {
@@ -69,7 +72,15 @@ impl Builder {
             args: Vec::new(),
             nofile: None,
             echo: true,
+            listen: true,
         }
+    }
+
+    /// Starts the server with the listener of its config (which must listen on 127.0.0.1,
+    /// port 0, with [`model_name`]) instead of `--listen`.
+    pub fn listen_from_config(mut self) -> Builder {
+        self.listen = false;
+        self
     }
 
     /// Starts the server without `--echo /echo` (the default a user's root gets).
@@ -128,10 +139,12 @@ impl Builder {
     /// Starts the server and waits until it prints its address.
     pub fn start(self) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
-        cmd.arg("serve")
-            .arg("--listen")
-            .arg(format!("127.0.0.1:0={}", model_name()))
-            .arg("--root")
+        cmd.arg("serve");
+        if self.listen {
+            cmd.arg("--listen")
+                .arg(format!("127.0.0.1:0={}", model_name()));
+        }
+        cmd.arg("--root")
             .arg(self.dir.join("root"))
             .args(crate::MODEL.split_ascii_whitespace().skip(1));
         if let Some(cfg) = &self.config {

@@ -363,8 +363,8 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
 /// The log line's reason for a connection past `limits.conn_per_ip`.
 fn over_conn_per_ip(conn: &Conn) -> String {
     format!(
-        "more than limits.conn_per_ip = {} connections open from {}",
-        conn.app.cfg.limits.conn_per_ip,
+        "more than {} connections open from {}",
+        crate::limits_ip::conn_limit(&conn.app.cfg, &conn.info.listener),
         conn.info.client().ip()
     )
 }
