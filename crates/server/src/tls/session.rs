@@ -528,6 +528,15 @@ mod tests {
         chunk: usize,
     ) -> (ClientConnection, Session) {
         let (server_cfg, client_cfg) = configs(versions);
+        handshake_with(&server_cfg, &client_cfg, chunk)
+    }
+
+    fn handshake_with(
+        server_cfg: &Arc<ServerConfig>,
+        client_cfg: &Arc<ClientConfig>,
+        chunk: usize,
+    ) -> (ClientConnection, Session) {
+        let (server_cfg, client_cfg) = (server_cfg.clone(), client_cfg.clone());
         let mut client =
             ClientConnection::new(client_cfg, ServerName::try_from("a.test").unwrap()).unwrap();
         let mut server = Session::new(server_cfg).unwrap();
@@ -584,6 +593,29 @@ mod tests {
                 ),
                 (0, 0, 0)
             );
+        }
+    }
+
+    /// A resumed session (a ticket on TLS 1.3, a session ID on TLS 1.2) still knows the
+    /// name its client asked for: the virtual-host check (421) depends on it.
+    #[test]
+    fn a_resumed_session_knows_its_server_name() {
+        for versions in [
+            &[&rustls::version::TLS13][..],
+            &[&rustls::version::TLS12][..],
+        ] {
+            let (server_cfg, client_cfg) = configs(versions);
+            let (mut client, mut server) = handshake_with(&server_cfg, &client_cfg, usize::MAX);
+            // TLS 1.3 tickets travel after the handshake; one exchange delivers them.
+            client.writer().write_all(b"x").unwrap();
+            exchange(&mut client, &mut server, usize::MAX);
+            let (_, again) = handshake_with(&server_cfg, &client_cfg, usize::MAX);
+            assert_eq!(
+                again.handshake_kind(),
+                Some(rustls::HandshakeKind::Resumed),
+                "{versions:?}"
+            );
+            assert_eq!(again.server_name(), Some("a.test"), "{versions:?}");
         }
     }
 
