@@ -32,6 +32,11 @@ const READ_CHUNK: usize = 4096;
 /// and the record around its last part.
 const RX_MAX: usize = 0x1_0000 + 18 * 1024;
 
+/// What an empty buffer may keep between requests of a busy connection ([`Session::trim_excess`]):
+/// a whole record and its overhead, so a page-sized answer reuses its buffer while a large
+/// file's 32 KiB pieces do not stay behind.
+const KEEP: usize = 17 * 1024;
+
 /// A TLS record's header: type, version, length.
 const RECORD_HEADER: usize = 5;
 
@@ -121,6 +126,13 @@ impl Bytes {
     fn trim(&mut self) {
         if self.is_empty() {
             self.buf = Vec::new();
+        }
+    }
+
+    /// Gives the allocation back if nothing is held and it is larger than `keep`.
+    fn trim_above(&mut self, keep: usize) {
+        if self.buf.len() > keep {
+            self.trim();
         }
     }
 }
@@ -300,6 +312,15 @@ impl Session {
     /// Queues close_notify after everything written so far.
     pub(crate) fn send_close_notify(&mut self) {
         let _ = self.run(None, true);
+    }
+
+    /// Gives back the empty buffers that grew past a record (a large file, a large upload):
+    /// called before each wait for bytes, so a connection that waits in a blocking read (the
+    /// thread and process models, which never park it) keeps no more than that.
+    pub(crate) fn trim_excess(&mut self) {
+        self.rx.trim_above(KEEP);
+        self.plain.trim_above(KEEP);
+        self.tx.trim_above(KEEP);
     }
 
     /// Gives back the buffers that hold nothing: called before the connection waits for its
@@ -747,6 +768,16 @@ mod tests {
         q.consume(q.len());
         assert!(q.is_empty());
         assert_eq!((q.start, q.end), (0, 0));
+        q.trim_above(KEEP);
+        assert_ne!(q.buf.capacity(), 0, "a record's worth stays");
+        q.push(&[0; KEEP + 1]);
+        q.consume(KEEP + 1);
+        q.trim_above(KEEP);
+        assert_eq!(q.buf.capacity(), 0, "past a record's worth it goes");
+        q.push(b"x");
+        q.trim();
+        assert_ne!(q.buf.capacity(), 0, "a buffer that holds bytes stays");
+        q.consume(1);
         q.trim();
         assert_eq!(q.buf.capacity(), 0);
     }

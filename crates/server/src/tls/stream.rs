@@ -243,8 +243,10 @@ impl<'a, T: Transport> TlsStream<'a, T> {
 
     /// Reads and decrypts more records; `Ok(false)` at the end of the TCP stream.
     fn read_records(&mut self) -> io::Result<bool> {
-        // Anything queued (an alert, a key update's answer) goes out before waiting.
+        // Anything queued (an alert, a key update's answer) goes out before waiting, and
+        // what a large answer grew is given back.
         self.flush_tls()?;
+        self.conn.trim_excess();
         let n = loop {
             match self.conn.read_tls(self.inner) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
