@@ -90,11 +90,7 @@ impl ReadBuf {
             ));
         }
         if self.end == self.buf.len() {
-            if self.start > 0 {
-                self.buf.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
+            self.compact();
             if self.end == self.buf.len() {
                 let new_len = (self.buf.len() * 2).clamp(1024, max.max(1024));
                 self.buf.resize(new_len, 0);
@@ -104,6 +100,58 @@ impl ReadBuf {
         let n = r.read(&mut self.buf[self.end..self.end + room])?;
         self.end += n;
         Ok(n)
+    }
+
+    /// Moves the unconsumed bytes to the front, so the room behind them is all there is.
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+    }
+
+    /// The unconsumed bytes, writable (a TLS session decrypts records in place).
+    pub(crate) fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.end]
+    }
+
+    /// Room for at least `n` more bytes behind the unconsumed ones (growing the buffer if
+    /// need be), for a writer that reports what it wrote with [`ReadBuf::filled`].
+    pub(crate) fn spare(&mut self, n: usize) -> &mut [u8] {
+        if self.buf.len() - self.end < n {
+            self.compact();
+            if self.buf.len() - self.end < n {
+                self.buf.resize(self.end + n, 0);
+            }
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// Counts `n` bytes written into [`ReadBuf::spare`] as unconsumed.
+    pub(crate) fn filled(&mut self, n: usize) {
+        self.end += n;
+        debug_assert!(self.end <= self.buf.len());
+    }
+
+    /// Appends `bytes`.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        self.spare(bytes.len())[..bytes.len()].copy_from_slice(bytes);
+        self.filled(bytes.len());
+    }
+
+    /// Gives the whole allocation back once the buffer is empty and larger than `keep` bytes
+    /// (`keep` 0: whenever it is empty).
+    pub(crate) fn release_if_idle(&mut self, keep: usize) {
+        if self.is_empty() && self.buf.len() > keep {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// The bytes allocated.
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// The last `fill` (with this `max`) took all the room it had: the source may hold more.

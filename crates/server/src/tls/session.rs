@@ -21,6 +21,8 @@ use std::sync::Arc;
 use rustls::server::{ServerConfig, UnbufferedServerConnection};
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 
+use crate::body::ReadBuf;
+
 /// Records made and not yet written past which [`Session::write_plain`] takes no more
 /// plaintext (rustls' default limit for its buffered connection).
 const TX_LIMIT: usize = 64 * 1024;
@@ -62,90 +64,15 @@ pub(crate) fn hello_name(name: Option<&str>) {
     HELLO_NAME.with(|n| *n.borrow_mut() = Some(name.map(str::to_owned)));
 }
 
-/// A growable byte queue: `buf[start..end]` holds the bytes; the rest of `buf` is written
-/// over before it is read (zeroed once, when it grows).
-#[derive(Default)]
-struct Bytes {
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
-}
-
-impl Bytes {
-    fn len(&self) -> usize {
-        self.end - self.start
-    }
-
-    fn is_empty(&self) -> bool {
-        self.start == self.end
-    }
-
-    fn data(&self) -> &[u8] {
-        &self.buf[self.start..self.end]
-    }
-
-    fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.start..self.end]
-    }
-
-    /// Room for at least `n` more bytes after the data; returns it.
-    fn spare(&mut self, n: usize) -> &mut [u8] {
-        if self.buf.len() - self.end < n {
-            if self.start > 0 {
-                self.buf.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
-            if self.buf.len() - self.end < n {
-                self.buf.resize(self.end + n, 0);
-            }
-        }
-        &mut self.buf[self.end..]
-    }
-
-    fn filled(&mut self, n: usize) {
-        self.end += n;
-        debug_assert!(self.end <= self.buf.len());
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.start += n;
-        debug_assert!(self.start <= self.end);
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-
-    fn push(&mut self, bytes: &[u8]) {
-        self.spare(bytes.len())[..bytes.len()].copy_from_slice(bytes);
-        self.filled(bytes.len());
-    }
-
-    /// Gives the allocation back if nothing is held.
-    fn trim(&mut self) {
-        if self.is_empty() {
-            self.buf = Vec::new();
-        }
-    }
-
-    /// Gives the allocation back if nothing is held and it is larger than `keep`.
-    fn trim_above(&mut self, keep: usize) {
-        if self.buf.len() > keep {
-            self.trim();
-        }
-    }
-}
-
 /// The server side of one TLS connection.
 pub(crate) struct Session {
     conn: UnbufferedServerConnection,
     /// Received records, from the first one not yet processed.
-    rx: Bytes,
+    rx: ReadBuf,
     /// Decrypted application data not yet read.
-    plain: Bytes,
+    plain: ReadBuf,
     /// Records to send, in order.
-    tx: Bytes,
+    tx: ReadBuf,
     /// The name the client's ClientHello asked for.
     sni: Option<String>,
     /// Bytes arrived since rustls last ran over `rx`.
@@ -160,9 +87,9 @@ impl Session {
     pub(crate) fn new(config: Arc<ServerConfig>) -> Result<Session, rustls::Error> {
         Ok(Session {
             conn: UnbufferedServerConnection::new(config)?,
-            rx: Bytes::default(),
-            plain: Bytes::default(),
-            tx: Bytes::default(),
+            rx: ReadBuf::new(0),
+            plain: ReadBuf::new(0),
+            tx: ReadBuf::new(0),
             sni: None,
             unprocessed: false,
             peer_closed: false,
@@ -318,17 +245,17 @@ impl Session {
     /// called before each wait for bytes, so a connection that waits in a blocking read (the
     /// thread and process models, which never park it) keeps no more than that.
     pub(crate) fn trim_excess(&mut self) {
-        self.rx.trim_above(KEEP);
-        self.plain.trim_above(KEEP);
-        self.tx.trim_above(KEEP);
+        self.rx.release_if_idle(KEEP);
+        self.plain.release_if_idle(KEEP);
+        self.tx.release_if_idle(KEEP);
     }
 
     /// Gives back the buffers that hold nothing: called before the connection waits for its
     /// next request.
     pub(crate) fn trim(&mut self) {
-        self.rx.trim();
-        self.plain.trim();
-        self.tx.trim();
+        self.rx.release_if_idle(0);
+        self.plain.release_if_idle(0);
+        self.tx.release_if_idle(0);
         GATHER.with(|g| {
             if let Ok(mut g) = g.try_borrow_mut() {
                 if g.capacity() > GATHER_MAX {
@@ -437,7 +364,7 @@ impl Session {
 
 /// Copies a handshake message or alert rustls made into `tx`.
 fn encode(
-    tx: &mut Bytes,
+    tx: &mut ReadBuf,
     e: &mut rustls::unbuffered::EncodeTlsData<'_, rustls::server::ServerConnectionData>,
 ) -> Result<(), rustls::Error> {
     let mut need = 1024;
@@ -455,7 +382,7 @@ fn encode(
 
 /// Runs `f` (an encryption into an output buffer) with room in `tx` for what it makes.
 fn encrypt(
-    tx: &mut Bytes,
+    tx: &mut ReadBuf,
     data: &[u8],
     mut f: impl FnMut(&[u8], &mut [u8]) -> Result<usize, EncryptError>,
 ) -> Result<(), rustls::Error> {
@@ -608,9 +535,9 @@ mod tests {
             server.trim();
             assert_eq!(
                 (
-                    server.rx.buf.capacity(),
-                    server.plain.buf.capacity(),
-                    server.tx.buf.capacity()
+                    server.rx.allocated(),
+                    server.plain.allocated(),
+                    server.tx.allocated()
                 ),
                 (0, 0, 0)
             );
@@ -759,7 +686,7 @@ mod tests {
 
     #[test]
     fn the_byte_queue_keeps_its_data_in_order_as_it_grows_and_compacts() {
-        let mut q = Bytes::default();
+        let mut q = ReadBuf::new(0);
         q.push(b"hello ");
         q.consume(2);
         q.push(&[b'w'; 10_000]);
@@ -767,18 +694,21 @@ mod tests {
         assert_eq!(&q.data()[..5], b"llo w");
         q.consume(q.len());
         assert!(q.is_empty());
-        assert_eq!((q.start, q.end), (0, 0));
-        q.trim_above(KEEP);
-        assert_ne!(q.buf.capacity(), 0, "a record's worth stays");
+        // Emptied, the whole buffer is room again: no growth for as much as it held.
+        let allocated = q.allocated();
+        assert!(q.spare(4 + 10_000).len() >= 4 + 10_000);
+        assert_eq!(q.allocated(), allocated);
+        q.release_if_idle(KEEP);
+        assert_ne!(q.allocated(), 0, "a record's worth stays");
         q.push(&[0; KEEP + 1]);
         q.consume(KEEP + 1);
-        q.trim_above(KEEP);
-        assert_eq!(q.buf.capacity(), 0, "past a record's worth it goes");
+        q.release_if_idle(KEEP);
+        assert_eq!(q.allocated(), 0, "past a record's worth it goes");
         q.push(b"x");
-        q.trim();
-        assert_ne!(q.buf.capacity(), 0, "a buffer that holds bytes stays");
+        q.release_if_idle(0);
+        assert_ne!(q.allocated(), 0, "a buffer that holds bytes stays");
         q.consume(1);
-        q.trim();
-        assert_eq!(q.buf.capacity(), 0);
+        q.release_if_idle(0);
+        assert_eq!(q.allocated(), 0);
     }
 }
