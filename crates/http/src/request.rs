@@ -78,6 +78,22 @@ impl Method {
             _ => Method::Other,
         }
     }
+
+    /// The name of a method the parser knows (`"GET"`, ...); `None` for an extension method.
+    pub fn known_name(self) -> Option<&'static str> {
+        Some(match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Connect => "CONNECT",
+            Method::Options => "OPTIONS",
+            Method::Trace => "TRACE",
+            Method::Patch => "PATCH",
+            Method::Other => return None,
+        })
+    }
 }
 
 /// The protocol version of a request. `HTTP/1.x` with x > 1 is treated as HTTP/1.1
@@ -188,6 +204,10 @@ impl RequestHead {
     }
     /// The method's text, e.g. `"GET"` or an extension method such as `"ECHO"`.
     pub fn method_str<'a>(&self, buf: &'a [u8]) -> &'a str {
+        // A known method's name is the text it was parsed from (methods are case-sensitive).
+        if let Some(name) = self.method.known_name() {
+            return name;
+        }
         ascii(self.method_span.get(buf))
     }
     /// The request target as sent (any form).
@@ -201,6 +221,10 @@ impl RequestHead {
             return "/";
         }
         ascii(self.path.get(buf))
+    }
+    /// Span of [`RequestHead::target`].
+    pub fn target_span(&self) -> Span {
+        self.target
     }
     /// Span of [`RequestHead::path`] (empty for an absolute-form target with no path).
     pub fn path_span(&self) -> Span {

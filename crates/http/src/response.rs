@@ -80,6 +80,17 @@ pub fn valid_value(value: &[u8]) -> bool {
 
 /// Appends `HTTP/1.1 <status> <reason>\r\n`.
 pub fn write_status_line(status: u16, out: &mut Vec<u8>) {
+    // The common ones in one copy of a constant.
+    let whole: &[u8] = match status {
+        200 => b"HTTP/1.1 200 OK\r\n",
+        304 => b"HTTP/1.1 304 Not Modified\r\n",
+        404 => b"HTTP/1.1 404 Not Found\r\n",
+        _ => b"",
+    };
+    if !whole.is_empty() {
+        out.extend_from_slice(whole);
+        return;
+    }
     out.extend_from_slice(b"HTTP/1.1 ");
     write_decimal(u64::from(status), out);
     out.push(b' ');
@@ -130,12 +141,28 @@ pub fn write_decimal(mut n: u64, out: &mut Vec<u8>) {
             break;
         }
     }
-    out.extend_from_slice(&buf[i..]);
+    // A few bytes: copied in a loop rather than through a call to `memcpy`.
+    out.extend(buf[i..].iter().copied());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn constant_status_lines_match_the_general_form() {
+        for status in [200, 304, 404] {
+            let mut out = Vec::new();
+            write_status_line(status, &mut out);
+            assert_eq!(
+                out,
+                format!("HTTP/1.1 {status} {}\r\n", reason(status)).as_bytes()
+            );
+        }
+        let mut out = Vec::new();
+        write_status_line(201, &mut out);
+        assert_eq!(out, b"HTTP/1.1 201 Created\r\n");
+    }
 
     #[test]
     fn encodes_head() {

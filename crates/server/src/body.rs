@@ -231,8 +231,9 @@ pub struct RequestBody<'a> {
     max: u64,
     received: u64,
     timeout: Duration,
-    /// The minimum-rate rule, from the moment the reader was made (the head complete).
-    min_rate: crate::minrate::MinRate,
+    /// The minimum-rate rule, from the moment the reader was made (the head complete);
+    /// `None` for a request without a body.
+    min_rate: Option<crate::minrate::MinRate>,
     /// Bytes that arrived for this body (buffered with the head, then read): what the rule
     /// counts, so a handler that reads slowly is not taken for a slow client.
     arrived: u64,
@@ -264,8 +265,9 @@ pub struct BodyLimits {
     pub http: Limits,
     /// Largest amount of buffered unread data.
     pub read_buf_max: usize,
-    /// The minimum-rate rule over the whole body (`timeouts.body_min_rate`).
-    pub(crate) min_rate: crate::minrate::MinRate,
+    /// The minimum-rate rule over the whole body (`timeouts.body_min_rate`); `None` for a
+    /// request framed without a body (nothing is read, so nothing is timed).
+    pub(crate) min_rate: Option<crate::minrate::MinRate>,
 }
 
 impl<'a> RequestBody<'a> {
@@ -366,7 +368,10 @@ impl<'a> RequestBody<'a> {
     /// whether the latter is the one that binds.
     fn arm_timeout(&mut self) -> Result<bool, BodyError> {
         let now = std::time::Instant::now();
-        let (deadline, slow) = self.min_rate.earliest(self.arrived, now + self.timeout);
+        let idle = now + self.timeout;
+        let (deadline, slow) = self
+            .min_rate
+            .map_or((idle, false), |r| r.earliest(self.arrived, idle));
         let left = deadline.saturating_duration_since(now);
         if left.is_zero() {
             return Err(BodyError::TooSlow);

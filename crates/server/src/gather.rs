@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::time::Duration;
 
+use crate::conn::{Encoded, Tail};
 use crate::net::Transport;
 
 /// Most bytes gathered before they are written anyway (nginx `postpone_output` is 1460 bytes
@@ -51,6 +52,28 @@ impl<'a, T: Transport> Gather<'a, T> {
             return Ok(());
         }
         let r = self.inner.write_all(&self.out);
+        self.out.clear();
+        r
+    }
+
+    /// Writes a response that `encode` appends straight after the bytes gathered so far (no
+    /// copy through a separate buffer): held back while gathering if it is whole in memory
+    /// and fits, else written at once together with them, then whatever follows its head (a
+    /// file, a stream). Returns what [`crate::conn::write_encoded`] does.
+    pub(crate) fn write_encoding(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>) -> Encoded,
+    ) -> io::Result<(u64, u64)> {
+        let enc = encode(&mut self.out);
+        match &enc.tail {
+            Tail::None if self.holds(0) => return Ok((enc.bytes, enc.body_len)),
+            Tail::Bytes(b) if self.holds(b.len()) => {
+                self.out.extend_from_slice(b);
+                return Ok((enc.bytes, enc.body_len));
+            }
+            _ => {}
+        }
+        let r = crate::conn::write_encoded(self.inner, &self.out, enc);
         self.out.clear();
         r
     }
@@ -286,6 +309,71 @@ mod tests {
         drop(g);
         assert_eq!(t.writes.concat(), b"r1;h2;FILEr3;".to_vec());
         assert_eq!(t.writes[0], b"r1;h2;".to_vec(), "head joins the batch");
+    }
+
+    /// `resp` encoded by the same code the driver uses, through [`Gather::write_encoding`].
+    fn send(g: &mut Gather<'_, Recorder>, resp: crate::Response) -> (u64, u64) {
+        g.write_encoding(|out| crate::conn::encode_append(out, resp, None, true, b""))
+            .unwrap()
+    }
+
+    #[test]
+    fn responses_encoded_in_place_go_out_in_one_call_and_count_their_own_bytes() {
+        use crate::response::BodyStream;
+        let mut t = Recorder::default();
+        let mut g = Gather::new(&mut t, Vec::new());
+        g.set_gathering(true);
+        let (a, a_body) = send(&mut g, crate::Response::text(200, "one"));
+        assert_eq!(a_body, 3);
+        assert_eq!(g.pending() as u64, a, "held back whole");
+        // A body too large to copy after its head (a shared buffer) is held too, while it fits.
+        let big = vec![b'b'; 3000];
+        let (b, b_body) = send(&mut g, crate::Response::new(200).body(big.clone()));
+        assert_eq!(b_body, 3000);
+        assert_eq!(g.pending() as u64, a + b);
+        // A stream is written at once, after what was gathered; its count is its own.
+        let stream = BodyStream::with_len(std::io::Cursor::new(b"streamed".to_vec()), 8);
+        let (c, c_body) = send(&mut g, crate::Response::new(200).body(stream));
+        assert_eq!(c_body, 8);
+        assert_eq!(g.pending(), 0);
+        g.set_gathering(false);
+        let (d, _) = send(&mut g, crate::Response::text(404, "last"));
+        drop(g);
+        let all = t.writes.concat();
+        assert_eq!(all.len() as u64, a + b + c + d);
+        let text = String::from_utf8_lossy(&all);
+        assert_eq!(text.matches("HTTP/1.1 ").count(), 4, "{text}");
+        let order = ["one", "bbbb", "streamed", "404 Not Found", "last"];
+        let at: Vec<usize> = order.iter().map(|w| text.find(w).expect(w)).collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "in order: {at:?}");
+        // The first write carries the two gathered responses and the stream's head.
+        assert!(t.writes[0].starts_with(b"HTTP/1.1 200 OK\r\n"));
+        assert!(String::from_utf8_lossy(&t.writes[0]).contains("bbbb"));
+        assert_eq!(
+            t.writes.last().unwrap().len() as u64,
+            d,
+            "the last answer alone"
+        );
+    }
+
+    #[test]
+    fn an_invalid_handler_header_becomes_a_500_after_the_gathered_bytes() {
+        let mut t = Recorder::default();
+        let mut g = Gather::new(&mut t, Vec::new());
+        g.set_gathering(true);
+        let (a, _) = send(&mut g, crate::Response::text(200, "fine"));
+        let bad = crate::Response::text(200, "x").header("X-Bad", "split\r\nSet-Cookie: a=b");
+        let (b, _) = send(&mut g, bad);
+        g.set_gathering(false);
+        g.flush_gathered().unwrap();
+        drop(g);
+        let all = t.writes.concat();
+        assert_eq!(all.len() as u64, a + b);
+        let text = String::from_utf8_lossy(&all);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("fine"));
+        assert!(text[a as usize..].starts_with("HTTP/1.1 500 "), "{text}");
+        assert!(!text.contains("Set-Cookie"), "{text}");
     }
 
     fn tempfile_with(bytes: &[u8]) -> File {

@@ -45,8 +45,6 @@ pub struct ListenerMetrics {
 /// The counters proper, in memory shared with forked children.
 #[derive(Debug)]
 pub struct Counters {
-    /// Responses by status class: index 0 = 1xx … 4 = 5xx.
-    pub responses: [AtomicU64; 5],
     /// Responses by status code: index `code - 100` for 100..=599 (a code a handler set
     /// outside that range counts at the nearer end).
     pub by_status: [AtomicU64; STATUS_CODES],
@@ -266,8 +264,7 @@ impl ListenerMetrics {
 
     /// Counts one response.
     pub(crate) fn response(&self, status: u16, bytes: u64) {
-        let class = usize::from(status / 100).clamp(1, 5) - 1;
-        self.responses[class].fetch_add(1, Relaxed);
+        // One counter per code; the classes are their sums (`responses`), not counted apart.
         let code = usize::from(status).clamp(100, 100 + STATUS_CODES - 1) - 100;
         self.by_status[code].fetch_add(1, Relaxed);
         self.bytes_out.fetch_add(bytes, Relaxed);
@@ -280,7 +277,17 @@ impl ListenerMetrics {
 
     /// Total responses.
     pub fn requests(&self) -> u64 {
-        self.responses.iter().map(|c| c.load(Relaxed)).sum()
+        self.by_status.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// Responses of status class `class` (0 = 1xx … 4 = 5xx): the sum of its codes' counters
+    /// (a code outside 100..=599 counts at the nearer end, so in the 1xx or 5xx class).
+    pub fn responses(&self, class: usize) -> u64 {
+        let codes = STATUS_CODES / 5;
+        self.by_status[class * codes..(class + 1) * codes]
+            .iter()
+            .map(|c| c.load(Relaxed))
+            .sum()
     }
 }
 
@@ -439,7 +446,7 @@ impl Metrics {
             .map(|l| {
                 let mut by_class = serde_json::Map::new();
                 for (i, c) in CLASSES.iter().enumerate() {
-                    by_class.insert((*c).into(), l.responses[i].load(Relaxed).into());
+                    by_class.insert((*c).into(), l.responses(i).into());
                 }
                 let mut entry = serde_json::json!({
                     "addr": l.addr.to_string(),
@@ -515,7 +522,7 @@ impl Metrics {
                     out,
                     "weft_requests_total{{{},class=\"{c}\"}} {}",
                     label(l),
-                    l.responses[i].load(Relaxed)
+                    l.responses(i)
                 );
             }
         }

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use weft_http::conditional::Conditions;
-use weft_http::{Method, RequestHead, Version};
+use weft_http::{Method, RequestHead, Span, TargetForm, Version};
 
 /// One parsed request. Owns its head bytes, so it can outlive the connection's read buffer
 /// (the pipeline model passes it between stages).
@@ -15,6 +15,11 @@ pub struct Request {
     local: SocketAddr,
     /// What the connection's TLS handshake settled; `None` on plain HTTP.
     tls: Option<std::sync::Arc<crate::tls::TlsInfo>>,
+    /// Where the path ends in `bytes`: its `?`, or the end of the path span.
+    query_at: u32,
+    /// `bytes` within the target span are ASCII (the parser admits nothing else; checked
+    /// once here so that the text accessors need not validate UTF-8 on every call).
+    target_ascii: bool,
 }
 
 impl Request {
@@ -26,13 +31,39 @@ impl Request {
         peer: SocketAddr,
         local: SocketAddr,
     ) -> Request {
+        let bytes = bytes.into();
+        let target = head.target_span();
+        let target_ascii = bytes
+            .get(target.start as usize..target.end as usize)
+            .is_some_and(<[u8]>::is_ascii);
+        let path = head.path_span();
+        let query_at = path.get(&bytes).iter().position(|&b| b == b'?');
         Request {
-            bytes: bytes.into(),
+            query_at: query_at.map_or(path.end, |i| path.start + i as u32),
+            target_ascii,
+            bytes,
             head,
             peer,
             local,
             tls: None,
         }
+    }
+
+    /// The text of `span`, a part of the request target (an invalid span or non-ASCII bytes,
+    /// which the parser never yields, read as empty).
+    fn target_text(&self, span: Span) -> &str {
+        let target = self.head.target_span();
+        let inside = target.start <= span.start && span.start <= span.end && span.end <= target.end;
+        if self.target_ascii && inside {
+            let b = span.get(&self.bytes);
+            // SAFETY: `new` checked that `bytes[target]` (in bounds) is all ASCII, `span` lies
+            // within it, and `bytes` is never changed after `new`; ASCII is valid UTF-8.
+            return unsafe { std::str::from_utf8_unchecked(b) };
+        }
+        self.bytes
+            .get(span.start as usize..span.end as usize)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or("")
     }
 
     /// True if the request came over HTTPS (a TLS listener).
@@ -71,19 +102,31 @@ impl Request {
 
     /// The request target exactly as sent.
     pub fn target(&self) -> &str {
-        self.head.target(&self.bytes)
+        self.target_text(self.head.target_span())
     }
 
     /// The path of the target, still percent-encoded, without the query (`/` for an
     /// absolute-form target with an empty path; empty for `*` and CONNECT targets).
     pub fn path(&self) -> &str {
-        let p = self.head.path(&self.bytes);
-        p.split_once('?').map_or(p, |(path, _)| path)
+        let path = self.head.path_span();
+        if path.is_empty() && self.head.target_form() == TargetForm::Absolute {
+            return "/";
+        }
+        self.target_text(Span {
+            start: path.start,
+            end: self.query_at,
+        })
     }
 
     /// The query string without `?`, if any.
     pub fn query(&self) -> Option<&str> {
-        self.head.path(&self.bytes).split_once('?').map(|(_, q)| q)
+        let path = self.head.path_span();
+        (self.query_at < path.end).then(|| {
+            self.target_text(Span {
+                start: self.query_at + 1,
+                end: path.end,
+            })
+        })
     }
 
     /// The protocol version.
@@ -169,5 +212,92 @@ impl Request {
     /// True if the client allows the connection to stay open.
     pub fn keep_alive(&self) -> bool {
         self.head.keep_alive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(raw: &str) -> Request {
+        let mut p = weft_http::Parser::new(weft_http::Limits::default());
+        p.parse(raw.as_bytes()).unwrap().expect("a whole head");
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        Request::new(raw.as_bytes().to_vec(), p.take_head(), addr, addr)
+    }
+
+    #[test]
+    fn path_query_and_target_of_every_form() {
+        let cases = [
+            (
+                "GET /a/b?x=1&y HTTP/1.1\r\nHost: h\r\n\r\n",
+                "/a/b",
+                Some("x=1&y"),
+                "/a/b?x=1&y",
+            ),
+            ("GET /a HTTP/1.1\r\nHost: h\r\n\r\n", "/a", None, "/a"),
+            ("GET /? HTTP/1.1\r\nHost: h\r\n\r\n", "/", Some(""), "/?"),
+            (
+                "GET /a?b?c HTTP/1.1\r\nHost: h\r\n\r\n",
+                "/a",
+                Some("b?c"),
+                "/a?b?c",
+            ),
+            (
+                "GET http://h HTTP/1.1\r\nHost: h\r\n\r\n",
+                "/",
+                None,
+                "http://h",
+            ),
+            (
+                "GET http://h/p?q HTTP/1.1\r\nHost: h\r\n\r\n",
+                "/p",
+                Some("q"),
+                "http://h/p?q",
+            ),
+            (
+                "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n",
+                "",
+                None,
+                "h:443",
+            ),
+            ("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n", "", None, "*"),
+        ];
+        for (raw, path, query, target) in cases {
+            let r = parsed(raw);
+            assert_eq!(r.path(), path, "{raw:?}");
+            assert_eq!(r.query(), query, "{raw:?}");
+            assert_eq!(r.target(), target, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn method_names_known_and_extension() {
+        assert_eq!(
+            parsed("GET / HTTP/1.1\r\nHost: h\r\n\r\n").method_str(),
+            "GET"
+        );
+        assert_eq!(
+            parsed("PATCH / HTTP/1.1\r\nHost: h\r\n\r\n").method_str(),
+            "PATCH"
+        );
+        assert_eq!(
+            parsed("ECHO / HTTP/1.1\r\nHost: h\r\n\r\n").method_str(),
+            "ECHO"
+        );
+    }
+
+    #[test]
+    fn a_span_outside_the_target_reads_through_utf8_validation() {
+        // A head that was not parsed from these bytes (as `derived` could be given): the
+        // text accessors neither trust the ASCII check nor panic.
+        let r = parsed("GET /abc HTTP/1.1\r\nHost: h\r\n\r\n");
+        let span = Span { start: 0, end: 3 };
+        assert_eq!(r.target_text(span), "GET");
+        let far = Span {
+            start: 1000,
+            end: 1004,
+        };
+        assert_eq!(r.target_text(far), "");
     }
 }

@@ -18,7 +18,7 @@ use super::head::{head_late, head_step, idle_timeout, mark_busy, mark_idle, Head
 use super::proxy_header::read_proxy_header;
 use super::respond::write_response;
 use super::timing::{Stamped, Times};
-use super::{admit, ConnInfo, OnIdle, Served, Start, READ_BUF};
+use super::{admit, encode_append, ConnInfo, OnIdle, Served, Start, READ_BUF};
 
 /// How a head read ended.
 enum HeadRead {
@@ -218,7 +218,8 @@ fn serve_with<T: Transport>(
             r
         } else {
             let extra = crate::tls::extra_headers(app, info);
-            write_response(stream, wbuf, resp, Some(&req), keep_alive, extra)
+            // Encoded straight after the responses gathered before it.
+            stream.write_encoding(|out| encode_append(out, resp, Some(&req), keep_alive, extra))
         };
         stream.set_gathering(false);
         let body_len = match result {

@@ -134,7 +134,9 @@ fn respond<T: Transport>(
         BodyLimits {
             max: cfg.limits.max_body,
             timeout: cfg.timeouts.body_read,
-            min_rate: crate::minrate::MinRate::body(&cfg.timeouts, Instant::now()),
+            // A request without a body never reads one: no clock read for it.
+            min_rate: (head.framing() != BodyFraming::None)
+                .then(|| crate::minrate::MinRate::body(&cfg.timeouts, Instant::now())),
             http: *limits,
             read_buf_max: limits.max_head_bytes.max(64 * 1024),
         },

@@ -34,7 +34,7 @@ pub(crate) use head::{
     head_late, head_step, idle_timeout, mark_busy, mark_idle, HeadDue, HeadStep,
 };
 pub(crate) use proxy_header::{proxy_read_max, read_proxy_header, take_proxy_header, ProxyStep};
-pub(crate) use respond::{encode_response, write_encoded, Tail};
+pub(crate) use respond::{encode_append, encode_response, write_encoded, Encoded, Tail};
 pub(crate) use timing::Times;
 
 /// Initial read buffer per connection; grows to the head limit for large heads.

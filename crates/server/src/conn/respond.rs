@@ -48,7 +48,8 @@ pub(crate) fn write_encoded<T: Transport>(
         Tail::Stream { mut body, chunked } => {
             stream.write_all(wbuf)?;
             let n = send_stream(stream, &mut body, chunked)?;
-            return Ok((wbuf.len() as u64 + n, n));
+            // `out.bytes` is the head's length (`wbuf` may hold gathered responses before it).
+            return Ok((out.bytes + n, n));
         }
     }
     Ok((out.bytes, out.body_len))
@@ -92,6 +93,20 @@ pub(crate) fn encode_response(
     keep_alive: bool,
     extra: &[u8],
 ) -> Encoded {
+    wbuf.clear();
+    encode_append(wbuf, resp, req, keep_alive, extra)
+}
+
+/// As [`encode_response`], appending to what `wbuf` holds (responses gathered before this
+/// one); the lengths in the result are this response's own.
+pub(crate) fn encode_append(
+    wbuf: &mut Vec<u8>,
+    resp: Response,
+    req: Option<&Request>,
+    keep_alive: bool,
+    extra: &[u8],
+) -> Encoded {
+    let start = wbuf.len();
     if let Body::Prepared(entry) = &resp.body {
         return encode_prepared(wbuf, entry, req, keep_alive, extra);
     }
@@ -101,6 +116,7 @@ pub(crate) fn encode_response(
             log::error!("handler produced an invalid header {bad:?}; answering 500");
             let mut r = Response::error(500);
             r.close = !keep_alive;
+            wbuf.truncate(start);
             encode_head(wbuf, &r, req, keep_alive, extra).expect("built-in headers are valid");
             r
         }
@@ -108,7 +124,7 @@ pub(crate) fn encode_response(
     crate::response::recycle_headers(std::mem::take(&mut resp.headers));
     let head_only =
         req.is_some_and(|r| r.method() == Method::Head) || status_has_no_body(resp.status);
-    let head_len = wbuf.len() as u64;
+    let head_len = (wbuf.len() - start) as u64;
     if head_only {
         return Encoded {
             tail: Tail::None,
@@ -204,7 +220,7 @@ fn encode_prepared(
     keep_alive: bool,
     extra: &[u8],
 ) -> Encoded {
-    wbuf.clear();
+    let start = wbuf.len();
     wbuf.extend_from_slice(crate::cache::HEAD_PREFIX);
     enc::write_date(wbuf);
     wbuf.extend_from_slice(entry.fields());
@@ -215,7 +231,7 @@ fn encode_prepared(
         wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
     }
     wbuf.extend_from_slice(b"\r\n");
-    let head_len = wbuf.len() as u64;
+    let head_len = (wbuf.len() - start) as u64;
     let body = entry.body();
     if req.is_some_and(|r| r.method() == Method::Head) {
         return Encoded {
@@ -237,7 +253,7 @@ fn encode_prepared(
     }
 }
 
-/// Writes the head of `resp` into `wbuf`; on an invalid handler header returns its name.
+/// Appends the head of `resp` to `wbuf`; on an invalid handler header returns its name.
 fn encode_head(
     wbuf: &mut Vec<u8>,
     resp: &Response,
@@ -245,7 +261,6 @@ fn encode_head(
     keep_alive: bool,
     extra: &[u8],
 ) -> Result<(), String> {
-    wbuf.clear();
     enc::write_status_line(resp.status, wbuf);
     wbuf.extend_from_slice(b"Server: weft\r\n");
     enc::write_date(wbuf);

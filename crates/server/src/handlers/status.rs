@@ -53,7 +53,7 @@ fn html(m: &Metrics) -> String {
         if let Some(r) = l.report() {
             reports.push_str(&format!("<h2>{} ({})</h2>\n{}", l.addr, l.model, r.html()));
         }
-        let r: Vec<u64> = l.responses.iter().map(|c| c.load(Relaxed)).collect();
+        let r: Vec<u64> = (0..5).map(|class| l.responses(class)).collect();
         rows.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             l.addr,
