@@ -902,7 +902,7 @@ impl Parser {
 /// The first byte at or after `i` that is not `field-vchar`, SP or HTAB (so a CTL, usually
 /// the CR ending the line, or DEL), or `w.len()`. Field values are most of a head's bytes, so
 /// this looks at eight at a time.
-fn field_value_end(w: &[u8], mut i: usize) -> usize {
+pub(crate) fn field_value_end(w: &[u8], mut i: usize) -> usize {
     loop {
         while let Some(word) = w.get(i..i + 8) {
             let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));

@@ -73,9 +73,8 @@ pub fn valid_name(name: &[u8]) -> bool {
 
 /// True if `value` may be written as a field value.
 pub fn valid_value(value: &[u8]) -> bool {
-    value
-        .iter()
-        .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    // HTAB, SP, visible ASCII and obs-text; no other CTL, no DEL (eight bytes per step).
+    crate::request::field_value_end(value, 0) == value.len()
 }
 
 /// Appends `HTTP/1.1 <status> <reason>\r\n`.
@@ -148,6 +147,22 @@ pub fn write_decimal(mut n: u64, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn valid_value_takes_exactly_htab_and_the_bytes_from_sp_but_del() {
+        let one = |b: u8| b == b'\t' || (b >= 0x20 && b != 0x7f);
+        for b in 0..=255u8 {
+            // Alone, and at every position of a value longer than one eight-byte word.
+            assert_eq!(valid_value(&[b]), one(b), "{b:#x}");
+            for at in 0..19 {
+                let mut v = b"text/plain; q=0.5 x".to_vec();
+                v[at] = b;
+                assert_eq!(valid_value(&v), one(b), "{b:#x} at {at}");
+            }
+        }
+        assert!(valid_value(b""));
+        assert!(valid_value(b"a\tb\t\t\t\t\t\t\t\tc \x80\xff"));
+    }
 
     #[test]
     fn constant_status_lines_match_the_general_form() {
