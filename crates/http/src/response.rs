@@ -140,8 +140,7 @@ pub fn write_decimal(mut n: u64, out: &mut Vec<u8>) {
             break;
         }
     }
-    // A few bytes: copied in a loop rather than through a call to `memcpy`.
-    out.extend(buf[i..].iter().copied());
+    out.extend_from_slice(&buf[i..]);
 }
 
 #[cfg(test)]

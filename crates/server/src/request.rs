@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use weft_http::conditional::Conditions;
-use weft_http::{Method, RequestHead, Span, TargetForm, Version};
+use weft_http::{Method, RequestHead, Span, Version};
 
 /// One parsed request. Owns its head bytes, so it can outlive the connection's read buffer
 /// (the pipeline model passes it between stages).
@@ -109,8 +109,10 @@ impl Request {
     /// absolute-form target with an empty path; empty for `*` and CONNECT targets).
     pub fn path(&self) -> &str {
         let path = self.head.path_span();
-        if path.is_empty() && self.head.target_form() == TargetForm::Absolute {
-            return "/";
+        if path.is_empty() {
+            // No bytes to slice: the head knows what an empty path reads as (`/` for an
+            // absolute-form target, nothing for `*` and CONNECT).
+            return self.head.path(&self.bytes);
         }
         self.target_text(Span {
             start: path.start,
