@@ -10,7 +10,7 @@
 # Each round runs every server of a table once in turn, RUNS rounds; the summary gives medians.
 #
 #   scripts/multicore.sh OUT_DIR
-#   RUNS=3 DURATION=5 WORKERS="1 2 4 8" CONNS=256 CLIENT_CORES=8-15 WRK_THREADS=8
+#   PARTS="A B C" RUNS=3 DURATION=5 WORKERS="1 2 4 8" CONNS=256 CLIENT_CORES=8-15 WRK_THREADS=8
 #   MIN_CORES=16 WEFT=target/release/weft; wrk, nginx, taskset and python3 from PATH.
 #
 # Writes OUT_DIR/multicore.csv (one row per run), OUT_DIR/summary.txt and OUT_DIR/machine.txt.
@@ -33,6 +33,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n 20000 2>/dev/null || true
   echo "date: $(date -u +%FT%TZ)"; echo "cores: $(nproc)"; echo "kernel: $(uname -r)"
   grep -m1 'model name' /proc/cpuinfo; echo "weft: $($weft --version 2>&1 | head -1)"
   echo "nginx: $(nginx -v 2>&1)"; echo "wrk: $(wrk -v 2>&1 | head -1)"
+  echo "cpu siblings: $(cat /sys/devices/system/cpu/cpu{0..15}/topology/thread_siblings_list 2>/dev/null | tr '\n' ' ')"
   echo "runs $runs, ${dur}s each, workers: $workers, conns $conns, client: wrk -t$wrk_threads on cores $client_cores"
 } | tee "$out/machine.txt"
 
@@ -106,6 +107,8 @@ measure() {
 }
 
 echo "part,workers,server,conns,run,rps,cpu_us_per_req,server_cores_busy,client_cores_busy,errors" >"$out/multicore.csv"
+parts=${PARTS:-A B C}
+if [[ $parts == *A* ]]; then
 echo "== A. fiber vs nginx, /echo c=$conns, workers: $workers"
 for n in $workers; do
   start "fiber-$n" fiber "$n"; start "nginx-$n" nginx "$n"
@@ -115,7 +118,9 @@ for n in $workers; do
   done
   stop_all
 done
+fi
 
+if [[ $parts == *B* ]]; then
 echo "== B. fiber vs thread vs nginx on $maxw cores, /echo c=50 and c=1000"
 start "fiber-B" fiber "$maxw"; start "thread-B" thread "$maxw"; start "nginx-B" nginx "$maxw"
 for c in 50 1000; do
@@ -124,13 +129,16 @@ for c in 50 1000; do
   done
 done
 stop_all
+fi
 
+if [[ $parts == *C* ]]; then
 echo "== C. 16 pipelined per write, fiber vs nginx on $maxw cores, c=$conns"
 start "fiber-C" fiber "$maxw"; start "nginx-C" nginx "$maxw"
 for r in $(seq 1 "$runs"); do
   for s in fiber nginx; do measure C "$maxw" "$s-C" "$conns" "$r" "0-$((maxw - 1))" scripts/pipeline.lua 16; done
 done
 stop_all
+fi
 
 python3 - "$out/multicore.csv" <<'PY' | tee "$out/summary.txt"
 import collections, csv, statistics as st, sys
