@@ -12,7 +12,8 @@
 # CMD must serve PATH on 127.0.0.1:PORT with status 200. The client (python3) opens 20
 # connections; each sends DEPTH requests per write (DEPTH 1: no pipelining) and reads the
 # answers, 20 rounds to warm up, then the counters are zeroed and 100 rounds counted (2000 *
-# DEPTH requests). Prints `NAME depth=DEPTH instructions/request N`. Needs valgrind
+# DEPTH requests). Prints `NAME depth=DEPTH instructions/request N`. KEEP=FILE keeps the
+# counted callgrind dump there (read it with `callgrind_annotate FILE`). Needs valgrind
 # (apt-get install valgrind) and python3.
 set -u
 name=$1; port=$2; path=$3; depth=$4; shift 4
@@ -53,5 +54,6 @@ callgrind_control -d "$pid" >/dev/null 2>&1
 sleep 1
 ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$work"/cg.*.1 2>/dev/null)
 [[ -n $ir ]] || { echo "instr_per_request: no callgrind dump (see $work/server.log)" >&2; exit 1; }
+[[ -n ${KEEP:-} ]] && cp "$(ls "$work"/cg.*.1 | head -1)" "$KEEP"
 awk -v n="$name" -v d="$depth" -v ir="$ir" -v q=$((2000 * depth)) \
   'BEGIN { printf "%s depth=%d instructions/request %.0f\n", n, d, ir / q }'

@@ -33,9 +33,15 @@ pub fn new_round() {
 
 /// The current time as an IMF-fixdate, reformatted when the second changes.
 pub fn now() -> [u8; DATE_LEN] {
+    now_stamped().1
+}
+
+/// [`now`] and the Unix second it stands for: a caller that keeps bytes built around the date
+/// (a whole response-head prefix, say) rebuilds them only when the second changes.
+pub fn now_stamped() -> (u64, [u8; DATE_LEN]) {
     let clock = CLOCK.with(Cell::get);
     if clock == Clock::RoundFresh {
-        return CACHE.with(Cell::get).1;
+        return CACHE.with(Cell::get);
     }
     if clock == Clock::RoundStale {
         CLOCK.with(|c| c.set(Clock::RoundFresh));
@@ -44,11 +50,11 @@ pub fn now() -> [u8; DATE_LEN] {
     CACHE.with(|c| {
         let (cached, value) = c.get();
         if cached == secs {
-            return value;
+            return (secs, value);
         }
         let value = format(UNIX_EPOCH + std::time::Duration::from_secs(secs));
         c.set((secs, value));
-        value
+        (secs, value)
     })
 }
 

@@ -2,10 +2,12 @@
 //! after it, or what follows it: shared bytes, a file range, a stream), and [`write_encoded`]
 //! writes that on a blocking transport.
 
+use std::cell::Cell;
 use std::io;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use weft_http::date::DATE_LEN;
 use weft_http::response::{self as enc, status_has_no_body};
 use weft_http::{Method, Version};
 
@@ -221,8 +223,7 @@ fn encode_prepared(
     extra: &[u8],
 ) -> Encoded {
     let start = wbuf.len();
-    wbuf.extend_from_slice(crate::cache::HEAD_PREFIX);
-    enc::write_date(wbuf);
+    write_head_200(wbuf);
     wbuf.extend_from_slice(entry.fields());
     wbuf.extend_from_slice(extra);
     if !keep_alive {
@@ -261,9 +262,13 @@ fn encode_head(
     keep_alive: bool,
     extra: &[u8],
 ) -> Result<(), String> {
-    enc::write_status_line(resp.status, wbuf);
-    wbuf.extend_from_slice(b"Server: weft\r\n");
-    enc::write_date(wbuf);
+    if resp.status == 200 {
+        write_head_200(wbuf);
+    } else {
+        enc::write_status_line(resp.status, wbuf);
+        wbuf.extend_from_slice(SERVER);
+        enc::write_date(wbuf);
+    }
     wbuf.extend_from_slice(extra);
     for (name, value) in &resp.headers {
         if is_managed(name) {
@@ -290,6 +295,34 @@ fn encode_head(
     Ok(())
 }
 
+/// The `Server` field of every response.
+const SERVER: &[u8] = b"Server: weft\r\n";
+
+/// Length of `HTTP/1.1 200 OK\r\nServer: weft\r\nDate: <IMF-fixdate>\r\n`.
+const HEAD_200_LEN: usize = crate::cache::HEAD_PREFIX.len() + 6 + DATE_LEN + 2;
+
+thread_local! {
+    /// This thread's [`HEAD_200_LEN`] bytes and the second of their `Date`.
+    static HEAD_200: Cell<(u64, [u8; HEAD_200_LEN])> =
+        const { Cell::new((u64::MAX, [0; HEAD_200_LEN])) };
+}
+
+/// Appends the status line of a 200, `Server` and `Date` as one copy of bytes rebuilt once a
+/// second (the same bytes `write_status_line`, [`SERVER`] and `write_date` would write).
+fn write_head_200(wbuf: &mut Vec<u8>) {
+    let (secs, date) = weft_http::date::now_stamped();
+    let (at, mut head) = HEAD_200.with(Cell::get);
+    if at != secs {
+        let prefix = crate::cache::HEAD_PREFIX;
+        head[..prefix.len()].copy_from_slice(prefix);
+        head[prefix.len()..prefix.len() + 6].copy_from_slice(b"Date: ");
+        head[prefix.len() + 6..HEAD_200_LEN - 2].copy_from_slice(&date);
+        head[HEAD_200_LEN - 2..].copy_from_slice(b"\r\n");
+        HEAD_200.with(|c| c.set((secs, head)));
+    }
+    wbuf.extend_from_slice(&head);
+}
+
 /// Headers the driver writes itself; a handler's copy is dropped.
 fn is_managed(name: &str) -> bool {
     [
@@ -302,4 +335,37 @@ fn is_managed(name: &str) -> bool {
     ]
     .iter()
     .any(|m| name.eq_ignore_ascii_case(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cached_200_prefix_is_what_the_general_path_writes() {
+        // Twice in one thread: built, then taken from the cache. A second boundary between
+        // the two writes changes the date; such a pair is tried again.
+        for _ in 0..2 {
+            let mut same = false;
+            for _ in 0..5 {
+                let mut fast = b"x".to_vec();
+                write_head_200(&mut fast);
+                let mut general = b"x".to_vec();
+                enc::write_status_line(200, &mut general);
+                general.extend_from_slice(SERVER);
+                enc::write_date(&mut general);
+                if fast == general {
+                    same = true;
+                    break;
+                }
+            }
+            assert!(same, "write_head_200 differs from the general encoding");
+        }
+        // A stale entry (another second) is rebuilt, not reused.
+        HEAD_200.with(|c| c.set((0, [b'!'; HEAD_200_LEN])));
+        let mut fast = Vec::new();
+        write_head_200(&mut fast);
+        assert!(fast.starts_with(b"HTTP/1.1 200 OK\r\nServer: weft\r\nDate: "));
+        assert!(fast.ends_with(b" GMT\r\n") && !fast.contains(&b'!'));
+    }
 }
