@@ -253,8 +253,7 @@ mod tests {
             if n == u64::MAX {
                 break;
             }
-            n = n.checked_mul(10).unwrap_or(u64::MAX);
-            n = n.max(1);
+            n = n.saturating_mul(10).max(1);
         }
     }
 
