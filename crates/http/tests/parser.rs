@@ -860,6 +860,39 @@ fn a_completed_parser_keeps_its_verdict_until_reset() {
     assert_eq!(p.parse(b"GET /y HTTP/1.0\r\n\r\n"), Ok(Some(19)));
 }
 
+/// A reset right after another (or after `take_head`) changes nothing, and a reset after a
+/// partial or an empty parse leaves a parser that reads the next request as a fresh one would.
+#[test]
+fn resets_in_a_row_and_after_partial_heads_leave_a_fresh_parser() {
+    let mut p = Parser::new(Limits::default());
+    let full = b"POST /a?q HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
+    assert_eq!(p.parse(full), Ok(Some(full.len())));
+    let first = p.take_head();
+    assert_eq!(first.framing(), BodyFraming::Length(3));
+    p.reset();
+    p.reset();
+    assert_eq!(p.parse(b""), Ok(None));
+    assert!(!p.in_progress());
+    p.reset();
+    let next = b"GET /b HTTP/1.0\r\n\r\n";
+    assert_eq!(p.parse(next), Ok(Some(next.len())));
+    assert_eq!(p.head().framing(), BodyFraming::None);
+    assert_eq!(p.head().expect(), Expect::None);
+    assert_eq!(p.head().host_span(), None);
+    assert_eq!(p.head().path(next), "/b");
+    // Cut in the middle of a field line, then reset: nothing of it survives.
+    p.reset();
+    assert_eq!(p.parse(b"GET /c HTTP/1.1\r\nHost: x\r\nTransfer-Enc"), Ok(None));
+    assert!(p.in_progress());
+    p.reset();
+    assert!(!p.in_progress());
+    let last = b"GET /d HTTP/1.1\r\nHost: y\r\n\r\n";
+    assert_eq!(p.parse(last), Ok(Some(last.len())));
+    assert_eq!(p.head().framing(), BodyFraming::None);
+    assert_eq!(p.head().headers().len(), 1);
+    assert!(p.head().keep_alive());
+}
+
 /// One parser reused over a connection's requests remembers the last valid Host (so it is not
 /// validated again); an invalid Host after it is still refused, and a changed valid one taken.
 #[test]
