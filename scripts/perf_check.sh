@@ -6,6 +6,11 @@
 #
 #   scripts/perf_check.sh [OUT_DIR]        RUNS=5 DURATION=3 WEFT=target/release/weft
 #
+# Last, where valgrind is installed, user-space instructions per request
+# (scripts/instr_per_request.sh: 16-deep pipelined /plaintext through the techempower example
+# built from this tree,
+# and /echo), the deterministic figure for a small change.
+#
 # Raw files (CSV per table, the spawn lines, the idle RSS CSV, the HTTPS experiment's folder) go to OUT_DIR (default: a new
 # temporary folder, printed). Needs wrk, nginx, python3 and taskset: `apt-get install wrk
 # nginx-light`. Exits 0 when every figure was measured (met or not); the table says which met.
@@ -22,6 +27,12 @@ if [[ -z ${WEFT:-} ]]; then
   WEFT=target/release/weft
 fi
 cargo build --release -q -p weft-fiber --example spawn || exit 2
+# Instructions per request (scripts/instr_per_request.sh) need valgrind; skipped without it.
+count_instr=0
+if command -v valgrind >/dev/null && command -v callgrind_control >/dev/null; then
+  count_instr=1
+  cargo build --release -q -p weft --example techempower || exit 2
+fi
 ulimit -n 20000 2>/dev/null || true
 
 results=()
@@ -75,6 +86,20 @@ else
   add "HTTPS (experiment tls failed: see above)" "" "<=" 0
 fi
 
+# User-space instructions per request under callgrind: no target, but a figure the machine's
+# load does not move, so a change of a few percent shows here when the ratios above cannot.
+info=()
+if ((count_instr)); then
+  echo "== instructions per request (callgrind)"
+  i1=$(scripts/instr_per_request.sh weft 18401 /plaintext 16 -- target/release/examples/techempower 127.0.0.1:18401 1)
+  i2=$(scripts/instr_per_request.sh weft 18400 /echo 1 -- "$WEFT" serve --listen 127.0.0.1:18400=fiber --threads 1)
+  printf '%s\n' "$i1" "$i2" | tee "$out/instructions.txt"
+  info+=("$(printf '%-46s %10s' "instructions/request, /plaintext 16 pipelined" "${i1##* }")")
+  info+=("$(printf '%-46s %10s' "instructions/request, /echo (fiber)" "${i2##* }")")
+else
+  info+=("instructions per request: skipped (apt-get install valgrind)")
+fi
+
 echo
 echo "== headline ratios ($(date -u +%F), $(nproc) cores, raw files in $out)"
-printf '%s\n' "${results[@]}"
+printf '%s\n' "${results[@]}" "${info[@]}"
