@@ -162,6 +162,9 @@ pub struct RequestHead {
     expect: Expect,
     keep_alive: bool,
     len: usize,
+    /// Where the path ends in the buffer: the `?` that starts the query, or the end of the
+    /// path span (found while the target was checked, so nobody scans it again).
+    query_at: u32,
 }
 
 impl Default for RequestHead {
@@ -188,6 +191,7 @@ impl RequestHead {
             expect: Expect::None,
             keep_alive: true,
             len: 0,
+            query_at: 0,
         }
     }
 }
@@ -229,6 +233,11 @@ impl RequestHead {
     /// Span of [`RequestHead::path`] (empty for an absolute-form target with no path).
     pub fn path_span(&self) -> Span {
         self.path
+    }
+    /// Where the path without its query ends: the offset of the `?` starting the query in
+    /// [`RequestHead::path_span`], or the span's end when there is no query.
+    pub fn query_at(&self) -> u32 {
+        self.query_at
     }
     /// The form of the target.
     pub fn target_form(&self) -> TargetForm {
@@ -352,7 +361,27 @@ impl HostMemo {
     };
 
     fn holds(&self, v: &[u8]) -> bool {
-        self.len > 0 && &self.bytes[..usize::from(self.len)] == v
+        let n = usize::from(self.len);
+        if n == 0 || n != v.len() {
+            return false;
+        }
+        let memo = &self.bytes[..n];
+        if n < 8 {
+            return memo == v;
+        }
+        // Eight bytes per step and the last eight (overlapping), without a call: a host is a
+        // few words long.
+        let word = |s: &[u8], at: usize| {
+            u64::from_ne_bytes(s[at..at + 8].try_into().expect("eight bytes"))
+        };
+        let mut at = 0;
+        while at + 8 < n {
+            if word(memo, at) != word(v, at) {
+                return false;
+            }
+            at += 8;
+        }
+        word(memo, n - 8) == word(v, n - 8)
     }
 
     fn remember(&mut self, v: &[u8]) {
@@ -447,6 +476,13 @@ impl Parser {
 
     /// Forget the previous request; keeps allocations.
     pub fn reset(&mut self) {
+        self.reset_scan();
+        let headers = std::mem::take(&mut self.head.headers);
+        self.head = RequestHead::with_headers(headers);
+    }
+
+    /// The part of [`Parser::reset`] that is not the head.
+    fn reset_scan(&mut self) {
         self.state = State::RequestLine;
         self.pos = 0;
         self.scan = 0;
@@ -454,8 +490,6 @@ impl Parser {
         self.method_checked = false;
         self.started = false;
         self.seen = Seen::default();
-        let headers = std::mem::take(&mut self.head.headers);
-        self.head = RequestHead::with_headers(headers);
     }
 
     /// True if some bytes of a request have been given but the head is not complete (so a
@@ -476,7 +510,8 @@ impl Parser {
             _ => Vec::with_capacity(16),
         };
         let head = std::mem::replace(&mut self.head, RequestHead::with_headers(spare));
-        self.reset();
+        // The head is already a fresh one.
+        self.reset_scan();
         head
     }
 
@@ -536,9 +571,11 @@ impl Parser {
             // First look at this line: a complete, well-formed one is split in a single pass,
             // without first searching for its end. Anything else takes the general path,
             // which reaches the same verdict.
-            if let Some((m_end, t_end, version)) = split_request_line(&buf[start..window_end]) {
+            if let Some((m_end, t_end, q_end, version)) =
+                split_request_line(&buf[start..window_end])
+            {
                 self.head.version = version;
-                self.record_request_line(buf, start, m_end, t_end)?;
+                self.record_request_line(buf, start, m_end, t_end, q_end)?;
                 self.pos = start + t_end + 11;
                 self.scan = self.pos;
                 self.state = State::Headers;
@@ -626,7 +663,8 @@ impl Parser {
             return Err(Error::BadRequest("invalid character in method"));
         }
         let t_start = m_end + 1;
-        let t_end = t_start + target_len(&line[t_start..]);
+        let (len, query) = target_len(&line[t_start..]);
+        let t_end = t_start + len;
         if t_end == t_start {
             return Err(Error::BadRequest("empty or invalid request target"));
         }
@@ -640,17 +678,19 @@ impl Parser {
             Some(_) => return Err(Error::BadRequest("invalid character in request target")),
         }
         self.head.version = parse_version(&line[t_end + 1..])?;
-        self.record_request_line(buf, start, m_end, t_end)
+        self.record_request_line(buf, start, m_end, t_end, t_start + query)
     }
 
     /// Records method and target of the request line at `start`, whose method ends at
-    /// `m_end` and target at `t_end` (offsets into the line, both already checked).
+    /// `m_end` and target at `t_end` (offsets into the line, both already checked); the
+    /// target's first `?` is at `q_end` (`t_end` if it has none).
     fn record_request_line(
         &mut self,
         buf: &[u8],
         start: usize,
         m_end: usize,
         t_end: usize,
+        q_end: usize,
     ) -> Result<(), Error> {
         let t_start = m_end + 1;
         let method = Method::from_bytes(&buf[start..start + m_end]);
@@ -661,6 +701,11 @@ impl Parser {
         let (form, path) = classify_target(method, target)?;
         self.head.form = form;
         self.head.path = Span::new(start + t_start + path.0, start + t_start + path.1);
+        // Only an origin- or absolute-form path has a query; a `?` before the path (never
+        // valid there) or none at all leaves the whole span as the path.
+        let q = (start + q_end) as u32;
+        let p = self.head.path;
+        self.head.query_at = if p.start <= q && q < p.end { q } else { p.end };
         self.head.authority = (form == TargetForm::Absolute).then(|| {
             // Between "http://" or "https://" (checked by classify_target) and the path.
             let scheme = if target[4] == b':' { 7 } else { 8 };
@@ -949,13 +994,14 @@ fn ctl_or_del(x: u64) -> u64 {
 /// Splits a complete request line with the usual shape, `token SP target SP HTTP/1.x CRLF`
 /// (x being 0 or 1), at the start of `line`: the offsets of the method's end and the target's
 /// end, and the version. `None` for anything else, including valid lines of a rarer shape.
-fn split_request_line(line: &[u8]) -> Option<(usize, usize, Version)> {
+fn split_request_line(line: &[u8]) -> Option<(usize, usize, usize, Version)> {
     let m_end = line.iter().position(|&b| !TOKEN[b as usize])?;
     if m_end == 0 || line[m_end] != b' ' {
         return None;
     }
     let t_start = m_end + 1;
-    let t_end = t_start + target_len(&line[t_start..]);
+    let (len, query) = target_len(&line[t_start..]);
+    let t_end = t_start + len;
     if t_end == t_start || line.get(t_end) != Some(&b' ') {
         return None;
     }
@@ -964,14 +1010,16 @@ fn split_request_line(line: &[u8]) -> Option<(usize, usize, Version)> {
         b"HTTP/1.0\r\n" => Version::Http10,
         _ => return None,
     };
-    Some((m_end, t_end, version))
+    Some((m_end, t_end, t_start + query, version))
 }
 
-/// Length of the run of request-target bytes at the start of `t`, eight bytes per step.
-fn target_len(t: &[u8]) -> usize {
+/// Length of the run of request-target bytes at the start of `t`, and the offset of the first
+/// `?` in that run (the length if there is none), eight bytes per step.
+fn target_len(t: &[u8]) -> (usize, usize) {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     let mut i = 0;
+    let mut query = usize::MAX;
     while let Some(word) = t.get(i..i + 8) {
         let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
         // Below 0x21 (CTL, SP), 0x7f and above, or '#': as in `ctl_or_del`, a carry or borrow
@@ -980,16 +1028,32 @@ fn target_len(t: &[u8]) -> usize {
         let high = (x.wrapping_add(ONES) | x) & HIGH;
         let y = x ^ (ONES * u64::from(b'#'));
         let hash = y.wrapping_sub(ONES) & !y & HIGH;
+        if query == usize::MAX {
+            // The same test for '?': exact for the lowest one, and none without one.
+            let z = x ^ (ONES * u64::from(b'?'));
+            let q = z.wrapping_sub(ONES) & !z & HIGH;
+            if q != 0 {
+                query = i + (q.trailing_zeros() / 8) as usize;
+            }
+        }
         let mask = low | high | hash;
         if mask != 0 {
-            return i + (mask.trailing_zeros() / 8) as usize;
+            let len = i + (mask.trailing_zeros() / 8) as usize;
+            return (len, query.min(len));
         }
         i += 8;
     }
-    i + t[i..]
+    let len = i + t[i..]
         .iter()
         .position(|&b| !TARGET[b as usize])
-        .unwrap_or(t.len() - i)
+        .unwrap_or(t.len() - i);
+    if query == usize::MAX {
+        query = t[i..len]
+            .iter()
+            .position(|&b| b == b'?')
+            .map_or(len, |k| i + k);
+    }
+    (len, query.min(len))
 }
 
 fn parse_version(v: &[u8]) -> Result<Version, Error> {

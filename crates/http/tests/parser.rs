@@ -865,7 +865,8 @@ fn a_completed_parser_keeps_its_verdict_until_reset() {
 #[test]
 fn resets_in_a_row_and_after_partial_heads_leave_a_fresh_parser() {
     let mut p = Parser::new(Limits::default());
-    let full = b"POST /a?q HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
+    let full =
+        b"POST /a?q HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
     assert_eq!(p.parse(full), Ok(Some(full.len())));
     let first = p.take_head();
     assert_eq!(first.framing(), BodyFraming::Length(3));
@@ -882,7 +883,10 @@ fn resets_in_a_row_and_after_partial_heads_leave_a_fresh_parser() {
     assert_eq!(p.head().path(next), "/b");
     // Cut in the middle of a field line, then reset: nothing of it survives.
     p.reset();
-    assert_eq!(p.parse(b"GET /c HTTP/1.1\r\nHost: x\r\nTransfer-Enc"), Ok(None));
+    assert_eq!(
+        p.parse(b"GET /c HTTP/1.1\r\nHost: x\r\nTransfer-Enc"),
+        Ok(None)
+    );
     assert!(p.in_progress());
     p.reset();
     assert!(!p.in_progress());
@@ -962,4 +966,72 @@ fn an_absolute_form_authority_replaces_host() {
         p.head().effective_host_span().map(|s| s.get(second)),
         Some(&b"a"[..])
     );
+}
+
+/// `query_at` is the first `?` of the path (or the path's end), found while the target is
+/// checked eight bytes at a time: every position, in and after the first word and in the
+/// tail, a second `?` after the first, origin- and absolute-form, and a request line that
+/// arrives in two pieces (the general path rather than the one-pass split).
+#[test]
+fn query_at_is_the_first_question_mark_of_the_path() {
+    for len in 1..=24 {
+        for q in 1..=len {
+            let mut path = vec![b'a'; len];
+            path[0] = b'/';
+            if q < len {
+                path[q] = b'?';
+                if q + 2 < len {
+                    path[q + 2] = b'?';
+                }
+            }
+            let target = String::from_utf8(path).unwrap();
+            let want = target.find('?').unwrap_or(target.len()) as u32;
+            for line in [
+                format!("GET {target} HTTP/1.1\r\nHost: h\r\n\r\n"),
+                format!("GET http://h{target} HTTP/1.1\r\nHost: h\r\n\r\n"),
+            ] {
+                let head = ok(line.as_bytes());
+                let span = head.path_span();
+                assert_eq!(head.query_at() - span.start, want, "{line:?}");
+                // In two pieces, cut inside the target.
+                let cut = line.find(' ').unwrap() + 2;
+                let mut p = Parser::new(Limits::default());
+                assert_eq!(p.parse(&line.as_bytes()[..cut]), Ok(None));
+                assert!(p.parse(line.as_bytes()).unwrap().is_some());
+                assert_eq!(p.head().query_at() - span.start, want, "{line:?} in pieces");
+            }
+        }
+    }
+    for line in [
+        &b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"[..],
+        b"OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
+        b"GET http://h HTTP/1.1\r\nHost: h\r\n\r\n",
+    ] {
+        let head = ok(line);
+        assert_eq!(head.query_at(), head.path_span().end, "{line:?}");
+    }
+}
+
+/// The remembered Host only spares validating the same bytes again: a host of the same
+/// length that differs in any one byte is validated (and refused when invalid), at every
+/// length the memo holds and around its word boundaries.
+#[test]
+fn the_host_memo_matches_only_the_same_bytes() {
+    for n in 1..=48 {
+        let good = "a".repeat(n);
+        for at in 0..n {
+            let mut p = Parser::new(Limits::default());
+            let req = format!("GET / HTTP/1.1\r\nHost: {good}\r\n\r\n");
+            assert!(p.parse(req.as_bytes()).unwrap().is_some());
+            p.reset();
+            let mut bad = good.clone().into_bytes();
+            bad[at] = b'<';
+            let bad = String::from_utf8(bad).unwrap();
+            let req = format!("GET / HTTP/1.1\r\nHost: {bad}\r\n\r\n");
+            assert!(p.parse(req.as_bytes()).is_err(), "{bad:?} after {good:?}");
+            p.reset();
+            let req = format!("GET / HTTP/1.1\r\nHost: {good}\r\n\r\n");
+            assert!(p.parse(req.as_bytes()).unwrap().is_some());
+        }
+    }
 }

@@ -36,10 +36,8 @@ impl Request {
         let target_ascii = bytes
             .get(target.start as usize..target.end as usize)
             .is_some_and(<[u8]>::is_ascii);
-        let path = head.path_span();
-        let query_at = path.get(&bytes).iter().position(|&b| b == b'?');
         Request {
-            query_at: query_at.map_or(path.end, |i| path.start + i as u32),
+            query_at: head.query_at(),
             target_ascii,
             bytes,
             head,
