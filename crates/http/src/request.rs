@@ -517,6 +517,7 @@ impl Parser {
 
     /// Gives back a head taken with [`Parser::take_head`] once its request is done, so its
     /// field storage serves the next one.
+    #[inline]
     pub fn recycle(&mut self, head: RequestHead) {
         if head.headers.capacity() > self.spare.capacity() {
             self.spare = head.headers;

@@ -49,6 +49,7 @@ impl ReadBuf {
     }
 
     /// Gives back a buffer from [`ReadBuf::split_head`] once its request is done.
+    #[inline]
     pub fn recycle_head(&mut self, head: Vec<u8>) {
         if head.capacity() <= SPARE_HEAD_MAX && head.capacity() > self.spare.capacity() {
             self.spare = head;

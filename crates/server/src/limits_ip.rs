@@ -447,6 +447,7 @@ pub(crate) fn conn_limit(cfg: &Config, listener: &crate::metrics::ListenerMetric
 /// (`[health] path`) is never limited: a balancer's probe must not be taken for a flood.
 /// `site` is the zone and settings of the request's site when it has `[site.rate_limit]`
 /// (else the top-level `[rate_limit]` applies, in zone 0).
+#[inline]
 pub(crate) fn check_request(
     table: &ClientTable,
     cfg: &Config,
@@ -454,7 +455,20 @@ pub(crate) fn check_request(
     req: &crate::Request,
 ) -> Option<crate::Response> {
     let (zone, limit) = site.unwrap_or((0, &cfg.rate_limit));
+    // Without a rate nothing is counted: decided here, inlined, without a call.
     let rate = limit.rate?;
+    check_rate(table, cfg, zone, limit, rate, req)
+}
+
+/// [`check_request`] for a configured rate.
+fn check_rate(
+    table: &ClientTable,
+    cfg: &Config,
+    zone: u32,
+    limit: &RateLimitConfig,
+    rate: Rate,
+    req: &crate::Request,
+) -> Option<crate::Response> {
     if !cfg.health.path.is_empty() && req.path() == cfg.health.path {
         return None;
     }

@@ -31,7 +31,19 @@ impl Request {
         peer: SocketAddr,
         local: SocketAddr,
     ) -> Request {
-        let bytes = bytes.into();
+        Request::with_tls(bytes.into(), head, peer, local, None)
+    }
+
+    /// As [`Request::new`], with the connection's TLS session. Built whole as the caller's
+    /// return value (no field set afterwards), so it is written in place rather than moved.
+    #[inline]
+    pub(crate) fn with_tls(
+        bytes: Vec<u8>,
+        head: RequestHead,
+        peer: SocketAddr,
+        local: SocketAddr,
+        tls: Option<std::sync::Arc<crate::tls::TlsInfo>>,
+    ) -> Request {
         let target = head.target_span();
         let target_ascii = bytes
             .get(target.start as usize..target.end as usize)
@@ -43,7 +55,7 @@ impl Request {
             head,
             peer,
             local,
-            tls: None,
+            tls,
         }
     }
 
@@ -73,11 +85,6 @@ impl Request {
     /// plain HTTP.
     pub fn tls(&self) -> Option<&crate::tls::TlsInfo> {
         self.tls.as_deref()
-    }
-
-    /// Marks the request as received over the TLS session `tls` described.
-    pub(crate) fn set_tls(&mut self, tls: Option<std::sync::Arc<crate::tls::TlsInfo>>) {
-        self.tls = tls;
     }
 
     /// A request made by weft on behalf of `self` (a CGI local redirect, an error page):
@@ -185,6 +192,7 @@ impl Request {
 
     /// Takes the parsed head and its bytes out (the connection gives their storage back to its
     /// parser and read buffer).
+    #[inline]
     pub(crate) fn into_parts(self) -> (RequestHead, Vec<u8>) {
         (self.head, self.bytes)
     }
@@ -197,11 +205,6 @@ impl Request {
     /// The client's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
-    }
-
-    /// Replaces the client's address (with the one trusted proxies name).
-    pub(crate) fn set_peer(&mut self, peer: SocketAddr) {
-        self.peer = peer;
     }
 
     /// The address the request arrived on.

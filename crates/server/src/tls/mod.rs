@@ -467,10 +467,17 @@ pub(crate) fn extra_headers<'a>(app: &'a crate::App, info: &ConnInfo) -> &'a [u8
 /// On a plain listener with `redirect_https`: the 308 to the same URL over https, and
 /// whether the connection may stay open (a request body is not read: the connection closes
 /// after the answer, as nginx's `return 308` discards it). `None` elsewhere.
+#[inline]
 pub(crate) fn redirect(info: &ConnInfo, req: &Request) -> Option<(Response, bool)> {
+    // Inlined: the usual answer (no redirect on this listener) costs no call.
     if !info.listener.redirect_https() || info.tls.get().is_some() {
         return None;
     }
+    redirect_to_https(info, req)
+}
+
+/// The 308 of [`redirect`].
+fn redirect_to_https(info: &ConnInfo, req: &Request) -> Option<(Response, bool)> {
     let host = req
         .header("Host")
         .and_then(|h| std::str::from_utf8(h).ok())
