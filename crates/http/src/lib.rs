@@ -51,6 +51,6 @@ pub use error::Error;
 pub use host::{site_name, valid_authority, valid_host, MAX_SITE_NAME};
 pub use limits::Limits;
 pub use request::{
-    BodyFraming, Expect, Header, Method, Parser, RequestHead, Span, TargetForm, Version,
+    same_bytes, BodyFraming, Expect, Header, Method, Parser, RequestHead, Span, TargetForm, Version,
 };
 pub use response_head::{ResponseError, ResponseFraming, ResponseHead, ResponseParser};

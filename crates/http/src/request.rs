@@ -361,27 +361,7 @@ impl HostMemo {
     };
 
     fn holds(&self, v: &[u8]) -> bool {
-        let n = usize::from(self.len);
-        if n == 0 || n != v.len() {
-            return false;
-        }
-        let memo = &self.bytes[..n];
-        if n < 8 {
-            return memo == v;
-        }
-        // Eight bytes per step and the last eight (overlapping), without a call: a host is a
-        // few words long.
-        let word = |s: &[u8], at: usize| {
-            u64::from_ne_bytes(s[at..at + 8].try_into().expect("eight bytes"))
-        };
-        let mut at = 0;
-        while at + 8 < n {
-            if word(memo, at) != word(v, at) {
-                return false;
-            }
-            at += 8;
-        }
-        word(memo, n - 8) == word(v, n - 8)
+        self.len > 0 && same_bytes(&self.bytes[..usize::from(self.len)], v)
     }
 
     fn remember(&mut self, v: &[u8]) {
@@ -390,6 +370,29 @@ impl HostMemo {
             self.len = v.len() as u8;
         }
     }
+}
+
+/// `a == b` for short strings (a host, a path, a method), eight bytes per step and the last
+/// eight overlapping, without the call a slice comparison makes.
+#[inline]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a.iter().zip(b).fold(true, |same, (x, y)| same & (x == y));
+    }
+    let word =
+        |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().expect("eight bytes"));
+    let mut at = 0;
+    while at + 8 < n {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    word(a, n - 8) == word(b, n - 8)
 }
 
 /// True if `b` is a `tchar` (RFC 9110 §5.6.2): the one token check of the crate.

@@ -1035,3 +1035,21 @@ fn the_host_memo_matches_only_the_same_bytes() {
         }
     }
 }
+
+/// `same_bytes` is `==`: equal strings of every length up to 40, one byte changed at every
+/// position (word boundaries and the overlapping last word), and different lengths.
+#[test]
+fn same_bytes_is_slice_equality() {
+    for n in 0..=40usize {
+        let a: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+        assert!(weft_http::same_bytes(&a, &a.clone()), "{n}");
+        for at in 0..n {
+            let mut b = a.clone();
+            b[at] ^= 0x20;
+            assert!(!weft_http::same_bytes(&a, &b), "{n} at {at}");
+        }
+        let mut longer = a.clone();
+        longer.push(b'z');
+        assert!(!weft_http::same_bytes(&a, &longer), "{n} against {}", n + 1);
+    }
+}

@@ -50,8 +50,61 @@ impl Route {
         if self.prefix {
             path.starts_with(&self.path)
         } else {
-            path == self.path
+            weft_http::same_bytes(path.as_bytes(), self.path.as_bytes())
         }
+    }
+}
+
+/// A route as the application keeps it: with its method decided once, so that a request's
+/// method is compared as the parsed enum rather than as text.
+#[derive(Debug)]
+struct Mounted {
+    route: Route,
+    method: MethodMatch,
+}
+
+/// How a route's method matches a request's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MethodMatch {
+    /// Any method (`Route::method` is `None`).
+    Any,
+    /// A method the parser knows, by its enum (methods are case-sensitive: `"get"` is not
+    /// `GET` and stays [`MethodMatch::Named`]).
+    Known(Method),
+    /// An extension method: compared by name.
+    Named,
+}
+
+impl Mounted {
+    fn new(route: Route) -> Mounted {
+        const KNOWN: [Method; 9] = [
+            Method::Get,
+            Method::Head,
+            Method::Post,
+            Method::Put,
+            Method::Delete,
+            Method::Connect,
+            Method::Options,
+            Method::Trace,
+            Method::Patch,
+        ];
+        let method = match route.method.as_deref() {
+            None => MethodMatch::Any,
+            Some(name) => KNOWN
+                .into_iter()
+                .find(|m| m.known_name() == Some(name))
+                .map_or(MethodMatch::Named, MethodMatch::Known),
+        };
+        Mounted { route, method }
+    }
+
+    fn matches(&self, req: &Request, path: &str) -> bool {
+        let method = match self.method {
+            MethodMatch::Any => true,
+            MethodMatch::Known(m) => req.method() == m,
+            MethodMatch::Named => self.route.method.as_deref() == Some(req.method_str()),
+        };
+        method && self.route.matches_path(path)
     }
 }
 
@@ -61,7 +114,7 @@ pub struct App {
     pub(crate) cfg: Config,
     /// The embedder's routes, kept to build the next generation on reload.
     user_routes: Vec<Route>,
-    routes: Vec<Route>,
+    routes: Vec<Mounted>,
     cgi: Option<Cgi>,
     /// Scripts anywhere under the document root by file ending (`[cgi] extensions`).
     cgi_ext: Option<Cgi>,
@@ -216,7 +269,7 @@ impl App {
         Ok(App {
             cfg,
             user_routes,
-            routes,
+            routes: routes.into_iter().map(Mounted::new).collect(),
             cgi,
             cgi_ext,
             proxy,
@@ -269,8 +322,8 @@ impl App {
     ) -> Response {
         let path = req.path();
         for r in &self.routes {
-            if r.matches_path(path) && r.method.as_deref().is_none_or(|m| m == req.method_str()) {
-                return (r.handler)(req, body);
+            if r.matches(req, path) {
+                return (r.route.handler)(req, body);
             }
         }
         if let Some(resp) = self
@@ -426,5 +479,77 @@ impl LiveApp {
         let next = old.reload(cfg).map_err(|e| e.to_string())?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(method: &str, path: &str) -> Request {
+        let raw = format!("{method} {path} HTTP/1.1\r\nHost: h\r\n\r\n");
+        let mut p = weft_http::Parser::new(weft_http::Limits::default());
+        p.parse(raw.as_bytes()).unwrap().expect("a whole head");
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        Request::new(raw.into_bytes(), p.take_head(), addr, addr)
+    }
+
+    fn route(method: Option<&str>, path: &str, prefix: bool) -> Route {
+        Route {
+            method: method.map(str::to_string),
+            path: path.into(),
+            prefix,
+            handler: Arc::new(|_, _| Response::new(200)),
+        }
+    }
+
+    /// A route matches exactly when its method is absent or names the request's method (as
+    /// text, case-sensitively: the rule before methods were compared as enums) and its path
+    /// matches; for known methods, extension methods, a lowercase name, and paths of every
+    /// length around eight bytes.
+    #[test]
+    fn mounted_routes_match_as_method_text_and_path() {
+        let methods = ["GET", "HEAD", "POST", "PATCH", "get", "PURGE", "OPTIONS"];
+        let paths = [
+            "/",
+            "/a",
+            "/plain",
+            "/plaintx",
+            "/plaintex",
+            "/plaintext",
+            "/plaintexu",
+        ];
+        for route_method in [None, Some("GET"), Some("get"), Some("PURGE"), Some("PATCH")] {
+            for route_path in ["/plaintext", "/plaintex", "/a"] {
+                for prefix in [false, true] {
+                    let r = route(route_method, route_path, prefix);
+                    let m = Mounted::new(r.clone());
+                    for method in methods {
+                        for path in paths {
+                            let req = request(method, path);
+                            let want = route_method.is_none_or(|x| x == req.method_str())
+                                && if prefix {
+                                    path.starts_with(route_path)
+                                } else {
+                                    path == route_path
+                                };
+                            assert_eq!(
+                                m.matches(&req, req.path()),
+                                want,
+                                "{route_method:?} {route_path} prefix={prefix}: {method} {path}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            Mounted::new(route(Some("GET"), "/", false)).method,
+            MethodMatch::Known(Method::Get)
+        );
+        assert_eq!(
+            Mounted::new(route(Some("get"), "/", false)).method,
+            MethodMatch::Named
+        );
     }
 }
