@@ -48,6 +48,13 @@ pub fn request_head(data: &[u8]) {
         let head = whole.head();
         assert_eq!(head.len(), n);
         let _ = (head.method_str(input), head.target(input), head.path(input));
+        // The path ends at its first `?`, or where the path span does.
+        let path = head.path_span();
+        let first_q = path.get(input).iter().position(|&b| b == b'?');
+        assert_eq!(
+            head.query_at(),
+            first_q.map_or(path.end, |i| path.start + i as u32)
+        );
         for h in head.headers() {
             assert!(h.name.end as usize <= n && h.value.end as usize <= n);
             assert!(h.name.start < h.name.end && h.value.start <= h.value.end);
