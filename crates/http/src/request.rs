@@ -234,8 +234,9 @@ impl RequestHead {
     pub fn path_span(&self) -> Span {
         self.path
     }
-    /// Where the path without its query ends: the offset of the `?` starting the query in
-    /// [`RequestHead::path_span`], or the span's end when there is no query.
+    /// Where the path without its query ends, as an offset in the parsed buffer (like a
+    /// [`Span`]'s): the `?` that starts the query, or [`RequestHead::path_span`]'s end when
+    /// there is no query.
     pub fn query_at(&self) -> u32 {
         self.query_at
     }
@@ -705,8 +706,9 @@ impl Parser {
         let (form, path) = classify_target(method, target)?;
         self.head.form = form;
         self.head.path = Span::new(start + t_start + path.0, start + t_start + path.1);
-        // Only an origin- or absolute-form path has a query; a `?` before the path (never
-        // valid there) or none at all leaves the whole span as the path.
+        // The target's first `?` starts the query (an absolute-form authority ends at a `?`, and
+        // one right after it is refused). CONNECT and asterisk-form targets have an empty path
+        // span, so no `?` lies inside it; neither does one when there is none.
         let q = (start + q_end) as u32;
         let p = self.head.path;
         self.head.query_at = if p.start <= q && q < p.end { q } else { p.end };

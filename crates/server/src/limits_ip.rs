@@ -455,7 +455,8 @@ pub(crate) fn check_request(
     req: &crate::Request,
 ) -> Option<crate::Response> {
     let (zone, limit) = site.unwrap_or((0, &cfg.rate_limit));
-    // Without a rate nothing is counted: decided here, inlined, without a call.
+    // Without a rate nothing is counted: decided here, in a function meant to be inlined so
+    // that the default costs no call.
     let rate = limit.rate?;
     check_rate(table, cfg, zone, limit, rate, req)
 }

@@ -41,7 +41,8 @@ pub(crate) fn take_request(
 }
 
 /// Gives the storage of a finished request back to the parser and read buffer it came from.
-// Inlined, so that the request's fields go back without a copy of the whole request.
+// Meant to be inlined, so that the request's fields go back without a copy of the whole
+// request (passed by value to an outlined function, it was copied).
 #[inline]
 pub(crate) fn recycle_request(parser: &mut Parser, rbuf: &mut ReadBuf, req: Request) {
     let (head, bytes) = req.into_parts();
@@ -79,7 +80,7 @@ pub(crate) fn handle<T: Transport>(
 /// Writes the access-log line of a response that went out (`body_len`: the body bytes sent).
 #[inline]
 pub(crate) fn log_access(app: &App, req: &Request, status: u16, body_len: u64) {
-    // Inlined: with the access log off (the default) this costs no call.
+    // Meant to be inlined: with the access log off (the default) this costs no call.
     if let Some(log) = &app.access_log {
         write_access(app, log, req, status, body_len);
     }

@@ -324,26 +324,39 @@ fn write_head_200(wbuf: &mut Vec<u8>) {
 }
 
 /// Headers the driver writes itself; a handler's copy is dropped.
+const MANAGED: [&str; 6] = [
+    "content-length",
+    "connection",
+    "date",
+    "server",
+    "transfer-encoding",
+    "keep-alive",
+];
+
+/// Whether `name` is one of [`MANAGED`] (any case).
 fn is_managed(name: &str) -> bool {
-    // The names' lengths first: most of a handler's headers have none of them.
+    // The names' lengths first: most of a handler's headers have none of them
+    // (`managed_names_pass_the_length_filter` keeps this list in step with MANAGED).
     if !matches!(name.len(), 4 | 6 | 10 | 14 | 17) {
         return false;
     }
-    [
-        "content-length",
-        "connection",
-        "date",
-        "server",
-        "transfer-encoding",
-        "keep-alive",
-    ]
-    .iter()
-    .any(|m| name.eq_ignore_ascii_case(m))
+    MANAGED.iter().any(|m| name.eq_ignore_ascii_case(m))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn managed_names_pass_the_length_filter() {
+        for name in MANAGED {
+            assert!(is_managed(name), "{name}");
+            assert!(is_managed(&name.to_uppercase()), "{name}");
+        }
+        for name in ["Content-Type", "Location", "Dates", "X-Server", "Connectio"] {
+            assert!(!is_managed(name), "{name}");
+        }
+    }
 
     #[test]
     fn the_cached_200_prefix_is_what_the_general_path_writes() {

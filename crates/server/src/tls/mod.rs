@@ -469,7 +469,7 @@ pub(crate) fn extra_headers<'a>(app: &'a crate::App, info: &ConnInfo) -> &'a [u8
 /// after the answer, as nginx's `return 308` discards it). `None` elsewhere.
 #[inline]
 pub(crate) fn redirect(info: &ConnInfo, req: &Request) -> Option<(Response, bool)> {
-    // Inlined: the usual answer (no redirect on this listener) costs no call.
+    // Meant to be inlined: the usual answer (no redirect on this listener) costs no call.
     if !info.listener.redirect_https() || info.tls.get().is_some() {
         return None;
     }
