@@ -14,6 +14,9 @@
 #   MIN_CORES=16 WEFT=target/release/weft; wrk, nginx, taskset and python3 from PATH.
 #
 # Writes OUT_DIR/multicore.csv (one row per run), OUT_DIR/summary.txt and OUT_DIR/machine.txt.
+# The summary gives, per worker count, req/s over N times the one-worker req/s, the same-round
+# fiber/nginx ratio, the CPU per request at one worker over that at N (a scaling figure the
+# client cannot bound), and marks a point client-bound when the client's cores were >= 90% busy.
 # Started as root, weft gets --allow-root and nginx `user root;` (a bare benchmark machine).
 set -u
 cd "$(dirname "$0")/.."
@@ -153,13 +156,19 @@ for k in sorted(g):
     print("%-4s %7d %5d %-7s %9.0f %10.3f %10.2f %11.2f" % (k + (med(rs, "rps"), med(rs, "cpu_us_per_req"),
           med(rs, "server_cores_busy"), med(rs, "client_cores_busy"))))
 a = {(w, s): med(rs, "rps") for (p, w, c, s), rs in g.items() if p == "A"}
+cpu = {(w, s): med(rs, "cpu_us_per_req") for (p, w, c, s), rs in g.items() if p == "A"}
+busy = {(w, s): med(rs, "client_cores_busy") for (p, w, c, s), rs in g.items() if p == "A"}
 ws = sorted({w for w, s in a})
 if ws:
-    print("\nscaling of req/s from %d worker (linear = 1.00), and fiber/nginx req/s:" % ws[0])
+    print("\nscaling of req/s from %d worker (linear = 1.00), fiber/nginx req/s, and CPU per" % ws[0])
+    print("request at 1 worker over CPU per request at N (1.00: no per-request cost of more workers):")
     for w in ws:
         f, n = a.get((w, "fiber")), a.get((w, "nginx"))
         fl = f / (a[(ws[0], "fiber")] * w / ws[0]); nl = n / (a[(ws[0], "nginx")] * w / ws[0])
-        print("  %d workers: fiber %.2f  nginx %.2f  fiber/nginx %.3f" % (w, fl, nl, f / n))
+        fc = cpu[(ws[0], "fiber")] / cpu[(w, "fiber")]; nc = cpu[(ws[0], "nginx")] / cpu[(w, "nginx")]
+        bound = "  (client-bound: its cores %.0f%% busy)" % (100 * busy[(w, "fiber")]) if busy[(w, "fiber")] >= 0.9 else ""
+        print("  %d workers: fiber %.2f  nginx %.2f  fiber/nginx %.3f  CPU efficiency fiber %.2f nginx %.2f%s"
+              % (w, fl, nl, f / n, fc, nc, bound))
 for p in "BC":
     for c in sorted({c for (pp, w, c, s) in g if pp == p}):
         x = {s: med(rs, "rps") for (pp, w, cc, s), rs in g.items() if pp == p and cc == c}
