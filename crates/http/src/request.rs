@@ -64,7 +64,10 @@ pub enum Method {
 }
 
 impl Method {
-    fn from_bytes(m: &[u8]) -> Method {
+    /// The method named `m` (case-sensitive, as methods are); [`Method::Other`] for any name
+    /// the parser does not know.
+    #[inline]
+    pub fn from_bytes(m: &[u8]) -> Method {
         match m {
             b"GET" => Method::Get,
             b"HEAD" => Method::Head,

@@ -88,11 +88,14 @@ pub fn valid_value(value: &[u8]) -> bool {
     crate::request::field_value_end(value, 0) == value.len()
 }
 
+/// The status line of a 200.
+pub const STATUS_200: &[u8] = b"HTTP/1.1 200 OK\r\n";
+
 /// Appends `HTTP/1.1 <status> <reason>\r\n`.
 pub fn write_status_line(status: u16, out: &mut Vec<u8>) {
     // The common ones in one copy of a constant.
     let whole: &[u8] = match status {
-        200 => b"HTTP/1.1 200 OK\r\n",
+        200 => STATUS_200,
         304 => b"HTTP/1.1 304 Not Modified\r\n",
         404 => b"HTTP/1.1 404 Not Found\r\n",
         _ => b"",
@@ -140,12 +143,8 @@ pub fn write_content_length(n: u64, out: &mut Vec<u8>) {
     let mut line = [0u8; NAME.len() + 20 + 2];
     line[..NAME.len()].copy_from_slice(NAME);
     let digits = decimal_digits(n);
-    let mut rest = n;
-    for at in (NAME.len()..NAME.len() + digits).rev() {
-        line[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-    }
     let end = NAME.len() + digits;
+    put_decimal(n, &mut line[NAME.len()..end]);
     line[end] = b'\r';
     line[end + 1] = b'\n';
     let len = out.len() + end + 2;
@@ -165,18 +164,19 @@ fn decimal_digits(n: u64) -> usize {
 }
 
 /// Appends the decimal digits of `n`.
-pub fn write_decimal(mut n: u64, out: &mut Vec<u8>) {
+pub fn write_decimal(n: u64, out: &mut Vec<u8>) {
     let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
+    let digits = decimal_digits(n);
+    put_decimal(n, &mut buf[..digits]);
+    out.extend_from_slice(&buf[..digits]);
+}
+
+/// Writes the decimal digits of `n` into `out`, which is [`decimal_digits`]`(n)` bytes long.
+fn put_decimal(mut n: u64, out: &mut [u8]) {
+    for d in out.iter_mut().rev() {
+        *d = b'0' + (n % 10) as u8;
         n /= 10;
-        if n == 0 {
-            break;
-        }
     }
-    out.extend_from_slice(&buf[i..]);
 }
 
 #[cfg(test)]

@@ -77,23 +77,14 @@ enum MethodMatch {
 
 impl Mounted {
     fn new(route: Route) -> Mounted {
-        const KNOWN: [Method; 9] = [
-            Method::Get,
-            Method::Head,
-            Method::Post,
-            Method::Put,
-            Method::Delete,
-            Method::Connect,
-            Method::Options,
-            Method::Trace,
-            Method::Patch,
-        ];
-        let method = match route.method.as_deref() {
+        let method = match route
+            .method
+            .as_deref()
+            .map(|m| Method::from_bytes(m.as_bytes()))
+        {
             None => MethodMatch::Any,
-            Some(name) => KNOWN
-                .into_iter()
-                .find(|m| m.known_name() == Some(name))
-                .map_or(MethodMatch::Named, MethodMatch::Known),
+            Some(Method::Other) => MethodMatch::Named,
+            Some(known) => MethodMatch::Known(known),
         };
         Mounted { route, method }
     }

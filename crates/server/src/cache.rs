@@ -126,9 +126,6 @@ pub struct Entry {
     absent: std::sync::atomic::AtomicU8,
 }
 
-/// Written before every cached head: the status line and the `Server` field.
-pub const HEAD_PREFIX: &[u8] = b"HTTP/1.1 200 OK\r\nServer: weft\r\n";
-
 impl Entry {
     /// Header fields after `Date` (`Last-Modified` … `Content-Length`), each ending in CRLF.
     pub fn fields(&self) -> &[u8] {

@@ -299,7 +299,7 @@ fn encode_head(
 const SERVER: &[u8] = b"Server: weft\r\n";
 
 /// Length of `HTTP/1.1 200 OK\r\nServer: weft\r\nDate: <IMF-fixdate>\r\n`.
-const HEAD_200_LEN: usize = crate::cache::HEAD_PREFIX.len() + 6 + DATE_LEN + 2;
+const HEAD_200_LEN: usize = enc::STATUS_200.len() + SERVER.len() + 6 + DATE_LEN + 2;
 
 thread_local! {
     /// This thread's [`HEAD_200_LEN`] bytes and the second of their `Date`.
@@ -313,11 +313,13 @@ fn write_head_200(wbuf: &mut Vec<u8>) {
     let (secs, date) = weft_http::date::now_stamped();
     let (at, mut head) = HEAD_200.with(Cell::get);
     if at != secs {
-        let prefix = crate::cache::HEAD_PREFIX;
-        head[..prefix.len()].copy_from_slice(prefix);
-        head[prefix.len()..prefix.len() + 6].copy_from_slice(b"Date: ");
-        head[prefix.len() + 6..HEAD_200_LEN - 2].copy_from_slice(&date);
-        head[HEAD_200_LEN - 2..].copy_from_slice(b"\r\n");
+        let (status, rest) = head.split_at_mut(enc::STATUS_200.len());
+        status.copy_from_slice(enc::STATUS_200);
+        let (server, rest) = rest.split_at_mut(SERVER.len());
+        server.copy_from_slice(SERVER);
+        rest[..6].copy_from_slice(b"Date: ");
+        rest[6..6 + DATE_LEN].copy_from_slice(&date);
+        rest[6 + DATE_LEN..].copy_from_slice(b"\r\n");
         HEAD_200.with(|c| c.set((secs, head)));
     }
     wbuf.extend_from_slice(&head);
