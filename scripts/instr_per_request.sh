@@ -22,7 +22,7 @@ for tool in valgrind callgrind_control python3; do
   command -v "$tool" >/dev/null || { echo "instr_per_request: $tool is missing (apt-get install valgrind python3)" >&2; exit 2; }
 done
 work=$(mktemp -d)
-valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" "$@" >"$work/server.log" 2>&1 &
+valgrind --tool=callgrind ${CG_OPTS:-} --callgrind-out-file="$work/cg.%p" "$@" >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 client() { # ROUNDS

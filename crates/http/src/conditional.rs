@@ -113,7 +113,8 @@ impl<'a> Conditions<'a> {
     }
 
     /// True if the request carries none of the five precondition fields (it may have a
-    /// `Range`): then [`evaluate`] always proceeds.
+    /// `Range`): then [`evaluate`] always proceeds. [`is_precondition_name`] tells the same
+    /// field by field, without building the conditions.
     #[inline]
     pub fn is_unconditional(&self) -> bool {
         !(self.if_match.is_present()
@@ -122,6 +123,21 @@ impl<'a> Conditions<'a> {
             || self.if_unmodified_since.is_present()
             || self.if_range.is_present())
     }
+}
+
+/// True if `name` is one of the five precondition fields (any case): a request with none of
+/// them is unconditional ([`Conditions::is_unconditional`]).
+#[inline]
+pub fn is_precondition_name(name: &[u8]) -> bool {
+    let first = name.first().map_or(0, |b| b | 0x20);
+    first == b'i'
+        && match name.len() {
+            8 => name.eq_ignore_ascii_case(b"if-match") || name.eq_ignore_ascii_case(b"if-range"),
+            13 => name.eq_ignore_ascii_case(b"if-none-match"),
+            17 => name.eq_ignore_ascii_case(b"if-modified-since"),
+            19 => name.eq_ignore_ascii_case(b"if-unmodified-since"),
+            _ => false,
+        }
 }
 
 /// An entity tag (RFC 9110 §8.8.3): `opaque` is the quoted string with its quotes.
@@ -402,6 +418,37 @@ fn if_range_holds(c: &Conditions<'_>, current: Option<&Current<'_>>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn precondition_names_are_exactly_the_fields_that_make_a_request_conditional() {
+        let names: [&[u8]; 16] = [
+            b"If-Match",
+            b"if-range",
+            b"IF-NONE-MATCH",
+            b"If-Modified-Since",
+            b"if-unmodified-since",
+            b"Range",
+            b"If-Matc",
+            b"If-Matches",
+            b"Xf-Match",
+            b"If_Modified_Since",
+            b"If-None-Matcx",
+            b"Host",
+            b"",
+            b"i",
+            b"If-Unmodified-Sincx",
+            b"Content-Type",
+        ];
+        for name in names {
+            let conds = Conditions::from_fields([(name, &b"\"x\""[..])]);
+            assert_eq!(
+                is_precondition_name(name),
+                !conds.is_unconditional(),
+                "{}",
+                String::from_utf8_lossy(name)
+            );
+        }
+    }
     use Outcome::*;
 
     const ETAG: &[u8] = b"\"abc-1\"";

@@ -179,6 +179,16 @@ impl Request {
         c
     }
 
+    /// True if the request carries one of the five precondition fields (`If-Match`,
+    /// `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`, `If-Range`); false is
+    /// `conditions().is_unconditional()` without building the conditions.
+    pub fn has_preconditions(&self) -> bool {
+        self.head
+            .headers()
+            .iter()
+            .any(|h| weft_http::conditional::is_precondition_name(h.name.get(&self.bytes)))
+    }
+
     /// Every header as (name, value), in the order received.
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.head.headers().iter().map(|h| {

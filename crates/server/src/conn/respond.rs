@@ -2,7 +2,8 @@
 //! after it, or what follows it: shared bytes, a file range, a stream), and [`write_encoded`]
 //! writes that on a blocking transport.
 
-use std::cell::Cell;
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use weft_http::response::{self as enc, status_has_no_body};
 use weft_http::{Method, Version};
 
 use crate::net::Transport;
-use crate::response::{Body, BodyStream, Response};
+use crate::response::{Body, BodyStream, HeaderPair, Response};
 use crate::Request;
 
 /// Largest body copied into the head buffer to go out in one write; larger bodies go out as
@@ -270,12 +271,22 @@ fn encode_head(
         enc::write_date(wbuf);
     }
     wbuf.extend_from_slice(extra);
-    for (name, value) in &resp.headers {
-        if is_managed(name) {
-            continue;
+    let http10 = req.is_some_and(|r| r.version() == Version::Http10);
+    // The rest of the head is a function of the handler's headers and of `memo`.
+    let memo = match &resp.body {
+        Body::Stream(_) => None,
+        body => Some([
+            body.len() as usize,
+            usize::from(resp.status) | usize::from(keep_alive) << 16 | usize::from(http10) << 17,
+        ]),
+    };
+    if let Some(tail) = memo {
+        if memo_copy(wbuf, &resp.headers, tail) {
+            return Ok(());
         }
-        enc::write_header(name, value, wbuf).map_err(|_| name.to_string())?;
     }
+    let start = wbuf.len();
+    write_header_lines(wbuf, &resp.headers)?;
     if !(100..200).contains(&resp.status) && resp.status != 204 && resp.status != 304 {
         match &resp.body {
             Body::Stream(s) if s.known_len().is_none() => {
@@ -288,10 +299,13 @@ fn encode_head(
     }
     if !keep_alive {
         wbuf.extend_from_slice(b"Connection: close\r\n");
-    } else if req.is_some_and(|r| r.version() == Version::Http10) {
+    } else if http10 {
         wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
     }
     wbuf.extend_from_slice(b"\r\n");
+    if let Some(tail) = memo {
+        memo_store(&resp.headers, tail, &wbuf[start..]);
+    }
     Ok(())
 }
 
@@ -323,6 +337,132 @@ fn write_head_200(wbuf: &mut Vec<u8>) {
         HEAD_200.with(|c| c.set((secs, head)));
     }
     wbuf.extend_from_slice(&head);
+}
+
+/// The handler's header lines (checked; [`MANAGED`] ones dropped); on an invalid one returns
+/// its name.
+fn write_header_lines(wbuf: &mut Vec<u8>, headers: &[HeaderPair]) -> Result<(), String> {
+    for (name, value) in headers {
+        if is_managed(name) {
+            continue;
+        }
+        enc::write_header(name, value, wbuf).map_err(|_| name.to_string())?;
+    }
+    Ok(())
+}
+
+// Heads remembered per thread. What follows `Date` in a head (the handler's header lines, then
+// `Content-Length`, `Connection` and the blank line) depends only on the handler's headers and
+// on the body's length, the status, keep-alive and HTTP/1.0 (the "tail" words). Where every
+// name and value is `&'static` (the usual `.header("Content-Type", "text/plain")`) the bytes
+// are encoded once and then copied: a `'static` string never changes or moves, so its address
+// and length name its bytes for the life of the process.
+
+/// Most handler headers one memo entry stands for.
+const MEMO_HEADERS: usize = 4;
+/// Most bytes one memo entry holds.
+const MEMO_BYTES: usize = 240;
+/// Entries per thread (replaced in turn).
+const MEMO_ENTRIES: usize = 4;
+
+/// One remembered head rest.
+struct MemoEntry {
+    /// Handler headers; `usize::MAX` for an unused entry.
+    n: usize,
+    /// Address and length of each name and value.
+    keys: [[usize; 4]; MEMO_HEADERS],
+    /// Body length, and status | keep-alive << 16 | HTTP/1.0 << 17.
+    tail: [usize; 2],
+    len: usize,
+    bytes: [u8; MEMO_BYTES],
+}
+
+struct HeadMemo {
+    entries: [MemoEntry; MEMO_ENTRIES],
+    next: usize,
+}
+
+const UNUSED_ENTRY: MemoEntry = MemoEntry {
+    n: usize::MAX,
+    keys: [[0; 4]; MEMO_HEADERS],
+    tail: [0; 2],
+    len: 0,
+    bytes: [0; MEMO_BYTES],
+};
+
+thread_local! {
+    static HEAD_MEMO: RefCell<HeadMemo> = const {
+        RefCell::new(HeadMemo {
+            entries: [UNUSED_ENTRY; MEMO_ENTRIES],
+            next: 0,
+        })
+    };
+}
+
+/// The address and length of a header's name and value if both are `&'static`.
+#[inline]
+fn static_key(h: &HeaderPair) -> Option<[usize; 4]> {
+    match h {
+        (Cow::Borrowed(name), Cow::Borrowed(value)) => Some([
+            name.as_ptr() as usize,
+            name.len(),
+            value.as_ptr() as usize,
+            value.len(),
+        ]),
+        _ => None,
+    }
+}
+
+/// Appends the remembered rest of a head for `headers` and `tail`; false if there is none.
+#[inline]
+fn memo_copy(wbuf: &mut Vec<u8>, headers: &[HeaderPair], tail: [usize; 2]) -> bool {
+    if headers.len() > MEMO_HEADERS {
+        return false;
+    }
+    HEAD_MEMO.with(|m| {
+        let m = m.borrow();
+        let hit = m.entries.iter().find(|e| {
+            e.n == headers.len()
+                && e.tail == tail
+                && e.keys
+                    .iter()
+                    .zip(headers)
+                    .all(|(k, h)| static_key(h).is_some_and(|key| key == *k))
+        });
+        match hit {
+            Some(e) => {
+                wbuf.extend_from_slice(&e.bytes[..e.len]);
+                true
+            }
+            None => false,
+        }
+    })
+}
+
+/// Remembers `bytes` as the rest of a head for `headers` and `tail`, if every header is
+/// `&'static` and they fit.
+fn memo_store(headers: &[HeaderPair], tail: [usize; 2], bytes: &[u8]) {
+    if headers.len() > MEMO_HEADERS || bytes.len() > MEMO_BYTES {
+        return;
+    }
+    let mut keys = [[0; 4]; MEMO_HEADERS];
+    for (k, h) in keys.iter_mut().zip(headers) {
+        match static_key(h) {
+            Some(key) => *k = key,
+            None => return,
+        }
+    }
+    HEAD_MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        let slot = m.next;
+        m.next = (slot + 1) % MEMO_ENTRIES;
+        let e = &mut m.entries[slot];
+        e.n = headers.len();
+        e.keys = keys;
+        e.tail = tail;
+        e.len = bytes.len();
+        e.bytes[..bytes.len()].copy_from_slice(bytes);
+    });
 }
 
 /// Headers the driver writes itself; a handler's copy is dropped.
@@ -357,6 +497,98 @@ mod tests {
         }
         for name in ["Content-Type", "Location", "Dates", "X-Server", "Connectio"] {
             assert!(!is_managed(name), "{name}");
+        }
+    }
+
+    /// What follows `Date` in the encoding of `resp` (body included).
+    fn after_date(resp: Response, keep_alive: bool) -> String {
+        let mut w = b"earlier response".to_vec();
+        let _ = encode_append(&mut w, resp, None, keep_alive, b"");
+        let s = String::from_utf8(w).unwrap();
+        let at = s.find(" GMT\r\n").expect("a Date field") + 6;
+        s[at..].to_string()
+    }
+
+    #[test]
+    fn remembered_heads_are_the_heads_the_general_path_writes() {
+        let text = || Response::new(200).header("Content-Type", "text/plain");
+        // Each shape three times: encoded, then copied from the memo twice.
+        for _ in 0..3 {
+            assert_eq!(
+                after_date(text().body("hello"), true),
+                "Content-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"
+            );
+            // The same headers with another length, without keep-alive, another status.
+            assert_eq!(
+                after_date(text().body("hi!"), true),
+                "Content-Type: text/plain\r\nContent-Length: 3\r\n\r\nhi!"
+            );
+            assert_eq!(
+                after_date(text().body("hello"), false),
+                "Content-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+            );
+            let mut r = text();
+            r.status = 204;
+            assert_eq!(after_date(r, true), "Content-Type: text/plain\r\n\r\n");
+            // A managed name the handler set is dropped on every path.
+            assert_eq!(
+                after_date(Response::new(200).header("Server", "other").body("x"), true),
+                "Content-Length: 1\r\n\r\nx"
+            );
+            // No handler headers at all.
+            assert_eq!(
+                after_date(Response::new(200).body("x"), true),
+                "Content-Length: 1\r\n\r\nx"
+            );
+        }
+    }
+
+    #[test]
+    fn heads_with_owned_or_many_headers_are_encoded_each_time() {
+        for i in 0..3 {
+            // An owned value is not remembered: each response carries its own.
+            let owned = Response::new(200)
+                .header("Content-Type", "text/plain")
+                .header("X-N", i.to_string())
+                .body("x");
+            assert_eq!(
+                after_date(owned, true),
+                format!("Content-Type: text/plain\r\nX-N: {i}\r\nContent-Length: 1\r\n\r\nx")
+            );
+            // More headers than an entry stands for.
+            let mut many = Response::new(200);
+            for name in ["A", "B", "C", "D", "E"] {
+                many = many.header(name, "v");
+            }
+            assert_eq!(
+                after_date(many.body("x"), true),
+                "A: v\r\nB: v\r\nC: v\r\nD: v\r\nE: v\r\nContent-Length: 1\r\n\r\nx"
+            );
+        }
+    }
+
+    #[test]
+    fn an_invalid_static_header_is_a_500_every_time() {
+        for _ in 0..3 {
+            let mut w = Vec::new();
+            let r = Response::new(200).header("X-Bad", "a\r\nInjected: 1");
+            let _ = encode_response(&mut w, r, None, true, b"");
+            let s = String::from_utf8(w).unwrap();
+            assert!(s.starts_with("HTTP/1.1 500 "), "{s}");
+            assert!(!s.contains("Injected"), "{s}");
+        }
+    }
+
+    #[test]
+    fn more_header_lists_than_entries_replace_each_other_correctly() {
+        const VALUES: [&str; 6] = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"];
+        for _ in 0..3 {
+            for v in VALUES {
+                assert_eq!(
+                    after_date(Response::new(200).header("X-V", v).body(""), true),
+                    format!("X-V: {v}\r\nContent-Length: 0\r\n\r\n")
+                );
+            }
         }
     }
 

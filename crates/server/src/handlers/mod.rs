@@ -22,10 +22,10 @@ use crate::Request;
 /// entity tag that matches, and the date conditions are ignored for want of a modification
 /// date (§13.1.3, §13.1.4). `Some` is the 304 or 412 to send instead.
 pub fn unvalidated_preconditions(req: &Request) -> Option<Response> {
-    let conds = req.conditions();
-    if conds.is_unconditional() {
+    if !req.has_preconditions() {
         return None;
     }
+    let conds = req.conditions();
     match conditional::evaluate(req.method(), &conds, Some(&Current::default())) {
         Outcome::NotModified => Some(Response::new(304)),
         Outcome::PreconditionFailed => Some(Response::error(412)),
