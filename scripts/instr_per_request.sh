@@ -13,7 +13,8 @@
 # connections; each sends DEPTH requests per write (DEPTH 1: no pipelining) and reads the
 # answers, 20 rounds to warm up, then the counters are zeroed and 100 rounds counted (2000 *
 # DEPTH requests). Prints `NAME depth=DEPTH instructions/request N`. KEEP=FILE keeps the
-# counted callgrind dump there (read it with `callgrind_annotate FILE`). Needs valgrind
+# counted callgrind dump there (read it with `callgrind_annotate FILE`); CG_OPTS adds options to
+# valgrind (e.g. CG_OPTS=--dump-instr=yes for per-instruction counts). Needs valgrind
 # (apt-get install valgrind) and python3.
 set -u
 name=$1; port=$2; path=$3; depth=$4; shift 4

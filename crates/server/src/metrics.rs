@@ -264,9 +264,14 @@ impl ListenerMetrics {
 
     /// Counts one response.
     pub(crate) fn response(&self, status: u16, bytes: u64) {
+        self.responses_of(status, 1, bytes);
+    }
+
+    /// Counts `n` responses of `status`, `bytes` in all.
+    pub(crate) fn responses_of(&self, status: u16, n: u64, bytes: u64) {
         // One counter per code; the classes are their sums (`responses`), not counted apart.
         let code = usize::from(status).clamp(100, 100 + STATUS_CODES - 1) - 100;
-        self.by_status[code].fetch_add(1, Relaxed);
+        self.by_status[code].fetch_add(n, Relaxed);
         self.bytes_out.fetch_add(bytes, Relaxed);
     }
 
@@ -288,6 +293,55 @@ impl ListenerMetrics {
             .iter()
             .map(|c| c.load(Relaxed))
             .sum()
+    }
+}
+
+/// Responses of one connection counted as they are encoded and added to its listener's
+/// counters in one step when their write goes out (and at the latest when the tally is
+/// dropped): a batch of pipelined responses of one status is two atomic additions, not two
+/// per response.
+pub(crate) struct Tally<'a> {
+    listener: &'a ListenerMetrics,
+    status: u16,
+    n: u64,
+    bytes: u64,
+}
+
+impl<'a> Tally<'a> {
+    pub(crate) fn new(listener: &'a ListenerMetrics) -> Tally<'a> {
+        Tally {
+            listener,
+            status: 0,
+            n: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Counts a response of `status` and `bytes`.
+    #[inline]
+    pub(crate) fn add(&mut self, status: u16, bytes: u64) {
+        if self.n > 0 && status != self.status {
+            self.flush();
+        }
+        self.status = status;
+        self.n += 1;
+        self.bytes += bytes;
+    }
+
+    /// Adds what was counted to the listener's counters.
+    #[inline]
+    pub(crate) fn flush(&mut self) {
+        if self.n > 0 {
+            self.listener.responses_of(self.status, self.n, self.bytes);
+            self.n = 0;
+            self.bytes = 0;
+        }
+    }
+}
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
@@ -759,6 +813,31 @@ impl ProcessStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tally_adds_runs_of_one_status_and_the_rest_when_dropped() {
+        let m = Metrics::default();
+        let l = m.add_listener("127.0.0.1:1".parse().unwrap(), Model::Fiber);
+        let code = |s: usize| l.by_status[s - 100].load(Relaxed);
+        let mut t = Tally::new(&l);
+        t.add(200, 10);
+        t.add(200, 20);
+        assert_eq!(l.requests(), 0, "counted when the write goes out");
+        // Another status adds the run before it.
+        t.add(404, 5);
+        assert_eq!((code(200), l.bytes_out.load(Relaxed)), (2, 30));
+        t.add(404, 5);
+        t.flush();
+        assert_eq!((code(404), l.bytes_out.load(Relaxed)), (2, 40));
+        t.flush();
+        assert_eq!(l.requests(), 4, "a second flush adds nothing");
+        t.add(503, 1);
+        drop(t);
+        assert_eq!(
+            (code(503), l.requests(), l.bytes_out.load(Relaxed)),
+            (1, 5, 41)
+        );
+    }
 
     #[test]
     fn counts_and_exports() {

@@ -164,6 +164,8 @@ fn serve_with<T: Transport>(
         }
     }
     let timed = cfg.timing.on();
+    // Responses gathered into the write in progress are counted when it goes out.
+    let mut tally = crate::metrics::Tally::new(&info.listener);
     loop {
         let mut times = Times::default();
         let read = read_head(stream, rbuf, parser, app, info, start, when_empty);
@@ -224,7 +226,10 @@ fn serve_with<T: Transport>(
         stream.set_gathering(false);
         let body_len = match result {
             Ok((bytes, body_len)) => {
-                info.listener.response(status, bytes);
+                tally.add(status, bytes);
+                if !gather {
+                    tally.flush();
+                }
                 body_len
             }
             Err(e) => {

@@ -148,3 +148,72 @@ fn status_pages_evaluate_preconditions() {
         assert_eq!(r.status, want, "{path} {fields}: {r:?}");
     }
 }
+
+/// `responses` of `class` and `bytes_out` of the one listener in `/_weft/status.json`.
+fn class_and_bytes(srv: &Server, class: &str) -> (u64, u64) {
+    let r = srv.get("/_weft/status.json");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+    let l = &v["listeners"][0];
+    (
+        l["responses"][class].as_u64().expect("a class count"),
+        l["bytes_out"].as_u64().expect("bytes_out"),
+    )
+}
+
+/// Pipelined responses go out gathered in one write and are counted together: every one of
+/// them, by its own status, with its bytes.
+#[test]
+fn pipelined_responses_are_each_counted_with_their_bytes() {
+    let srv = Builder::new("status-pipelined").args(&["--status"]).start();
+    let (ok0, _) = class_and_bytes(&srv, "2xx");
+    let (missing0, bytes0) = class_and_bytes(&srv, "4xx");
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+    let batch = [
+        get("/echo"),
+        get("/echo"),
+        get("/missing"),
+        get("/echo"),
+        get("/missing"),
+        get("/echo"),
+    ]
+    .concat();
+    let mut c = srv.connect();
+    c.send(batch.as_bytes());
+    let mut answered = 0u64;
+    for want in [200, 200, 404, 200, 404, 200] {
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, want, "{r:?}");
+        answered += wire_len(&r);
+    }
+    // Counted just after the write: poll.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (missing, _) = class_and_bytes(&srv, "4xx");
+        let (ok, bytes) = class_and_bytes(&srv, "2xx");
+        // 2xx also counts the status.json answers read in between.
+        if missing - missing0 == 2 && ok - ok0 >= 4 {
+            assert!(
+                bytes - bytes0 >= answered,
+                "bytes_out grew by {} for {answered} bytes of answers",
+                bytes - bytes0
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "4xx {missing0} -> {missing}, 2xx {ok0} -> {ok}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Bytes of `r` on the wire (its head as parsed, one space between the status line's parts).
+fn wire_len(r: &crate::common::Response) -> u64 {
+    let line = r.version.len() + 1 + 3 + 1 + r.reason.len() + 2;
+    let fields: usize = r
+        .headers
+        .iter()
+        .map(|(n, v)| n.len() + 2 + v.len() + 2)
+        .sum();
+    (line + fields + 2 + r.body.len()) as u64
+}
