@@ -146,16 +146,20 @@ impl IoSlot {
             protocol::ready_event(&self.write, write_closed);
         }
         if !w.tasks.is_empty() {
-            w.tasks.retain(|(d, t)| {
-                let hit = match d {
-                    Dir::Read => readable,
-                    Dir::Write => writable,
-                };
-                if hit {
-                    t.unpark();
+            // In order; each woken waiter's reference goes to the run queue as it is.
+            let hit = |d: &Dir| match d {
+                Dir::Read => readable,
+                Dir::Write => writable,
+            };
+            let mut i = 0;
+            while i < w.tasks.len() {
+                if hit(&w.tasks[i].0) {
+                    let (_, t) = w.tasks.remove(i);
+                    t.unpark_owned();
+                } else {
+                    i += 1;
                 }
-                !hit
-            });
+            }
         }
         if readable {
             w.idle.take()

@@ -128,11 +128,18 @@ impl Task {
         }
     }
 
-    /// As [`Task::unpark`], consuming the reference (saves a refcount round trip).
+    /// As [`Task::unpark`], consuming the reference: the run queue gets this one, with no
+    /// refcount round trip (two atomic operations) on the home worker.
     pub(crate) fn unpark_owned(self: Arc<Self>) {
         if self.transition_to_scheduled() {
-            let me = self.clone();
-            self.enqueue(me);
+            // The scheduler reference is the thread's own, not borrowed from `self`.
+            match current_for(&self.shared, self.worker) {
+                Some(sched) => sched.push_ready(self),
+                None => {
+                    let me = self.clone();
+                    self.shared.workers[self.worker].send(Msg::Wake(me));
+                }
+            }
         }
     }
 

@@ -76,7 +76,8 @@ pub(crate) struct Task {
     pub(crate) worker: usize,
     pub(crate) shared: Arc<Shared>,
     pub(crate) state: AtomicU8,
-    /// Number of the armed timer, 0 if none (only the home worker's timers use it).
+    /// Number of the armed timer, 0 if none. Only the home worker's timers read or write it
+    /// (one thread), so they update it with a load and a store, never a locked instruction.
     pub(crate) armed_timer: AtomicU64,
     local: UnsafeCell<LocalPart>,
 }

@@ -124,7 +124,11 @@ impl Timers {
 
     /// Records `seq` as `task`'s armed timer; one it replaces is dead.
     fn replace_armed(&mut self, task: &Task, seq: u64) {
-        let old = task.armed_timer.swap(seq, Ordering::Relaxed);
+        // A load and a store, not a `swap` (a locked instruction): only the home worker's
+        // timers touch `armed_timer` (fibers never leave their worker), so nothing can come
+        // between the two.
+        let old = task.armed_timer.load(Ordering::Relaxed);
+        task.armed_timer.store(seq, Ordering::Relaxed);
         if old != 0 {
             self.queue.died(lane(old), Entry::live);
         }
@@ -132,11 +136,9 @@ impl Timers {
 
     /// Disarms timer `seq` of `task` if it has not fired.
     pub(crate) fn cancel(&mut self, task: &Task, seq: u64) {
-        if task
-            .armed_timer
-            .compare_exchange(seq, 0, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
+        // Load and store for the compare-and-swap, as in `replace_armed`.
+        if task.armed_timer.load(Ordering::Relaxed) == seq {
+            task.armed_timer.store(0, Ordering::Relaxed);
             self.queue.died(lane(seq), Entry::live);
         }
     }

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Atomic read-modify-write instructions per request, by function, from a callgrind dump.
+
+Each `lock`-prefixed instruction, and each `xchg` with a memory operand (locked implicitly),
+costs tens of cycles whatever its instruction count, so an instruction count alone does not
+show them. Counts come from a dump recorded with per-instruction positions:
+
+    CG_OPTS=--dump-instr=yes KEEP=/tmp/echo.cg scripts/instr_per_request.sh weft 18400 /echo 1 -- \
+        target/release/weft serve --listen 127.0.0.1:18400=fiber --threads 1
+    scripts/locked_ops.py /tmp/echo.cg target/release/weft 2000
+
+The last argument is the number of requests counted (2000 * DEPTH for instr_per_request.sh).
+Only instructions of BINARY are looked at (libc's are not). Needs objdump (binutils).
+"""
+import collections
+import re
+import subprocess
+import sys
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit("usage: locked_ops.py CALLGRIND_DUMP BINARY REQUESTS")
+    path, binary, requests = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    names, objects = {}, {}
+
+    def compressed(table, token):
+        m = re.match(r"\((\d+)\)(?: (.*))?", token)
+        if not m:
+            return token
+        if m.group(2):
+            table[m.group(1)] = m.group(2)
+        return table.get(m.group(1), m.group(1))
+
+    counts, function_of = collections.Counter(), {}
+    fn = obj = None
+    after_call = False
+    addr = 0
+    saw_positions = False
+    for line in open(path):
+        line = line.rstrip("\n")
+        if line.startswith("positions:"):
+            saw_positions = "instr" in line
+        elif line.startswith("ob="):
+            obj = compressed(objects, line[3:])
+        elif line.startswith("fn="):
+            fn, after_call = compressed(names, line[3:]), False
+        elif line.startswith("cfn="):
+            compressed(names, line[4:])
+        elif line.startswith("cob="):
+            compressed(objects, line[4:])
+        elif line.startswith("calls="):
+            after_call = True
+        elif line and line[0] in "0123456789+-*":
+            parts = line.split()
+            a = parts[0]
+            if a.startswith("0x"):
+                addr = int(a, 16)
+            elif a[0] in "+-":
+                step = int(a[1:], 16) if a[1:].startswith("0x") else int(a[1:])
+                addr = addr + step if a[0] == "+" else addr - step
+            if after_call:
+                # The line after `calls=` is the call's inclusive cost, not this instruction's.
+                after_call = False
+                continue
+            if obj and obj.endswith("/" + binary.split("/")[-1]) and len(parts) >= 3:
+                counts[addr] += int(parts[2])
+                function_of[addr] = fn
+    if not saw_positions:
+        sys.exit("locked_ops: the dump has no instruction positions (record with CG_OPTS=--dump-instr=yes)")
+    dis = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", "-C", binary],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    locked = collections.Counter()
+    for line in dis.splitlines():
+        m = re.match(r"\s*([0-9a-f]+):\s*((lock\s+\S+)|(xchg\s+\S*\(.*))", line)
+        if not m:
+            continue
+        a = int(m.group(1), 16)
+        if counts.get(a):
+            op = m.group(2).split()[0] if not m.group(3) else m.group(3)
+            locked[(function_of[a], " ".join(op.split()[:2]))] += counts[a]
+    for (f, op), c in locked.most_common(30):
+        print("%6.2f  %-14s %s" % (c / requests, op, f[:110]))
+    print("locked operations per request: %.2f" % (sum(locked.values()) / requests))
+
+
+if __name__ == "__main__":
+    main()
