@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{
     AtomicBool, AtomicU64,
-    Ordering::{Relaxed, SeqCst},
+    Ordering::{Relaxed, Release, SeqCst},
 };
 use std::sync::{Arc, Mutex};
 
@@ -81,7 +81,13 @@ impl Registration {
         // unchanged flag skips the store (a full barrier on x86), and the earlier SeqCst store
         // still orders before the check below.
         if self.idle.load(Relaxed) != idle {
-            self.idle.store(idle, SeqCst);
+            // Idle needs the full barrier: this store must come before the flag's load below,
+            // as `begin`'s flag store comes before its load of this one (otherwise each could
+            // miss the other and the connection sleep through shutdown). Busy needs none:
+            // nothing is decided on it after the store (`begin` reading a stale "idle" is the
+            // same race as reading it just before the store), and on x86 a release store is a
+            // plain `mov` where a sequentially consistent one is an `xchg`.
+            self.idle.store(idle, if idle { SeqCst } else { Release });
         }
         !self.owner.is_set()
     }
