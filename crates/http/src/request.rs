@@ -341,6 +341,9 @@ pub struct Parser {
     method_checked: bool,
     /// Some byte has been given since the last reset.
     started: bool,
+    /// `parse` was called since the last reset or `take_head`: otherwise the parser is
+    /// already as a reset leaves it and `reset` has nothing to do.
+    used: bool,
     seen: Seen,
     head: RequestHead,
     /// Field storage for the next head, handed back by [`Parser::recycle`], so a connection
@@ -469,6 +472,7 @@ impl Parser {
             colon: 0,
             method_checked: false,
             started: false,
+            used: false,
             seen: Seen::default(),
             head: RequestHead::default(),
             spare: Vec::new(),
@@ -483,6 +487,10 @@ impl Parser {
 
     /// Forget the previous request; keeps allocations.
     pub fn reset(&mut self) {
+        if !self.used {
+            // Nothing parsed since the last reset or `take_head`, which left a fresh head.
+            return;
+        }
         self.reset_scan();
         let headers = std::mem::take(&mut self.head.headers);
         self.head = RequestHead::with_headers(headers);
@@ -496,6 +504,7 @@ impl Parser {
         self.colon = 0;
         self.method_checked = false;
         self.started = false;
+        self.used = false;
         self.seen = Seen::default();
     }
 
@@ -538,6 +547,7 @@ impl Parser {
     /// Any bytes give a verdict and never a panic; a buffer shorter than one given before
     /// (without a reset in between) breaks the contract above and may panic.
     pub fn parse(&mut self, buf: &[u8]) -> Result<Option<usize>, Error> {
+        self.used = true;
         self.started |= !buf.is_empty();
         loop {
             match self.state {

@@ -878,6 +878,13 @@ fn resets_in_a_row_and_after_partial_heads_leave_a_fresh_parser() {
         format!("{:?}", fresh.head())
     );
 
+    // A complete head not taken, then a reset: the next head is a fresh parser's.
+    let mut kept = Parser::new(Limits::default());
+    assert!(kept.parse(first).unwrap().is_some());
+    kept.reset();
+    assert!(kept.parse(second).unwrap().is_some());
+    assert_eq!(format!("{:?}", kept.head()), format!("{:?}", fresh.head()));
+
     let mut p = Parser::new(Limits::default());
     let full =
         b"POST /a?q HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
