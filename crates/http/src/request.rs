@@ -251,6 +251,13 @@ impl RequestHead {
     pub fn version(&self) -> Version {
         self.version
     }
+    /// Takes the field list out (for [`Parser::recycle_fields`]), leaving the head without
+    /// fields.
+    #[inline]
+    pub fn take_fields(&mut self) -> Vec<Header> {
+        std::mem::take(&mut self.headers)
+    }
+
     /// All header fields in the order received.
     pub fn headers(&self) -> &[Header] {
         &self.headers
@@ -535,8 +542,14 @@ impl Parser {
     /// field storage serves the next one.
     #[inline]
     pub fn recycle(&mut self, head: RequestHead) {
-        if head.headers.capacity() > self.spare.capacity() {
-            self.spare = head.headers;
+        self.recycle_fields(head.headers);
+    }
+
+    /// As [`Parser::recycle`], with the field storage alone ([`RequestHead::take_fields`]).
+    #[inline]
+    pub fn recycle_fields(&mut self, fields: Vec<Header>) {
+        if fields.capacity() > self.spare.capacity() {
+            self.spare = fields;
         }
     }
 

@@ -1078,3 +1078,26 @@ fn same_bytes_is_slice_equality() {
         assert!(!weft_http::same_bytes(&a, &longer), "{n} against {}", n + 1);
     }
 }
+
+/// A head's field storage given back with `recycle_fields` is what the next `take_head`
+/// hands out (no allocation per request), emptied.
+#[test]
+fn recycled_field_storage_serves_the_next_head() {
+    let req = b"GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\n\r\n";
+    let mut p = Parser::new(Limits::default());
+    assert!(p.parse(req).unwrap().is_some());
+    let mut head = p.take_head();
+    let fields = head.take_fields();
+    assert_eq!(fields.len(), 2);
+    assert!(head.headers().is_empty());
+    let storage = fields.as_ptr();
+    // The head taken above replaced it with a fresh one of its own storage: parse into that,
+    // then give the first storage back; the head after next uses it.
+    p.recycle_fields(fields);
+    assert!(p.parse(req).unwrap().is_some());
+    let _second = p.take_head();
+    assert!(p.parse(req).unwrap().is_some());
+    let third = p.take_head();
+    assert_eq!(third.headers().as_ptr(), storage);
+    assert_eq!(third.headers().len(), 2);
+}

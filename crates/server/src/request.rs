@@ -199,11 +199,11 @@ impl Request {
         })
     }
 
-    /// Takes the parsed head and its bytes out (the connection gives their storage back to its
-    /// parser and read buffer).
+    /// Takes the storage of the head's fields and of its bytes out (the connection gives it
+    /// back to its parser and read buffer), leaving the request empty.
     #[inline]
-    pub(crate) fn into_parts(self) -> (RequestHead, Vec<u8>) {
-        (self.head, self.bytes)
+    pub(crate) fn take_storage(&mut self) -> (Vec<weft_http::Header>, Vec<u8>) {
+        (self.head.take_fields(), std::mem::take(&mut self.bytes))
     }
 
     /// The parsed head (framing, expectations, spans).

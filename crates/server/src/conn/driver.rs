@@ -193,7 +193,7 @@ fn serve_with<T: Transport>(
         }
         start = Start::Resumed;
         when_empty = on_idle;
-        let req = take_request(parser, rbuf, head_len, info, &cfg.real_ip_from);
+        let mut req = take_request(parser, rbuf, head_len, info, &cfg.real_ip_from);
         let (resp, keep_alive) = match crate::tls::redirect(info, &req) {
             Some(redirect) => redirect,
             None => handle(stream, rbuf, app, &req, limits, &mut times),
@@ -246,7 +246,7 @@ fn serve_with<T: Transport>(
             }
             return Ok(Served::Closed);
         }
-        recycle_request(parser, rbuf, req);
+        recycle_request(parser, rbuf, &mut req);
         rbuf.shrink_if_idle(READ_BUF);
     }
 }

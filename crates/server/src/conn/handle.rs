@@ -41,12 +41,12 @@ pub(crate) fn take_request(
 }
 
 /// Gives the storage of a finished request back to the parser and read buffer it came from.
-// Meant to be inlined, so that the request's fields go back without a copy of the whole
-// request (passed by value to an outlined function, it was copied).
+// By reference: the request is not moved (moving it copied all 216 bytes), only its two
+// buffers are taken out.
 #[inline]
-pub(crate) fn recycle_request(parser: &mut Parser, rbuf: &mut ReadBuf, req: Request) {
-    let (head, bytes) = req.into_parts();
-    parser.recycle(head);
+pub(crate) fn recycle_request(parser: &mut Parser, rbuf: &mut ReadBuf, req: &mut Request) {
+    let (fields, bytes) = req.take_storage();
+    parser.recycle_fields(fields);
     rbuf.recycle_head(bytes);
 }
 

@@ -529,9 +529,9 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
         conn.times.record_out(&conn.info, out.first_out);
     }
     conn.times = conn::Times::default();
-    if let Some(req) = out.req {
+    if let Some(mut req) = out.req {
         conn::log_access(&conn.app, &req, out.status, out.body_len);
-        conn::recycle_request(&mut conn.parser, &mut conn.rbuf, req);
+        conn::recycle_request(&mut conn.parser, &mut conn.rbuf, &mut req);
     }
     if !out.keep_alive {
         return linger(conn);
