@@ -154,7 +154,12 @@ impl IoSlot {
             let mut i = 0;
             while i < w.tasks.len() {
                 if hit(&w.tasks[i].0) {
-                    let (_, t) = w.tasks.remove(i);
+                    // The last (usually the only) waiter without `remove`'s shift.
+                    let (_, t) = if i + 1 == w.tasks.len() {
+                        w.tasks.pop().expect("i is an index")
+                    } else {
+                        w.tasks.remove(i)
+                    };
                     t.unpark_owned();
                 } else {
                     i += 1;

@@ -349,3 +349,40 @@ fn a_short_write_parks_the_next_write_until_the_peer_reads() {
         "most waits skip the failing syscall: {d:?}"
     );
 }
+
+/// A reader and a writer parked on one socket at once: an edge for one direction wakes that
+/// waiter alone, whichever place it has in the slot's list (the reader, queued first, is woken
+/// from in front of the writer), and the other stays parked until its own edge.
+#[test]
+fn a_reader_and_a_writer_on_one_socket_are_woken_by_their_own_edges() {
+    const LEN: usize = 8 << 20;
+    let rt = rt(1);
+    let (c, mut s) = pair();
+    let c = Arc::new(c);
+    let c2 = c.clone();
+    let reader = rt.spawn_on(0, move || {
+        let mut buf = [0u8; 16];
+        let n = (&*c2).read(&mut buf).unwrap();
+        buf[..n].to_vec()
+    });
+    // The reader parks first; then the writer fills the send buffer and parks behind it.
+    thread_sleep(Duration::from_millis(50));
+    let c3 = c.clone();
+    let writer = rt.spawn_on(0, move || {
+        (&*c3).write_all(&vec![9u8; LEN]).unwrap();
+        LEN
+    });
+    thread_sleep(Duration::from_millis(50));
+    assert!(!writer.is_finished(), "the send buffer never filled");
+    // Readable only: the reader wakes, the writer stays parked.
+    s.write_all(b"hi").unwrap();
+    assert_eq!(reader.join().unwrap(), b"hi");
+    assert!(!writer.is_finished(), "woken by the read edge");
+    // Draining the peer makes the socket writable: the writer finishes.
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0;
+    while total < LEN {
+        total += s.read(&mut buf).unwrap();
+    }
+    assert_eq!(writer.join().unwrap(), LEN);
+}
