@@ -276,8 +276,8 @@ fn encode_head(
     let memo = match &resp.body {
         Body::Stream(_) => None,
         body => Some([
-            body.len() as usize,
-            usize::from(resp.status) | usize::from(keep_alive) << 16 | usize::from(http10) << 17,
+            body.len(),
+            u64::from(resp.status) | u64::from(keep_alive) << 16 | u64::from(http10) << 17,
         ]),
     };
     if let Some(tail) = memo {
@@ -372,7 +372,7 @@ struct MemoEntry {
     /// Address and length of each name and value.
     keys: [[usize; 4]; MEMO_HEADERS],
     /// Body length, and status | keep-alive << 16 | HTTP/1.0 << 17.
-    tail: [usize; 2],
+    tail: [u64; 2],
     len: usize,
     bytes: [u8; MEMO_BYTES],
 }
@@ -415,7 +415,7 @@ fn static_key(h: &HeaderPair) -> Option<[usize; 4]> {
 
 /// Appends the remembered rest of a head for `headers` and `tail`; false if there is none.
 #[inline]
-fn memo_copy(wbuf: &mut Vec<u8>, headers: &[HeaderPair], tail: [usize; 2]) -> bool {
+fn memo_copy(wbuf: &mut Vec<u8>, headers: &[HeaderPair], tail: [u64; 2]) -> bool {
     if headers.len() > MEMO_HEADERS {
         return false;
     }
@@ -441,7 +441,7 @@ fn memo_copy(wbuf: &mut Vec<u8>, headers: &[HeaderPair], tail: [usize; 2]) -> bo
 
 /// Remembers `bytes` as the rest of a head for `headers` and `tail`, if every header is
 /// `&'static` and they fit.
-fn memo_store(headers: &[HeaderPair], tail: [usize; 2], bytes: &[u8]) {
+fn memo_store(headers: &[HeaderPair], tail: [u64; 2], bytes: &[u8]) {
     if headers.len() > MEMO_HEADERS || bytes.len() > MEMO_BYTES {
         return;
     }
