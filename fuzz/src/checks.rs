@@ -84,6 +84,19 @@ pub fn request_head(data: &[u8]) {
         "split at {split} of {}",
         input.len()
     );
+    // Reused after a reset (twice, as a connection may) or after its head was taken, the
+    // parser reads the input again as a fresh one did.
+    if control & 0x80 != 0 {
+        if let Ok(Some(_)) = s {
+            let head = pieces.take_head();
+            pieces.recycle(head);
+        }
+    } else {
+        pieces.reset();
+    }
+    pieces.reset();
+    let again = pieces.parse(input);
+    assert_eq!(verdict(w, &whole), verdict(again, &pieces), "parser reused");
 }
 
 /// What decoding produced: the data, the bytes consumed (when it did not fail), the error's
@@ -327,6 +340,14 @@ pub fn conditional(data: &[u8]) {
         };
         conds.note(NAMES[usize::from(pick) % NAMES.len()], value);
         fields += 1;
+        // The value's bytes as a field name: a precondition name exactly when noting it makes
+        // a request conditional.
+        let alone = Conditions::from_fields([(value, &b"*"[..])]);
+        assert_eq!(
+            weft_http::conditional::is_precondition_name(value),
+            !alone.is_unconditional(),
+            "{value:?}"
+        );
         // Each value alone, as a list: members are well-formed and read back the same.
         let one = [value];
         let read: Vec<_> = members(&one).collect();
