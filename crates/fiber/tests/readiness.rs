@@ -355,7 +355,7 @@ fn a_short_write_parks_the_next_write_until_the_peer_reads() {
 /// from in front of the writer), and the other stays parked until its own edge.
 #[test]
 fn a_reader_and_a_writer_on_one_socket_are_woken_by_their_own_edges() {
-    const LEN: usize = 8 << 20;
+    const LEN: usize = 32 << 20;
     let rt = rt(1);
     let (c, mut s) = pair();
     let c = Arc::new(c);
