@@ -6,6 +6,10 @@
 #
 #   scripts/perf_check.sh [OUT_DIR]        RUNS=5 DURATION=3 WEFT=target/release/weft
 #
+# The /echo c=50 rounds also run the floor under that figure, where a C compiler is installed:
+# scripts/epoll_floor.c, a bare epoll loop that answers with /echo's bytes and does nothing else
+# (printed as an info row, no target).
+#
 # Last, where valgrind is installed, user-space instructions per request
 # (scripts/instr_per_request.sh: 16-deep pipelined /plaintext through the techempower example
 # built from this tree,
@@ -48,15 +52,22 @@ for _ in 1 2 3 4 5; do target/release/examples/spawn; done | tee "$out/spawn.txt
 spawn=$(awk '{print $NF}' "$out/spawn.txt" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
 add "spawn ratio fibers/threads (median of 5)" "$spawn" "<=" 0.005
 
-# table NAME CSV CONNS PATH [WRK_SCRIPT ARGS]: one ab_builds.sh table; its ratio to nginx.
+# table NAME CSV CONNS PATH [WRK_SCRIPT ARGS [MORE_BUILDS...]]: one ab_builds.sh table; weft's
+# ratio to nginx.
 table() {
   local name=$1 csv=$2 c=$3 path=$4
   echo "== $name" >&2
-  WRK_SCRIPT=${5:-} WRK_SCRIPT_ARGS=${6:-} scripts/ab_builds.sh "$out/$csv" "$runs" "$c" "$path" "$WEFT" |
+  WRK_SCRIPT=${5:-} WRK_SCRIPT_ARGS=${6:-} scripts/ab_builds.sh "$out/$csv" "$runs" "$c" "$path" "$WEFT" "${@:7}" |
     tee "$out/${csv%.csv}.txt" >&2
   awk '/^w1 \/nginx median/ {print $4}' "$out/${csv%.csv}.txt"
 }
-r=$(table "/echo c=50" echo-c50.csv 50 /echo); add "/echo c=50 CPU/request vs nginx" "$r" "<=" 0.9
+# The floor (scripts/epoll_floor.c: a bare epoll loop answering with /echo's bytes) runs in the
+# /echo c=50 rounds too, where a C compiler is installed: how far weft is above it.
+floor=()
+if command -v cc >/dev/null && cc -O2 -o "$out/epoll_floor" scripts/epoll_floor.c; then
+  floor=("$out/epoll_floor")
+fi
+r=$(table "/echo c=50" echo-c50.csv 50 /echo "" "" "${floor[@]}"); add "/echo c=50 CPU/request vs nginx" "$r" "<=" 0.9
 r=$(table "/echo c=1000" echo-c1000.csv 1000 /echo); add "/echo c=1000 CPU/request vs nginx" "$r" "<=" 0.9
 r=$(table "10,541 B page c=50" page-c50.csv 50 /haewelmann.html); add "page c=50 CPU/request vs nginx" "$r" "<=" 1.0
 r=$(table "/echo c=50, 16 pipelined per write" pipelined-c50.csv 50 /echo scripts/pipeline.lua 16)
@@ -89,6 +100,12 @@ fi
 # User-space instructions per request under callgrind: no target, but a figure the machine's
 # load does not move, so a change of a few percent shows here when the ratios above cannot.
 info=()
+if ((${#floor[@]})); then
+  f=$(awk '/^w2 \/nginx median/ {print $4}' "$out/echo-c50.txt")
+  info+=("$(printf '%-46s %10s' "floor: bare epoll loop, /echo c=50 vs nginx" "$f")")
+else
+  info+=("floor (scripts/epoll_floor.c): skipped, no C compiler (cc)")
+fi
 if ((count_instr)); then
   echo "== instructions per request (callgrind)"
   i1=$(scripts/instr_per_request.sh weft 18401 /plaintext 16 -- target/release/examples/techempower 127.0.0.1:18401 1)

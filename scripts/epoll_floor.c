@@ -1,0 +1,103 @@
+/*
+ * The floor under weft's CPU per request: a bare epoll loop in C that answers every request
+ * head it receives with the bytes weft's /echo sends (the same length: a fixed Date), and does
+ * nothing else: no parsing beyond finding each head's end, no timers, no limits, no logging.
+ * One thread, edge-triggered, one recv until a short read, one send per request (a pipelined
+ * batch: one send per head, as a server without batching would).
+ *
+ * It takes weft's command line so that scripts/ab_builds.sh can run it as one more "build"
+ * beside weft and nginx, in the same rounds:
+ *
+ *   cc -O2 -o /tmp/epoll_floor scripts/epoll_floor.c
+ *   scripts/ab_builds.sh /tmp/floor.csv 7 50 /echo target/release/weft /tmp/epoll_floor
+ *
+ * Only `--listen 127.0.0.1:PORT[=model]` is read; every other argument is ignored. It is a
+ * measuring instrument, not a server: it never closes an idle connection and trusts its client.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char RESPONSE[] = "HTTP/1.1 200 OK\r\nServer: weft\r\n"
+                               "Date: Fri, 27 Nov 2026 13:07:15 GMT\r\n"
+                               "Content-Type: text/plain\r\nContent-Length: 4\r\n\r\necho";
+
+/* The port of `--listen HOST:PORT[=model]`, or -1. */
+static int listen_port(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--listen") == 0) {
+            const char *colon = strrchr(argv[i + 1], ':');
+            return colon ? atoi(colon + 1) : -1;
+        }
+    }
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    int port = listen_port(argc, argv);
+    if (port <= 0) {
+        fprintf(stderr, "usage: epoll_floor [serve ...] --listen 127.0.0.1:PORT[=model]\n");
+        return 2;
+    }
+    int one = 1;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(port)};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 4096) != 0) {
+        perror("epoll_floor: bind/listen");
+        return 1;
+    }
+    int ep = epoll_create1(0);
+    struct epoll_event lev = {.events = EPOLLIN, .data.fd = lfd};
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev);
+    fprintf(stderr, "epoll_floor: listening on 127.0.0.1:%d\n", port);
+    struct epoll_event events[512];
+    char buf[16384];
+    for (;;) {
+        int n = epoll_wait(ep, events, 512, -1);
+        if (n < 0 && errno != EINTR) {
+            perror("epoll_floor: epoll_wait");
+            return 1;
+        }
+        for (int i = 0; i < n; i++) {
+            int fd = events[i].data.fd;
+            if (fd == lfd) {
+                int c;
+                while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+                    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                    struct epoll_event cev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = c};
+                    epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+                }
+                continue;
+            }
+            for (;;) {
+                ssize_t r = recv(fd, buf, sizeof buf, 0);
+                if (r <= 0) {
+                    if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+                        close(fd);
+                    }
+                    break;
+                }
+                /* A head ends with CRLF CRLF; a client of this floor sends no bodies and never
+                 * splits a head across reads at these sizes. */
+                for (ssize_t k = 3; k < r; k++) {
+                    if (buf[k] == '\n' && buf[k - 1] == '\r' && buf[k - 2] == '\n' && buf[k - 3] == '\r') {
+                        send(fd, RESPONSE, sizeof RESPONSE - 1, MSG_NOSIGNAL);
+                    }
+                }
+                if ((size_t)r < sizeof buf) {
+                    break;
+                }
+            }
+        }
+    }
+}
