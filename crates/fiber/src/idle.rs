@@ -28,8 +28,24 @@ use crate::deadline::{DeadlineQueue, Expiry, Lane, Timed};
 use crate::readiness::Readiness;
 
 /// The callback of a parked connection, which owns the connection's stream (see
-/// `Local::park_idle`): the table holds nothing of the stream's type.
-pub(crate) type IdleFn = Box<dyn FnOnce(Readiness) + Send>;
+/// `Local::park_idle`): the table holds nothing of the stream's type. Either a boxed closure
+/// (`TcpStream::when_readable`) or the caller's own boxed state (`TcpStream::park`, a
+/// [`crate::net::Parked`]): no allocation per park.
+pub(crate) type IdleFn = Box<dyn IdleCall>;
+
+/// What a parked connection runs when it wakes (readable, or its timeout passed).
+pub(crate) trait IdleCall: Send {
+    fn call(self: Box<Self>, r: Readiness);
+}
+
+/// A closure as an [`IdleCall`] (boxed at each park).
+pub(crate) struct FnCall<F>(pub(crate) F);
+
+impl<F: FnOnce(Readiness) + Send> IdleCall for FnCall<F> {
+    fn call(self: Box<Self>, r: Readiness) {
+        (self.0)(r)
+    }
+}
 
 /// A woken connection waiting in the run queue for its fiber's first run: the callback and
 /// why it runs.
@@ -243,7 +259,7 @@ mod tests {
     }
 
     fn noop() -> IdleFn {
-        Box::new(|_| {})
+        Box::new(FnCall(|_: Readiness| {}))
     }
 
     thread_local! {
@@ -252,13 +268,15 @@ mod tests {
 
     /// A callback that records `tag` when it runs (on this thread).
     fn tagged(tag: u32) -> IdleFn {
-        Box::new(move |_| RAN.with(|r| r.borrow_mut().push(tag)))
+        Box::new(FnCall(move |_: Readiness| {
+            RAN.with(|r| r.borrow_mut().push(tag))
+        }))
     }
 
     /// Runs the callbacks `expire` handed out; returns their tags in the order they ran.
     fn run(out: &mut Vec<IdleFn>) -> Vec<u32> {
         for f in out.drain(..) {
-            f(Readiness::TimedOut);
+            f.call(Readiness::TimedOut);
         }
         RAN.with(|r| std::mem::take(&mut *r.borrow_mut()))
     }

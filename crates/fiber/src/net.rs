@@ -390,26 +390,116 @@ impl TcpStream {
     where
         F: FnOnce(TcpStream, Readiness) + Send + 'static,
     {
-        let job = std::sync::Arc::new(crate::sync::lock::Lock::new(Some((self, f))));
-        let j = job.clone();
-        let started = std::thread::Builder::new()
-            .name("weft-fiber-when-readable".into())
-            .spawn(move || {
-                let Some((s, f)) = j.lock().take() else {
-                    return;
-                };
-                let events = sys::POLLIN | sys::POLLRDHUP;
-                let r = match sys::poll_fd(s.src.raw(), events, timeout) {
-                    Ok(false) => Readiness::TimedOut,
-                    Ok(true) | Err(_) => Readiness::Readable,
-                };
-                f(s, r);
-            });
-        if started.is_err() {
-            let taken = job.lock().take();
-            if let Some((s, f)) = taken {
-                f(s, Readiness::Readable);
+        let fd = self.src.raw();
+        wait_thread(fd, timeout, move |r| f(self, r));
+    }
+
+    /// Parks the connection whose state `state` holds its stream ([`Parked::stream`]) without
+    /// a fiber until it is readable or `timeout` passes, then runs [`Parked::resume`] in a new
+    /// fiber on this worker: [`TcpStream::when_readable`] for a caller that keeps its
+    /// connection's state boxed anyway. The worker keeps that box as the parked callback, so a
+    /// park allocates nothing (`when_readable` boxes its closure at every park). Outside a
+    /// fiber, as `when_readable`: a thread waits in `poll(2)`.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use weft_fiber::net::{Parked, Readiness, TcpListener, TcpStream};
+    ///
+    /// struct Echo {
+    ///     stream: TcpStream,
+    /// }
+    ///
+    /// impl Parked for Echo {
+    ///     fn stream(&mut self) -> &mut TcpStream {
+    ///         &mut self.stream
+    ///     }
+    ///     fn resume(mut self: Box<Self>, r: Readiness) {
+    ///         assert_eq!(r, Readiness::Readable);
+    ///         let mut b = [0; 4];
+    ///         self.stream.read_exact(&mut b).unwrap();
+    ///         self.stream.write_all(&b).unwrap();
+    ///     }
+    /// }
+    ///
+    /// let rt = weft_fiber::Runtime::builder().workers(1).build().unwrap();
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = l.local_addr().unwrap();
+    /// rt.spawn(move || {
+    ///     let (stream, _) = l.accept().unwrap();
+    ///     TcpStream::park(Box::new(Echo { stream }), None);
+    /// });
+    /// let mut c = std::net::TcpStream::connect(addr).unwrap();
+    /// c.write_all(b"ping").unwrap();
+    /// let mut b = [0; 4];
+    /// c.read_exact(&mut b).unwrap();
+    /// assert_eq!(&b, b"ping");
+    /// ```
+    pub fn park<P: Parked>(mut state: Box<P>, timeout: Option<Duration>) {
+        match worker::current_local() {
+            Some(local) if task::in_fiber() => {
+                local.park_state(state, |p| p.stream().source_mut(), timeout)
             }
+            _ => {
+                let fd = state.stream().src.raw();
+                wait_thread(fd, timeout, move |r| crate::idle::IdleCall::call(state, r));
+            }
+        }
+    }
+
+    /// The stream's reactor source (for the worker's park).
+    pub(crate) fn source_mut(&mut self) -> &mut Source {
+        &mut self.src
+    }
+}
+
+/// A connection's state that holds its stream while the connection waits without a fiber
+/// ([`TcpStream::park`]).
+pub trait Parked: Send + 'static {
+    /// The parked connection's stream.
+    fn stream(&mut self) -> &mut TcpStream;
+
+    /// Runs in a new fiber on the parking worker once the stream is readable (a read may find
+    /// bytes, the end of the stream or an error: [`Readiness::Readable`]) or once the timeout
+    /// passed ([`Readiness::TimedOut`]).
+    fn resume(self: Box<Self>, readiness: Readiness);
+}
+
+impl<P: Parked> crate::idle::IdleCall for P {
+    fn call(mut self: Box<Self>, r: Readiness) {
+        if r == Readiness::TimedOut {
+            // Left by its timeout, no edge took it: the registration forgets the key.
+            self.stream().src.forget_idle();
+        }
+        self.resume(r)
+    }
+}
+
+/// Waits in a new thread, in `poll(2)`, for `fd` to turn readable or `timeout` to pass, then
+/// runs `done` there; runs `done(Readable)` at once if no thread can be started (the caller's
+/// read then finds out). `done` owns whatever keeps `fd` open.
+fn wait_thread<F>(fd: RawFd, timeout: Option<Duration>, done: F)
+where
+    F: FnOnce(Readiness) + Send + 'static,
+{
+    let job = std::sync::Arc::new(crate::sync::lock::Lock::new(Some(done)));
+    let j = job.clone();
+    let started = std::thread::Builder::new()
+        .name("weft-fiber-when-readable".into())
+        .spawn(move || {
+            let Some(done) = j.lock().take() else {
+                return;
+            };
+            let events = sys::POLLIN | sys::POLLRDHUP;
+            let r = match sys::poll_fd(fd, events, timeout) {
+                Ok(false) => Readiness::TimedOut,
+                Ok(true) | Err(_) => Readiness::Readable,
+            };
+            done(r);
+        });
+    if started.is_err() {
+        let taken = job.lock().take();
+        if let Some(done) = taken {
+            done(Readiness::Readable);
         }
     }
 }

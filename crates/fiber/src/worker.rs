@@ -13,6 +13,7 @@
 //! stack pool, the epoll event batch and the idle table, which no lower layer sees.
 
 use std::cell::{Cell, RefCell};
+use std::io;
 use std::os::fd::AsRawFd;
 use std::ptr;
 use std::sync::atomic::Ordering;
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 use corosensei::CoroutineResult;
 
 use crate::guard;
-use crate::idle::{IdleFn, IdleKey, IdleTable};
+use crate::idle::{FnCall, IdleCall, IdleFn, IdleKey, IdleTable};
 use crate::join::{self, JoinHandle};
 use crate::protocol;
 use crate::reactor::{IoSlot, Source};
@@ -213,13 +214,38 @@ impl Local {
         F: FnOnce(S, Readiness) + Send + 'static,
     {
         let registered = src(&mut stream).home_registration(&self.sched);
-        let call: IdleFn = Box::new(move |r| {
+        let call: IdleFn = Box::new(FnCall(move |r| {
             if r == Readiness::TimedOut {
                 // Left by its timeout, no edge took it: the registration forgets the key.
                 src(&mut stream).forget_idle();
             }
             f(stream, r)
-        });
+        }));
+        self.park_call(registered, call, timeout);
+    }
+
+    /// As [`Local::park_idle`] for a connection whose state holds its stream
+    /// (`TcpStream::park`; `src` finds the stream's source in it): the state's own box is the
+    /// callback, so nothing is allocated.
+    pub(crate) fn park_state<P: IdleCall + 'static>(
+        &self,
+        mut state: Box<P>,
+        src: fn(&mut P) -> &mut Source,
+        timeout: Option<Duration>,
+    ) {
+        let registered = src(&mut state).home_registration(&self.sched);
+        self.park_call(registered, state, timeout);
+    }
+
+    /// The rest of a park: `call` waits in the idle table for an edge on `registered` or for
+    /// `timeout`, or is spawned at once when the socket is already readable, cannot be
+    /// registered, or the timeout is zero.
+    fn park_call(
+        &self,
+        registered: io::Result<Arc<IoSlot>>,
+        call: IdleFn,
+        timeout: Option<Duration>,
+    ) {
         let slot = match registered {
             Ok(s) => s,
             // Not pollable (or out of memory for the epoll item): let the callback's read see.
@@ -293,7 +319,7 @@ impl Local {
         // (a fiber spawning another touches only the new task's part).
         let mut lp = unsafe { task.local_mut() };
         if let Some((f, r)) = lp.unstarted.take() {
-            let body = join::detached_body(task.clone(), move || f(r));
+            let body = join::detached_body(task.clone(), move || f.call(r));
             if !self.bind_stack(&task, body) {
                 // No memory for a stack: the connection closes with the dropped callback.
                 self.finish(&task);

@@ -1,6 +1,7 @@
 //! Connections parked without a fiber (`TcpStream::when_readable`): woken by bytes, peer
 //! close and `shutdown(SHUT_RD)`, timed out, spawned at once when already readable, moved
-//! between workers, dropped at runtime shutdown, and the plain-thread fallback.
+//! between workers, dropped at runtime shutdown, and the plain-thread fallback; and the same
+//! for a state that holds its stream (`TcpStream::park`).
 // Every test here runs fibers: corosensei switches stacks with inline asm, and the runtime
 // calls epoll, mmap/madvise and sigaction; miri can execute none of these.
 #![cfg(not(miri))]
@@ -457,4 +458,107 @@ fn shutdown_closes_woken_connections_that_had_not_run_yet() {
             other => panic!("server end still open: {other:?}"),
         }
     }
+}
+
+/// A connection's state that holds its stream, parked with `TcpStream::park`: each wake
+/// reports its readiness and what it read, then parks the state again (as a server's
+/// keep-alive connection does) until its peer closes or its timeout passes.
+struct Echoer {
+    stream: weft_fiber::net::TcpStream,
+    timeout: Option<Duration>,
+    tx: mpsc::Sender<(Readiness, Vec<u8>, String)>,
+}
+
+impl weft_fiber::net::Parked for Echoer {
+    fn stream(&mut self) -> &mut weft_fiber::net::TcpStream {
+        &mut self.stream
+    }
+
+    fn resume(mut self: Box<Self>, r: Readiness) {
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        let mut got = vec![0u8; 16];
+        let n = match r {
+            Readiness::Readable => self.stream.read(&mut got).unwrap(),
+            Readiness::TimedOut => 0,
+        };
+        got.truncate(n);
+        self.tx.send((r, got.clone(), name)).unwrap();
+        if r == Readiness::Readable && n > 0 {
+            self.stream.write_all(&got).unwrap();
+            let timeout = self.timeout;
+            weft_fiber::net::TcpStream::park(self, timeout);
+        }
+    }
+}
+
+#[test]
+fn a_parked_state_wakes_on_bytes_parks_again_and_times_out() {
+    let rt = rt_named(1, "park");
+    let (tx, rx) = mpsc::channel();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let timeout = Some(Duration::from_secs(1));
+    rt.spawn(move || {
+        for _ in 0..2 {
+            let (stream, _) = l.accept().unwrap();
+            let state = Box::new(Echoer {
+                stream,
+                timeout,
+                tx: tx.clone(),
+            });
+            weft_fiber::net::TcpStream::park(state, timeout);
+        }
+    });
+    let mut busy = std::net::TcpStream::connect(addr).unwrap();
+    let _quiet = std::net::TcpStream::connect(addr).unwrap();
+    wait_until("both parked", || rt.stats().idle == 2);
+    for word in [&b"one"[..], b"two"] {
+        busy.write_all(word).unwrap();
+        let mut echo = vec![0u8; word.len()];
+        busy.read_exact(&mut echo).unwrap();
+        assert_eq!(echo, word);
+    }
+    // Each wake reported; the busy one parked again after each answer, and both time out in
+    // the end (the quiet one possibly before the busy one's words: order by kind only). A
+    // timed-out state is dropped, closing its socket.
+    let seen: Vec<_> = (0..4)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
+    let read: Vec<&[u8]> = seen
+        .iter()
+        .filter(|s| s.0 == Readiness::Readable)
+        .map(|s| s.1.as_slice())
+        .collect();
+    assert_eq!(read, [&b"one"[..], b"two"]);
+    assert_eq!(
+        seen.iter().filter(|s| s.0 == Readiness::TimedOut).count(),
+        2
+    );
+    assert!(seen.iter().all(|s| s.2.starts_with("park")), "{seen:?}");
+    wait_until("table empty", || rt.stats().idle == 0);
+    assert_eq!(busy.read(&mut [0u8; 1]).unwrap(), 0, "server end closed");
+}
+
+#[test]
+fn a_parked_state_outside_a_fiber_is_run_by_a_polling_thread() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (stream, _) = l.accept().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let state = Box::new(Echoer {
+        stream,
+        timeout: Some(Duration::from_millis(50)),
+        tx,
+    });
+    weft_fiber::net::TcpStream::park(state, Some(Duration::from_secs(30)));
+    c.write_all(b"hi").unwrap();
+    let (r, got, name) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((r, got.as_slice()), (Readiness::Readable, &b"hi"[..]));
+    assert_eq!(name, "weft-fiber-when-readable");
+    let mut echo = [0u8; 2];
+    c.read_exact(&mut echo).unwrap();
+    assert_eq!(&echo, b"hi");
+    // Parked again from that thread, with the state's 50 ms timeout.
+    let (r, got, _) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((r, got.len()), (Readiness::TimedOut, 0));
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use std::os::fd::AsRawFd;
 
-use weft_fiber::net::{Readiness, TcpListener as FiberListener, TcpStream as FiberStream};
+use weft_fiber::net::{Parked, Readiness, TcpListener as FiberListener, TcpStream as FiberStream};
 
 use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
 use crate::app::{App, LiveApp};
@@ -70,6 +70,7 @@ pub fn accept_loop(
                         app,
                         info,
                         tls: None,
+                        parked: None,
                         _guard: guard,
                     });
                     serve(stream, state, Start::Fresh);
@@ -104,7 +105,29 @@ struct ConnState {
     /// The TLS session of a connection on a TLS listener, kept while the connection is
     /// parked (the socket alone cannot resume it).
     tls: Option<Box<crate::tls::Session>>,
+    /// The socket, while the connection waits without a fiber ([`FiberStream::park`]): this
+    /// box is then what the worker keeps, and a park allocates nothing.
+    parked: Option<FiberStream>,
     _guard: OpenGuard,
+}
+
+impl Parked for ConnState {
+    fn stream(&mut self) -> &mut FiberStream {
+        self.parked
+            .as_mut()
+            .expect("a parked connection holds its socket")
+    }
+
+    fn resume(mut self: Box<Self>, readiness: Readiness) {
+        let stream = self
+            .parked
+            .take()
+            .expect("a parked connection holds its socket");
+        match readiness {
+            Readiness::Readable => serve(stream, self, Start::Resumed),
+            Readiness::TimedOut => close(stream, self),
+        }
+    }
 }
 
 /// Serves `stream` until it closes or falls idle; an idle connection waits for its next
@@ -146,10 +169,8 @@ fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut start: Start) {
                 .timeouts
                 .keepalive
                 .saturating_sub(conn::linger_period(&app.cfg));
-            stream.when_readable(Some(keepalive), move |stream, readiness| match readiness {
-                Readiness::Readable => serve(stream, state, Start::Resumed),
-                Readiness::TimedOut => close(stream, state),
-            });
+            state.parked = Some(stream);
+            FiberStream::park(state, Some(keepalive));
         }
         Ok(Served::Closed) => close(stream, state),
         Err(e) => {
