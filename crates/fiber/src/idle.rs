@@ -1,16 +1,17 @@
-//! Connections parked without a fiber ([`crate::net::TcpStream::when_readable`]): a worker's
-//! table of the callbacks to spawn when a connection becomes readable or its timeout passes.
-//! Each callback owns its connection's stream (`Local::park_idle` moves it into the box), so
-//! the table knows nothing of sockets.
+//! Connections parked without a fiber ([`crate::net::TcpStream::when_readable`] and
+//! [`crate::net::TcpStream::park`]): a worker's table of the callbacks to spawn when a
+//! connection becomes readable or its timeout passes. Each callback owns its connection's
+//! stream (`Local::park_idle` moves it into the closure's box; a `Parked` state holds it
+//! already), so the table knows nothing of sockets.
 //!
-//! An idle keep-alive connection costs a fiber stack page (4 KiB resident) when a fiber parks
-//! in its read. Parked here it costs the boxed closure (the stream, 40 bytes, plus what the
-//! caller's closure captures), its entry here (24 bytes), its registration in the worker's
+//! An idle keep-alive connection costs a fiber stack page (4 KiB resident) when a fiber parks in
+//! its read. Parked here it costs its callback's box (for `when_readable`, allocated at each park:
+//! the stream, 40 bytes, plus what the caller's closure captures; for `park`, the caller's own
+//! state, which holds the stream), its entry here (24 bytes), its registration in the worker's
 //! epoll (the `IoSlot`, 88 bytes) and, with a timeout, 24 bytes in a deadline queue — see the
-//! `idle_rss` example for the measured figure. Entries live in a slab (a `Vec` with an
-//! intrusive free list, so a freed entry costs no allocation to reuse); a key carries a
-//! generation, so a stale key (from an edge that raced with the timeout) never reaches a later
-//! occupant.
+//! `idle_rss` example for the measured figure. Entries live in a slab (a `Vec` with an intrusive
+//! free list, so a freed entry costs no allocation to reuse); a key carries a generation, so a
+//! stale key (from an edge that raced with the timeout) never reaches a later occupant.
 //!
 //! Timeouts wait in a [`DeadlineQueue`] (`deadline.rs`), lazily cancelled as the fibers'
 //! timers: an entry taken by an edge leaves a dead deadline item behind, skipped when it
