@@ -64,8 +64,10 @@ table() {
 # The floor (scripts/epoll_floor.c: a bare epoll loop answering with /echo's bytes) runs in the
 # /echo c=50 rounds too, where a C compiler is installed: how far weft is above it.
 floor=()
-if command -v cc >/dev/null && cc -O2 -o "$out/epoll_floor" scripts/epoll_floor.c; then
-  floor=("$out/epoll_floor")
+floor_dir=$(mktemp -d /tmp/weft-floor.XXXXXX)
+trap 'rm -rf "$floor_dir"' EXIT
+if command -v cc >/dev/null && cc -O2 -o "$floor_dir/epoll_floor" scripts/epoll_floor.c; then
+  floor=("$floor_dir/epoll_floor")
 fi
 r=$(table "/echo c=50" echo-c50.csv 50 /echo "" "" "${floor[@]}"); add "/echo c=50 CPU/request vs nginx" "$r" "<=" 0.9
 r=$(table "/echo c=1000" echo-c1000.csv 1000 /echo); add "/echo c=1000 CPU/request vs nginx" "$r" "<=" 0.9
