@@ -124,7 +124,7 @@ impl Task {
     /// Makes a parked task runnable, or marks a running one notified. Idempotent.
     pub(crate) fn unpark(self: &Arc<Self>) {
         if self.transition_to_scheduled() {
-            self.enqueue(self.clone());
+            Task::enqueue(self.clone());
         }
     }
 
@@ -132,14 +132,7 @@ impl Task {
     /// refcount round trip (two atomic operations) on the home worker.
     pub(crate) fn unpark_owned(self: Arc<Self>) {
         if self.transition_to_scheduled() {
-            // The scheduler reference is the thread's own, not borrowed from `self`.
-            match current_for(&self.shared, self.worker) {
-                Some(sched) => sched.push_ready(self),
-                None => {
-                    let me = self.clone();
-                    self.shared.workers[self.worker].send(Msg::Wake(me));
-                }
-            }
+            Task::enqueue(self);
         }
     }
 
@@ -148,10 +141,18 @@ impl Task {
         protocol::unpark(&self.state)
     }
 
-    fn enqueue(&self, me: Arc<Task>) {
-        match current_for(&self.shared, self.worker) {
+    /// Puts `me` (scheduled just now) on its worker's run queue: directly on the home worker,
+    /// else through the worker's inbox.
+    fn enqueue(me: Arc<Task>) {
+        // The scheduler reference is the thread's own, not borrowed from `me`.
+        match current_for(&me.shared, me.worker) {
             Some(sched) => sched.push_ready(me),
-            None => self.shared.workers[self.worker].send(Msg::Wake(me)),
+            None => {
+                // `me` moves into the message: the inbox is reached through a reference of
+                // its own.
+                let shared = Arc::clone(&me.shared);
+                shared.workers[me.worker].send(Msg::Wake(me));
+            }
         }
     }
 }
