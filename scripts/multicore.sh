@@ -7,10 +7,12 @@
 #   B. the fiber model against the thread model (one OS thread per connection) and nginx, all on
 #      cores 0..MAXW-1 (MAXW = the largest of WORKERS), /echo at c=50 and c=1000.
 #   C. 16 requests pipelined per write, fiber against nginx on MAXW cores, CONNS connections.
+#   D. A's scaling with 16 requests pipelined per write: the client spends far less per request
+#      than the server there, so each point is bound by the server's cores, not by the client's.
 # Each round runs every server of a table once in turn, RUNS rounds; the summary gives medians.
 #
 #   scripts/multicore.sh OUT_DIR
-#   PARTS="A B C" RUNS=3 DURATION=5 WORKERS="1 2 4 8" CONNS=256 CLIENT_CORES=8-15 WRK_THREADS=8
+#   PARTS="A B C" (D on request) RUNS=3 DURATION=5 WORKERS="1 2 4 8" CONNS=256 CLIENT_CORES=8-15 WRK_THREADS=8
 #   MIN_CORES=16 WEFT=target/release/weft; wrk, nginx, taskset and python3 from PATH.
 #
 # Writes OUT_DIR/multicore.csv (one row per run), OUT_DIR/summary.txt and OUT_DIR/machine.txt.
@@ -143,6 +145,17 @@ done
 stop_all
 fi
 
+if [[ $parts == *D* ]]; then
+echo "== D. 16 pipelined per write, fiber vs nginx, c=$conns, workers: $workers"
+for n in $workers; do
+  start "fiber-D$n" fiber "$n"; start "nginx-D$n" nginx "$n"
+  for r in $(seq 1 "$runs"); do
+    for s in fiber nginx; do measure D "$n" "$s-D$n" "$conns" "$r" "0-$((n - 1))" scripts/pipeline.lua 16; done
+  done
+  stop_all
+done
+fi
+
 python3 - "$out/multicore.csv" <<'PY' | tee "$out/summary.txt"
 import collections, csv, statistics as st, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -155,12 +168,14 @@ for k in sorted(g):
     rs = g[k]
     print("%-4s %7d %5d %-7s %9.0f %10.3f %10.2f %11.2f" % (k + (med(rs, "rps"), med(rs, "cpu_us_per_req"),
           med(rs, "server_cores_busy"), med(rs, "client_cores_busy"))))
-a = {(w, s): med(rs, "rps") for (p, w, c, s), rs in g.items() if p == "A"}
-cpu = {(w, s): med(rs, "cpu_us_per_req") for (p, w, c, s), rs in g.items() if p == "A"}
-busy = {(w, s): med(rs, "client_cores_busy") for (p, w, c, s), rs in g.items() if p == "A"}
-ws = sorted({w for w, s in a})
-if ws:
-    print("\nscaling of req/s from %d worker (linear = 1.00), fiber/nginx req/s, and CPU per" % ws[0])
+for part, what in (("A", ""), ("D", ", 16 pipelined per write")):
+    a = {(w, s): med(rs, "rps") for (p, w, c, s), rs in g.items() if p == part}
+    cpu = {(w, s): med(rs, "cpu_us_per_req") for (p, w, c, s), rs in g.items() if p == part}
+    busy = {(w, s): med(rs, "client_cores_busy") for (p, w, c, s), rs in g.items() if p == part}
+    ws = sorted({w for w, s in a})
+    if not ws:
+        continue
+    print("\n%s%s: scaling of req/s from %d worker (linear = 1.00), fiber/nginx req/s, and CPU per" % (part, what, ws[0]))
     print("request at 1 worker over CPU per request at N (1.00: no per-request cost of more workers):")
     for w in ws:
         f, n = a.get((w, "fiber")), a.get((w, "nginx"))
