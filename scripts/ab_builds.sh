@@ -12,22 +12,30 @@
 # `[fiber] linger = "0s"`). Builds are named w1, w2, ... in the order given. Needs wrk and nginx.
 # WRK_SCRIPT=FILE (and WRK_SCRIPT_ARGS) drive wrk with a script, e.g. WRK_SCRIPT=scripts/pipeline.lua
 # WRK_SCRIPT_ARGS=16 for 16 pipelined requests per write.
+# On a bigger machine: THREADS=N workers for each build (nginx: N worker processes) on
+# SERVER_CORES (default 0), wrk -tWRK_THREADS on CLIENT_CORES (default 1), e.g. THREADS=8
+# SERVER_CORES=0-7 CLIENT_CORES=8-15 WRK_THREADS=8. Started as root, weft gets --allow-root and
+# nginx `user root;`.
 set -u
 out=$1; runs=$2; c=$3; path=$4; shift 4
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 declare -A PID PORT
 port=18300; i=0
+threads=${THREADS:-1}; score=${SERVER_CORES:-0}; ccore=${CLIENT_CORES:-1}; wrkt=${WRK_THREADS:-1}
+root_flag=(); nginx_user=""
+if ((EUID == 0)); then root_flag=(--allow-root); nginx_user="user root;"; fi
 for arg in "$@"; do
   port=$((port + 1)); i=$((i + 1)); name="w$i"
   b=${arg%%@*}; config=()
   if [[ $arg == *@* ]]; then config=(--config "${arg#*@}"); fi
-  taskset -c 0 "$b" serve "${config[@]}" --root www --threads 1 --listen "127.0.0.1:$port=fiber" >"$work/$name.log" 2>&1 &
+  taskset -c "$score" "$b" serve "${root_flag[@]}" "${config[@]}" --root www --threads "$threads" --listen "127.0.0.1:$port=fiber" >"$work/$name.log" 2>&1 &
   PID[$name]=$!; PORT[$name]=$port
 done
 port=$((port + 1))
-sed -e "s|PORT|$port|; s|WWW_ROOT|$PWD/www|" scripts/peer-nginx.conf >"$work/nginx.conf"
-taskset -c 0 nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
+sed -e "s|PORT|$port|; s|WWW_ROOT|$PWD/www|; s|^worker_processes 1;|$nginx_user worker_processes $threads;|" \
+  scripts/peer-nginx.conf >"$work/nginx.conf"
+taskset -c "$score" nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
 PID[nginx]=$!; PORT[nginx]=$port
 # On exit the servers are stopped and waited for, so a next run can bind the same ports.
 trap 'kill "${PID[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
@@ -40,7 +48,7 @@ echo "name,run,rps,cpu_us,user_us,sys_us" >"$out"
 for r in $(seq 1 "$runs"); do
   for n in $(printf '%s\n' "${!PID[@]}" | sort); do
     read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
-    o=$(taskset -c 1 wrk -t1 -c"$c" -d"${DURATION:-3}s" ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} \
+    o=$(taskset -c "$ccore" wrk -t"$wrkt" -c"$c" -d"${DURATION:-3}s" ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} \
       "http://127.0.0.1:${PORT[$n]}$path" ${WRK_SCRIPT:+-- ${WRK_SCRIPT_ARGS:-}})
     read -r u1 s1 < <(cpu_ticks "${PID[$n]}")
     reqs=$(awk '/requests in/ {print $1}' <<<"$o"); rps=$(awk '/Requests\/sec/ {print $2}' <<<"$o")
@@ -62,4 +70,11 @@ for n, rs in sorted(by.items()):
     if n != "nginx":
         rat = [float(r["cpu_us"]) / ng[r["run"]] for r in rs]
         print(n, "/nginx median %.3f  runs %s" % (st.median(rat), " ".join("%.3f" % x for x in rat)))
+w1 = {r["run"]: r for r in by.get("w1", [])}
+for n, rs in sorted(by.items()):
+    if n not in ("nginx", "w1") and w1:
+        rq = [float(r["rps"]) / float(w1[r["run"]]["rps"]) for r in rs]
+        cp = [float(r["cpu_us"]) / float(w1[r["run"]]["cpu_us"]) for r in rs]
+        print(n, "/w1 same round: req/s median %.3f (%.3f-%.3f), CPU per request median %.3f (%.3f-%.3f)"
+              % (st.median(rq), min(rq), max(rq), st.median(cp), min(cp), max(cp)))
 PY

@@ -85,12 +85,12 @@ fn measure_in(opts: &Options, dir: &std::path::Path) -> io::Result<Vec<Point>> {
         let warm = opts.duration / 4;
         load(addr, &path, opts.connections, warm)?;
         let l = &metrics.listeners()[0];
-        let (req0, bytes0) = (l.requests(), l.bytes_out.load(Relaxed));
+        let (req0, bytes0) = (l.requests(), l.bytes_out());
         let t0 = Instant::now();
         load(addr, &path, opts.connections, opts.duration)?;
         let dt = t0.elapsed().as_secs_f64();
         let w = (l.requests() - req0) as f64 / dt;
-        let r = (l.bytes_out.load(Relaxed) - bytes0) as f64 / dt;
+        let r = (l.bytes_out() - bytes0) as f64 / dt;
         points.push(Point { size, w, r });
     }
     handle.shutdown();

@@ -45,11 +45,10 @@ pub struct ListenerMetrics {
 /// The counters proper, in memory shared with forked children.
 #[derive(Debug)]
 pub struct Counters {
-    /// Responses by status code: index `code - 100` for 100..=599 (a code a handler set
-    /// outside that range counts at the nearer end).
-    pub by_status: [AtomicU64; STATUS_CODES],
-    /// Bytes of responses written (head and body).
-    pub bytes_out: AtomicU64,
+    /// Responses and their bytes, one stripe per thread (threads share a stripe beyond
+    /// [`STRIPES`]): every response adds to them, and one cache line that every worker wrote
+    /// would pass between the cores at each write. Read as their sums.
+    stripes: [ResponseStripe; STRIPES],
     /// Connections accepted.
     pub accepted: AtomicU64,
     /// Connections open now.
@@ -58,9 +57,42 @@ pub struct Counters {
     pub phases: [PhaseHistogram; PHASES],
 }
 
-// SAFETY: only AtomicU64 fields (directly or in arrays of `PhaseHistogram`, itself only
-// AtomicU64s); all-zero is every counter at 0.
+// SAFETY: only AtomicU64 fields (directly or in arrays of `ResponseStripe` and
+// `PhaseHistogram`, themselves only AtomicU64s); all-zero is every counter at 0.
 unsafe impl AtomicsOnly for Counters {}
+
+/// One thread's share of a listener's response counters, on cache lines of its own.
+#[derive(Debug)]
+#[repr(align(128))]
+struct ResponseStripe {
+    /// Responses by status code: index `code - 100` for 100..=599 (a code a handler set
+    /// outside that range counts at the nearer end).
+    by_status: [AtomicU64; STATUS_CODES],
+    /// Bytes of responses written (head and body).
+    bytes_out: AtomicU64,
+}
+
+/// Stripes of response counters per listener (4 KiB each; pages no thread wrote to stay
+/// unbacked).
+pub const STRIPES: usize = 16;
+
+/// This thread's stripe: threads take the next one in turn on their first response.
+#[inline]
+fn stripe() -> usize {
+    thread_local! {
+        static STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    }
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    STRIPE.with(|s| {
+        let i = s.get();
+        if i < STRIPES {
+            return i;
+        }
+        let i = NEXT.fetch_add(1, Relaxed) % STRIPES;
+        s.set(i);
+        i
+    })
+}
 
 /// Status codes counted one by one: 100 to 599.
 pub const STATUS_CODES: usize = 500;
@@ -267,12 +299,15 @@ impl ListenerMetrics {
         self.responses_of(status, 1, bytes);
     }
 
-    /// Counts `n` responses of `status`, `bytes` in all.
+    /// Counts `n` responses of `status`, `bytes` in all. Once per write, out of line: inlined,
+    /// it costs the connection loop around it registers.
+    #[inline(never)]
     pub(crate) fn responses_of(&self, status: u16, n: u64, bytes: u64) {
         // One counter per code; the classes are their sums (`responses`), not counted apart.
         let code = usize::from(status).clamp(100, 100 + STATUS_CODES - 1) - 100;
-        self.by_status[code].fetch_add(n, Relaxed);
-        self.bytes_out.fetch_add(bytes, Relaxed);
+        let stripe = &self.stripes[stripe()];
+        stripe.by_status[code].fetch_add(n, Relaxed);
+        stripe.bytes_out.fetch_add(bytes, Relaxed);
     }
 
     /// Counts `d` in `phase`'s histogram.
@@ -282,17 +317,36 @@ impl ListenerMetrics {
 
     /// Total responses.
     pub fn requests(&self) -> u64 {
-        self.by_status.iter().map(|c| c.load(Relaxed)).sum()
+        self.stripes
+            .iter()
+            .flat_map(|s| &s.by_status)
+            .map(|c| c.load(Relaxed))
+            .sum()
     }
 
     /// Responses of status class `class` (0 = 1xx … 4 = 5xx): the sum of its codes' counters
     /// (a code outside 100..=599 counts at the nearer end, so in the 1xx or 5xx class).
     pub fn responses(&self, class: usize) -> u64 {
         let codes = STATUS_CODES / 5;
-        self.by_status[class * codes..(class + 1) * codes]
+        self.stripes
             .iter()
+            .flat_map(|s| &s.by_status[class * codes..(class + 1) * codes])
             .map(|c| c.load(Relaxed))
             .sum()
+    }
+
+    /// Responses of status `code` (100..=599; a code outside counts at the nearer end).
+    pub fn status_count(&self, code: u16) -> u64 {
+        let i = usize::from(code).clamp(100, 100 + STATUS_CODES - 1) - 100;
+        self.stripes
+            .iter()
+            .map(|s| s.by_status[i].load(Relaxed))
+            .sum()
+    }
+
+    /// Bytes of responses written (head and body).
+    pub fn bytes_out(&self) -> u64 {
+        self.stripes.iter().map(|s| s.bytes_out.load(Relaxed)).sum()
     }
 }
 
@@ -507,7 +561,7 @@ impl Metrics {
                     "model": l.model.name(),
                     "requests": l.requests(),
                     "responses": by_class,
-                    "bytes_out": l.bytes_out.load(Relaxed),
+                    "bytes_out": l.bytes_out(),
                     "connections_accepted": l.accepted.load(Relaxed),
                     "connections_open": l.open.load(Relaxed),
                 });
@@ -591,7 +645,7 @@ impl Metrics {
             "weft_bytes_out_total",
             "counter",
             "Response bytes written, heads included.",
-            &|l| l.bytes_out.load(Relaxed),
+            &|l| l.bytes_out(),
         );
         family(
             "weft_connections_accepted_total",
@@ -701,14 +755,14 @@ impl Metrics {
              # TYPE weft_http_responses_total counter\n",
         );
         for l in &ls {
-            for (i, c) in l.by_status.iter().enumerate() {
-                let n = c.load(Relaxed);
+            for code in 100..100 + STATUS_CODES as u16 {
+                let n = l.status_count(code);
                 if n > 0 {
                     let _ = writeln!(
                         out,
                         "weft_http_responses_total{{{},code=\"{}\"}} {n}",
                         label(l),
-                        i + 100
+                        code
                     );
                 }
             }
@@ -818,25 +872,49 @@ mod tests {
     fn a_tally_adds_runs_of_one_status_and_the_rest_when_dropped() {
         let m = Metrics::default();
         let l = m.add_listener("127.0.0.1:1".parse().unwrap(), Model::Fiber);
-        let code = |s: usize| l.by_status[s - 100].load(Relaxed);
+        let code = |s: u16| l.status_count(s);
         let mut t = Tally::new(&l);
         t.add(200, 10);
         t.add(200, 20);
         assert_eq!(l.requests(), 0, "counted when the write goes out");
         // Another status adds the run before it.
         t.add(404, 5);
-        assert_eq!((code(200), l.bytes_out.load(Relaxed)), (2, 30));
+        assert_eq!((code(200), l.bytes_out()), (2, 30));
         t.add(404, 5);
         t.flush();
-        assert_eq!((code(404), l.bytes_out.load(Relaxed)), (2, 40));
+        assert_eq!((code(404), l.bytes_out()), (2, 40));
         t.flush();
         assert_eq!(l.requests(), 4, "a second flush adds nothing");
         t.add(503, 1);
         drop(t);
-        assert_eq!(
-            (code(503), l.requests(), l.bytes_out.load(Relaxed)),
-            (1, 5, 41)
-        );
+        assert_eq!((code(503), l.requests(), l.bytes_out()), (1, 5, 41));
+    }
+
+    #[test]
+    fn responses_counted_on_many_threads_sum_exactly() {
+        let m = Metrics::default();
+        let l = m.add_listener("127.0.0.1:1".parse().unwrap(), Model::Fiber);
+        // More threads than stripes, so some share one.
+        let threads = STRIPES + 4;
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let l = &l;
+                s.spawn(move || {
+                    for _ in 0..1000 {
+                        l.response(200, 10);
+                    }
+                    l.response(404, t as u64);
+                });
+            }
+        });
+        let n = threads as u64;
+        assert_eq!(l.status_count(200), 1000 * n);
+        assert_eq!(l.status_count(404), n);
+        assert_eq!(l.requests(), 1001 * n);
+        assert_eq!((l.responses(1), l.responses(3)), (1000 * n, n));
+        assert_eq!(l.bytes_out(), 10_000 * n + n * (n - 1) / 2);
+        let p = m.to_prometheus();
+        assert!(p.contains(&format!("code=\"200\"}} {}", 1000 * n)), "{p}");
     }
 
     #[test]

@@ -333,8 +333,29 @@ impl<T: AtomicsOnly> Shared<T> {
             }
         }
         log::warn!("cannot map shared memory: {}", io::Error::last_os_error());
-        // SAFETY: `AtomicsOnly` makes all-zero bytes a valid T.
-        let b: Box<T> = Box::new(unsafe { std::mem::MaybeUninit::<T>::zeroed().assume_init() });
+        Shared::on_heap()
+    }
+
+    /// A zeroed `T` in this process's own memory (when no shared mapping can be made).
+    fn on_heap() -> Shared<T> {
+        // Zeroed on the heap, not built on the stack and moved (a listener's counters are
+        // 64 KiB).
+        let layout = std::alloc::Layout::new::<T>();
+        let b: Box<T> = if layout.size() == 0 {
+            // SAFETY: `AtomicsOnly` makes all-zero bytes (here: none) a valid T.
+            Box::new(unsafe { std::mem::MaybeUninit::<T>::zeroed().assume_init() })
+        } else {
+            // SAFETY: `layout` is T's and not zero-sized; the allocation is checked for null;
+            // `AtomicsOnly` makes its all-zero bytes a valid T, and a block from the global
+            // allocator with T's layout is what `Box::from_raw` takes.
+            unsafe {
+                let p = std::alloc::alloc_zeroed(layout).cast::<T>();
+                if p.is_null() {
+                    std::alloc::handle_alloc_error(layout);
+                }
+                Box::from_raw(p)
+            }
+        };
         Shared {
             ptr: NonNull::from(Box::leak(b)),
             mapped: false,
@@ -584,6 +605,21 @@ pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 mod tests {
     use super::*;
     use std::sync::atomic::Ordering::SeqCst;
+
+    /// Where no shared mapping can be made, the counters are zeroed heap memory (a large block
+    /// and a zero-sized one) that counts and is given back on drop.
+    #[test]
+    fn heap_fallback_is_zeroed_counts_and_frees() {
+        let big: Shared<[AtomicU64; 8192]> = Shared::on_heap();
+        assert!(!big.mapped);
+        assert!(big.iter().all(|c| c.load(SeqCst) == 0));
+        big[8191].fetch_add(3, SeqCst);
+        assert_eq!(big[8191].load(SeqCst), 3);
+        drop(big);
+        let none: Shared<[AtomicU64; 0]> = Shared::on_heap();
+        assert!(none.is_empty());
+        drop(none);
+    }
 
     #[test]
     fn counts_threads() {

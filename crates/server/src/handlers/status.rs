@@ -63,7 +63,7 @@ fn html(m: &Metrics) -> String {
             r[2],
             r[3],
             r[4],
-            l.bytes_out.load(Relaxed),
+            l.bytes_out(),
             l.accepted.load(Relaxed),
             l.open.load(Relaxed),
         ));

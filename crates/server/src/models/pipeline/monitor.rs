@@ -4,7 +4,6 @@
 //! permit count. It also keeps the recent history the status page shows.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -316,7 +315,7 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
     let mut last = Last {
         at: Instant::now(),
         requests: p.lm.requests(),
-        bytes: p.lm.bytes_out.load(Relaxed),
+        bytes: p.lm.bytes_out(),
         stages: std::array::from_fn(|k| p.stages[k].totals()),
         cpu: CpuTimes::read(),
     };
@@ -346,7 +345,7 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
         };
         let dt = now.duration_since(last.at).as_secs_f64().max(1e-3);
         let requests = p.lm.requests();
-        let bytes = p.lm.bytes_out.load(Relaxed);
+        let bytes = p.lm.bytes_out();
         let w = requests.saturating_sub(last.requests) as f64 / dt;
         let r = bytes.saturating_sub(last.bytes) as f64 / dt;
         let u = pc.c1 * w + pc.c2 * r;
