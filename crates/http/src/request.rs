@@ -584,7 +584,8 @@ impl Parser {
 
     fn request_line(&mut self, buf: &[u8]) -> Result<bool, Error> {
         let mut start = self.pos;
-        while buf.get(start..start + 2) == Some(b"\r\n") {
+        // Leading empty lines are rare: one byte tells.
+        while buf.get(start) == Some(&b'\r') && buf.get(start + 1) == Some(&b'\n') {
             start += 2;
             if start / 2 > MAX_LEADING_EMPTY_LINES {
                 return Err(Error::BadRequest(
@@ -602,11 +603,11 @@ impl Parser {
             // First look at this line: a complete, well-formed one is split in a single pass,
             // without first searching for its end. Anything else takes the general path,
             // which reaches the same verdict.
-            if let Some((m_end, t_end, q_end, version)) =
+            if let Some((method, m_end, t_end, q_end, version)) =
                 split_request_line(&buf[start..window_end])
             {
                 self.head.version = version;
-                self.record_request_line(buf, start, m_end, t_end, q_end)?;
+                self.record_request_line(buf, start, method, m_end, t_end, q_end)?;
                 self.pos = start + t_end + 11;
                 self.scan = self.pos;
                 self.state = State::Headers;
@@ -709,22 +710,23 @@ impl Parser {
             Some(_) => return Err(Error::BadRequest("invalid character in request target")),
         }
         self.head.version = parse_version(&line[t_end + 1..])?;
-        self.record_request_line(buf, start, m_end, t_end, t_start + query)
+        let method = Method::from_bytes(&line[..m_end]);
+        self.record_request_line(buf, start, method, m_end, t_end, t_start + query)
     }
 
-    /// Records method and target of the request line at `start`, whose method ends at
-    /// `m_end` and target at `t_end` (offsets into the line, both already checked); the
-    /// target's first `?` is at `q_end` (`t_end` if it has none).
+    /// Records method and target of the request line at `start`, whose method (`method`)
+    /// ends at `m_end` and target at `t_end` (offsets into the line, both already checked);
+    /// the target's first `?` is at `q_end` (`t_end` if it has none).
     fn record_request_line(
         &mut self,
         buf: &[u8],
         start: usize,
+        method: Method,
         m_end: usize,
         t_end: usize,
         q_end: usize,
     ) -> Result<(), Error> {
         let t_start = m_end + 1;
-        let method = Method::from_bytes(&buf[start..start + m_end]);
         self.head.method = method;
         self.head.method_span = Span::new(start, start + m_end);
         self.head.target = Span::new(start + t_start, start + t_end);
@@ -854,7 +856,7 @@ impl Parser {
         // Length and first letter rule out almost every other field before a full comparison.
         let first = name.first().map_or(0, |b| b | 0x20);
         match (name.len(), first) {
-            (4, b'h') if name.eq_ignore_ascii_case(b"host") => {
+            (4, b'h') if is_host_name(name) => {
                 s.hosts += 1;
                 if s.hosts > 1 {
                     return Err(Error::BadRequest("more than one Host field"));
@@ -976,6 +978,15 @@ impl Parser {
     }
 }
 
+/// True if the four bytes of `name` spell `Host` in any case, one word compared: setting
+/// bit 5 of each byte maps `H`/`h` to `h`, and so on, and no other byte onto a letter's lower
+/// case.
+#[inline(always)]
+fn is_host_name(name: &[u8]) -> bool {
+    name.first_chunk::<4>()
+        .is_some_and(|w| u32::from_le_bytes(*w) | 0x2020_2020 == u32::from_le_bytes(*b"host"))
+}
+
 /// The first byte at or after `i` that is not `field-vchar`, SP or HTAB (so a CTL, usually
 /// the CR ending the line, or DEL), or `w.len()`. Field values are most of a head's bytes, so
 /// this looks at eight at a time.
@@ -1024,25 +1035,38 @@ fn ctl_or_del(x: u64) -> u64 {
 }
 
 /// Splits a complete request line with the usual shape, `token SP target SP HTTP/1.x CRLF`
-/// (x being 0 or 1), at the start of `line`: the offsets of the method's end and the target's
-/// end, and the version. `None` for anything else, including valid lines of a rarer shape.
-fn split_request_line(line: &[u8]) -> Option<(usize, usize, usize, Version)> {
-    let m_end = line.iter().position(|&b| !TOKEN[b as usize])?;
-    if m_end == 0 || line[m_end] != b' ' {
-        return None;
-    }
+/// (x being 0 or 1), at the start of `line`: the method, the offsets of its end, the target's
+/// end and the target's first `?`, and the version. `None` for anything else, including valid
+/// lines of a rarer shape.
+fn split_request_line(line: &[u8]) -> Option<(Method, usize, usize, usize, Version)> {
+    // `GET ` is one word compare; any other method is scanned.
+    let (method, m_end) = if line.first_chunk::<4>() == Some(b"GET ") {
+        (Method::Get, 3)
+    } else {
+        let m_end = line.iter().position(|&b| !TOKEN[b as usize])?;
+        if m_end == 0 || line[m_end] != b' ' {
+            return None;
+        }
+        (Method::from_bytes(&line[..m_end]), m_end)
+    };
     let t_start = m_end + 1;
     let (len, query) = target_len(&line[t_start..]);
     let t_end = t_start + len;
     if t_end == t_start || line.get(t_end) != Some(&b' ') {
         return None;
     }
-    let version = match line.get(t_end + 1..t_end + 11)? {
-        b"HTTP/1.1\r\n" => Version::Http11,
-        b"HTTP/1.0\r\n" => Version::Http10,
+    // `HTTP/1.x\r\n` as a word and a half-word.
+    let v = line.get(t_end + 1..)?.first_chunk::<10>()?;
+    let (name, crlf) = v.split_at(8);
+    if crlf != b"\r\n" {
+        return None;
+    }
+    let version = match u64::from_le_bytes(name.try_into().ok()?) {
+        w if w == u64::from_le_bytes(*b"HTTP/1.1") => Version::Http11,
+        w if w == u64::from_le_bytes(*b"HTTP/1.0") => Version::Http10,
         _ => return None,
     };
-    Some((m_end, t_end, t_start + query, version))
+    Some((method, m_end, t_end, t_start + query, version))
 }
 
 /// Length of the run of request-target bytes at the start of `t`, and the offset of the first

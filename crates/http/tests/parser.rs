@@ -1101,3 +1101,85 @@ fn recycled_field_storage_serves_the_next_head() {
     assert_eq!(third.headers().as_ptr(), storage);
     assert_eq!(third.headers().len(), 2);
 }
+
+/// `Host` is recognised in any case and no other four-byte name is taken for it: every byte at
+/// every position of the name, against the comparison the RFC asks for.
+#[test]
+fn host_field_name_matches_exactly_its_case_variants() {
+    for pos in 0..4 {
+        for b in 0..=255u8 {
+            let mut name = *b"Host";
+            name[pos] = b;
+            // tchar (RFC 9110 §5.6.2); other bytes are refused in any field name.
+            if !(b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+                continue;
+            }
+            let mut req = b"GET / HTTP/1.1\r\n".to_vec();
+            req.extend_from_slice(&name);
+            req.extend_from_slice(b": a\r\nHost: b\r\n\r\n");
+            let mut p = Parser::new(Limits::default());
+            let r = p.parse(&req);
+            if name.eq_ignore_ascii_case(b"host") {
+                // Two Host fields.
+                assert!(r.is_err(), "{:?}", String::from_utf8_lossy(&name));
+            } else {
+                assert_eq!(
+                    r,
+                    Ok(Some(req.len())),
+                    "{:?}",
+                    String::from_utf8_lossy(&name)
+                );
+                let host = p.head().host_span().expect("host");
+                assert_eq!(host.get(&req), b"b");
+            }
+        }
+    }
+}
+
+/// The one-pass request line (`GET ` and `HTTP/1.x` compared as words) and the general path
+/// agree on every method spelling near `GET` and every version spelling near `HTTP/1.1`.
+#[test]
+fn request_line_fast_path_agrees_with_the_general_path() {
+    // Each method with what follows it up to the target.
+    let methods = [
+        "GET ", "GET\t", "GET  ", "GETX ", "GE ", "get ", "PUT ", "G T ", "GET\r",
+    ];
+    let versions = [
+        "HTTP/1.1",
+        "HTTP/1.0",
+        "HTTP/1.2",
+        "HTTP/2.0",
+        "http/1.1",
+        "HTTP/1.1 ",
+        "HTTP/1.",
+    ];
+    let lines: Vec<Vec<u8>> = methods
+        .iter()
+        .flat_map(|m| {
+            versions
+                .iter()
+                .map(move |v| format!("{m}/x?y {v}\r\nHost: a\r\n\r\n").into_bytes())
+        })
+        .collect();
+    for line in &lines {
+        let mut whole = Parser::new(Limits::default());
+        let w = whole.parse(line);
+        // Byte by byte, the fast path never sees a complete line.
+        let mut pieces = Parser::new(Limits::default());
+        let mut s = Ok(None);
+        for n in 1..=line.len() {
+            s = pieces.parse(&line[..n]);
+            if !matches!(s, Ok(None)) {
+                break;
+            }
+        }
+        assert_eq!(w, s, "{:?}", String::from_utf8_lossy(line));
+        if let Ok(Some(_)) = w {
+            let (a, b) = (whole.head(), pieces.head());
+            assert_eq!(
+                (a.method(), a.target_span(), a.query_at(), a.version()),
+                (b.method(), b.target_span(), b.query_at(), b.version())
+            );
+        }
+    }
+}
