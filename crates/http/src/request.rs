@@ -414,6 +414,51 @@ pub(crate) fn is_tchar(b: u8) -> bool {
     TOKEN[b as usize]
 }
 
+/// The first byte at or after `i` that is not a `tchar`, or `None` if `w` ends first. Field
+/// names are letters, digits and `-` almost always: eight bytes are tested for those at once,
+/// and only a byte outside them is looked up in the table (a `tchar` such as `_` goes on).
+#[inline]
+pub(crate) fn token_end(w: &[u8], mut i: usize) -> Option<usize> {
+    while let Some(word) = w.get(i..i + 8) {
+        let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let other = not_alnum_or_dash(x);
+        if other == 0 {
+            i += 8;
+            continue;
+        }
+        i += (other.trailing_zeros() / 8) as usize;
+        if !TOKEN[w[i] as usize] {
+            return Some(i);
+        }
+        i += 1;
+    }
+    w[i.min(w.len())..]
+        .iter()
+        .position(|&b| !TOKEN[b as usize])
+        .map(|n| i + n)
+}
+
+/// A mask with the high bit set in each byte of `x` (little-endian) that is not an ASCII
+/// letter, digit or `-`, and possibly in bytes above the first one of 0x80 or more: the
+/// lowest set bit marks the first such byte exactly. Each range test adds a constant that
+/// carries a byte in range into its high bit; below 0x80 no addition carries into the next
+/// byte, and a byte of 0x80 or more is flagged itself, so whatever it carries upward lies above
+/// the first flagged byte.
+#[inline(always)]
+fn not_alnum_or_dash(x: u64) -> u64 {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // Bytes in lo..=hi (each below 0x80) get their high bit set.
+    let within = |v: u64, lo: u64, hi: u64| {
+        v.wrapping_add(ONES * (0x80 - lo)) & !v.wrapping_add(ONES * (0x7f - hi))
+    };
+    // Setting bit 5 maps exactly the letters, and only them, onto a..=z.
+    let letter = within(x | (ONES * 0x20), u64::from(b'a'), u64::from(b'z'));
+    let digit = within(x, u64::from(b'0'), u64::from(b'9'));
+    let dash = within(x, u64::from(b'-'), u64::from(b'-'));
+    !((letter | digit | dash) & !x) & HIGH
+}
+
 /// `tchar` of RFC 9110 §5.6.2.
 static TOKEN: [bool; 256] = {
     let mut t = [false; 256];
@@ -801,11 +846,10 @@ impl Parser {
             (self.colon, self.scan)
         } else {
             let from = self.scan.max(start);
-            let Some(n) = w[from..].iter().position(|&b| !TOKEN[b as usize]) else {
+            let Some(colon) = token_end(w, from) else {
                 self.scan = w.len();
                 return Ok(false);
             };
-            let colon = from + n;
             match w[colon] {
                 b':' if colon > start => {}
                 b':' => return Err(Error::BadRequest("empty field name")),
@@ -1210,4 +1254,53 @@ pub(crate) fn parse_decimal(d: &[u8]) -> Option<u64> {
         n = n * 10 + u64::from(b - b'0');
     }
     Some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table lookup byte by byte that `token_end` must agree with.
+    fn token_end_by_table(w: &[u8], i: usize) -> Option<usize> {
+        w[i..]
+            .iter()
+            .position(|&b| !TOKEN[b as usize])
+            .map(|n| i + n)
+    }
+
+    /// Every pair of neighbouring bytes at every position of a word (so a carry or borrow out
+    /// of one byte into the next would show), inside a name of tchars, with and without
+    /// bytes after the word, from every start.
+    #[test]
+    fn token_end_agrees_with_the_table_for_every_byte_pair() {
+        for pos in 0..9 {
+            for a in 0..=255u8 {
+                for b in 0..=255u8 {
+                    let mut w = *b"Accept-Encoding: x";
+                    w[pos] = a;
+                    w[pos + 1] = b;
+                    for end in [w.len(), pos + 2, 8, 9] {
+                        let w = &w[..end.max(pos + 2)];
+                        for from in [0, 1, pos] {
+                            assert_eq!(
+                                token_end(w, from),
+                                token_end_by_table(w, from),
+                                "{w:?} from {from}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A `,` after a `-` ends a name: an equality test by borrow (the "has zero byte" trick)
+    /// would let the borrow out of the `-` mark the `,` as one too.
+    #[test]
+    fn a_comma_after_a_dash_ends_the_name() {
+        assert_eq!(token_end(b"ab-,cdefgh:", 0), Some(3));
+        assert_eq!(token_end(b"Host_x.y!z:", 0), Some(10));
+        assert_eq!(token_end(b"ab", 0), None);
+        assert_eq!(token_end(b"abcdefghij", 3), None);
+    }
 }
