@@ -104,7 +104,7 @@ pub(crate) fn encode_response(
 /// one); the lengths in the result are this response's own.
 pub(crate) fn encode_append(
     wbuf: &mut Vec<u8>,
-    resp: Response,
+    mut resp: Response,
     req: Option<&Request>,
     keep_alive: bool,
     extra: &[u8],
@@ -113,17 +113,15 @@ pub(crate) fn encode_append(
     if let Body::Prepared(entry) = &resp.body {
         return encode_prepared(wbuf, entry, req, keep_alive, extra);
     }
-    let mut resp = match encode_head(wbuf, &resp, req, keep_alive, extra) {
-        Ok(()) => resp,
-        Err(bad) => {
-            log::error!("handler produced an invalid header {bad:?}; answering 500");
-            let mut r = Response::error(500);
-            r.close = !keep_alive;
-            wbuf.truncate(start);
-            encode_head(wbuf, &r, req, keep_alive, extra).expect("built-in headers are valid");
-            r
-        }
-    };
+    // Replaced in place on the rare error, so the usual path does not move the response.
+    if let Err(bad) = encode_head(wbuf, &resp, req, keep_alive, extra) {
+        log::error!("handler produced an invalid header {bad:?}; answering 500");
+        let mut r = Response::error(500);
+        r.close = !keep_alive;
+        wbuf.truncate(start);
+        encode_head(wbuf, &r, req, keep_alive, extra).expect("built-in headers are valid");
+        resp = r;
+    }
     crate::response::recycle_headers(std::mem::take(&mut resp.headers));
     let head_only =
         req.is_some_and(|r| r.method() == Method::Head) || status_has_no_body(resp.status);
