@@ -418,23 +418,36 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 /// names are letters, digits and `-` almost always: eight bytes are tested for those at once,
 /// and only a byte outside them is looked up in the table (a `tchar` such as `_` goes on).
 #[inline]
-pub(crate) fn token_end(w: &[u8], mut i: usize) -> Option<usize> {
+pub(crate) fn token_end(w: &[u8], i: usize) -> Option<usize> {
+    first_not_in(w, i, not_alnum_or_dash, &TOKEN)
+}
+
+/// The first byte at or after `i` that `keep` does not hold, or `None` if `w` ends first,
+/// eight bytes per step: `marks(x)` sets the high bit of at least every such byte of the
+/// little-endian word `x`, and its lowest set bit marks a byte exactly; a marked byte that
+/// `keep` holds after all is passed over.
+#[inline(always)]
+fn first_not_in(
+    w: &[u8],
+    mut i: usize,
+    marks: impl Fn(u64) -> u64,
+    keep: &[bool; 256],
+) -> Option<usize> {
     while let Some(word) = w.get(i..i + 8) {
-        let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-        let other = not_alnum_or_dash(x);
-        if other == 0 {
+        let m = marks(u64::from_le_bytes(word.try_into().expect("eight bytes")));
+        if m == 0 {
             i += 8;
             continue;
         }
-        i += (other.trailing_zeros() / 8) as usize;
-        if !TOKEN[w[i] as usize] {
+        i += (m.trailing_zeros() / 8) as usize;
+        if !keep[w[i] as usize] {
             return Some(i);
         }
         i += 1;
     }
     w[i.min(w.len())..]
         .iter()
-        .position(|&b| !TOKEN[b as usize])
+        .position(|&b| !keep[b as usize])
         .map(|n| i + n)
 }
 
@@ -1034,34 +1047,9 @@ fn is_host_name(name: &[u8]) -> bool {
 /// The first byte at or after `i` that is not `field-vchar`, SP or HTAB (so a CTL, usually
 /// the CR ending the line, or DEL), or `w.len()`. Field values are most of a head's bytes, so
 /// this looks at eight at a time.
-pub(crate) fn field_value_end(w: &[u8], mut i: usize) -> usize {
-    loop {
-        while let Some(word) = w.get(i..i + 8) {
-            let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            let mask = ctl_or_del(x);
-            if mask == 0 {
-                i += 8;
-                continue;
-            }
-            i += (mask.trailing_zeros() / 8) as usize;
-            if w[i] != b'\t' {
-                return i;
-            }
-            i += 1;
-        }
-        // Fewer than eight bytes left.
-        loop {
-            match w.get(i) {
-                Some(&b) if FIELD_VALUE[b as usize] => {
-                    i += 1;
-                    if b == b'\t' {
-                        break;
-                    }
-                }
-                _ => return i,
-            }
-        }
-    }
+pub(crate) fn field_value_end(w: &[u8], i: usize) -> usize {
+    // A CTL or DEL is marked; of them only HTAB belongs to a value.
+    first_not_in(w, i, ctl_or_del, &FIELD_VALUE).unwrap_or(w.len())
 }
 
 /// A mask with the high bit set in each byte of `x` (little-endian) that is below 0x20 or
