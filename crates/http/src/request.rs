@@ -177,6 +177,12 @@ impl Default for RequestHead {
 }
 
 impl RequestHead {
+    /// Empties the head in place, keeping its field storage.
+    fn clear(&mut self) {
+        let headers = std::mem::take(&mut self.headers);
+        *self = RequestHead::with_headers(headers);
+    }
+
     /// An empty head that will store its fields in `headers` (cleared).
     fn with_headers(mut headers: Vec<Header>) -> RequestHead {
         headers.clear();
@@ -594,6 +600,16 @@ impl Parser {
         // The head is already a fresh one.
         self.reset_scan();
         head
+    }
+
+    /// Moves the parsed head into `dst`, and `dst`'s previous head (a finished request's)
+    /// into the parser, cleared, to parse the next one into: the head and its field storage
+    /// change places instead of a fresh head being built and then moved twice. Leaves the
+    /// parser reset, as [`Parser::take_head`] does.
+    pub fn take_head_into(&mut self, dst: &mut RequestHead) {
+        std::mem::swap(&mut self.head, dst);
+        self.head.clear();
+        self.reset_scan();
     }
 
     /// Gives back a head taken with [`Parser::take_head`] once its request is done, so its

@@ -1102,6 +1102,50 @@ fn recycled_field_storage_serves_the_next_head() {
     assert_eq!(third.headers().len(), 2);
 }
 
+/// `take_head_into` hands the parsed head over and takes the finished one back, emptied, as
+/// the head it fills next: each head parsed through it is whole and nothing of the one before
+/// shows, and the two heads' field storage is all that is used (no allocation per request).
+#[test]
+fn heads_taken_into_a_request_change_places_with_its_finished_one() {
+    let a = b"GET /a?q HTTP/1.1\r\nHost: a\r\nX-One: 1\r\nX-Two: 2\r\n\r\n";
+    let b = b"POST /b HTTP/1.0\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
+    let mut p = Parser::new(Limits::default());
+    let mut dst = RequestHead::default();
+    let mut storage = vec![dst.headers().as_ptr()];
+    for round in 0..3 {
+        assert_eq!(p.parse(a).unwrap(), Some(a.len()));
+        storage.push(p.head().headers().as_ptr());
+        p.take_head_into(&mut dst);
+        assert_eq!(
+            p.head().headers().len(),
+            0,
+            "round {round}: the parser's head is not empty"
+        );
+        assert_eq!(dst.path(a), "/a?q");
+        assert_eq!(dst.query_at() as usize, 6);
+        assert_eq!(dst.host_span().map(|s| s.get(a)), Some(&b"a"[..]));
+        assert_eq!(dst.headers().len(), 3);
+        assert_eq!(dst.header(a, "x-two"), Some(&b"2"[..]));
+        assert!(dst.keep_alive());
+        assert_eq!(dst.framing(), BodyFraming::None);
+
+        assert_eq!(p.parse(b).unwrap(), Some(b.len()));
+        storage.push(p.head().headers().as_ptr());
+        p.take_head_into(&mut dst);
+        assert_eq!(dst.method(), Method::Post);
+        assert_eq!(dst.path(b), "/b");
+        assert_eq!(dst.version(), Version::Http10);
+        assert_eq!(dst.headers().len(), 2);
+        assert_eq!(dst.host_span(), None);
+        assert_eq!(dst.framing(), BodyFraming::Length(3));
+        assert_eq!(dst.expect(), Expect::None); // ignored in HTTP/1.0
+        assert!(!dst.keep_alive());
+    }
+    storage.sort();
+    storage.dedup();
+    assert_eq!(storage.len(), 2, "field storage was allocated anew");
+}
+
 /// `Host` is recognised in any case and no other four-byte name is taken for it: every byte at
 /// every position of the name, against the comparison the RFC asks for.
 #[test]

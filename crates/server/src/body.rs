@@ -26,7 +26,7 @@ pub struct ReadBuf {
 }
 
 /// A recycled head copy larger than this is freed instead of kept.
-const SPARE_HEAD_MAX: usize = 8 * 1024;
+pub(crate) const SPARE_HEAD_MAX: usize = 8 * 1024;
 
 impl ReadBuf {
     /// An empty buffer of `capacity` bytes.

@@ -199,6 +199,51 @@ impl Request {
         })
     }
 
+    /// A request with nothing in it, for [`Request::refill`] to fill in place.
+    pub(crate) fn blank() -> Request {
+        let nowhere = SocketAddr::from(([0, 0, 0, 0], 0));
+        Request::with_tls(Vec::new(), RequestHead::default(), nowhere, nowhere, None)
+    }
+
+    /// Makes `self` the request whose head `parser` just completed from `bytes`, reusing this
+    /// request's storage: the parser's head and this one's change places (the old one, cleared,
+    /// is what the parser fills next) and the bytes are copied into this request's own buffer.
+    /// What [`Request::with_tls`] builds, without a new request built and moved per head.
+    pub(crate) fn refill(
+        &mut self,
+        parser: &mut weft_http::Parser,
+        bytes: &[u8],
+        peer: SocketAddr,
+        local: SocketAddr,
+        tls: Option<&std::sync::Arc<crate::tls::TlsInfo>>,
+    ) {
+        parser.take_head_into(&mut self.head);
+        self.bytes.clear();
+        self.bytes.extend_from_slice(bytes);
+        let target = self.head.target_span();
+        self.target_ascii = self
+            .bytes
+            .get(target.start as usize..target.end as usize)
+            .is_some_and(<[u8]>::is_ascii);
+        self.peer = peer;
+        self.local = local;
+        // Compared first: on a connection the session does not change, so this is no
+        // reference count update per request.
+        if self.tls.as_ref().map(std::sync::Arc::as_ptr) != tls.map(std::sync::Arc::as_ptr) {
+            self.tls = tls.cloned();
+        }
+    }
+
+    /// Lets go of what a request kept between uses of [`Request::refill`] that should not
+    /// outlive its connection (the TLS session's facts), and of a head buffer grown past
+    /// `max_bytes`.
+    pub(crate) fn release(&mut self, max_bytes: usize) {
+        self.tls = None;
+        if self.bytes.capacity() > max_bytes {
+            self.bytes = Vec::new();
+        }
+    }
+
     /// Takes the storage of the head's fields and of its bytes out (the connection gives it
     /// back to its parser and read buffer), leaving the request empty.
     #[inline]
@@ -296,6 +341,77 @@ mod tests {
         assert_eq!(
             parsed("ECHO / HTTP/1.1\r\nHost: h\r\n\r\n").method_str(),
             "ECHO"
+        );
+    }
+
+    /// A request refilled in place reads exactly as one built new from the same head: nothing
+    /// of the request before shows (fields, query, peer, TLS session), and `release` lets go
+    /// of the session and of an oversized buffer.
+    #[test]
+    fn a_refilled_request_reads_as_a_new_one() {
+        use std::sync::Arc;
+        let heads: [&[u8]; 3] = [
+            b"GET /one?x=1 HTTP/1.1\r\nHost: a\r\nX-A: 1\r\nX-B: 2\r\n\r\n",
+            b"OPTIONS * HTTP/1.0\r\n\r\n",
+            b"ECHO /two HTTP/1.1\r\nHost: b.example\r\n\r\n",
+        ];
+        let peers: [SocketAddr; 3] = [
+            "10.0.0.1:1000".parse().unwrap(),
+            "[::1]:2000".parse().unwrap(),
+            "10.0.0.3:3000".parse().unwrap(),
+        ];
+        let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let tls = Arc::new(crate::tls::TlsInfo {
+            sni: Some("b.example".into()),
+            alpn: None,
+            version: "TLSv1.3",
+            resumed: false,
+        });
+        let sessions = [None, Some(&tls), Some(&tls)];
+        let mut parser = weft_http::Parser::new(weft_http::Limits::default());
+        let mut req = Request::blank();
+        for round in 0..2 {
+            for ((raw, peer), session) in heads.iter().zip(peers).zip(sessions) {
+                parser.parse(raw).unwrap().expect("a whole head");
+                let mut fresh_parser = weft_http::Parser::new(weft_http::Limits::default());
+                fresh_parser.parse(raw).unwrap();
+                let mut fresh = Request::new(raw.to_vec(), fresh_parser.take_head(), peer, local);
+                fresh.tls = session.cloned();
+                req.refill(&mut parser, raw, peer, local, session);
+                let what = format!("round {round}: {:?}", String::from_utf8_lossy(raw));
+                assert_eq!(req.method_str(), fresh.method_str(), "{what}");
+                assert_eq!(req.target(), fresh.target(), "{what}");
+                assert_eq!(req.path(), fresh.path(), "{what}");
+                assert_eq!(req.query(), fresh.query(), "{what}");
+                assert_eq!(req.version(), fresh.version(), "{what}");
+                assert_eq!(req.host(), fresh.host(), "{what}");
+                assert_eq!(req.keep_alive(), fresh.keep_alive(), "{what}");
+                assert_eq!(
+                    req.headers().collect::<Vec<_>>(),
+                    fresh.headers().collect::<Vec<_>>(),
+                    "{what}"
+                );
+                assert_eq!(req.peer_addr(), peer, "{what}");
+                assert_eq!(req.local_addr(), local, "{what}");
+                assert_eq!(
+                    req.tls().map(|t| t.version),
+                    session.map(|t| t.version),
+                    "{what}"
+                );
+                assert_eq!(req.is_https(), session.is_some(), "{what}");
+            }
+        }
+        assert_eq!(
+            Arc::strong_count(&tls),
+            2,
+            "the request holds the session once"
+        );
+        req.bytes.reserve(10_000);
+        req.release(8 * 1024);
+        assert_eq!(Arc::strong_count(&tls), 1, "release kept the session");
+        assert!(
+            req.bytes.capacity() <= 8 * 1024,
+            "release kept an oversized buffer"
         );
     }
 

@@ -13,7 +13,7 @@ use crate::gather::{Gather, GATHER_RESPONSES};
 use crate::net::Transport;
 use crate::Request;
 
-use super::handle::{failure, handle, log_access, recycle_request, take_request};
+use super::handle::{failure, handle, log_access, refill_request};
 use super::head::{head_late, head_step, idle_timeout, mark_busy, mark_idle, HeadDue, HeadStep};
 use super::proxy_header::read_proxy_header;
 use super::respond::write_response;
@@ -44,6 +44,8 @@ struct Scratch {
     wbuf: Vec<u8>,
     /// Responses of pipelined requests gathered into one write ([`Gather`]).
     out: Vec<u8>,
+    /// The request being served, refilled in place for the next ([`refill_request`]).
+    req: Request,
 }
 
 /// Sets kept per thread; more than this are freed.
@@ -65,6 +67,7 @@ fn take_scratch(limits: &weft_http::Limits) -> Box<Scratch> {
             rbuf: ReadBuf::new(READ_BUF),
             wbuf: Vec::with_capacity(512),
             out: Vec::new(),
+            req: Request::blank(),
         }),
     }
 }
@@ -79,6 +82,7 @@ fn give_scratch(mut s: Box<Scratch>) {
     if s.out.capacity() > 2 * crate::gather::GATHER_BYTES {
         s.out = Vec::new();
     }
+    s.req.release(crate::body::SPARE_HEAD_MAX);
     POOL.with(|p| {
         let mut p = p.borrow_mut();
         if p.len() < SCRATCH_POOL {
@@ -137,7 +141,11 @@ fn serve_with<T: Transport>(
 ) -> io::Result<Served> {
     let cfg = &app.cfg;
     let Scratch {
-        parser, rbuf, wbuf, ..
+        parser,
+        rbuf,
+        wbuf,
+        req,
+        ..
     } = scratch;
     // What an empty read buffer means: until a request is served in this turn, one is
     // awaited (the turn began because one is coming); after that, the connection is idle.
@@ -193,10 +201,11 @@ fn serve_with<T: Transport>(
         }
         start = Start::Resumed;
         when_empty = on_idle;
-        let mut req = take_request(parser, rbuf, head_len, info, &cfg.real_ip_from);
-        let (resp, keep_alive) = match crate::tls::redirect(info, &req) {
+        refill_request(req, parser, rbuf, head_len, info, &cfg.real_ip_from);
+        let req = &*req;
+        let (resp, keep_alive) = match crate::tls::redirect(info, req) {
             Some(redirect) => redirect,
-            None => handle(stream, rbuf, app, &req, limits, &mut times),
+            None => handle(stream, rbuf, app, req, limits, &mut times),
         };
         let status = resp.status;
         // Another request already buffered (pipelined): this response waits to go out with
@@ -215,13 +224,13 @@ fn serve_with<T: Transport>(
                 inner: &mut *stream,
                 first: None,
             };
-            let r = write_response(&mut out, wbuf, resp, Some(&req), keep_alive, &extra);
+            let r = write_response(&mut out, wbuf, resp, Some(req), keep_alive, &extra);
             times.record_out(info, out.first);
             r
         } else {
             let extra = crate::tls::extra_headers(app, info);
             // Encoded straight after the responses gathered before it.
-            stream.write_encoding(|out| encode_append(out, resp, Some(&req), keep_alive, extra))
+            stream.write_encoding(|out| encode_append(out, resp, Some(req), keep_alive, extra))
         };
         stream.set_gathering(false);
         let body_len = match result {
@@ -237,16 +246,15 @@ fn serve_with<T: Transport>(
                 return Ok(Served::Closed);
             }
         };
-        log_access(app, &req, status, body_len);
+        log_access(app, req, status, body_len);
         if !keep_alive {
-            if closes_cleanly(&req, rbuf) {
+            if closes_cleanly(req, rbuf) {
                 let _ = stream.flush();
             } else {
                 linger(stream, rbuf, app.cfg.timeouts.lingering_time);
             }
             return Ok(Served::Closed);
         }
-        recycle_request(parser, rbuf, &mut req);
         rbuf.shrink_if_idle(READ_BUF);
     }
 }

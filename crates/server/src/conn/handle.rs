@@ -30,14 +30,45 @@ pub(crate) fn take_request(
     let bytes = rbuf.split_head(head_len);
     let mut peer = info.client();
     if !real_ip_from.is_empty() {
-        let xff = head
-            .headers()
-            .iter()
-            .filter(|h| h.name.get(&bytes).eq_ignore_ascii_case(b"x-forwarded-for"))
-            .map(|h| h.value.get(&bytes));
-        peer = crate::realip::real_ip(peer, real_ip_from, xff);
+        peer = real_ip_of(&head, &bytes, peer, real_ip_from);
     }
     Request::with_tls(bytes, head, peer, info.local, info.tls.get().cloned())
+}
+
+/// As [`take_request`], into `req` (a finished request of the same connection's scratch, or
+/// [`Request::blank`]), reusing its storage.
+#[inline]
+pub(crate) fn refill_request(
+    req: &mut Request,
+    parser: &mut Parser,
+    rbuf: &mut ReadBuf,
+    head_len: usize,
+    info: &ConnInfo,
+    real_ip_from: &[crate::config::Cidr],
+) {
+    let bytes = &rbuf.data()[..head_len];
+    let mut peer = info.client();
+    if !real_ip_from.is_empty() {
+        peer = real_ip_of(parser.head(), bytes, peer, real_ip_from);
+    }
+    req.refill(parser, bytes, peer, info.local, info.tls.get());
+    rbuf.consume(head_len);
+}
+
+/// The client `head` (parsed from `bytes`) stands for when it came from `peer`: its
+/// `X-Forwarded-For` if `peer` is a trusted proxy (`real_ip_from`).
+fn real_ip_of(
+    head: &weft_http::RequestHead,
+    bytes: &[u8],
+    peer: std::net::SocketAddr,
+    real_ip_from: &[crate::config::Cidr],
+) -> std::net::SocketAddr {
+    let xff = head
+        .headers()
+        .iter()
+        .filter(|h| h.name.get(bytes).eq_ignore_ascii_case(b"x-forwarded-for"))
+        .map(|h| h.value.get(bytes));
+    crate::realip::real_ip(peer, real_ip_from, xff)
 }
 
 /// Gives the storage of a finished request back to the parser and read buffer it came from.
