@@ -261,16 +261,9 @@ fn encode_head(
     keep_alive: bool,
     extra: &[u8],
 ) -> Result<(), String> {
-    if resp.status == 200 {
-        write_head_200(wbuf);
-    } else {
-        enc::write_status_line(resp.status, wbuf);
-        wbuf.extend_from_slice(SERVER);
-        enc::write_date(wbuf);
-    }
-    wbuf.extend_from_slice(extra);
     let http10 = req.is_some_and(|r| r.version() == Version::Http10);
-    // The rest of the head is a function of the handler's headers and of `memo`.
+    // Past `extra`, the head is a function of the handler's headers and of `memo`; before it,
+    // of the status and the second (`Date`).
     let memo = match &resp.body {
         Body::Stream(_) => None,
         body => Some([
@@ -279,10 +272,24 @@ fn encode_head(
         ]),
     };
     if let Some(tail) = memo {
-        if memo_copy(wbuf, &resp.headers, tail) {
+        if memo_copy(wbuf, &resp.headers, tail, extra) {
             return Ok(());
         }
     }
+    let head_start = wbuf.len();
+    // One reading of the clock for the `Date` written and the second the memo files it under.
+    let (secs, date) = weft_http::date::now_stamped();
+    if resp.status == 200 {
+        write_head_200_at(wbuf, secs, &date);
+    } else {
+        enc::write_status_line(resp.status, wbuf);
+        wbuf.extend_from_slice(SERVER);
+        wbuf.extend_from_slice(b"Date: ");
+        wbuf.extend_from_slice(&date);
+        wbuf.extend_from_slice(b"\r\n");
+    }
+    let prefix_end = wbuf.len();
+    wbuf.extend_from_slice(extra);
     let start = wbuf.len();
     write_header_lines(wbuf, &resp.headers)?;
     if !(100..200).contains(&resp.status) && resp.status != 204 && resp.status != 304 {
@@ -302,7 +309,13 @@ fn encode_head(
     }
     wbuf.extend_from_slice(b"\r\n");
     if let Some(tail) = memo {
-        memo_store(&resp.headers, tail, &wbuf[start..]);
+        memo_store(
+            &resp.headers,
+            tail,
+            secs,
+            &wbuf[head_start..prefix_end],
+            &wbuf[start..],
+        );
     }
     Ok(())
 }
@@ -323,6 +336,11 @@ thread_local! {
 /// second (the same bytes `write_status_line`, [`SERVER`] and `write_date` would write).
 fn write_head_200(wbuf: &mut Vec<u8>) {
     let (secs, date) = weft_http::date::now_stamped();
+    write_head_200_at(wbuf, secs, &date);
+}
+
+/// [`write_head_200`] for second `secs`, whose `Date` is `date`.
+fn write_head_200_at(wbuf: &mut Vec<u8>, secs: u64, date: &[u8; DATE_LEN]) {
     let (at, mut head) = HEAD_200.with(Cell::get);
     if at != secs {
         let (status, rest) = head.split_at_mut(enc::STATUS_200.len());
@@ -330,7 +348,7 @@ fn write_head_200(wbuf: &mut Vec<u8>) {
         let (server, rest) = rest.split_at_mut(SERVER.len());
         server.copy_from_slice(SERVER);
         rest[..6].copy_from_slice(b"Date: ");
-        rest[6..6 + DATE_LEN].copy_from_slice(&date);
+        rest[6..6 + DATE_LEN].copy_from_slice(date);
         rest[6 + DATE_LEN..].copy_from_slice(b"\r\n");
         HEAD_200.with(|c| c.set((secs, head)));
     }
@@ -349,21 +367,23 @@ fn write_header_lines(wbuf: &mut Vec<u8>, headers: &[HeaderPair]) -> Result<(), 
     Ok(())
 }
 
-// Heads remembered per thread. What follows `Date` in a head (the handler's header lines, then
-// `Content-Length`, `Connection` and the blank line) depends only on the handler's headers and
-// on the body's length, the status, keep-alive and HTTP/1.0 (the "tail" words). Where every
-// name and value is `&'static` (the usual `.header("Content-Type", "text/plain")`) the bytes
-// are encoded once and then copied: a `'static` string never changes or moves, so its address
-// and length name its bytes for the life of the process.
+// Heads remembered per thread. A head is the status line, `Server` and `Date` (the prefix),
+// then what the caller adds (`extra`, not remembered), then the rest: the handler's header
+// lines, `Content-Length`, `Connection` and the blank line. Prefix and rest depend only on the
+// handler's headers and on the body's length, the status, keep-alive and HTTP/1.0 (the "tail"
+// words), and the prefix on the second too (its `Date` is rewritten in place when the second
+// changes). Where every name and value is `&'static` (the usual `.header("Content-Type",
+// "text/plain")`) the bytes are encoded once and then copied: a `'static` string never changes
+// or moves, so its address and length name its bytes for the life of the process.
 
 /// Most handler headers one memo entry stands for.
 const MEMO_HEADERS: usize = 4;
-/// Most bytes one memo entry holds.
-const MEMO_BYTES: usize = 240;
+/// Most bytes one memo entry holds (prefix and rest).
+const MEMO_BYTES: usize = 320;
 /// Entries per thread (replaced in turn).
 const MEMO_ENTRIES: usize = 4;
 
-/// One remembered head rest.
+/// One remembered head, without its `extra`.
 struct MemoEntry {
     /// Handler headers; `usize::MAX` for an unused entry.
     n: usize,
@@ -371,6 +391,10 @@ struct MemoEntry {
     keys: [[usize; 4]; MEMO_HEADERS],
     /// Body length, and status | keep-alive << 16 | HTTP/1.0 << 17.
     tail: [u64; 2],
+    /// The second the prefix's `Date` stands for.
+    secs: u64,
+    /// Where the prefix ends (it ends with `Date: <date>\r\n`) and the rest begins.
+    prefix: usize,
     len: usize,
     bytes: [u8; MEMO_BYTES],
 }
@@ -384,6 +408,8 @@ const UNUSED_ENTRY: MemoEntry = MemoEntry {
     n: usize::MAX,
     keys: [[0; 4]; MEMO_HEADERS],
     tail: [0; 2],
+    secs: 0,
+    prefix: 0,
     len: 0,
     bytes: [0; MEMO_BYTES],
 };
@@ -411,15 +437,17 @@ fn static_key(h: &HeaderPair) -> Option<[usize; 4]> {
     }
 }
 
-/// Appends the remembered rest of a head for `headers` and `tail`; false if there is none.
+/// Appends the remembered head for `headers` and `tail`, with `extra` after its prefix; false
+/// if there is none.
 #[inline]
-fn memo_copy(wbuf: &mut Vec<u8>, headers: &[HeaderPair], tail: [u64; 2]) -> bool {
+fn memo_copy(wbuf: &mut Vec<u8>, headers: &[HeaderPair], tail: [u64; 2], extra: &[u8]) -> bool {
     if headers.len() > MEMO_HEADERS {
         return false;
     }
+    let (secs, date) = weft_http::date::now_stamped();
     HEAD_MEMO.with(|m| {
-        let m = m.borrow();
-        let hit = m.entries.iter().find(|e| {
+        let mut m = m.borrow_mut();
+        let hit = m.entries.iter_mut().find(|e| {
             e.n == headers.len()
                 && e.tail == tail
                 && e.keys
@@ -427,22 +455,35 @@ fn memo_copy(wbuf: &mut Vec<u8>, headers: &[HeaderPair], tail: [u64; 2]) -> bool
                     .zip(headers)
                     .all(|(k, h)| static_key(h).is_some_and(|key| key == *k))
         });
-        match hit {
-            Some(e) => {
-                wbuf.extend_from_slice(&e.bytes[..e.len]);
-                true
-            }
-            None => false,
+        let Some(e) = hit else {
+            return false;
+        };
+        if e.secs != secs {
+            let at = e.prefix - 2 - DATE_LEN;
+            e.bytes[at..at + DATE_LEN].copy_from_slice(&date);
+            e.secs = secs;
         }
+        if extra.is_empty() {
+            wbuf.extend_from_slice(&e.bytes[..e.len]);
+        } else {
+            wbuf.extend_from_slice(&e.bytes[..e.prefix]);
+            wbuf.extend_from_slice(extra);
+            wbuf.extend_from_slice(&e.bytes[e.prefix..e.len]);
+        }
+        true
     })
 }
 
-/// Remembers `bytes` as the rest of a head for `headers` and `tail`, if every header is
-/// `&'static` and they fit.
-fn memo_store(headers: &[HeaderPair], tail: [u64; 2], bytes: &[u8]) {
-    if headers.len() > MEMO_HEADERS || bytes.len() > MEMO_BYTES {
+/// Remembers `prefix` and `rest` as the head for `headers` and `tail`, if every header is
+/// `&'static` and they fit. `prefix` ends with the `Date` line of second `secs`.
+fn memo_store(headers: &[HeaderPair], tail: [u64; 2], secs: u64, prefix: &[u8], rest: &[u8]) {
+    let len = prefix.len() + rest.len();
+    if headers.len() > MEMO_HEADERS || len > MEMO_BYTES {
         return;
     }
+    debug_assert!(
+        prefix.ends_with(b"\r\n") && prefix[..prefix.len() - 2 - DATE_LEN].ends_with(b"Date: ")
+    );
     let mut keys = [[0; 4]; MEMO_HEADERS];
     for (k, h) in keys.iter_mut().zip(headers) {
         match static_key(h) {
@@ -458,8 +499,11 @@ fn memo_store(headers: &[HeaderPair], tail: [u64; 2], bytes: &[u8]) {
         e.n = headers.len();
         e.keys = keys;
         e.tail = tail;
-        e.len = bytes.len();
-        e.bytes[..bytes.len()].copy_from_slice(bytes);
+        e.secs = secs;
+        e.prefix = prefix.len();
+        e.len = len;
+        e.bytes[..prefix.len()].copy_from_slice(prefix);
+        e.bytes[prefix.len()..len].copy_from_slice(rest);
     });
 }
 
@@ -588,6 +632,88 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `resp` encoded with `extra`, its `Date` value replaced by `<date>` (and that value).
+    fn with_date_masked(resp: Response, extra: &[u8]) -> (String, String) {
+        let mut w = Vec::new();
+        let _ = encode_append(&mut w, resp, None, true, extra);
+        let s = String::from_utf8(w).unwrap();
+        let from = s.find("\r\nDate: ").expect("a Date field") + 8;
+        let to = from + DATE_LEN;
+        let date = s[from..to].to_string();
+        (format!("{}<date>{}", &s[..from], &s[to..]), date)
+    }
+
+    #[test]
+    fn remembered_heads_put_extra_fields_after_the_date() {
+        // Two shapes, each encoded, then copied from the memo twice, with and without extra
+        // fields (the memo keeps the head without them and splices them in).
+        let hsts: &[u8] = b"Strict-Transport-Security: max-age=60\r\n";
+        for _ in 0..3 {
+            for (status, body) in [(200, "hello"), (404, "gone")] {
+                let resp = || {
+                    let mut r = Response::new(200)
+                        .header("Content-Type", "text/plain")
+                        .body(body);
+                    r.status = status;
+                    r
+                };
+                let reason = if status == 200 { "OK" } else { "Not Found" };
+                let fields = format!(
+                    "Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                assert_eq!(
+                    with_date_masked(resp(), hsts).0,
+                    format!(
+                        "HTTP/1.1 {status} {reason}\r\nServer: weft\r\nDate: <date>\r\n\
+                         Strict-Transport-Security: max-age=60\r\n{fields}"
+                    )
+                );
+                assert_eq!(
+                    with_date_masked(resp(), b"").0,
+                    format!(
+                        "HTTP/1.1 {status} {reason}\r\nServer: weft\r\nDate: <date>\r\n{fields}"
+                    )
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_remembered_head_of_an_earlier_second_gets_the_current_date() {
+        let resp = || {
+            Response::new(200)
+                .header("Content-Type", "text/plain")
+                .body("x")
+        };
+        let (first, _) = with_date_masked(resp(), b"");
+        // Every entry as if filed a second long gone, its date spoiled: a copy must not show it.
+        HEAD_MEMO.with(|m| {
+            for e in m
+                .borrow_mut()
+                .entries
+                .iter_mut()
+                .filter(|e| e.n != usize::MAX)
+            {
+                e.secs = 1;
+                let at = e.prefix - 2 - DATE_LEN;
+                e.bytes[at..at + DATE_LEN].fill(b'!');
+            }
+        });
+        let mut seen = false;
+        for _ in 0..5 {
+            let (again, date) = with_date_masked(resp(), b"");
+            assert_eq!(again, first);
+            assert!(!date.contains('!'), "a stale Date was copied: {date}");
+            // The date written is the current one (a second boundary in between: try again).
+            if date.as_bytes() == weft_http::date::now() {
+                seen = true;
+                break;
+            }
+        }
+        assert!(seen, "the copied Date is not the current one");
     }
 
     #[test]
