@@ -203,9 +203,13 @@ fn serve_with<T: Transport>(
         when_empty = on_idle;
         refill_request(req, parser, rbuf, head_len, info, &cfg.real_ip_from);
         let req = &*req;
-        let (resp, keep_alive) = match crate::tls::redirect(info, req) {
-            Some(redirect) => redirect,
-            None => handle(stream, rbuf, app, req, limits, &mut times),
+        let mut keep_alive = false;
+        let resp = match crate::tls::redirect(info, req) {
+            Some((redirect, keep)) => {
+                keep_alive = keep;
+                redirect
+            }
+            None => handle(stream, rbuf, app, req, limits, &mut times, &mut keep_alive),
         };
         let status = resp.status;
         // Another request already buffered (pipelined): this response waits to go out with

@@ -445,9 +445,13 @@ fn respond<T: Transport>(
 ) -> Option<Out> {
     let cfg = &app.cfg;
     let limits = cfg.limits.http();
-    let (resp, keep_alive) = match crate::tls::redirect(c.info, &req) {
-        Some(redirect) => redirect,
-        None => conn::handle(stream, c.rbuf, app, &req, &limits, c.times),
+    let mut keep_alive = false;
+    let resp = match crate::tls::redirect(c.info, &req) {
+        Some((redirect, keep)) => {
+            keep_alive = keep;
+            redirect
+        }
+        None => conn::handle(stream, c.rbuf, app, &req, &limits, c.times, &mut keep_alive),
     };
     let status = resp.status;
     let mut extra = if cfg.timing.server_timing && c.times.head.is_some() {
