@@ -180,7 +180,14 @@ impl Response {
 
     /// Sets the body.
     pub fn body(mut self, body: impl Into<Body>) -> Response {
-        self.body = body.into();
+        let old = std::mem::replace(&mut self.body, body.into());
+        // The usual body replaced is the empty one `new` set, which owns nothing: it is not
+        // dropped, so setting a body costs no call of the drop code of every body kind.
+        if matches!(old, Body::Empty) {
+            std::mem::forget(old);
+        } else {
+            drop(old);
+        }
         self
     }
 
@@ -272,6 +279,38 @@ impl From<BodyStream> for Body {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_replaced_is_dropped_and_the_last_one_kept() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        struct Counted(Arc<AtomicUsize>);
+        impl std::io::Read for Counted {
+            fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+                Ok(0)
+            }
+        }
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let drops = Arc::new(AtomicUsize::new(0));
+        let stream = || BodyStream::new(Counted(drops.clone()));
+        // Empty, then a stream, then bytes: the stream's reader is dropped when replaced.
+        let resp = Response::new(200).body(stream()).body("x");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "the replaced stream was not dropped"
+        );
+        assert!(matches!(&resp.body, Body::Bytes(b) if &b[..] == b"x"));
+        // A stream set last is kept until the response goes.
+        let resp = Response::new(200).body("y").body(stream());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        drop(resp);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn an_encoded_response_gives_its_header_list_to_the_next() {
