@@ -2,17 +2,22 @@
 # weft as an embedded library beside Rust servers, on the TechEmpower plaintext and json tests:
 # crates/server/examples/techempower.rs (weft's fiber model) against may_minihttp and
 # actix-web hello-world servers built from crates.io in bench/peers/ (their own folders and
-# target dir, not workspace members). Each server has one worker, pinned to core 0; wrk -t1 on
-# core 1. Each round runs every test against every server in turn, so same-round ratios cancel
-# the machine's drift. Prints one CSV row per run, medians, and weft's same-round ratios.
+# target dir, not workspace members). Each server has one worker, pinned to SERVER_CORES
+# (default 0); wrk -t$WRK_THREADS (default 1) on CLIENT_CORES (default 1). Each round runs every
+# test against every server in turn, so same-round ratios cancel the machine's drift. Prints one
+# CSV row per run (with how busy the server's and the client's cores were), medians, and weft's
+# same-round ratios; a test whose client cores were 90% busy or more is marked client-bound:
+# there req/s shows the client's speed more than the servers'.
 #
 #   scripts/rust_peers.sh OUT.csv        RUNS=5 DURATION=3 CONNS=256
+#   SERVER_CORES=0 CLIENT_CORES=4-11 WRK_THREADS=8 scripts/rust_peers.sh OUT.csv   (more cores)
 #
 # Tests: plaintext with 16 requests pipelined per write, plaintext, json. Needs wrk (apt-get
 # install wrk) and network access to crates.io for the first build of the peers.
 set -u
 out=${1:?usage: scripts/rust_peers.sh OUT.csv}
 runs=${RUNS:-5}; dur=${DURATION:-3}; c=${CONNS:-256}
+server_cores=${SERVER_CORES:-0}; client_cores=${CLIENT_CORES:-1}; wrk_threads=${WRK_THREADS:-1}
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "rust_peers: wrk is missing (apt-get install wrk)" >&2; exit 2; }
 cargo build --release -q -p weft --example techempower || exit 2
@@ -25,7 +30,7 @@ work=$(mktemp -d)
 declare -A PID PORT
 start() { # NAME PORT CMD...
   local name=$1 port=$2; shift 2
-  taskset -c 0 "$@" >"$work/$name.log" 2>&1 &
+  taskset -c "$server_cores" "$@" >"$work/$name.log" 2>&1 &
   PID[$name]=$!; PORT[$name]=$port
 }
 start weft 18401 target/release/examples/techempower 127.0.0.1:18401 1
@@ -36,7 +41,9 @@ source scripts/wait_listening.sh
 for n in "${!PID[@]}"; do wait_listening "$n" "${PORT[$n]}" "$work/$n.log"; done
 HZ=$(getconf CLK_TCK)
 source scripts/cpu_ticks.sh
-echo "test,server,run,rps,cpu_us" >"$out"
+n_server=$(taskset -c "$server_cores" nproc); n_client=$(taskset -c "$client_cores" nproc)
+TIMEFORMAT='%U %S %R'
+echo "test,server,run,rps,cpu_us,server_busy,client_busy" >"$out"
 for r in $(seq 1 "$runs"); do
   for t in plaintext-pipelined plaintext json; do
     for n in weft may_minihttp actix; do
@@ -46,12 +53,18 @@ for r in $(seq 1 "$runs"); do
         json) url=/json; script=(); sargs=() ;;
       esac
       read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
-      o=$(taskset -c 1 wrk -t1 -c"$c" -d"${dur}s" "${script[@]}" "http://127.0.0.1:${PORT[$n]}$url" "${sargs[@]}")
+      # wrk's own user and system time and the wall time, from bash's `time` (last line).
+      { time taskset -c "$client_cores" wrk -t"$wrk_threads" -c"$c" -d"${dur}s" "${script[@]}" \
+          "http://127.0.0.1:${PORT[$n]}$url" "${sargs[@]}" >"$work/wrk.out"; } 2>"$work/wrk.time"
       read -r u1 s1 < <(cpu_ticks "${PID[$n]}")
+      o=$(cat "$work/wrk.out")
+      read -r cu cs wall < <(tail -1 "$work/wrk.time")
       reqs=$(awk '/requests in/ {print $1}' <<<"$o"); rps=$(awk '/Requests\/sec/ {print $2}' <<<"$o")
       if grep -q "Non-2xx\|Socket errors" <<<"$o"; then echo "# $t $n run $r: $(grep -E 'Non-2xx|Socket errors' <<<"$o")" >&2; fi
       awk -v t="$t" -v n="$n" -v r="$r" -v rps="$rps" -v ticks=$((u1 - u0 + s1 - s0)) -v q="$reqs" -v hz="$HZ" \
-        'BEGIN { printf "%s,%s,%d,%s,%.3f\n", t, n, r, rps, ticks / hz * 1e6 / q }' | tee -a "$out"
+        -v cu="$cu" -v cs="$cs" -v wall="$wall" -v ns="$n_server" -v nc="$n_client" \
+        'BEGIN { printf "%s,%s,%d,%s,%.3f,%.0f,%.0f\n", t, n, r, rps, ticks / hz * 1e6 / q,
+                 100 * ticks / hz / wall / ns, 100 * (cu + cs) / wall / nc }' | tee -a "$out"
     done
   done
 done
@@ -61,7 +74,9 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 by = collections.defaultdict(dict)
 for r in rows:
     by[(r["test"], r["server"])][r["run"]] = r
-print("%-20s %-13s %12s %12s %18s %18s" % ("test", "server", "req/s", "us CPU/req", "weft/it CPU", "weft/it req/s"))
+print("%-20s %-13s %12s %12s %18s %18s %12s %12s" % ("test", "server", "req/s", "us CPU/req",
+      "weft/it CPU", "weft/it req/s", "server busy", "client busy"))
+bound = []
 for t in ("plaintext-pipelined", "plaintext", "json"):
     for n in ("weft", "may_minihttp", "actix"):
         rs = by[(t, n)]
@@ -70,5 +85,12 @@ for t in ("plaintext-pipelined", "plaintext", "json"):
         w = by[(t, "weft")]
         rc = st.median(float(w[k]["cpu_us"]) / float(rs[k]["cpu_us"]) for k in rs)
         rr = st.median(float(w[k]["rps"]) / float(rs[k]["rps"]) for k in rs)
-        print("%-20s %-13s %12.0f %12.3f %18.3f %18.3f" % (t, n, rps, cpu, rc, rr))
+        # Files written before the busy columns existed read as unknown.
+        busy = lambda col: st.median(float(x.get(col) or "nan") for x in rs.values())
+        sb, cb = busy("server_busy"), busy("client_busy")
+        if cb >= 90:
+            bound.append("%s/%s" % (t, n))
+        print("%-20s %-13s %12.0f %12.3f %18.3f %18.3f %11.0f%% %11.0f%%" % (t, n, rps, cpu, rc, rr, sb, cb))
+if bound:
+    print("client-bound (client cores >= 90%% busy; req/s there is mostly the client's): %s" % ", ".join(bound))
 PY
