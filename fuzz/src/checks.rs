@@ -97,6 +97,29 @@ pub fn request_head(data: &[u8]) {
     pieces.reset();
     let again = pieces.parse(input);
     assert_eq!(verdict(w, &whole), verdict(again, &pieces), "parser reused");
+    // Taken into a head that held another request (as the connection loop refills its
+    // request): that head becomes the one parsed, and the parser, given the old one back
+    // emptied, reads the input again as a fresh one did.
+    if let Ok(Some(_)) = again {
+        let parsed = format!("{:?}", pieces.head());
+        let mut dst = stale_head();
+        pieces.take_head_into(&mut dst);
+        assert_eq!(format!("{dst:?}"), parsed, "head taken into another");
+        let third = pieces.parse(input);
+        assert_eq!(
+            verdict(w, &whole),
+            verdict(third, &pieces),
+            "parser after take_head_into"
+        );
+    }
+}
+
+/// A head of another request than any input's: fields, a query, a body length, HTTP/1.0.
+fn stale_head() -> weft_http::RequestHead {
+    let mut p = Parser::new(Limits::default());
+    let other = b"POST /x?y HTTP/1.0\r\nHost: h\r\nContent-Length: 5\r\nA: b\r\n\r\n";
+    assert!(matches!(p.parse(other), Ok(Some(_))));
+    p.take_head()
 }
 
 /// What decoding produced: the data, the bytes consumed (when it did not fail), the error's
