@@ -415,6 +415,9 @@ impl ShutdownHandle {
         let pid = self.upgrader.start(activation::UPGRADE_READY_TIMEOUT)?;
         // systemd follows the new process as the service's main one.
         activation::notify(&[sd_notify::NotifyState::MainPid(pid as u32)]);
+        // Logged before the drain begins: once it has, this process may finish and exit
+        // before a line written after it (a caller's) reaches the log.
+        log::info!("upgraded: process {pid} serves; draining");
         self.shutdown();
         Ok(pid)
     }
@@ -635,12 +638,8 @@ pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
                         let spawned = std::thread::Builder::new()
                             .name("weft-upgrade".into())
                             .spawn(move || match handle.upgrade() {
-                                Ok(pid) => {
-                                    handed_over.store(true, SeqCst);
-                                    log::info!(
-                                        "signal {sig}: upgraded: process {pid} serves; draining"
-                                    );
-                                }
+                                // `upgrade` logged it before the drain began.
+                                Ok(_) => handed_over.store(true, SeqCst),
                                 Err(e) => log::error!(
                                     "signal {sig}: upgrade failed, this process serves on: {e}"
                                 ),
