@@ -563,8 +563,7 @@ impl Parser {
             return;
         }
         self.reset_scan();
-        let headers = std::mem::take(&mut self.head.headers);
-        self.head = RequestHead::with_headers(headers);
+        self.head.clear();
     }
 
     /// The part of [`Parser::reset`] that is not the head.
