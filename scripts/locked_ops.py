@@ -13,24 +13,20 @@ The last argument is the number of requests counted (2000 * DEPTH for instr_per_
 Only instructions of BINARY are looked at (libc's are not). Needs objdump (binutils).
 """
 import collections
+import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from callgrind_names import decoder  # noqa: E402
 
 
 def main():
     if len(sys.argv) != 4:
         sys.exit("usage: locked_ops.py CALLGRIND_DUMP BINARY REQUESTS")
     path, binary, requests = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    names, objects = {}, {}
-
-    def compressed(table, token):
-        m = re.match(r"\((\d+)\)(?: (.*))?", token)
-        if not m:
-            return token
-        if m.group(2):
-            table[m.group(1)] = m.group(2)
-        return table.get(m.group(1), m.group(1))
+    function_name, object_name = decoder(), decoder()
 
     counts, function_of = collections.Counter(), {}
     fn = obj = None
@@ -42,13 +38,13 @@ def main():
         if line.startswith("positions:"):
             saw_positions = "instr" in line
         elif line.startswith("ob="):
-            obj = compressed(objects, line[3:])
+            obj = object_name(line[3:])
         elif line.startswith("fn="):
-            fn, after_call = compressed(names, line[3:]), False
+            fn, after_call = function_name(line[3:]), False
         elif line.startswith("cfn="):
-            compressed(names, line[4:])
+            function_name(line[4:])
         elif line.startswith("cob="):
-            compressed(objects, line[4:])
+            object_name(line[4:])
         elif line.startswith("calls="):
             after_call = True
         elif line and line[0] in "0123456789+-*":

@@ -23,16 +23,11 @@ trap 'rm -rf "$work"' EXIT
 for input in cgi_paper browser_40 short; do
   valgrind --tool=callgrind --callgrind-out-file="$work/cg" "$bin" --bench "weft/$input" \
     --profile-time 1 >/dev/null 2>&1 || { echo "parse_instr: callgrind failed on $input" >&2; exit 1; }
-  python3 - "$work/cg" "$input" <<'PY'
-import re, sys
-names, calls, cost, callee, pending = {}, 0, 0, None, None
-def name(tok):
-    m = re.match(r"\((\d+)\)(?: (.*))?", tok)
-    if not m:
-        return tok
-    if m.group(2):
-        names[m.group(1)] = m.group(2)
-    return names.get(m.group(1), m.group(1))
+  PYTHONPATH=scripts python3 - "$work/cg" "$input" <<'PY'
+import sys
+from callgrind_names import decoder
+name = decoder()
+calls, cost, callee, pending = 0, 0, None, None
 for line in open(sys.argv[1]):
     line = line.rstrip("\n")
     if line.startswith("cfn="):
