@@ -20,6 +20,16 @@ pub struct Request {
     target_ascii: bool,
 }
 
+/// Whether the bytes of `head`'s target in `bytes` are all ASCII (false if the span is not
+/// inside `bytes`): what [`Request::target_text`] relies on to read them without validation.
+#[inline]
+fn target_is_ascii(bytes: &[u8], head: &RequestHead) -> bool {
+    let target = head.target_span();
+    bytes
+        .get(target.start as usize..target.end as usize)
+        .is_some_and(<[u8]>::is_ascii)
+}
+
 impl Request {
     /// Wraps a head parsed from `bytes` (a `Vec<u8>`, or `Bytes` without a copy when it owns
     /// its whole allocation).
@@ -43,10 +53,7 @@ impl Request {
         local: SocketAddr,
         tls: Option<std::sync::Arc<crate::tls::TlsInfo>>,
     ) -> Request {
-        let target = head.target_span();
-        let target_ascii = bytes
-            .get(target.start as usize..target.end as usize)
-            .is_some_and(<[u8]>::is_ascii);
+        let target_ascii = target_is_ascii(&bytes, &head);
         Request {
             target_ascii,
             bytes,
@@ -64,8 +71,11 @@ impl Request {
         let inside = target.start <= span.start && span.start <= span.end && span.end <= target.end;
         if self.target_ascii && inside {
             let b = span.get(&self.bytes);
-            // SAFETY: `new` checked that `bytes[target]` (in bounds) is all ASCII, `span` lies
-            // within it, and `bytes` is never changed after `new`; ASCII is valid UTF-8.
+            // SAFETY: `target_ascii` says `bytes[target]` (in bounds) is all ASCII, and `span`
+            // lies within it. The flag is computed (`target_is_ascii`) wherever bytes and head
+            // are set: in `with_tls`, and in `refill`, the one place that puts other bytes in;
+            // `release` and `take_storage` only empty them, which adds no byte. ASCII is valid
+            // UTF-8.
             return unsafe { std::str::from_utf8_unchecked(b) };
         }
         self.bytes
@@ -220,11 +230,7 @@ impl Request {
         parser.take_head_into(&mut self.head);
         self.bytes.clear();
         self.bytes.extend_from_slice(bytes);
-        let target = self.head.target_span();
-        self.target_ascii = self
-            .bytes
-            .get(target.start as usize..target.end as usize)
-            .is_some_and(<[u8]>::is_ascii);
+        self.target_ascii = target_is_ascii(&self.bytes, &self.head);
         self.peer = peer;
         self.local = local;
         // Compared first: on a connection the session does not change, so this is no
