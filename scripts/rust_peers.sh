@@ -13,7 +13,10 @@
 #   SERVER_CORES=0 CLIENT_CORES=4-11 WRK_THREADS=8 scripts/rust_peers.sh OUT.csv   (more cores)
 #
 # Tests: plaintext with 16 requests pipelined per write, plaintext, json. Needs wrk (apt-get
-# install wrk) and network access to crates.io for the first build of the peers.
+# install wrk) and network access to crates.io for the first build of the peers. Where a C
+# compiler is installed, also plaintext-pipelined-lean: the pipelined test with
+# scripts/pipeline_client.c as the client (the same requests; a fraction of wrk's CPU per
+# answer, so that on a 2-core machine the server's core, not the client's, is the limit).
 set -u
 out=${1:?usage: scripts/rust_peers.sh OUT.csv}
 runs=${RUNS:-5}; dur=${DURATION:-3}; c=${CONNS:-256}
@@ -27,6 +30,12 @@ for p in may_minihttp actix; do
 done
 ulimit -n 20000 2>/dev/null || true
 work=$(mktemp -d)
+tests=(plaintext-pipelined plaintext json)
+if command -v cc >/dev/null && cc -O2 -o "$work/pipeline_client" scripts/pipeline_client.c; then
+  tests+=(plaintext-pipelined-lean)
+else
+  echo "rust_peers: no C compiler (cc): plaintext-pipelined-lean skipped" >&2
+fi
 declare -A PID PORT
 start() { # NAME PORT CMD...
   local name=$1 port=$2; shift 2
@@ -45,17 +54,21 @@ n_server=$(taskset -c "$server_cores" nproc); n_client=$(taskset -c "$client_cor
 TIMEFORMAT='%U %S %R'
 echo "test,server,run,rps,cpu_us,server_busy,client_busy" >"$out"
 for r in $(seq 1 "$runs"); do
-  for t in plaintext-pipelined plaintext json; do
+  for t in "${tests[@]}"; do
     for n in weft may_minihttp actix; do
+      client=(wrk -t"$wrk_threads" -c"$c" -d"${dur}s")
       case $t in
         plaintext-pipelined) url=/plaintext; script=(-s scripts/pipeline.lua) ; sargs=(-- 16) ;;
         plaintext) url=/plaintext; script=(); sargs=() ;;
         json) url=/json; script=(); sargs=() ;;
+        plaintext-pipelined-lean) # HOST:PORT PATH CONNS DEPTH SECONDS
+          client=("$work/pipeline_client" "127.0.0.1:${PORT[$n]}" /plaintext "$c" 16 "$dur") ;;
       esac
+      [[ $t == plaintext-pipelined-lean ]] ||
+        client+=("${script[@]}" "http://127.0.0.1:${PORT[$n]}$url" "${sargs[@]}")
       read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
       # wrk's own user and system time and the wall time, from bash's `time` (last line).
-      { time taskset -c "$client_cores" wrk -t"$wrk_threads" -c"$c" -d"${dur}s" "${script[@]}" \
-          "http://127.0.0.1:${PORT[$n]}$url" "${sargs[@]}" >"$work/wrk.out"; } 2>"$work/wrk.time"
+      { time taskset -c "$client_cores" "${client[@]}" >"$work/wrk.out"; } 2>"$work/wrk.time"
       read -r u1 s1 < <(cpu_ticks "${PID[$n]}")
       o=$(cat "$work/wrk.out")
       read -r cu cs wall < <(tail -1 "$work/wrk.time")
@@ -74,12 +87,14 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 by = collections.defaultdict(dict)
 for r in rows:
     by[(r["test"], r["server"])][r["run"]] = r
-print("%-20s %-13s %12s %12s %18s %18s %12s %12s" % ("test", "server", "req/s", "us CPU/req",
+print("%-24s %-13s %12s %12s %18s %18s %12s %12s" % ("test", "server", "req/s", "us CPU/req",
       "weft/it CPU", "weft/it req/s", "server busy", "client busy"))
 bound = []
-for t in ("plaintext-pipelined", "plaintext", "json"):
+for t in ("plaintext-pipelined", "plaintext", "json", "plaintext-pipelined-lean"):
     for n in ("weft", "may_minihttp", "actix"):
         rs = by[(t, n)]
+        if not rs:
+            continue
         rps = st.median(float(x["rps"]) for x in rs.values())
         cpu = st.median(float(x["cpu_us"]) for x in rs.values())
         w = by[(t, "weft")]
@@ -90,7 +105,7 @@ for t in ("plaintext-pipelined", "plaintext", "json"):
         sb, cb = busy("server_busy"), busy("client_busy")
         if cb >= 90:
             bound.append("%s/%s" % (t, n))
-        print("%-20s %-13s %12.0f %12.3f %18.3f %18.3f %11.0f%% %11.0f%%" % (t, n, rps, cpu, rc, rr, sb, cb))
+        print("%-24s %-13s %12.0f %12.3f %18.3f %18.3f %11.0f%% %11.0f%%" % (t, n, rps, cpu, rc, rr, sb, cb))
 if bound:
     print("client-bound (client cores >= 90%% busy; req/s there is mostly the client's): %s" % ", ".join(bound))
 PY
