@@ -19,51 +19,14 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from callgrind_names import decoder  # noqa: E402
+from callgrind_names import instruction_counts  # noqa: E402
 
 
 def main():
     if len(sys.argv) != 4:
         sys.exit("usage: locked_ops.py CALLGRIND_DUMP BINARY REQUESTS")
     path, binary, requests = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    function_name, object_name = decoder(), decoder()
-
-    counts, function_of = collections.Counter(), {}
-    fn = obj = None
-    after_call = False
-    addr = 0
-    saw_positions = False
-    for line in open(path):
-        line = line.rstrip("\n")
-        if line.startswith("positions:"):
-            saw_positions = "instr" in line
-        elif line.startswith("ob="):
-            obj = object_name(line[3:])
-        elif line.startswith("fn="):
-            fn, after_call = function_name(line[3:]), False
-        elif line.startswith("cfn="):
-            function_name(line[4:])
-        elif line.startswith("cob="):
-            object_name(line[4:])
-        elif line.startswith("calls="):
-            after_call = True
-        elif line and line[0] in "0123456789+-*":
-            parts = line.split()
-            a = parts[0]
-            if a.startswith("0x"):
-                addr = int(a, 16)
-            elif a[0] in "+-":
-                step = int(a[1:], 16) if a[1:].startswith("0x") else int(a[1:])
-                addr = addr + step if a[0] == "+" else addr - step
-            if after_call:
-                # The line after `calls=` is the call's inclusive cost, not this instruction's.
-                after_call = False
-                continue
-            if obj and obj.endswith("/" + binary.split("/")[-1]) and len(parts) >= 3:
-                counts[addr] += int(parts[2])
-                function_of[addr] = fn
-    if not saw_positions:
-        sys.exit("locked_ops: the dump has no instruction positions (record with CG_OPTS=--dump-instr=yes)")
+    counts, function_of = instruction_counts(path, binary, "locked_ops")
     dis = subprocess.run(
         ["objdump", "-d", "--no-show-raw-insn", "-C", binary],
         capture_output=True, text=True, check=True,
