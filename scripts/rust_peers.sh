@@ -15,7 +15,7 @@
 # Tests: plaintext with 16 requests pipelined per write, plaintext, json. Needs wrk (apt-get
 # install wrk) and network access to crates.io for the first build of the peers. Where a C
 # compiler is installed, also plaintext-pipelined-lean: the pipelined test with
-# scripts/pipeline_client.c as the client (the same requests; a fraction of wrk's CPU per
+# scripts/pipeline_client.c as the client (the same requests; about 0.7x wrk's CPU per
 # answer, so that on a 2-core machine the server's core, not the client's, is the limit).
 set -u
 out=${1:?usage: scripts/rust_peers.sh OUT.csv}
