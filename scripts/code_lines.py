@@ -5,7 +5,7 @@ Between two requests of one connection the kernel runs its TCP path for every ot
 connection, which evicts the instruction cache: each line of code a request runs is fetched
 again. How many lines a request spreads its instructions over therefore costs CPU time that
 the instruction count does not show (BENCHMARKS.md, "Where the user time goes": the same
-5,600 instructions per request cost about 0.5 us more spread over 400 lines than in one).
+4,800 no-ops per request cost 0.5-0.9 us more spread over 400 lines than in one loop).
 A line counts as often as its most-run instruction, at most once per request. Counts come from
 a dump recorded with per-instruction positions:
 

@@ -16,7 +16,8 @@
 # install wrk) and network access to crates.io for the first build of the peers. Where a C
 # compiler is installed, also plaintext-pipelined-lean: the pipelined test with
 # scripts/pipeline_client.c as the client (the same requests; about 0.7x wrk's CPU per
-# answer, so that on a 2-core machine the server's core, not the client's, is the limit).
+# answer, so that on a 2-core machine the server's core, not the client's, is the limit; one
+# client thread whatever WRK_THREADS, so its client_busy is of one core among CLIENT_CORES).
 set -u
 out=${1:?usage: scripts/rust_peers.sh OUT.csv}
 runs=${RUNS:-5}; dur=${DURATION:-3}; c=${CONNS:-256}
