@@ -59,6 +59,13 @@ pub fn request_head(data: &[u8]) {
             assert!(h.name.end as usize <= n && h.value.end as usize <= n);
             assert!(h.name.start < h.name.end && h.value.start <= h.value.end);
         }
+        // The parser's precondition flag says what a scan of the field names would.
+        assert_eq!(
+            head.has_preconditions(),
+            head.headers()
+                .iter()
+                .any(|h| weft_http::conditional::is_precondition_name(h.name.get(input)))
+        );
         let _ = head.header(input, "host");
         // The request's host: the absolute-form authority (a valid one, inside the target) or
         // the Host field (RFC 9112 §3.2.2).

@@ -168,6 +168,10 @@ pub struct RequestHead {
     /// Where the path ends in the buffer: the `?` that starts the query, or the end of the
     /// path span (found while the target was checked, so nobody scans it again).
     query_at: u32,
+    /// A precondition field came (`If-Match`, `If-None-Match`, `If-Modified-Since`,
+    /// `If-Unmodified-Since`, `If-Range`): noted as the fields are read, so that a handler
+    /// does not scan them again to learn that none did.
+    preconditions: bool,
 }
 
 impl Default for RequestHead {
@@ -201,6 +205,7 @@ impl RequestHead {
             keep_alive: true,
             len: 0,
             query_at: 0,
+            preconditions: false,
         }
     }
 }
@@ -304,6 +309,12 @@ impl RequestHead {
     /// What `Expect` asked for.
     pub fn expect(&self) -> Expect {
         self.expect
+    }
+    /// True if a precondition field came (`If-Match`, `If-None-Match`, `If-Modified-Since`,
+    /// `If-Unmodified-Since` or `If-Range`, any case): without one, a request is
+    /// unconditional (RFC 9110 §13) and its conditions need not be read.
+    pub fn has_preconditions(&self) -> bool {
+        self.preconditions
     }
     /// True if the connection may stay open after this exchange (HTTP/1.1 unless
     /// `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`).
@@ -939,6 +950,9 @@ impl Parser {
                     self.host_memo.remember(value);
                 }
                 self.head.host = Some(value_span);
+            }
+            (_, b'i') if crate::conditional::is_precondition_name(name) => {
+                self.head.preconditions = true;
             }
             (6, b'e') if name.eq_ignore_ascii_case(b"expect") => {
                 self.head.expect = if value.eq_ignore_ascii_case(b"100-continue") {

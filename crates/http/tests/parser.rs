@@ -1227,3 +1227,38 @@ fn request_line_fast_path_agrees_with_the_general_path() {
         }
     }
 }
+
+#[test]
+fn precondition_fields_are_noted_as_they_are_read() {
+    for field in [
+        "If-Match: \"a\"",
+        "if-none-match: *",
+        "IF-MODIFIED-SINCE: Sun, 06 Nov 1994 08:49:37 GMT",
+        "If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT",
+        "If-Range: \"a\"",
+    ] {
+        let head = ok(&get_with(&format!("{field}\r\n")));
+        assert!(head.has_preconditions(), "{field}");
+    }
+    for field in [
+        "If-Matches: x",
+        "If: x",
+        "Ifx-Match: x",
+        "X-If-Match: x",
+        "Accept: */*",
+    ] {
+        let head = ok(&get_with(&format!("{field}\r\n")));
+        assert!(!head.has_preconditions(), "{field}");
+    }
+    assert!(!ok(&get_with("")).has_preconditions());
+    // A head parsed after a conditional one in the same parser starts without the flag.
+    let mut p = Parser::new(Limits::default());
+    let first = get_with("If-None-Match: *\r\n");
+    assert!(p.parse(&first).unwrap().is_some());
+    let mut done = RequestHead::default();
+    p.take_head_into(&mut done);
+    assert!(done.has_preconditions());
+    let second = get_with("");
+    assert!(p.parse(&second).unwrap().is_some());
+    assert!(!p.head().has_preconditions());
+}

@@ -60,6 +60,7 @@ impl<'a, T: Transport> Gather<'a, T> {
     /// copy through a separate buffer): held back while gathering if it is whole in memory
     /// and fits, else written at once together with them, then whatever follows its head (a
     /// file, a stream). Returns what [`crate::conn::write_encoded`] does.
+    #[inline]
     pub(crate) fn write_encoding(
         &mut self,
         encode: impl FnOnce(&mut Vec<u8>) -> Encoded,

@@ -193,10 +193,8 @@ impl Request {
     /// `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`, `If-Range`); false is
     /// `conditions().is_unconditional()` without building the conditions.
     pub fn has_preconditions(&self) -> bool {
-        self.head
-            .headers()
-            .iter()
-            .any(|h| weft_http::conditional::is_precondition_name(h.name.get(&self.bytes)))
+        // The parser noted it as it read the fields.
+        self.head.has_preconditions()
     }
 
     /// Every header as (name, value), in the order received.
