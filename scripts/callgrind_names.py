@@ -67,3 +67,12 @@ def instruction_counts(path, binary, tool):
     if not saw_positions:
         sys.exit("%s: the dump has no instruction positions (record with CG_OPTS=--dump-instr=yes)" % tool)
     return counts, function_of
+
+
+def dump_from_args(tool):
+    """For a script run as `TOOL.py CALLGRIND_DUMP BINARY REQUESTS`: BINARY, REQUESTS and the
+    dump's per-instruction counts, `(binary, requests, counts, function_of)`."""
+    if len(sys.argv) != 4:
+        sys.exit("usage: %s.py CALLGRIND_DUMP BINARY REQUESTS" % tool)
+    path, binary, requests = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    return (binary, requests) + instruction_counts(path, binary, tool)

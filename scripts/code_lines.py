@@ -21,14 +21,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from callgrind_names import instruction_counts  # noqa: E402
+from callgrind_names import dump_from_args  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: code_lines.py CALLGRIND_DUMP BINARY REQUESTS")
-    path, binary, requests = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    counts, function_of = instruction_counts(path, binary, "code_lines")
+    binary, requests, counts, function_of = dump_from_args("code_lines")
     line_runs = collections.Counter()
     line_fn = {}
     for addr, n in counts.items():

@@ -19,14 +19,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from callgrind_names import instruction_counts  # noqa: E402
+from callgrind_names import dump_from_args  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: locked_ops.py CALLGRIND_DUMP BINARY REQUESTS")
-    path, binary, requests = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    counts, function_of = instruction_counts(path, binary, "locked_ops")
+    binary, requests, counts, function_of = dump_from_args("locked_ops")
     dis = subprocess.run(
         ["objdump", "-d", "--no-show-raw-insn", "-C", binary],
         capture_output=True, text=True, check=True,
