@@ -13,7 +13,8 @@
 # Last, where valgrind is installed, user-space instructions per request
 # (scripts/instr_per_request.sh: 16-deep pipelined /plaintext through the techempower example
 # built from this tree,
-# and /echo), the deterministic figure for a small change.
+# and /echo), the deterministic figure for a small change, and the code lines (64 B) an /echo
+# request runs (scripts/code_lines.py: what user time at c=50 mostly follows).
 #
 # Raw files (CSV per table, the spawn lines, the idle RSS CSV, the HTTPS experiment's folder) go to OUT_DIR (default: a new
 # temporary folder, printed). Needs wrk, nginx, python3 and taskset: `apt-get install wrk
@@ -111,10 +112,16 @@ fi
 if ((count_instr)); then
   echo "== instructions per request (callgrind)"
   i1=$(scripts/instr_per_request.sh weft 18401 /plaintext 16 -- target/release/examples/techempower 127.0.0.1:18401 1)
-  i2=$(scripts/instr_per_request.sh weft 18400 /echo 1 -- "$WEFT" serve --listen 127.0.0.1:18400=fiber --threads 1)
-  printf '%s\n' "$i1" "$i2" | tee "$out/instructions.txt"
+  # The /echo dump is kept with instruction positions for its code lines (scripts/code_lines.py).
+  i2=$(CG_OPTS=--dump-instr=yes KEEP="$out/echo.cg" scripts/instr_per_request.sh weft 18400 /echo 1 -- \
+    "$WEFT" serve --listen 127.0.0.1:18400=fiber --threads 1)
+  lines=$(scripts/code_lines.py "$out/echo.cg" "$WEFT" 2000 | tail -1)
+  rm -f "$out/echo.cg"
+  printf '%s\n' "$i1" "$i2" "$lines" | tee "$out/instructions.txt"
   info+=("$(printf '%-46s %10s' "instructions/request, /plaintext 16 pipelined" "${i1##* }")")
   info+=("$(printf '%-46s %10s' "instructions/request, /echo (fiber)" "${i2##* }")")
+  lines=${lines#code lines per request: }
+  info+=("$(printf '%-46s %10s' "code lines (64 B)/request, /echo (fiber)" "${lines%% *}")")
 else
   info+=("instructions per request: skipped (apt-get install valgrind)")
 fi
