@@ -464,20 +464,21 @@ pub(crate) fn extra_headers<'a>(app: &'a crate::App, info: &ConnInfo) -> &'a [u8
     }
 }
 
-/// On a plain listener with `redirect_https`: the 308 to the same URL over https, and
-/// whether the connection may stay open (a request body is not read: the connection closes
-/// after the answer, as nginx's `return 308` discards it). `None` elsewhere.
+/// On a plain listener with `redirect_https`: the 308 to the same URL over https, with
+/// whether the connection may stay open set in `keep_alive`, as `conn::handle` sets it (a
+/// request body is not read: the connection closes after the answer, as nginx's `return 308`
+/// discards it). `None` elsewhere, `keep_alive` untouched.
 #[inline]
-pub(crate) fn redirect(info: &ConnInfo, req: &Request) -> Option<(Response, bool)> {
+pub(crate) fn redirect(info: &ConnInfo, req: &Request, keep_alive: &mut bool) -> Option<Response> {
     // Meant to be inlined: the usual answer (no redirect on this listener) costs no call.
     if !info.listener.redirect_https() || info.tls.get().is_some() {
         return None;
     }
-    redirect_to_https(info, req)
+    Some(redirect_to_https(info, req, keep_alive))
 }
 
-/// The 308 of [`redirect`].
-fn redirect_to_https(info: &ConnInfo, req: &Request) -> Option<(Response, bool)> {
+/// The 308 of [`redirect`], and whether the connection may stay open (`keep_alive`).
+fn redirect_to_https(info: &ConnInfo, req: &Request, keep_alive: &mut bool) -> Response {
     let host = req
         .header("Host")
         .and_then(|h| std::str::from_utf8(h).ok())
@@ -498,7 +499,8 @@ fn redirect_to_https(info: &ConnInfo, req: &Request) -> Option<(Response, bool)>
     if !no_body {
         resp.close = true;
     }
-    Some((resp, no_body && req.keep_alive()))
+    *keep_alive = no_body && req.keep_alive();
+    resp
 }
 
 /// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
