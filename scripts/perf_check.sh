@@ -113,7 +113,8 @@ if ((count_instr)); then
   echo "== instructions per request (callgrind)"
   i1=$(scripts/instr_per_request.sh weft 18401 /plaintext 16 -- target/release/examples/techempower 127.0.0.1:18401 1)
   # The /echo dump is kept with instruction positions for its code lines (scripts/code_lines.py).
-  i2=$(CG_OPTS=--dump-instr=yes KEEP="$out/echo.cg" scripts/instr_per_request.sh weft 18400 /echo 1 -- \
+  # 20 connections x 100 rounds: the 2000 requests code_lines.py divides by.
+  i2=$(CONNS=20 CG_OPTS=--dump-instr=yes KEEP="$out/echo.cg" scripts/instr_per_request.sh weft 18400 /echo 1 -- \
     "$WEFT" serve --listen 127.0.0.1:18400=fiber --threads 1)
   lines=$(scripts/code_lines.py "$out/echo.cg" "$WEFT" 2000 | tail -1)
   rm -f "$out/echo.cg"
