@@ -39,6 +39,13 @@ pub(crate) trait Timed: Ord {
     const COMPACT_FIFO: bool;
 
     fn deadline(&self) -> Instant;
+
+    /// Whether this item, dead in `lane`, counts toward compaction: by default as its lane
+    /// does (see the module docs). An item type whose items may be put back in the other lane
+    /// ([`Expiry::due`]) decides by the item.
+    fn counts_dead(&self, lane: Lane) -> bool {
+        lane == Lane::Heap || Self::COMPACT_FIFO
+    }
 }
 
 /// What [`DeadlineQueue::expire`] needs of the owner: which items are still live, and where
@@ -46,8 +53,13 @@ pub(crate) trait Timed: Ord {
 pub(crate) trait Expiry<E> {
     fn live(&self, item: &E) -> bool;
 
-    /// Takes a live item whose deadline has passed.
-    fn due(&mut self, item: E);
+    /// Takes a live item whose deadline has passed. An item its owner re-armed for a later
+    /// deadline since it was queued (one wait kept queued across several arms) comes back
+    /// with that deadline, after the `now` of the expiry, and is queued again.
+    fn due(&mut self, item: E) -> Option<E>;
+
+    /// Takes a dead item as it leaves the queue (from a lane's front or by expiry).
+    fn dropped(&mut self, _item: E) {}
 }
 
 /// Where an item waits.
@@ -150,29 +162,28 @@ impl<E: Timed> DeadlineQueue<E> {
     /// first, in deadline order, then the FIFO lane's, in deadline order — and drops the dead
     /// items it meets on the way; returns the earliest deadline left.
     pub(crate) fn expire(&mut self, now: Instant, cx: &mut impl Expiry<E>) -> Option<Instant> {
-        let heap = self.expire_lane(Lane::Heap, now, cx);
-        let fifo = self.expire_lane(Lane::Fifo, now, cx);
+        self.expire_lane(Lane::Heap, now, cx);
+        self.expire_lane(Lane::Fifo, now, cx);
+        // Read after both passes: an item the FIFO lane's pass put back may be in the heap.
+        let heap = self.heap.peek().map(|Reverse(e)| e.deadline());
+        let fifo = self.fifo.front().map(Timed::deadline);
         match (heap, fifo) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// [`DeadlineQueue::expire`] on one lane; returns the lane's next deadline.
-    fn expire_lane(
-        &mut self,
-        lane: Lane,
-        now: Instant,
-        cx: &mut impl Expiry<E>,
-    ) -> Option<Instant> {
+    /// [`DeadlineQueue::expire`] on one lane: stops at a live front due after `now`.
+    fn expire_lane(&mut self, lane: Lane, now: Instant, cx: &mut impl Expiry<E>) {
         loop {
             let front = match lane {
-                Lane::Fifo => self.fifo.front()?,
-                Lane::Heap => &self.heap.peek()?.0,
+                Lane::Fifo => self.fifo.front(),
+                Lane::Heap => self.heap.peek().map(|Reverse(e)| e),
             };
+            let Some(front) = front else { return };
             let live = cx.live(front);
             if live && front.deadline() > now {
-                return Some(front.deadline());
+                return;
             }
             let item = match lane {
                 Lane::Fifo => self.fifo.pop_front(),
@@ -180,9 +191,15 @@ impl<E: Timed> DeadlineQueue<E> {
             };
             let item = item.expect("looked at the front");
             if live {
-                cx.due(item);
-            } else if Self::counts(lane) {
-                self.dead = self.dead.saturating_sub(1);
+                if let Some(again) = cx.due(item) {
+                    debug_assert!(again.deadline() > now, "put back due");
+                    self.push(again);
+                }
+            } else {
+                if item.counts_dead(lane) {
+                    self.dead = self.dead.saturating_sub(1);
+                }
+                cx.dropped(item);
             }
         }
     }
@@ -196,9 +213,10 @@ impl<E: Timed> DeadlineQueue<E> {
         }
     }
 
-    pub(crate) fn clear(&mut self) {
-        self.heap.clear();
-        self.fifo.clear();
+    /// Empties the queue, handing each item to `gone`.
+    pub(crate) fn clear(&mut self, mut gone: impl FnMut(E)) {
+        self.heap.drain().for_each(|Reverse(e)| gone(e));
+        self.fifo.drain(..).for_each(&mut gone);
         self.dead = 0;
     }
 
@@ -241,8 +259,9 @@ mod tests {
             !self.dead.contains(&item.id)
         }
 
-        fn due(&mut self, item: Item<C>) {
+        fn due(&mut self, item: Item<C>) -> Option<Item<C>> {
             self.due.push(item.id);
+            None
         }
     }
 
@@ -408,7 +427,7 @@ mod tests {
         q.shrink();
         let cap = q.fifo.capacity();
         assert!((FIFO_FLOOR..10_000).contains(&cap), "capacity {cap}");
-        q.clear();
+        q.clear(drop);
         assert!(q.is_empty());
     }
 }

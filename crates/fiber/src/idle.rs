@@ -129,13 +129,14 @@ impl Expiry<Item> for Expire<'_> {
         self.slab.is_live(d)
     }
 
-    fn due(&mut self, d: Item) {
+    fn due(&mut self, d: Item) -> Option<Item> {
         let key = IdleKey {
             index: d.index,
             gen: d.gen,
         };
         let (f, _) = self.slab.vacate(key).expect("checked live");
         self.out.push(f);
+        None
     }
 }
 

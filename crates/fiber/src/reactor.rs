@@ -471,14 +471,16 @@ impl Source {
         let Some(_lingering) = Lingering::enter(local) else {
             return Ok(false);
         };
-        let deadline = local.round_now() + period;
+        // On the round clock's nanosecond scale: integer arithmetic, no `Instant` per wait.
+        let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
+        let due = local.round_nanos().saturating_add(period);
         let woke = task::with_current(|me| {
             park_on(
                 slot,
                 Dir::Read,
                 me,
-                || sched::park_fifo(local, deadline, me),
-                || local.round_now() >= deadline,
+                || sched::park_fifo(local, due, me),
+                || local.round_nanos() >= due,
             )
         });
         Ok(woke.expect("in a fiber"))

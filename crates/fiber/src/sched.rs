@@ -28,7 +28,11 @@ pub(crate) struct Sched {
     pub(crate) timers: RefCell<Timers>,
     /// The clock as of this worker's last poll of epoll: the base of short, coarse deadlines
     /// ([`Sched::round_now`]).
-    pub(crate) round_now: Cell<Instant>,
+    round_now: Cell<Instant>,
+    /// The same, in nanoseconds after `epoch` ([`Sched::round_nanos`]).
+    round_nanos: Cell<u64>,
+    /// The origin of [`Sched::round_nanos`] and of the timers' nanosecond deadlines.
+    epoch: Instant,
 }
 
 thread_local! {
@@ -61,12 +65,15 @@ pub(crate) fn fiber_sched() -> Option<&'static Sched> {
 
 impl Sched {
     pub(crate) fn new(index: usize, shared: Arc<Shared>) -> Sched {
+        let epoch = Instant::now();
         Sched {
             index,
             shared,
             run_queue: RefCell::new(VecDeque::with_capacity(256)),
-            timers: RefCell::new(Timers::default()),
-            round_now: Cell::new(Instant::now()),
+            timers: RefCell::new(Timers::new(epoch)),
+            round_now: Cell::new(epoch),
+            round_nanos: Cell::new(0),
+            epoch,
         }
     }
 
@@ -101,9 +108,10 @@ impl Sched {
     }
 
     /// As [`Sched::add_timer`], for a wait of one fixed length armed many times a second
-    /// (the FIFO lane of `timer.rs`, `deadline.rs`).
-    pub(crate) fn add_fifo_timer(&self, deadline: Instant, task: Arc<Task>) -> u64 {
-        self.timers.borrow_mut().add_fifo(deadline, task)
+    /// (the FIFO lane of `timer.rs`, `deadline.rs`), with the deadline `due` on the round
+    /// clock's nanosecond scale ([`Sched::round_nanos`]).
+    pub(crate) fn add_fifo_timer(&self, due: u64, task: &Arc<Task>) -> u64 {
+        self.timers.borrow_mut().add_fifo(due, task)
     }
 
     /// The clock as of this worker's last poll of epoll, which a busy worker makes every
@@ -113,6 +121,19 @@ impl Sched {
     /// clock read per wait.
     pub(crate) fn round_now(&self) -> Instant {
         self.round_now.get()
+    }
+
+    /// [`Sched::round_now`] in nanoseconds after this worker's epoch: deadlines on it are
+    /// integer additions and comparisons, with no `Instant` arithmetic per wait.
+    pub(crate) fn round_nanos(&self) -> u64 {
+        self.round_nanos.get()
+    }
+
+    /// Sets the round clock to `now` (the worker, after a poll of epoll).
+    pub(crate) fn set_round_now(&self, now: Instant) {
+        self.round_now.set(now);
+        self.round_nanos
+            .set(crate::timer::nanos_since(self.epoch, now));
     }
 
     pub(crate) fn cancel_timer(&self, task: &Task, seq: u64) {
@@ -192,10 +213,10 @@ fn park_fiber(sched: &Sched, deadline: Option<Instant>) {
 }
 
 /// Parks the calling fiber `task` (which has queued itself where a wake-up will find it)
-/// until it is unparked or `deadline` passes, with its timer in the FIFO lane: for a short
-/// wait of one fixed length armed many times a second.
-pub(crate) fn park_fifo(sched: &Sched, deadline: Instant, task: &Arc<Task>) {
-    let seq = sched.add_fifo_timer(deadline, task.clone());
+/// until it is unparked or the round clock passes `due` ([`Sched::round_nanos`]), with its
+/// timer in the FIFO lane: for a short wait of one fixed length armed many times a second.
+pub(crate) fn park_fifo(sched: &Sched, due: u64, task: &Arc<Task>) {
+    let seq = sched.add_fifo_timer(due, task);
     task::suspend(Suspend::Park);
     sched.cancel_timer(task, seq);
 }

@@ -79,7 +79,20 @@ pub(crate) struct Task {
     /// Number of the armed timer, 0 if none. Only the home worker's timers read or write it
     /// (one thread), so they update it with a load and a store, never a locked instruction.
     pub(crate) armed_timer: AtomicU64,
+    /// The linger timer this task keeps queued between lingers (`timer.rs`,
+    /// [`crate::timer::Timers::add_fifo`]): its number (0: none queued), the deadline it is
+    /// queued for and the deadline it now stands for, in nanoseconds after the worker's timer
+    /// epoch. Home worker only, as `armed_timer`.
+    pub(crate) kept: KeptTimer,
     local: UnsafeCell<LocalPart>,
+}
+
+/// See [`Task::kept`].
+#[derive(Default)]
+pub(crate) struct KeptTimer {
+    pub(crate) seq: AtomicU64,
+    pub(crate) queued_at: AtomicU64,
+    pub(crate) due: AtomicU64,
 }
 
 // SAFETY: all fields but `local` are Send + Sync. `local` (holding the !Send coroutine) is only
@@ -108,6 +121,7 @@ impl Task {
             shared,
             state: AtomicU8::new(SCHEDULED),
             armed_timer: AtomicU64::new(0),
+            kept: KeptTimer::default(),
             local: UnsafeCell::new(LocalPart::default()),
         }
     }
@@ -119,6 +133,8 @@ impl Task {
         self.id = id;
         self.state.store(SCHEDULED, Ordering::Relaxed);
         self.armed_timer.store(0, Ordering::Relaxed);
+        // Nothing holds the task, so no queued timer entry does: none is kept.
+        self.kept.seq.store(0, Ordering::Relaxed);
         *self.local.get_mut() = LocalPart::default();
     }
 

@@ -428,7 +428,7 @@ impl Local {
             // Every firing sets the round clock first, so a fiber its timer woke finds the
             // round clock past its deadline.
             let now = Instant::now();
-            self.sched.round_now.set(now);
+            self.sched.set_round_now(now);
             let timeout = match self.fire_timers(now) {
                 None => -1,
                 Some(at) => ms_until(at, now),
@@ -485,7 +485,7 @@ impl Local {
     /// Starts a scheduling round after a poll of epoll: sets the round clock to `now` (just
     /// read) and calls the runtime's round hook ([`crate::Builder::on_round`]), if any.
     fn begin_round(&self, now: Instant) {
-        self.sched.round_now.set(now);
+        self.sched.set_round_now(now);
         if let Some(f) = self.sched.shared.config.on_round {
             f();
         }
