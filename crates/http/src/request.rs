@@ -804,6 +804,7 @@ impl Parser {
     /// Records method and target of the request line at `start`, whose method (`method`)
     /// ends at `m_end` and target at `t_end` (offsets into the line, both already checked);
     /// the target's first `?` is at `q_end` (`t_end` if it has none).
+    #[inline]
     fn record_request_line(
         &mut self,
         buf: &[u8],
@@ -816,7 +817,33 @@ impl Parser {
         let t_start = m_end + 1;
         self.head.method = method;
         self.head.method_span = Span::new(start, start + m_end);
-        self.head.target = Span::new(start + t_start, start + t_end);
+        let target = Span::new(start + t_start, start + t_end);
+        self.head.target = target;
+        if method != Method::Connect && buf[start + t_start] == b'/' {
+            // Origin-form, as nearly every request's: the path is the whole target, and the
+            // first `?` (or the target's end) ends it; no authority. What `classify_target`
+            // says of such a target, without the call.
+            self.head.form = TargetForm::Origin;
+            self.head.path = target;
+            self.head.query_at = (start + q_end) as u32;
+            self.head.authority = None;
+            return Ok(());
+        }
+        self.record_other_target(buf, start, method, t_start, t_end, q_end)
+    }
+
+    /// The rest of [`Parser::record_request_line`]: a target of another form (absolute,
+    /// authority, asterisk) or a refused one, out of line.
+    #[inline(never)]
+    fn record_other_target(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        method: Method,
+        t_start: usize,
+        t_end: usize,
+        q_end: usize,
+    ) -> Result<(), Error> {
         let target = &buf[start + t_start..start + t_end];
         let (form, path) = classify_target(method, target)?;
         self.head.form = form;
@@ -1125,6 +1152,7 @@ fn split_request_line(line: &[u8]) -> Option<(Method, usize, usize, usize, Versi
 
 /// Length of the run of request-target bytes at the start of `t`, and the offset of the first
 /// `?` in that run (the length if there is none), eight bytes per step.
+#[inline]
 fn target_len(t: &[u8]) -> (usize, usize) {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
