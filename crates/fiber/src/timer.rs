@@ -412,6 +412,94 @@ mod tests {
         );
     }
 
+    /// Random lingers (mostly of one period, some longer or shorter), ends of waits, heap
+    /// timers and clock steps against a model that knows only each task's deadline: every
+    /// expiry wakes exactly the tasks whose wait is due, and the next deadline it returns is
+    /// never later than the earliest wait still armed (a worker sleeping until then misses
+    /// none).
+    #[test]
+    #[cfg_attr(miri, ignore)] // epoll: not supported by miri
+    fn kept_entries_wake_exactly_the_due_waits_against_a_model() {
+        const N: usize = 8;
+        let ts = tasks(N);
+        let base = Instant::now();
+        let mut timers = Timers::new(base);
+        // Per task: the armed wait's number, its deadline (ns) and whether it is a linger.
+        let mut armed: [Option<(u64, u64, bool)>; N] = [None; N];
+        let mut clock = 0u64;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let (mut kept_reuses, mut woken) = (0, 0);
+        for step in 0..20_000 {
+            let i = rand(N as u64) as usize;
+            match rand(11) {
+                0..=3 if armed[i].is_none() => {
+                    let period = [10, 10, 10, 10, 25, 3][rand(6) as usize] * 1_000_000;
+                    let before = ts[i].kept.seq.load(Ordering::Relaxed);
+                    let seq = timers.add_fifo(clock + period, &ts[i]);
+                    kept_reuses += usize::from(seq == before);
+                    armed[i] = Some((seq, clock + period, true));
+                }
+                4 if armed[i].is_none() => {
+                    let d = clock + rand(30) * 1_000_000;
+                    let seq = timers.add(base + Duration::from_nanos(d), ts[i].clone());
+                    armed[i] = Some((seq, d, false));
+                }
+                5..=6 => {
+                    // The wait ends early (bytes came): the fiber cancels its timer.
+                    if let Some((seq, _, _)) = armed[i].take() {
+                        timers.cancel(&ts[i], seq);
+                    }
+                }
+                7..=8 => {
+                    // A busy connection: its linger ends with a request, which is answered
+                    // before the next expiry, and it lingers again for the usual period.
+                    if let Some((seq, _, true)) = armed[i] {
+                        timers.cancel(&ts[i], seq);
+                        let again = timers.add_fifo(clock + 10_000_000, &ts[i]);
+                        kept_reuses += usize::from(again == seq);
+                        armed[i] = Some((again, clock + 10_000_000, true));
+                    }
+                }
+                _ => {
+                    clock += rand(5_000_000);
+                    let (next, mut woke) = fire(&mut timers, base + Duration::from_nanos(clock));
+                    woke.sort_unstable();
+                    let mut due: Vec<u64> = (0..N)
+                        .filter(|&k| armed[k].is_some_and(|(_, d, _)| d <= clock))
+                        .map(|k| ts[k].id)
+                        .collect();
+                    due.sort_unstable();
+                    assert_eq!(woke, due, "step {step}: woken at {clock} ns");
+                    for k in 0..N {
+                        if let Some((seq, d, _)) = armed[k] {
+                            if d <= clock {
+                                // The woken fiber runs and cancels its (fired) timer.
+                                timers.cancel(&ts[k], seq);
+                                armed[k] = None;
+                                woken += 1;
+                            }
+                        }
+                    }
+                    if let Some(first) = armed.iter().flatten().map(|&(_, d, _)| d).min() {
+                        let next = next.expect("a wait is armed");
+                        assert!(
+                            next <= base + Duration::from_nanos(first),
+                            "step {step}: next deadline after the earliest armed wait"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(kept_reuses > 500, "kept entries reused {kept_reuses} times");
+        assert!(woken > 100, "{woken} waits came due");
+    }
+
     #[test]
     #[cfg_attr(miri, ignore)] // epoll: not supported by miri
     fn clearing_the_timers_leaves_no_entry_kept() {
