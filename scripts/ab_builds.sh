@@ -78,3 +78,5 @@ for n, rs in sorted(by.items()):
         print(n, "/w1 same round: req/s median %.3f (%.3f-%.3f), CPU per request median %.3f (%.3f-%.3f)"
               % (st.median(rq), min(rq), max(rq), st.median(cp), min(cp), max(cp)))
 PY
+source scripts/machine.sh
+echo "# $(date -u +%FT%H:%MZ), $(machine)"

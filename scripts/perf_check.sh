@@ -128,5 +128,6 @@ else
 fi
 
 echo
-echo "== headline ratios ($(date -u +%F), $(nproc) cores, raw files in $out)"
+source scripts/machine.sh
+echo "== headline ratios ($(date -u +%F), $(machine), raw files in $out)"
 printf '%s\n' "${results[@]}" "${info[@]}"
