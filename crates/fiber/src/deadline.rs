@@ -19,6 +19,11 @@
 //! FIFO lane count is the item type's choice ([`Timed::COMPACT_FIFO`]): a lane of short waits
 //! empties itself within one period, a lane of long ones is compacted like the heap.
 //!
+//! **Items put back.** An owner may keep one item queued for several arms of the same wait,
+//! moving only its own record of the deadline: when such an item comes due for an earlier arm,
+//! [`Expiry::due`] hands it back with the later deadline and it is queued again (the FIFO lane
+//! if that keeps it in order, else the heap; `timer.rs`, "A kept linger timer").
+//!
 //! Only the owning worker thread touches a queue. Measured for the fibers' timers (2M
 //! arm+cancel pairs with 10,000 live timers, release build): this heap 13 ns per pair; an
 //! eagerly cancelled `BTreeMap<(Instant, seq), _>` 160–200 ns; a lazy heap without compaction
