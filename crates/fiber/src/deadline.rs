@@ -63,7 +63,8 @@ pub(crate) trait Expiry<E> {
     /// with that deadline, after the `now` of the expiry, and is queued again.
     fn due(&mut self, item: E) -> Option<E>;
 
-    /// Takes a dead item as it leaves the queue (from a lane's front or by expiry).
+    /// Takes a dead item as it leaves a lane's front in [`DeadlineQueue::expire`]. (Items a
+    /// compaction or [`DeadlineQueue::clear`] removes go to the closures those are given.)
     fn dropped(&mut self, _item: E) {}
 }
 
@@ -80,7 +81,8 @@ pub(crate) struct DeadlineQueue<E> {
     fifo: VecDeque<E>,
     /// The others.
     heap: BinaryHeap<Reverse<E>>,
-    /// Dead items in the lanes that count: the heap, and the FIFO lane if `E::COMPACT_FIFO`.
+    /// Dead items that count toward compaction ([`Timed::counts_dead`]: by default those of
+    /// the heap, and of the FIFO lane if `E::COMPACT_FIFO`).
     dead: usize,
 }
 
@@ -100,7 +102,9 @@ impl<E: Timed> DeadlineQueue<E> {
         lane == Lane::Heap || E::COMPACT_FIFO
     }
 
-    /// Items held, live or dead, in the lanes that count toward compaction.
+    /// Items held, live or dead, in the lanes that count toward compaction (a few items of
+    /// the heap whose deaths are not counted may be among them: the threshold is a bound, not
+    /// an exact share).
     fn counted(&self) -> usize {
         if E::COMPACT_FIFO {
             self.len()

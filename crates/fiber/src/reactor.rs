@@ -451,8 +451,9 @@ impl Source {
     /// caller's read blocks the thread as usual), false when `period` passed with nothing or,
     /// at once, when the worker has `max_lingering` fibers lingering already.
     /// For a connection between two requests: a busy one keeps its fiber and buffers across
-    /// the gap (no timer-heap entry and no clock read per wait: the timer goes in the FIFO
-    /// lane), a quiet one is handed back to the caller to park more cheaply.
+    /// the gap (no timer queue operation and no clock read per wait: the fiber's linger timer
+    /// stays queued from one wait to the next, `timer.rs`), a quiet one is handed back to the
+    /// caller to park more cheaply.
     pub(crate) fn linger(&mut self, period: Duration) -> io::Result<bool> {
         let Some(local) = sched::fiber_sched() else {
             return Ok(true);

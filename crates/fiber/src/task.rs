@@ -80,7 +80,7 @@ pub(crate) struct Task {
     /// (one thread), so they update it with a load and a store, never a locked instruction.
     pub(crate) armed_timer: AtomicU64,
     /// The linger timer this task keeps queued between lingers (`timer.rs`,
-    /// [`crate::timer::Timers::add_fifo`]): its number (0: none queued), the deadline it is
+    /// [`crate::timer::Timers::add_fifo`]): its number (0: none kept), the deadline it is
     /// queued for and the deadline it now stands for, in nanoseconds after the worker's timer
     /// epoch. Home worker only, as `armed_timer`.
     pub(crate) kept: KeptTimer,

@@ -412,6 +412,43 @@ mod tests {
         );
     }
 
+    #[test]
+    #[cfg_attr(miri, ignore)] // epoll: not supported by miri
+    fn a_kept_entry_the_heap_compaction_drops_is_kept_no_more() {
+        let ts = tasks(2);
+        let (a, b) = (&ts[0], &ts[1]);
+        let base = Instant::now();
+        let mut timers = Timers::new(base);
+        // `a`'s entry goes back into the heap (as in the test above), then its wait ends.
+        let seq = timers.add_fifo(due(10), a);
+        timers.cancel(a, seq);
+        timers.add_fifo(due(30), a);
+        timers.add_fifo(due(40), b);
+        assert_eq!(
+            fire(&mut timers, ms(base, 10)),
+            (Some(ms(base, 30)), vec![])
+        );
+        assert_eq!(timers.queue.lanes(), (1, 1));
+        timers.cancel(a, seq);
+        assert_eq!(a.kept.seq.load(Ordering::Relaxed), seq);
+        // `b` arms and replaces heap timers until their dead ones are compacted away, and
+        // `a`'s dead entry with them.
+        let seq_b = b.armed_timer.load(Ordering::Relaxed);
+        timers.cancel(b, seq_b);
+        for i in 0..4 * crate::deadline::COMPACT_SLACK as u64 {
+            timers.add(ms(base, 1_000 + i), b.clone());
+            if a.kept.seq.load(Ordering::Relaxed) == 0 {
+                break;
+            }
+        }
+        assert_eq!(a.kept.seq.load(Ordering::Relaxed), 0, "compacted: not kept");
+        assert_eq!(Arc::strong_count(a), 1, "no entry holds `a`");
+        // So `a`'s next linger queues an entry of its own, which fires.
+        let next = timers.add_fifo(due(50), a);
+        assert_ne!(next, seq);
+        assert!(fire(&mut timers, ms(base, 50)).1.contains(&a.id));
+    }
+
     /// Random lingers (mostly of one period, some longer or shorter), ends of waits, heap
     /// timers and clock steps against a model that knows only each task's deadline: every
     /// expiry wakes exactly the tasks whose wait is due, and the next deadline it returns is
