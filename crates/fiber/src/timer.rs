@@ -288,6 +288,12 @@ mod tests {
         n * 1_000_000
     }
 
+    /// One task and timers whose epoch is the instant returned.
+    fn one_task() -> (Arc<Task>, Timers, Instant) {
+        let base = Instant::now();
+        (tasks(1).remove(0), Timers::new(base), base)
+    }
+
     /// Fires `timers` at `now`; returns the next deadline and the ids of the tasks woken.
     fn fire(timers: &mut Timers, now: Instant) -> (Option<Instant>, Vec<u64>) {
         let mut woke = Vec::new();
@@ -298,9 +304,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)] // epoll: not supported by miri
     fn a_task_lingering_again_and_again_keeps_one_entry() {
-        let t = tasks(1).remove(0);
-        let base = Instant::now();
-        let mut timers = Timers::new(base);
+        let (t, mut timers, _) = one_task();
         let first = timers.add_fifo(due(100), &t);
         timers.cancel(&t, first);
         for i in 1..1000 {
@@ -315,9 +319,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)] // epoll: not supported by miri
     fn a_kept_entry_wakes_its_task_at_the_last_arms_deadline() {
-        let t = tasks(1).remove(0);
-        let base = Instant::now();
-        let mut timers = Timers::new(base);
+        let (t, mut timers, base) = one_task();
         let seq = timers.add_fifo(due(10), &t);
         timers.cancel(&t, seq);
         assert_eq!(timers.add_fifo(due(50), &t), seq);
@@ -341,23 +343,30 @@ mod tests {
         assert_eq!(timers.queue.lanes(), (1, 0));
     }
 
-    #[test]
-    #[cfg_attr(miri, ignore)] // epoll: not supported by miri
-    fn a_kept_entry_goes_back_in_the_heap_behind_later_arms() {
+    /// Two tasks `a` and `b` (in that order) and their timers: `a` lingered until 10 ms, then
+    /// again until 30 ms, and `b` lingers until 40 ms, so at 10 ms `a`'s kept entry (number
+    /// returned) went back into the heap, 30 ms being out of order in the FIFO lane.
+    fn a_put_back_in_the_heap() -> (Vec<Arc<Task>>, Timers, Instant, u64) {
         let ts = tasks(2);
-        let (a, b) = (&ts[0], &ts[1]);
         let base = Instant::now();
         let mut timers = Timers::new(base);
-        let seq = timers.add_fifo(due(10), a);
-        timers.cancel(a, seq);
-        timers.add_fifo(due(30), a);
-        // `b` lingers until 40 ms: 30 ms would put the FIFO lane out of order.
-        timers.add_fifo(due(40), b);
+        let seq = timers.add_fifo(due(10), &ts[0]);
+        timers.cancel(&ts[0], seq);
+        assert_eq!(timers.add_fifo(due(30), &ts[0]), seq);
+        timers.add_fifo(due(40), &ts[1]);
         assert_eq!(
             fire(&mut timers, ms(base, 10)),
             (Some(ms(base, 30)), vec![])
         );
         assert_eq!(timers.queue.lanes(), (1, 1), "`a`'s entry in the heap");
+        (ts, timers, base, seq)
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // epoll: not supported by miri
+    fn a_kept_entry_goes_back_in_the_heap_behind_later_arms() {
+        let (ts, mut timers, base, _) = a_put_back_in_the_heap();
+        let (a, b) = (&ts[0], &ts[1]);
         assert_eq!(
             fire(&mut timers, ms(base, 30)),
             (Some(ms(base, 40)), vec![a.id])
@@ -391,9 +400,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)] // epoll: not supported by miri
     fn a_kept_entry_dead_at_the_front_leaves_and_an_earlier_deadline_gets_its_own() {
-        let t = tasks(1).remove(0);
-        let base = Instant::now();
-        let mut timers = Timers::new(base);
+        let (t, mut timers, base) = one_task();
         let seq = timers.add_fifo(due(10), &t);
         timers.cancel(&t, seq);
         // The task is not lingering: its entry is dead and leaves the front at once.
@@ -415,20 +422,9 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)] // epoll: not supported by miri
     fn a_kept_entry_the_heap_compaction_drops_is_kept_no_more() {
-        let ts = tasks(2);
+        let (ts, mut timers, base, seq) = a_put_back_in_the_heap();
         let (a, b) = (&ts[0], &ts[1]);
-        let base = Instant::now();
-        let mut timers = Timers::new(base);
-        // `a`'s entry goes back into the heap (as in the test above), then its wait ends.
-        let seq = timers.add_fifo(due(10), a);
-        timers.cancel(a, seq);
-        timers.add_fifo(due(30), a);
-        timers.add_fifo(due(40), b);
-        assert_eq!(
-            fire(&mut timers, ms(base, 10)),
-            (Some(ms(base, 30)), vec![])
-        );
-        assert_eq!(timers.queue.lanes(), (1, 1));
+        // Then `a`'s wait ends.
         timers.cancel(a, seq);
         assert_eq!(a.kept.seq.load(Ordering::Relaxed), seq);
         // `b` arms and replaces heap timers until their dead ones are compacted away, and
@@ -540,9 +536,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)] // epoll: not supported by miri
     fn clearing_the_timers_leaves_no_entry_kept() {
-        let t = tasks(1).remove(0);
-        let base = Instant::now();
-        let mut timers = Timers::new(base);
+        let (t, mut timers, base) = one_task();
         let seq = timers.add_fifo(due(10), &t);
         timers.cancel(&t, seq);
         timers.clear();
