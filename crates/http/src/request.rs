@@ -820,9 +820,9 @@ impl Parser {
         let target = Span::new(start + t_start, start + t_end);
         self.head.target = target;
         if method != Method::Connect && buf[start + t_start] == b'/' {
-            // Origin-form, as nearly every request's: the path is the whole target, and the
-            // first `?` (or the target's end) ends it; no authority. What `classify_target`
-            // says of such a target, without the call.
+            // Origin-form, as nearly every request's (and the only form told here: the others
+            // go to `classify_other_target`): the path is the whole target, and the first `?`
+            // (or the target's end) ends it; no authority.
             self.head.form = TargetForm::Origin;
             self.head.path = target;
             self.head.query_at = (start + q_end) as u32;
@@ -845,7 +845,7 @@ impl Parser {
         q_end: usize,
     ) -> Result<(), Error> {
         let target = &buf[start + t_start..start + t_end];
-        let (form, path) = classify_target(method, target)?;
+        let (form, path) = classify_other_target(method, target)?;
         self.head.form = form;
         self.head.path = Span::new(start + t_start + path.0, start + t_start + path.1);
         // The target's first `?` starts the query (an absolute-form authority ends at a `?`, and
@@ -855,7 +855,7 @@ impl Parser {
         let p = self.head.path;
         self.head.query_at = if p.start <= q && q < p.end { q } else { p.end };
         self.head.authority = (form == TargetForm::Absolute).then(|| {
-            // Between "http://" or "https://" (checked by classify_target) and the path.
+            // Between "http://" or "https://" (checked by classify_other_target) and the path.
             let scheme = if target[4] == b':' { 7 } else { 8 };
             Span::new(start + t_start + scheme, start + t_start + path.0)
         });
@@ -1211,8 +1211,10 @@ fn parse_version(v: &[u8]) -> Result<Version, Error> {
     }
 }
 
-/// Returns the target's form and the byte range of its origin-form part.
-fn classify_target(method: Method, t: &[u8]) -> Result<(TargetForm, (usize, usize)), Error> {
+/// Returns the form and the byte range of the origin-form part of a target that is not in
+/// origin-form, or is a CONNECT's (`Parser::record_request_line` records an origin-form target
+/// itself), or the error that refuses it.
+fn classify_other_target(method: Method, t: &[u8]) -> Result<(TargetForm, (usize, usize)), Error> {
     // CONNECT takes only the authority-form (RFC 9110 §9.3.6), and only CONNECT takes it.
     if method == Method::Connect {
         return if valid_authority(t) {
@@ -1221,9 +1223,10 @@ fn classify_target(method: Method, t: &[u8]) -> Result<(TargetForm, (usize, usiz
             Err(bad("invalid CONNECT authority"))
         };
     }
-    if t[0] == b'/' {
-        return Ok((TargetForm::Origin, (0, t.len())));
-    }
+    debug_assert!(
+        t[0] != b'/',
+        "an origin-form target is recorded by the caller"
+    );
     if t == b"*" {
         return if method == Method::Options {
             Ok((TargetForm::Asterisk, (0, 0)))
