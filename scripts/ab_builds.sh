@@ -79,4 +79,4 @@ for n, rs in sorted(by.items()):
               % (st.median(rq), min(rq), max(rq), st.median(cp), min(cp), max(cp)))
 PY
 source scripts/machine.sh
-echo "# $(date -u +%FT%H:%MZ), $(machine)"
+stamp

@@ -55,7 +55,7 @@ n_server=$(taskset -c "$server_cores" nproc); n_client=$(taskset -c "$client_cor
 TIMEFORMAT='%U %S %R'
 echo "test,server,run,rps,cpu_us,server_busy,client_busy" >"$out"
 source scripts/machine.sh
-echo "# $(date -u +%FT%H:%MZ), $(machine)"
+stamp
 for r in $(seq 1 "$runs"); do
   for t in "${tests[@]}"; do
     for n in weft may_minihttp actix; do
