@@ -29,10 +29,8 @@ pub(crate) struct Sched {
     /// The clock as of this worker's last poll of epoll: the base of short, coarse deadlines
     /// ([`Sched::round_now`]).
     round_now: Cell<Instant>,
-    /// The same, in nanoseconds after `epoch` ([`Sched::round_nanos`]).
+    /// The same, in nanoseconds after the timers' epoch ([`Sched::round_nanos`]).
     round_nanos: Cell<u64>,
-    /// The origin of [`Sched::round_nanos`] and of the timers' nanosecond deadlines.
-    epoch: Instant,
 }
 
 thread_local! {
@@ -73,7 +71,6 @@ impl Sched {
             timers: RefCell::new(Timers::new(epoch)),
             round_now: Cell::new(epoch),
             round_nanos: Cell::new(0),
-            epoch,
         }
     }
 
@@ -123,8 +120,9 @@ impl Sched {
         self.round_now.get()
     }
 
-    /// [`Sched::round_now`] in nanoseconds after this worker's epoch: deadlines on it are
-    /// integer additions and comparisons, with no `Instant` arithmetic per wait.
+    /// [`Sched::round_now`] in nanoseconds after the epoch of this worker's timers (the scale
+    /// of [`Sched::add_fifo_timer`]'s deadlines): deadlines on it are integer additions and
+    /// comparisons, with no `Instant` arithmetic per wait.
     pub(crate) fn round_nanos(&self) -> u64 {
         self.round_nanos.get()
     }
@@ -132,8 +130,7 @@ impl Sched {
     /// Sets the round clock to `now` (the worker, after a poll of epoll).
     pub(crate) fn set_round_now(&self, now: Instant) {
         self.round_now.set(now);
-        self.round_nanos
-            .set(crate::timer::nanos_since(self.epoch, now));
+        self.round_nanos.set(self.timers.borrow().nanos(now));
     }
 
     pub(crate) fn cancel_timer(&self, task: &Task, seq: u64) {

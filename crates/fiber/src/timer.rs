@@ -150,11 +150,6 @@ pub(crate) struct Timers {
     epoch: Instant,
 }
 
-/// `at` in nanoseconds after `epoch` (an instant before it counts as the epoch).
-pub(crate) fn nanos_since(epoch: Instant, at: Instant) -> u64 {
-    u64::try_from(at.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
-}
-
 impl Timers {
     /// Timers whose nanosecond deadlines count from `epoch`.
     pub(crate) fn new(epoch: Instant) -> Timers {
@@ -163,6 +158,11 @@ impl Timers {
             next_seq: 0,
             epoch,
         }
+    }
+
+    /// `at` in nanoseconds after the epoch (an instant before it counts as the epoch).
+    pub(crate) fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Arms `task`'s timer for `deadline` (replacing an armed one); returns its number.
@@ -244,7 +244,7 @@ impl Timers {
         let mut fire = Fire {
             wake,
             epoch: self.epoch,
-            now: nanos_since(self.epoch, now),
+            now: self.nanos(now),
         };
         self.queue.expire(now, &mut fire)
     }
