@@ -48,9 +48,20 @@ pub enum Command {
     /// Draws columns of a CSV file against one of its columns as a line chart (OUT.svg and
     /// OUT.png): time series such as the pipeline controller's threads per stage.
     Plot(PlotArgs),
+    /// Draws an experiment's bar charts again from every run in its rows.csv (threads-cache,
+    /// fibers, cgi, specweb), under the same file names, so results written before the charts
+    /// had whiskers and a legend get them without being measured again.
+    Replot(ReplotArgs),
     /// Plain TCP in, TLS out: forwards every connection on --listen to the HTTPS server at
     /// --connect, so that a tool speaking plain HTTP can probe it.
     TlsShim(TlsShimArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReplotArgs {
+    /// An experiment's results folder (e.g. results/fibers): its report.md names the
+    /// experiment, its rows.csv holds the runs.
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -180,7 +191,7 @@ pub struct BackendArgs {
 #[derive(Debug, Args)]
 pub struct FilesetSpecwebArgs {
     /// Directory to write into (created if missing).
-    pub dir: std::path::PathBuf,
+    pub dir: PathBuf,
     /// Simultaneous connections the set is sized for.
     #[arg(short, long, default_value_t = 10)]
     pub connections: usize,
@@ -373,6 +384,12 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 plot::lines_png(&a.title, x_label, &a.y_label, &series),
             )?;
             println!("wrote {} and {}", svg.display(), png.display());
+            Ok(())
+        }
+        Command::Replot(a) => {
+            for f in crate::experiment::charts::replot(&a.dir)? {
+                println!("wrote {}", f.display());
+            }
             Ok(())
         }
         Command::TlsShim(a) => {

@@ -44,6 +44,7 @@ use crate::procstat;
 use crate::specweb::{self, SpecwebConfig};
 use crate::target::{BadInput, RequestSpec, Target};
 
+pub mod charts;
 pub mod tls;
 
 #[derive(Debug, Args)]
@@ -705,51 +706,9 @@ pub fn mark(dir: &Path, quick: bool) -> io::Result<()> {
     fs::write(dir.join(RUN_KIND_FILE), kind)
 }
 
-/// A chart's bar for `label` over the runs' values: the median, and a whisker from the
-/// smallest to the largest run when there are several.
-fn bar(label: String, runs: Option<&Vec<f64>>) -> plot::Bar {
-    let runs: Vec<f64> = runs.map_or(Vec::new(), |v| {
-        v.iter().copied().filter(|x| x.is_finite()).collect()
-    });
-    let range = (runs.len() > 1).then(|| {
-        let lo = runs.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = runs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lo, hi)
-    });
-    plot::Bar {
-        label,
-        value: median(&runs),
-        range,
-    }
-}
-
-/// Writes `DIR/STEM.png` and `DIR/STEM.svg`; returns the report's line for them. A quick
-/// run's charts say so in their title, since they travel without the report. Bars are the
-/// medians of the runs, whiskers their range.
-fn chart(b: &Bench, stem: &str, title: &str, unit: &str, bars: &[plot::Bar]) -> io::Result<String> {
-    let dir = &b.dir;
-    let title = &if b.quick {
-        format!("{title} (quick run: a smoke check, not a measurement)")
-    } else {
-        title.to_string()
-    };
-    let legend = if b.runs > 1 {
-        format!(
-            "bars: median of {} runs; whiskers: smallest to largest run",
-            b.runs
-        )
-    } else {
-        "one run".to_string()
-    };
-    fs::write(
-        dir.join(format!("{stem}.svg")),
-        plot::bar_chart(title, unit, bars, &legend),
-    )?;
-    fs::write(
-        dir.join(format!("{stem}.png")),
-        plot::bar_chart_png(title, unit, bars, &legend),
-    )?;
-    Ok(format!("![{title}]({stem}.png) ([SVG]({stem}.svg))\n"))
+/// Draws `c` into the experiment's folder; returns the report's line for it.
+fn chart(b: &Bench, c: &charts::Chart) -> io::Result<String> {
+    charts::draw(&b.dir, b.quick, b.runs, c)
 }
 
 /// The servers in run `run`'s order.
@@ -771,14 +730,16 @@ fn quick_note(b: &Bench) -> String {
     }
 }
 
-fn write_rows(b: &Bench, header: &str, rows: &[String]) -> io::Result<()> {
+/// Writes `rows.csv` and returns it as read back: the charts are drawn from what it holds.
+fn write_rows(b: &Bench, header: &str, rows: &[String]) -> io::Result<charts::Rows> {
     let mut s = String::from(header);
     s.push('\n');
     for r in rows {
         s.push_str(r);
         s.push('\n');
     }
-    fs::write(b.dir.join("rows.csv"), s)
+    fs::write(b.dir.join("rows.csv"), &s)?;
+    charts::Rows::parse(&s).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))
 }
 
 /// threads-cache: groups of concurrent GETs on fresh connections.
@@ -823,7 +784,7 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    write_rows(b, "server,file,run,avg_ms,p99_ms,errors", &rows)?;
+    let table = write_rows(b, "server,file,run,avg_ms,p99_ms,errors", &rows)?;
     let names: Vec<&str> = b.servers.iter().map(|s| s.name.as_str()).collect();
     let med = |s: &str, f: &str| median(avg.get(&(s.to_string(), f)).map_or(&[][..], |v| v));
     let mut csv = String::from("server,file,median_avg_ms\n");
@@ -860,14 +821,9 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         }
         md.push('\n');
     }
+    let servers: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     for f in files {
-        let stem = f.trim_start_matches("/files/").replace('.', "_");
-        let bars: Vec<plot::Bar> = names
-            .iter()
-            .map(|s| bar(s.to_string(), avg.get(&(s.to_string(), f))))
-            .collect();
-        let title = format!("groups, {f}: mean completion time");
-        md.push_str(&chart(b, &stem, &title, "ms", &bars)?);
+        md.push_str(&chart(b, &charts::threads_cache(&table, &servers, f)?)?);
     }
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
@@ -939,7 +895,7 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    write_rows(
+    let table = write_rows(
         b,
         "server,path,conns,run,rps,cpu_us_per_req,server_cpu_pct,errors",
         &rows,
@@ -1008,19 +964,9 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                 gains.join(", ")
             )?;
         }
-        let stem = path.trim_start_matches('/').replace('.', "_");
-        let rps_r = &rps;
-        let bars: Vec<plot::Bar> = names
-            .iter()
-            .flat_map(|s| {
-                concs
-                    .iter()
-                    .map(move |&c| bar(format!("{s} c={c}"), rps_r.get(&(s.to_string(), path, c))))
-            })
-            .filter(|b| !b.value.is_nan())
-            .collect();
-        let title = format!("{path}: requests/s");
-        md.push_str(&chart(b, &stem, &title, "req/s", &bars)?);
+        let servers: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let conns: Vec<String> = concs.iter().map(|c| c.to_string()).collect();
+        md.push_str(&chart(b, &charts::fibers(&table, &servers, path, &conns)?)?);
         md.push('\n');
     }
     fs::write(b.dir.join("median.csv"), csv)?;
@@ -1150,7 +1096,7 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    write_rows(
+    let table = write_rows(
         b,
         "server,path,run,mean_ms,p99_ms,rps,cpu_us_per_req,errors,echoed",
         &rows,
@@ -1178,20 +1124,15 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         b.runs,
         b.machine
     );
-    let mut series = Vec::new();
     for k in &keys {
         let (m, c) = (get(&mean, k), get(&cpu, k));
         writeln!(csv, "{},{},{m:.3},{c:.1}", k.0, k.1)?;
         writeln!(md, "| {} | {} | {m:.3} | {c:.0} |", k.0, k.1)?;
-        series.push(bar(format!("{} {}", k.0, k.1), mean.get(k)));
     }
     md.push('\n');
     md.push_str(&chart(
         b,
-        "cgi",
-        "the CGI paper's POST: mean time",
-        "ms",
-        &series,
+        &charts::cgi(&table, &charts::cgi_keys(&table)?)?,
     )?);
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
@@ -1253,7 +1194,7 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    write_rows(
+    let table = write_rows(
         b,
         "server,clients,run,conforming_pct,mean_response_ms,ops_per_s,weighted_kbit_per_s,connections,errors",
         &rows,
@@ -1291,18 +1232,10 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             writeln!(md, "| {s} | {c} | {x:.1} | {y:.2} | {z:.0} | {w:.0} |")?;
         }
     }
-    let resp_r = &resp;
-    let bars: Vec<plot::Bar> = names
-        .iter()
-        .flat_map(|s| {
-            clients
-                .iter()
-                .map(move |&c| bar(format!("{s} c={c}"), resp_r.get(&(s.to_string(), c))))
-        })
-        .collect();
+    let servers: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let counts: Vec<String> = clients.iter().map(|c| c.to_string()).collect();
     md.push('\n');
-    let title = "SPECweb99-like: mean response time";
-    md.push_str(&chart(b, "response", title, "ms", &bars)?);
+    md.push_str(&chart(b, &charts::specweb(&table, &servers, &counts)?)?);
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
     Ok(())
@@ -1376,24 +1309,20 @@ mod tests {
             root: dir.clone(),
             machine: String::new(),
         };
-        let series = [plot::Bar::plain("fiber", 1.0)];
+        let c = charts::Chart {
+            stem: "x".into(),
+            title: "requests/s".into(),
+            unit: "req/s",
+            bars: vec![plot::Bar::plain("fiber", 1.0)],
+        };
         for quick in [true, false] {
             b.quick = quick;
-            chart(&b, "x", "requests/s", "req/s", &series).unwrap();
+            chart(&b, &c).unwrap();
             let svg = fs::read_to_string(dir.join("x.svg")).unwrap();
             assert_eq!(svg.contains("smoke check"), quick, "{svg}");
             assert_eq!(quick_note(&b).contains("smoke check"), quick);
         }
         fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_bar_is_the_median_with_the_runs_range() {
-        let b = bar("x".into(), Some(&vec![3.0, 1.0, f64::NAN, 2.0, 10.0]));
-        assert_eq!((b.value, b.range), (2.5, Some((1.0, 10.0))));
-        let one = bar("y".into(), Some(&vec![4.0]));
-        assert_eq!((one.value, one.range), (4.0, None));
-        assert!(bar("z".into(), None).value.is_nan());
     }
 
     #[test]

@@ -727,37 +727,61 @@ fn report(
     ] {
         let bars: Vec<plot::Bar> = names
             .iter()
-            .map(|s| bar(s.to_string(), cpu.get(&(s.to_string(), sc))))
+            .map(|s| run_bar(s.to_string(), cpu.get(&(s.to_string(), sc))))
             .collect();
-        md.push_str(&chart(b, stem, title, "us", &bars)?);
+        md.push_str(&draw_chart(b, stem, title, "us", bars)?);
     }
     let bars: Vec<plot::Bar> = names
         .iter()
         .flat_map(|s| {
-            ["handshake", "resumed"].map(|k| bar(format!("{s} {k}"), rps.get(&(s.to_string(), k))))
+            ["handshake", "resumed"]
+                .map(|k| run_bar(format!("{s} {k}"), rps.get(&(s.to_string(), k))))
         })
         .collect();
-    md.push_str(&chart(
+    md.push_str(&draw_chart(
         b,
         "handshakes",
         "new TLS connections per second",
         "conn/s",
-        &bars,
+        bars,
     )?);
     let bars: Vec<plot::Bar> = names
         .iter()
-        .map(|s| bar(s.to_string(), idle.get(&(s.to_string(), "idle"))))
+        .map(|s| run_bar(s.to_string(), idle.get(&(s.to_string(), "idle"))))
         .collect();
-    md.push_str(&chart(
+    md.push_str(&draw_chart(
         b,
         "idle_memory",
         "resident memory per idle keep-alive TLS connection",
         "bytes",
-        &bars,
+        bars,
     )?);
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
     Ok(())
+}
+
+/// A bar over the runs kept for a point (none: a missing bar).
+fn run_bar(label: String, runs: Option<&Vec<f64>>) -> plot::Bar {
+    charts::bar(label, runs.map_or(&[][..], Vec::as_slice))
+}
+
+fn draw_chart(
+    b: &Bench,
+    stem: &str,
+    title: &str,
+    unit: &'static str,
+    bars: Vec<plot::Bar>,
+) -> io::Result<String> {
+    chart(
+        b,
+        &charts::Chart {
+            stem: stem.into(),
+            title: title.into(),
+            unit,
+            bars,
+        },
+    )
 }
 
 #[cfg(test)]
