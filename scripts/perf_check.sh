@@ -106,6 +106,20 @@ info=()
 if ((${#floor[@]})); then
   f=$(awk '/^w2 \/nginx median/ {print $4}' "$out/echo-c50.txt")
   info+=("$(printf '%-46s %10s' "floor: bare epoll loop, /echo c=50 vs nginx" "$f")")
+  # weft and nginx against the floor, round by round: weft's stays near 1.1x on both hosts
+  # measured so far, nginx's moves with the host (BENCHMARKS.md, "Where the last 0.1 µs").
+  over_floor() { # NAME: the median over the rounds of NAME's CPU per request / the floor's
+    python3 - "$out/echo-c50.csv" "$1" <<'PY'
+import collections, csv, statistics, sys
+rounds = collections.defaultdict(dict)
+for row in csv.DictReader(open(sys.argv[1])):
+    rounds[row["run"]][row["name"]] = float(row["cpu_us"])
+v = [r[sys.argv[2]] / r["w2"] for r in rounds.values() if sys.argv[2] in r and r.get("w2", 0) > 0]
+print(f"{statistics.median(v):.3f}" if v else "")
+PY
+  }
+  info+=("$(printf '%-46s %10s' "weft / floor, /echo c=50 (same rounds)" "$(over_floor w1)")")
+  info+=("$(printf '%-46s %10s' "nginx / floor, /echo c=50 (same rounds)" "$(over_floor nginx)")")
 else
   info+=("floor (scripts/epoll_floor.c): skipped, no C compiler (cc)")
 fi
