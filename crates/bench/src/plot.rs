@@ -617,6 +617,9 @@ pub fn bars_png(title: &str, unit: &str, series: &[(String, f64)]) -> Vec<u8> {
     bar_chart_png(title, unit, &bars, "")
 }
 
+/// The longest bar label a PNG chart prints whole (the SVG prints every label whole).
+const LABEL_CHARS: usize = 32;
+
 /// The same chart as [`bar_chart`], as a PNG.
 pub fn bar_chart_png(title: &str, unit: &str, bars: &[Bar], legend: &str) -> Vec<u8> {
     let l = BarLayout::new(bars);
@@ -624,7 +627,16 @@ pub fn bar_chart_png(title: &str, unit: &str, bars: &[Bar], legend: &str) -> Vec
         .width(bars.len())
         .max(6.0 * title.len() as f64 + 20.0)
         .max(6.0 * legend.len() as f64 + 20.0);
-    let height = l.top + l.plot_h + 130.0 + if legend.is_empty() { 0.0 } else { 20.0 };
+    // Labels run down from the axis: room for the longest (at most LABEL_CHARS), and at least
+    // the 20 characters every chart had room for.
+    let label_chars = bars
+        .iter()
+        .map(|b| b.label.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(20, LABEL_CHARS);
+    let label_h = 6.0 * label_chars as f64 + 10.0;
+    let height = l.top + l.plot_h + label_h + if legend.is_empty() { 0.0 } else { 20.0 };
     let mut cv = Canvas::new(width as usize, height as usize);
     cv.text(
         width / 2.0 - 3.0 * title.len() as f64,
@@ -682,7 +694,7 @@ pub fn bar_chart_png(title: &str, unit: &str, bars: &[Bar], legend: &str) -> Vec
                 false,
             );
         }
-        let short: String = b.label.chars().take(20).collect();
+        let short: String = b.label.chars().take(LABEL_CHARS).collect();
         cv.text(
             x + l.bar_w / 2.0 - 4.0,
             l.top + l.plot_h + 6.0,
@@ -916,5 +928,26 @@ mod png_tests {
         assert_eq!(at(130, 250), 4);
         assert_eq!(at(130, 100), 0);
         assert_eq!(at(70, 200), 1, "y axis");
+    }
+
+    #[test]
+    fn long_labels_get_room_below_the_axis() {
+        let chart = |label: &str| decode(&bar_chart_png("t", "ms", &[Bar::plain(label, 1.0)], ""));
+        let (_, short, _) = chart("fiber c=1");
+        let (_, twenty, _) = chart(&"x".repeat(20));
+        let (_, long, px) = chart(&"x".repeat(30));
+        let (_, longer, _) = chart(&"x".repeat(50));
+        assert_eq!(short, 430, "as every chart was");
+        assert_eq!(twenty, short);
+        assert_eq!(long, short + 60, "six pixels a character past 20");
+        assert_eq!(longer, short + 72, "at most 32 characters");
+        // The 30th character is drawn: ink in its row band (6 px each, from 6 px below the
+        // axis at y 300).
+        let w = px.len() / long;
+        let band = 300 + 6 + 29 * 6..300 + 6 + 30 * 6;
+        assert!(
+            band.clone().any(|y| (0..w).any(|x| px[y * w + x] == 1)),
+            "{band:?}"
+        );
     }
 }
