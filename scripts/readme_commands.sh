@@ -25,13 +25,23 @@
 #   --quick: a full run is a measurement that replaces the committed results by design;
 #   --link (root, a network namespace) is left out unless LINK=1; --root /tmp/sw becomes a
 #   scratch folder that is removed at the end;
-# - `cargo test --workspace` runs only with TESTS=1.
+# - `cargo test --workspace` runs only with TESTS=1;
+# - the HTTPS section's `weft serve --https 127.0.0.1:8443 --tls-cert cert.pem ...` (a plain
+#   block) starts before the first command that needs it, with a certificate made here by
+#   the README's openssl recipe; 8443 and 8079 become $TLS_PORT and $SHIM_PORT; testssl.sh
+#   is left out where it is not installed; `sudo` is dropped when run as root, and the cluster
+#   experiment is left out without haproxy;
+# - the deployment's `weft check --config /etc/weft/weft.toml && systemctl reload weft` checks
+#   the repository's deploy/weft.toml instead (with the sample site and $PORT: no /etc/weft,
+#   no systemd here), and reloads nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PORT=${PORT:-8080}
 PORT2=${PORT2:-8081}
 BACKEND_PORT=${BACKEND_PORT:-9000}
+TLS_PORT=${TLS_PORT:-8443}
+SHIM_PORT=${SHIM_PORT:-8079}
 EXPERIMENTS=${EXPERIMENTS:-1}
 TESTS=${TESTS:-0}
 LINK=${LINK:-0}
@@ -54,9 +64,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for p in "$PORT" "$PORT2" "$BACKEND_PORT"; do
+for p in "$PORT" "$PORT2" "$BACKEND_PORT" "$TLS_PORT" "$SHIM_PORT"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    echo "port $p is in use here: set PORT, PORT2 or BACKEND_PORT" >&2
+    echo "port $p is in use here: set PORT, PORT2, BACKEND_PORT, TLS_PORT or SHIM_PORT" >&2
     exit 1
   fi
 done
@@ -96,6 +106,9 @@ shorten() {
     -e "s/127\.0\.0\.1:8080/127.0.0.1:$PORT/g" \
     -e "s/127\.0\.0\.1:8081/127.0.0.1:$PORT2/g" \
     -e "s/127\.0\.0\.1:9000/127.0.0.1:$BACKEND_PORT/g" \
+    -e "s/127\.0\.0\.1:8443/127.0.0.1:$TLS_PORT/g" \
+    -e "s/127\.0\.0\.1:8079/127.0.0.1:$SHIM_PORT/g" \
+    -e "s#(^| )(cert|key)\.pem#\\1$scratch/\\2.pem#g" \
     -e 's/(^| )-d[0-9]+s/\1-d1s/g' \
     -e 's/--duration [0-9]+s/--duration 1s/g' \
     -e 's/--step-duration [0-9]+s/--step-duration 1s/g' \
@@ -104,7 +117,29 @@ shorten() {
     -e 's/--step [0-9,]+/--step 1,5,2/g' \
     -e "s/\\\$\\(pgrep -nx weft\\)/$server_pid/g" \
     -e "s# --root /tmp/sw# --root $scratch/sw#g" \
-    -e "s#^cargo install (.*)#cargo install \\1 --root $scratch/install#"
+    -e "s#^cargo install (.*)#cargo install \\1 --root $scratch/install#" \
+    -e "s#^weft check --config /etc/weft/weft.toml && systemctl reload weft\$#weft check --config deploy/weft.toml --root www --listen 127.0.0.1:$PORT#"
+}
+
+# The HTTPS section's server (its command is in a plain block), started before the first
+# command that needs it, with a P-256 certificate for 127.0.0.1 made here (cert.pem, key.pem).
+https_server=0
+start_https() {
+  local cmd='weft serve --https 127.0.0.1:8443 --tls-cert cert.pem --tls-key key.pem' line
+  https_server=1
+  line=$( (grep -nF -- "$cmd" README.md || true) | head -1 | cut -d: -f1)
+  if [ -z "$line" ]; then
+    echo "README.md no longer shows \`$cmd\`: update this script" >&2
+    exit 1
+  fi
+  if [ "$DRY" != 1 ]; then
+    command -v openssl >/dev/null || { echo "openssl is missing (apt-get install openssl)" >&2; exit 1; }
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+      -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+      -addext basicConstraints=critical,CA:FALSE \
+      -keyout "$scratch/key.pem" -out "$scratch/cert.pem" 2>/dev/null
+  fi
+  run_command "$line" "$cmd" 0
 }
 
 # run_command LINE COMMAND STOP: runs README.md's COMMAND from LINE, shortened; a server
@@ -116,7 +151,29 @@ run_command() {
   run=$(printf '%s' "$cmd" | shorten)
   background=0
   case "$run" in *' &') background=1; run=${run% &} ;; esac
+  case "$run" in *" --https "*) ;; *"127.0.0.1:$TLS_PORT"*)
+    [ "$https_server" = 1 ] || start_https ;;
+  esac
   case "$run" in
+    'sudo '*)
+      # The cluster experiment: root (network namespaces) and haproxy.
+      if ! command -v haproxy >/dev/null; then
+        echo "README.md:$line: skipped (haproxy is not installed: apt-get install haproxy): $cmd"
+        return
+      fi
+      if [ "$(id -u)" = 0 ]; then
+        run=${run#sudo }
+      elif ! command -v sudo >/dev/null; then
+        echo "README.md:$line: skipped (needs root, and sudo is not installed): $cmd"
+        return
+      fi ;;
+  esac
+  case "$run" in
+    'scripts/testssl.sh'*)
+      if ! command -v testssl >/dev/null && ! command -v testssl.sh >/dev/null; then
+        echo "README.md:$line: skipped (testssl.sh is not installed: apt-get install testssl.sh): $cmd"
+        return
+      fi ;;
     'cargo test'*)
       if [ "$TESTS" != 1 ]; then echo "README.md:$line: skipped (TESTS=1 runs it): $cmd"; return; fi ;;
     *'weft-bench experiment'*)
@@ -131,10 +188,14 @@ run_command() {
       esac ;;
   esac
   case "$run" in
+    *' serve --https '*)
+      port=$TLS_PORT
+      background=1 ;;
     *' serve'*)
       case "$run" in *--listen*) ;; *) run="$run --listen 127.0.0.1:$PORT" ;; esac
       port=$(printf '%s' "$run" | sed -E 's/.*--listen 127\.0\.0\.1:([0-9]+).*/\1/')
       background=1 ;;
+    *'weft-bench tls-shim'*) port=$SHIM_PORT ;;
     *'weft-bench backend'*) port=$BACKEND_PORT ;;
     *'--example hello'*)
       # The example listens on 127.0.0.1:8080 itself.
@@ -153,7 +214,11 @@ run_command() {
     pids+=("$pid")
     if [ -n "$port" ]; then
       wait_port "$port" "$pid" "$scratch/bg-$line.log"
-      if (exec 3<>"/dev/tcp/127.0.0.1/$port"; printf 'GET / HTTP/1.0\r\n\r\n' >&3; head -c 12 <&3) |
+      if [ "$port" = "$TLS_PORT" ]; then
+        if ! curl -s --cacert "$scratch/cert.pem" -o /dev/null "https://127.0.0.1:$port/"; then
+          echo "README.md:$line: no HTTPS answer on port $port" >&2; exit 1
+        fi
+      elif (exec 3<>"/dev/tcp/127.0.0.1/$port"; printf 'GET / HTTP/1.0\r\n\r\n' >&3; head -c 12 <&3) |
         grep -q 'HTTP/1.1 [0-9]'; then :; else
         echo "README.md:$line: no HTTP answer on port $port" >&2; exit 1
       fi
