@@ -247,6 +247,29 @@ fn experiment_of(dir: &Path) -> Result<String, BadInput> {
         .ok_or_else(|| BadInput(format!("{}: no `# NAME:` title line", report.display())))
 }
 
+/// The charts of experiment `name` drawn from `rows` (its servers, files, paths and client
+/// counts in the order they first appear), or `None` for an experiment drawn otherwise.
+fn charts_of(name: &str, rows: &Rows) -> Result<Option<Vec<Chart>>, BadInput> {
+    let servers = rows.distinct("server")?;
+    Ok(Some(match name {
+        "threads-cache" => rows
+            .distinct("file")?
+            .iter()
+            .map(|f| threads_cache(rows, &servers, f))
+            .collect::<Result<Vec<_>, _>>()?,
+        "fibers" => {
+            let conns = rows.distinct("conns")?;
+            rows.distinct("path")?
+                .iter()
+                .map(|p| fibers(rows, &servers, p, &conns))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        "cgi" => vec![cgi(rows, &cgi_keys(rows)?)?],
+        "specweb" => vec![specweb(rows, &servers, &rows.distinct("clients")?)?],
+        _ => return Ok(None),
+    }))
+}
+
 /// `weft-bench replot DIR`: draws the charts of the experiment whose results are in `dir`
 /// again from its `rows.csv`, under the same file names (the report's links stay right).
 /// Returns the files written.
@@ -255,30 +278,13 @@ pub fn replot(dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
     let csv = dir.join("rows.csv");
     let text = fs::read_to_string(&csv).map_err(|e| BadInput(format!("{}: {e}", csv.display())))?;
     let rows = Rows::parse(&text).map_err(|e| BadInput(format!("{}: {}", csv.display(), e.0)))?;
-    let servers = rows.distinct("server")?;
-    let charts = match name.as_str() {
-        "threads-cache" => rows
-            .distinct("file")?
-            .iter()
-            .map(|f| threads_cache(&rows, &servers, f))
-            .collect::<Result<Vec<_>, _>>()?,
-        "fibers" => {
-            let conns = rows.distinct("conns")?;
-            rows.distinct("path")?
-                .iter()
-                .map(|p| fibers(&rows, &servers, p, &conns))
-                .collect::<Result<Vec<_>, _>>()?
-        }
-        "cgi" => vec![cgi(&rows, &cgi_keys(&rows)?)?],
-        "specweb" => vec![specweb(&rows, &servers, &rows.distinct("clients")?)?],
-        other => {
-            return Err(BadInput(format!(
-                "{}: experiment {other:?}: replot draws threads-cache, fibers, cgi and specweb \
-                 (tls and cluster draw their charts when they run)",
-                dir.display()
-            ))
-            .into())
-        }
+    let Some(charts) = charts_of(&name, &rows)? else {
+        return Err(BadInput(format!(
+            "{}: experiment {name:?}: replot draws threads-cache, fibers, cgi and specweb \
+             (tls and cluster draw their charts when they run)",
+            dir.display()
+        ))
+        .into());
     };
     let quick = written_by_quick_run(dir) == Some(true);
     let runs = rows.runs()?;
@@ -396,42 +402,21 @@ mod tests {
             let dir = results.join(name);
             let text = fs::read_to_string(dir.join("rows.csv")).unwrap();
             let rows = Rows::parse(&text).unwrap();
-            assert_eq!(
-                experiment_of(&dir).unwrap(),
-                name.trim_end_matches("-10mbit")
-            );
+            let experiment = experiment_of(&dir).unwrap();
+            assert_eq!(experiment, name.trim_end_matches("-10mbit"));
             assert!(rows.runs().unwrap() >= 5, "{name}: full runs");
-            // Every chart the report links to is one replot draws.
+            // Every chart replot draws is one the report links to, with every run behind each
+            // bar (5 runs: a whisker).
             let report = fs::read_to_string(dir.join("report.md")).unwrap();
-            let servers = rows.distinct("server").unwrap();
-            let stems: Vec<String> = match name {
-                "threads-cache" => rows
-                    .distinct("file")
-                    .unwrap()
-                    .iter()
-                    .map(|f| threads_cache(&rows, &servers, f).unwrap().stem)
-                    .collect(),
-                "cgi" => vec![cgi(&rows, &cgi_keys(&rows).unwrap()).unwrap().stem],
-                "specweb" => vec![
-                    specweb(&rows, &servers, &rows.distinct("clients").unwrap())
-                        .unwrap()
-                        .stem,
-                ],
-                _ => {
-                    let conns = rows.distinct("conns").unwrap();
-                    rows.distinct("path")
-                        .unwrap()
-                        .iter()
-                        .map(|p| {
-                            let c = fibers(&rows, &servers, p, &conns).unwrap();
-                            assert!(c.bars.iter().all(|b| b.range.is_some()), "{name} {p}");
-                            c.stem
-                        })
-                        .collect()
+            for c in charts_of(&experiment, &rows).unwrap().unwrap() {
+                assert!(
+                    report.contains(&format!("({}.png)", c.stem)),
+                    "{name}: {}",
+                    c.stem
+                );
+                for b in &c.bars {
+                    assert!(b.range.is_some(), "{name} {}: {}", c.stem, b.label);
                 }
-            };
-            for s in stems {
-                assert!(report.contains(&format!("({s}.png)")), "{name}: {s}");
             }
         }
     }
