@@ -706,6 +706,11 @@ pub fn mark(dir: &Path, quick: bool) -> io::Result<()> {
     fs::write(dir.join(RUN_KIND_FILE), kind)
 }
 
+/// The servers' names, in the experiment's order: the charts' bars follow it.
+fn server_names(b: &Bench) -> Vec<String> {
+    b.servers.iter().map(|s| s.name.clone()).collect()
+}
+
 /// Draws `c` into the experiment's folder; returns the report's line for it.
 fn chart(b: &Bench, c: &charts::Chart) -> io::Result<String> {
     charts::draw(&b.dir, b.quick, b.runs, c)
@@ -821,7 +826,7 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         }
         md.push('\n');
     }
-    let servers: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let servers = server_names(b);
     for f in files {
         md.push_str(&chart(b, &charts::threads_cache(&table, &servers, f)?)?);
     }
@@ -922,6 +927,10 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         b.runs,
         b.machine
     );
+    let (servers, conns) = (
+        server_names(b),
+        concs.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+    );
     for path in paths {
         writeln!(
             md,
@@ -964,8 +973,6 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                 gains.join(", ")
             )?;
         }
-        let servers: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        let conns: Vec<String> = concs.iter().map(|c| c.to_string()).collect();
         md.push_str(&chart(b, &charts::fibers(&table, &servers, path, &conns)?)?);
         md.push('\n');
     }
@@ -1232,7 +1239,7 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             writeln!(md, "| {s} | {c} | {x:.1} | {y:.2} | {z:.0} | {w:.0} |")?;
         }
     }
-    let servers: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let servers = server_names(b);
     let counts: Vec<String> = clients.iter().map(|c| c.to_string()).collect();
     md.push('\n');
     md.push_str(&chart(b, &charts::specweb(&table, &servers, &counts)?)?);
