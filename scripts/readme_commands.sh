@@ -121,23 +121,38 @@ shorten() {
     -e "s#^weft check --config /etc/weft/weft.toml && systemctl reload weft\$#weft check --config deploy/weft.toml --root www --listen 127.0.0.1:$PORT#"
 }
 
+# readme_line CMD: the README line that shows CMD (a code span may go on over a line break:
+# '(over two lines)'); fails, saying so, when the README no longer shows it.
+readme_line() {
+  local line
+  line=$( (grep -nF -- "$1" README.md || true) | head -1 | cut -d: -f1)
+  if [ -z "$line" ] && tr '\n' ' ' <README.md | grep -qF -- "$1"; then
+    line='(over two lines)'
+  fi
+  if [ -z "$line" ]; then
+    echo "README.md no longer shows \`$1\`: update this script" >&2
+    return 1
+  fi
+  printf '%s' "$line"
+}
+
 # The HTTPS section's server (its command is in a plain block), started before the first
-# command that needs it, with a P-256 certificate for 127.0.0.1 made here (cert.pem, key.pem).
+# command that needs it, with the certificate the section's openssl recipe makes (run here,
+# in the scratch folder: cert.pem, key.pem).
 https_server=0
 start_https() {
-  local cmd='weft serve --https 127.0.0.1:8443 --tls-cert cert.pem --tls-key key.pem' line
+  local cmd='weft serve --https 127.0.0.1:8443 --tls-cert cert.pem --tls-key key.pem' line recipe
   https_server=1
-  line=$( (grep -nF -- "$cmd" README.md || true) | head -1 | cut -d: -f1)
-  if [ -z "$line" ]; then
-    echo "README.md no longer shows \`$cmd\`: update this script" >&2
+  line=$(readme_line "$cmd")
+  # The recipe: from its `openssl req` line to the first line not continued by a backslash.
+  recipe=$(awk '/^openssl req -x509 /{p=1} p{print} p && !/\\$/{exit}' README.md)
+  if [ -z "$recipe" ]; then
+    echo "README.md no longer shows the HTTPS section's \`openssl req -x509\` recipe: update this script" >&2
     exit 1
   fi
   if [ "$DRY" != 1 ]; then
     command -v openssl >/dev/null || { echo "openssl is missing (apt-get install openssl)" >&2; exit 1; }
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-      -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
-      -addext basicConstraints=critical,CA:FALSE \
-      -keyout "$scratch/key.pem" -out "$scratch/cert.pem" 2>/dev/null
+    (cd "$scratch" && bash -c "$recipe") 2>/dev/null
   fi
   run_command "$line" "$cmd" 0
 }
@@ -264,15 +279,7 @@ for cmd in \
   'weft fileset DIR' \
   'weft serve --cgi DIR' \
   'cargo run --release -p weft --example hello'; do
-  line=$( (grep -nF -- "$cmd" README.md || true) | head -1 | cut -d: -f1)
-  # A code span may go on over a line break.
-  if [ -z "$line" ] && tr '\n' ' ' <README.md | grep -qF -- "$cmd"; then
-    line='(over two lines)'
-  fi
-  if [ -z "$line" ]; then
-    echo "README.md no longer shows \`$cmd\`: update this script" >&2
-    exit 1
-  fi
+  line=$(readme_line "$cmd")
   run_command "$line" "${cmd//DIR/$scratch/dir}" 1
 done
 
