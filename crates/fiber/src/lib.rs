@@ -51,12 +51,13 @@
 //! 4. `timer`: the fibers' timers.
 //! 5. `sched`: the narrow interface between fibers and their worker (run queue, timers, round
 //!    clock; park, unpark, the waker). Nothing below the worker sees more of it.
-//! 6. `reactor` (fd registrations, readiness, `Source`), `join` (join cells, fiber bodies),
+//! 6. `interrupt`: a wake-up that ends blocked waits (a server's shutdown for its accept loops).
+//! 7. `reactor` (fd registrations, readiness, `Source`), `join` (join cells, fiber bodies),
 //!    `sync` (fiber-aware `Mutex`, channels, `WaitGroup`), `time` (sleeping).
-//! 7. `worker` (the scheduler loop, fiber table, epoll batch, idle table), `io` (pipes),
+//! 8. `worker` (the scheduler loop, fiber table, epoll batch, idle table), `io` (pipes),
 //!    `blocking` (`spawn_blocking`).
-//! 8. `net`: TCP sockets; parks idle connections in the worker.
-//! 9. `runtime`: builder, handle and runtime, which start the workers.
+//! 9. `net`: TCP sockets; parks idle connections in the worker.
+//! 10. `runtime`: builder, handle and runtime, which start the workers.
 
 /// `AsRawFd`, `AsFd` and `IntoRawFd` for a type whose `src` field is a reactor `Source`
 /// (sockets in `net`, pipes in `io`).
@@ -86,6 +87,7 @@ mod blocking;
 mod deadline;
 mod guard;
 mod idle;
+mod interrupt;
 pub mod io;
 mod join;
 pub mod net;

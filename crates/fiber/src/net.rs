@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockRef, Socket, Type};
 
+use crate::interrupt::Interrupt;
 use crate::reactor::{never_drained, short_read, short_write, Source};
 pub use crate::readiness::Readiness;
 use crate::readiness::{Deadline, Dir};
@@ -80,6 +81,26 @@ impl TcpListener {
     /// Waits for a connection; the new stream is non-blocking and close-on-exec.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (fd, addr) = self.src.io(Dir::Read, never_drained, sys::accept)?;
+        Ok((
+            TcpStream {
+                src: Source::from_nonblocking(fd),
+            },
+            addr,
+        ))
+    }
+
+    /// As [`TcpListener::accept`], but the wait ends with `ErrorKind::Interrupted` once `int`
+    /// has fired (a connection already waiting is still returned): for an accept loop that
+    /// must stop on shutdown without polling a flag on a timeout. The accept timeout, if set,
+    /// still applies.
+    pub fn accept_interruptible(&self, int: &Interrupt) -> io::Result<(TcpStream, SocketAddr)> {
+        let deadline = match self.src.timeout(Dir::Read) {
+            None => Deadline::Never,
+            Some(t) => Deadline::After(t),
+        };
+        let (fd, addr) =
+            self.src
+                .io_until_or(Dir::Read, deadline, Some(int), never_drained, sys::accept)?;
         Ok((
             TcpStream {
                 src: Source::from_nonblocking(fd),

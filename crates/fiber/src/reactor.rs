@@ -41,6 +41,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::idle::IdleKey;
+use crate::interrupt::{interrupted, Interrupt};
 use crate::protocol::{self, is_ready, AtomicU32, READY};
 use crate::readiness::{timed_out, Deadline, Dir};
 use crate::sched::{self, Sched};
@@ -345,10 +346,24 @@ impl Source {
     }
 
     /// As [`Source::io`] with an explicit deadline.
+    #[inline]
     pub(crate) fn io_until<R>(
         &self,
         d: Dir,
         deadline: Deadline,
+        drained: impl Fn(&R) -> bool,
+        op: impl FnMut(RawFd) -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.io_until_or(d, deadline, None, drained, op)
+    }
+
+    /// As [`Source::io_until`], and a wait also ends, with `ErrorKind::Interrupted`, when
+    /// `int` fires (a ready fd is still served first).
+    pub(crate) fn io_until_or<R>(
+        &self,
+        d: Dir,
+        deadline: Deadline,
+        int: Option<&Interrupt>,
         drained: impl Fn(&R) -> bool,
         mut op: impl FnMut(RawFd) -> io::Result<R>,
     ) -> io::Result<R> {
@@ -364,7 +379,7 @@ impl Source {
                     // its edge not yet seen.
                     if s.is_home(l) && dl.is_none_or(|at| Instant::now() < at) {
                         bump(&l.stats().io(d).skipped);
-                        self.wait(d, dl)?;
+                        self.wait(d, dl, int)?;
                         continue;
                     }
                 }
@@ -389,7 +404,7 @@ impl Source {
                         protocol::ready_clear(s.word(d), snap, true);
                     }
                     let dl = *resolved.get_or_insert_with(|| deadline.resolve());
-                    self.wait(d, dl)?;
+                    self.wait(d, dl, int)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -398,15 +413,26 @@ impl Source {
     }
 
     /// Waits until the fd may be ready in direction `d` (after a syscall showed it drained,
-    /// or its readiness word did), or fails with `TimedOut` at `deadline`.
-    pub(crate) fn wait(&self, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
+    /// or its readiness word did), or fails with `TimedOut` at `deadline` or with
+    /// `Interrupted` when `int` fires first.
+    pub(crate) fn wait(
+        &self,
+        d: Dir,
+        deadline: Option<Instant>,
+        int: Option<&Interrupt>,
+    ) -> io::Result<()> {
         match sched::fiber_sched() {
-            Some(local) => self.wait_fiber(local, d, deadline),
-            None => self.wait_thread(d, deadline),
+            Some(local) => self.wait_fiber(local, d, deadline, int),
+            None => self.wait_thread(d, deadline, int),
         }
     }
 
-    fn wait_thread(&self, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
+    fn wait_thread(
+        &self,
+        d: Dir,
+        deadline: Option<Instant>,
+        int: Option<&Interrupt>,
+    ) -> io::Result<()> {
         let timeout = match deadline {
             None => None,
             Some(at) => {
@@ -421,25 +447,53 @@ impl Source {
             Dir::Read => sys::POLLIN,
             Dir::Write => sys::POLLOUT,
         };
-        if sys::poll_fd(self.raw, events, timeout)? {
+        // The interrupt's eventfd stays readable once fired, so a fired one ends the poll at
+        // once and is seen below.
+        let also = match int {
+            Some(i) => Some(i.eventfd()?.as_raw_fd()),
+            None => None,
+        };
+        let ready = sys::poll_fd_or(self.raw, events, also, timeout)?;
+        if int.is_some_and(Interrupt::is_fired) {
+            Err(interrupted())
+        } else if ready {
             Ok(())
         } else {
             Err(timed_out())
         }
     }
 
-    fn wait_fiber(&self, local: &Sched, d: Dir, deadline: Option<Instant>) -> io::Result<()> {
+    fn wait_fiber(
+        &self,
+        local: &Sched,
+        d: Dir,
+        deadline: Option<Instant>,
+        int: Option<&Interrupt>,
+    ) -> io::Result<()> {
         let slot = self.registration(local, d)?;
         let me = task::with_current(Arc::clone).expect("in a fiber");
+        if let Some(i) = int {
+            if !i.enter(&me) {
+                return Err(interrupted());
+            }
+        }
         let edge = park_on(
             slot,
             d,
             &me,
             || sched::park(deadline),
-            || deadline.is_some_and(|at| Instant::now() >= at),
+            || {
+                deadline.is_some_and(|at| Instant::now() >= at)
+                    || int.is_some_and(Interrupt::is_fired)
+            },
         );
+        if let Some(i) = int {
+            i.leave(&me);
+        }
         if edge {
             Ok(())
+        } else if int.is_some_and(Interrupt::is_fired) {
+            Err(interrupted())
         } else {
             Err(timed_out())
         }
@@ -608,7 +662,7 @@ mod tests {
             // Regular files cannot be added to an epoll set (EPERM).
             let f = std::fs::File::open("/proc/self/statm").unwrap();
             let src = Source::from_nonblocking(OwnedFd::from(f));
-            src.wait(Dir::Read, None).unwrap_err()
+            src.wait(Dir::Read, None, None).unwrap_err()
         });
         assert_eq!(e.raw_os_error(), Some(libc::EPERM));
     }

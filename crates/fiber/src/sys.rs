@@ -226,18 +226,38 @@ pub(crate) const POLLRDHUP: i16 = libc::POLLRDHUP;
 /// Blocks the thread until `fd` reports one of `events` (or an error/hangup), or `timeout`
 /// passes. Returns `Ok(false)` on timeout.
 pub(crate) fn poll_fd(fd: RawFd, events: i16, timeout: Option<Duration>) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
+    poll_fd_or(fd, events, None, timeout)
+}
+
+/// As [`poll_fd`], and also returns `Ok(true)` when `also` turns readable (an eventfd that
+/// tells the thread to stop waiting).
+pub(crate) fn poll_fd_or(
+    fd: RawFd,
+    events: i16,
+    also: Option<RawFd>,
+    timeout: Option<Duration>,
+) -> io::Result<bool> {
+    let mut pfds = [
+        libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: also.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let nfds: libc::nfds_t = if also.is_some() { 2 } else { 1 };
     let ms = match timeout {
         None => -1,
         // Round up so a deadline is never reported early.
         Some(d) => d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int,
     };
-    // SAFETY: one pollfd, a live local the kernel reads and writes.
-    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    // SAFETY: `pfds` is a live local array of two pollfds and `nfds` is at most 2, so the
+    // kernel reads and writes only within it.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), nfds, ms) };
     match n {
         -1 => {
             let e = io::Error::last_os_error();

@@ -30,6 +30,8 @@ const LAYERS: &[&[&str]] = &[
     &["timer"],
     // The narrow interface between fibers and their worker.
     &["sched"],
+    // A wake-up that ends blocked waits (a server's shutdown for its accept loops).
+    &["interrupt"],
     // What fibers call: readiness waits, join cells, sync types, sleeping.
     &["reactor", "join", "sync", "time"],
     // The worker loop; pipes; the blocking pool's front.

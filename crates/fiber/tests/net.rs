@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use weft_fiber::io::{pipe, PipeReader, PipeWriter};
 use weft_fiber::net::{TcpListener, TcpStream};
-use weft_fiber::sync::WaitGroup;
+use weft_fiber::sync::{Interrupt, WaitGroup};
 use weft_fiber::{Handle, Runtime};
 
 /// An echo server: one fiber per connection, spread over the workers.
@@ -189,6 +189,87 @@ fn accept_timeout_and_connect_refused() {
         .unwrap_err()
         .kind();
     assert_eq!(kind, ErrorKind::ConnectionRefused);
+}
+
+/// Accepts with `int` until it fails: the connections taken and the error's kind.
+fn accept_until_interrupted(l: &TcpListener, int: &Interrupt) -> (usize, ErrorKind) {
+    let mut taken = 0;
+    loop {
+        match l.accept_interruptible(int) {
+            Ok(_) => taken += 1,
+            Err(e) => return (taken, e.kind()),
+        }
+    }
+}
+
+#[test]
+fn an_interrupt_fired_from_another_thread_ends_blocked_accepts_on_every_worker() {
+    let rt = rt(2);
+    let int = Arc::new(Interrupt::new());
+    let mut acceptors = Vec::new();
+    let mut addrs = Vec::new();
+    for w in 0..2 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        addrs.push(l.local_addr().unwrap());
+        let int = int.clone();
+        acceptors.push(rt.spawn_on(w, move || accept_until_interrupted(&l, &int)));
+    }
+    // Each acceptor takes a connection, then blocks again (no timeout is set).
+    let clients: Vec<_> = addrs
+        .iter()
+        .map(|a| std::net::TcpStream::connect(a).unwrap())
+        .collect();
+    thread_sleep(Duration::from_millis(50));
+    assert!(!int.is_fired());
+    int.fire();
+    for a in acceptors {
+        let r = a.join_timeout(Duration::from_secs(10));
+        let r = r.unwrap_or_else(|_| panic!("an acceptor slept through the interrupt"));
+        assert_eq!(r.unwrap(), (1, ErrorKind::Interrupted));
+    }
+    drop(clients);
+}
+
+#[test]
+fn a_fired_interrupt_still_hands_over_a_waiting_connection_then_fails_at_once() {
+    let rt = rt(1);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let int = Interrupt::new();
+    int.fire();
+    int.fire(); // idempotent
+    let _client = std::net::TcpStream::connect(addr).unwrap();
+    let (taken, kind) = rt.block_on(move || accept_until_interrupted(&l, &int));
+    assert_eq!((taken, kind), (1, ErrorKind::Interrupted));
+}
+
+#[test]
+fn an_unfired_interrupt_leaves_the_accept_timeout_in_force() {
+    let rt = rt(1);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_accept_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let int = Interrupt::new();
+    let (taken, kind) = rt.block_on(move || accept_until_interrupted(&l, &int));
+    assert_eq!((taken, kind), (0, ErrorKind::TimedOut));
+}
+
+#[test]
+fn an_interrupt_ends_an_accept_blocked_on_a_plain_thread() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let int = Arc::new(Interrupt::new());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let i = int.clone();
+    std::thread::spawn(move || tx.send(accept_until_interrupted(&l, &i)).unwrap());
+    let _client = std::net::TcpStream::connect(addr).unwrap();
+    thread_sleep(Duration::from_millis(50));
+    int.fire();
+    let r = rx.recv_timeout(Duration::from_secs(10));
+    assert_eq!(
+        r.expect("the thread slept through the interrupt"),
+        (1, ErrorKind::Interrupted)
+    );
 }
 
 #[test]

@@ -14,6 +14,8 @@ use std::sync::atomic::{
 };
 use std::sync::{Arc, Mutex};
 
+use weft_fiber::sync::Interrupt;
+
 use crate::sys;
 
 /// Shutdown state shared by listeners and connections.
@@ -21,11 +23,21 @@ use crate::sys;
 pub struct Shutdown {
     /// Shared with signal handlers of the `process` model, which only store `true` into it.
     flag: Arc<AtomicBool>,
+    /// Fired by `begin`: ends the accept loops' waits (a fiber's accept, a thread's `poll` on
+    /// its eventfd, made by the thread model only), so an idle accept loop sleeps until a client or shutdown comes, with no
+    /// timeout to look at the flag, and without touching the listening socket (an upgrade
+    /// hands it on).
+    wake: Interrupt,
     next: AtomicU64,
     conns: Mutex<HashMap<u64, (RawFd, Arc<AtomicBool>)>>,
 }
 
 impl Shutdown {
+    /// What `begin` fires, for accept loops to wait with.
+    pub(crate) fn interrupt(&self) -> &Interrupt {
+        &self.wake
+    }
+
     /// True once shutdown has begun.
     pub fn is_set(&self) -> bool {
         self.flag.load(SeqCst)
@@ -34,6 +46,7 @@ impl Shutdown {
     /// Starts shutdown: new connections are refused and idle ones are woken to close.
     pub fn begin(&self) {
         self.flag.store(true, SeqCst);
+        self.wake.fire();
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         for (fd, idle) in conns.values() {
             if idle.load(SeqCst) {

@@ -10,7 +10,7 @@
 
 use std::io;
 use std::ops::Deref;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -102,6 +102,18 @@ pub fn try_wait(pid: Pid) -> io::Result<Option<(Pid, Exit)>> {
             pid => return Ok(Some((pid, Exit::from_status(status)))),
         }
     }
+}
+
+/// pidfd_open(2): a descriptor that polls readable once `pid` (a child not yet reaped) has
+/// exited. Fails with `ENOSYS` on kernels before 5.3.
+pub fn pidfd_open(pid: Pid) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags, no pointers; the result is checked below.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor (close-on-exec, as pidfd_open makes them) nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// waitpid(2), blocking until `pid` ends (restarted after signals).

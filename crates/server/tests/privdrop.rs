@@ -321,11 +321,18 @@ fn an_upgrade_after_the_drop_serves_as_the_user() {
     // SAFETY: kill takes no pointers; `old` is our own child, not yet reaped.
     assert_eq!(unsafe { libc::kill(old as i32, libc::SIGUSR2) }, 0);
     let end = Instant::now() + WAIT;
+    // The old process names the new one in its log (it may have drained and exited by the
+    // time this looks, and the new one is then no longer its descendant).
     let new = loop {
-        if let Some(&p) = descendants(old).first() {
+        let log = weft.log();
+        let named = log
+            .split("upgraded: process ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next()?.parse::<u32>().ok());
+        if let Some(p) = named.or_else(|| descendants(old).first().copied()) {
             break p;
         }
-        assert!(Instant::now() < end, "no new process; log:\n{}", weft.log());
+        assert!(Instant::now() < end, "no new process; log:\n{log}");
         std::thread::sleep(Duration::from_millis(20));
     };
     // Stopped however the test ends.

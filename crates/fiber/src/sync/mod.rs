@@ -1,4 +1,5 @@
-//! Fiber-aware synchronisation: [`Mutex`], [`channel`] / [`bounded`], [`WaitGroup`].
+//! Fiber-aware synchronisation: [`Mutex`], [`channel`] / [`bounded`], [`WaitGroup`], and
+//! [`Interrupt`] to end blocked accepts.
 //!
 //! Each parks the waiting *fiber* (its worker runs other fibers meanwhile) and, called from a
 //! plain thread, blocks that thread — so the same code works in the fiber and thread models.
@@ -9,6 +10,7 @@ mod mutex;
 pub(crate) mod signal;
 mod waitgroup;
 
+pub use crate::interrupt::Interrupt;
 pub use mpsc::{
     bounded, channel, Receiver, RecvError, RecvTimeoutError, SendError, Sender, TryRecvError,
     TrySendError,

@@ -15,7 +15,7 @@ use std::os::fd::AsRawFd;
 
 use weft_fiber::net::{Parked, Readiness, TcpListener as FiberListener, TcpStream as FiberStream};
 
-use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
+use super::{AcceptGate, ACCEPT_BACKOFF};
 use crate::app::{App, LiveApp};
 use crate::config::AcceptMode;
 use crate::conn::{self, ConnInfo, Served, Start};
@@ -33,14 +33,15 @@ pub fn accept_loop(
     let dispatch = app.cfg.fiber.accept == AcceptMode::Dispatch;
     let mut next_worker = 0usize;
     let listener = FiberListener::from_std(listener)?;
-    listener.set_accept_timeout(Some(ACCEPT_POLL))?;
+    // No timeout: shutdown ends the wait (an idle acceptor sleeps until a client comes).
+    let stop = app.shutdown.interrupt();
     let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
     while !app.shutdown.is_set() {
         if gate.at_capacity(&lm) {
             weft_fiber::sleep(ACCEPT_BACKOFF);
             continue;
         }
-        match listener.accept() {
+        match listener.accept_interruptible(stop) {
             Ok((stream, peer)) => {
                 // Another worker may have filled the last slot while this one waited in
                 // accept: hold the new connection unserved (as if still in the backlog) until
@@ -82,11 +83,8 @@ pub fn accept_loop(
                     weft_fiber::spawn(conn);
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                ) => {}
+            // Shutdown (the loop's condition ends it), or a signal.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 if gate.failed(&lm, &e) {
                     weft_fiber::sleep(ACCEPT_BACKOFF);

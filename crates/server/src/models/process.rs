@@ -1018,6 +1018,15 @@ fn register_shutdown_signals(app: &App) -> io::Result<()> {
 /// Waits for the master in the server's process: sends it SIGTERM once shutdown begins and
 /// returns when it has exited (an error if it failed or died before shutdown).
 pub(crate) fn watch_master(pid: Pid, app: Arc<App>) -> io::Result<()> {
+    // Sleeps until the master exits (its pidfd) or shutdown begins (the interrupt's eventfd);
+    // on a kernel without pidfds, or with no descriptor for either, it looks every few ms.
+    let exited = sp::pidfd_open(pid).ok();
+    let stop = app
+        .shutdown
+        .interrupt()
+        .eventfd()
+        .ok()
+        .map(|fd| fd.as_raw_fd());
     let mut signalled = false;
     loop {
         if let Some((_, exit)) = sp::try_wait(pid)? {
@@ -1032,6 +1041,15 @@ pub(crate) fn watch_master(pid: Pid, app: Arc<App>) -> io::Result<()> {
             sp::kill(pid, libc::SIGTERM)?;
             signalled = true;
         }
-        std::thread::sleep(REAP_EVERY * 2);
+        match (&exited, stop) {
+            // The eventfd stays readable once shutdown began: left out after the SIGTERM.
+            (Some(e), Some(s)) if !signalled => {
+                sp::poll_readable_any(&[e.as_raw_fd(), s], Duration::MAX)?;
+            }
+            (Some(e), _) if signalled => {
+                sp::poll_readable_any(&[e.as_raw_fd()], Duration::MAX)?;
+            }
+            _ => std::thread::sleep(REAP_EVERY * 2),
+        }
     }
 }

@@ -6,18 +6,21 @@ use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use super::{AcceptGate, ACCEPT_BACKOFF, ACCEPT_POLL};
+use super::{AcceptGate, ACCEPT_BACKOFF};
 use crate::app::LiveApp;
 use crate::conn::{self, ConnInfo};
 use crate::metrics::{ListenerMetrics, OpenGuard};
 use crate::net::BlockingStream;
-use crate::sys;
+use crate::sys_process::poll_readable_any;
 
 /// Accepts on `listener` until shutdown, one thread per connection.
 pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) -> io::Result<()> {
     // The shutdown state is the same in every generation.
     let app = live.current();
     listener.set_nonblocking(true)?;
+    // Turns readable when shutdown begins: the accept loop sleeps until a client or shutdown
+    // comes, with no timeout to look at the flag.
+    let stop = app.shutdown.interrupt().eventfd()?.as_raw_fd();
     let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
     while !app.shutdown.is_set() {
         if gate.at_capacity(&lm) {
@@ -66,7 +69,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                sys::poll_readable(listener.as_raw_fd(), ACCEPT_POLL)?;
+                poll_readable_any(&[listener.as_raw_fd(), stop], std::time::Duration::MAX)?;
             }
             Err(e) => {
                 if gate.failed(&lm, &e) {

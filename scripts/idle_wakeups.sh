@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# How often an idle server wakes: for each model, starts BIN serve on the sample site with two
+# workers, sends one request (and lets its connection close), then counts the context switches
+# of every thread of the server and of the processes it started (the process model's master
+# and children) over SECONDS with no client. Prints wake-ups per second per model and build;
+# an idle server should make none (nginx makes none: its workers sleep in epoll_wait with no
+# timer). With strace installed, STRACE=1 also lists the system calls made meanwhile.
+#
+#   scripts/idle_wakeups.sh SECONDS BIN...
+#   e.g. scripts/idle_wakeups.sh 5 /tmp/weft-before target/release/weft
+# MODELS="fiber thread" limits the models (default: fiber thread process pipeline).
+set -u
+secs=$1; shift
+cd "$(dirname "$0")/.."
+source scripts/wait_listening.sh
+root_flag=()
+if ((EUID == 0)); then root_flag=(--allow-root); fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Context switches so far of every thread of PID and its descendant processes.
+switches() {
+  local pids=("$1") all=() p
+  while ((${#pids[@]})); do
+    p=${pids[0]}; pids=("${pids[@]:1}"); all+=("$p")
+    for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do pids+=("$c"); done
+  done
+  for p in "${all[@]}"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
+    awk '/ctxt_switches/ {s += $2} END {print s + 0}'
+}
+
+printf '%-10s %-40s %s\n' model build "wake-ups/s"
+port=18600
+for model in ${MODELS:-fiber thread process pipeline}; do
+  for bin in "$@"; do
+    port=$((port + 1))
+    "$bin" serve "${root_flag[@]}" --root www --threads 2 --listen "127.0.0.1:$port=$model" \
+      >"$work/log" 2>&1 &
+    pid=$!
+    wait_listening "$bin" "$port" "$work/log"
+    exec 3<>"/dev/tcp/127.0.0.1/$port"
+    printf 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3
+    cat <&3 >/dev/null
+    exec 3<&-
+    sleep 1.5
+    tracer=
+    rm -f "$work/strace"
+    if [[ ${STRACE:-} == 1 ]] && command -v strace >/dev/null; then
+      timeout "$secs" strace -f -c -p "$pid" -o "$work/strace" >/dev/null 2>&1 &
+      tracer=$!
+    fi
+    a=$(switches "$pid")
+    sleep "$secs"
+    b=$(switches "$pid")
+    if [[ -n $tracer ]]; then wait "$tracer" 2>/dev/null; fi
+    printf '%-10s %-40s %s\n' "$model" "$bin" "$(awk -v d=$((b - a)) -v s="$secs" 'BEGIN {printf "%.1f", d / s}')"
+    if [[ ${STRACE:-} == 1 && -s $work/strace ]]; then sed 's/^/    /' "$work/strace"; fi
+    kill -TERM "$pid"; wait "$pid" 2>/dev/null
+  done
+done
