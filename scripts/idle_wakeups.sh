@@ -4,7 +4,8 @@
 # of every thread of the server and of the processes it started (the process model's master
 # and children) over SECONDS with no client. Prints wake-ups per second per model and build;
 # an idle server should make none (nginx makes none: its workers sleep in epoll_wait with no
-# timer). With strace installed, STRACE=1 also lists the system calls made meanwhile.
+# timer). With strace installed, STRACE=1 then lists the system calls of SECONDS more (of the
+# server process's threads; the process model's master and children are not traced).
 #
 #   scripts/idle_wakeups.sh SECONDS BIN...
 #   e.g. scripts/idle_wakeups.sh 5 /tmp/weft-before target/release/weft
@@ -29,6 +30,25 @@ switches() {
     awk '/ctxt_switches/ {s += $2} END {print s + 0}'
 }
 
+# measure MODEL NAME PORT PID: one request to the server PID on PORT, then its count (and trace).
+measure() {
+  local model=$1 name=$2 port=$3 pid=$4 a b
+  exec 3<>"/dev/tcp/127.0.0.1/$port"
+  printf 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3
+  cat <&3 >/dev/null
+  exec 3<&-
+  sleep 1.5
+  a=$(switches "$pid")
+  sleep "$secs"
+  b=$(switches "$pid")
+  printf '%-10s %-40s %s\n' "$model" "$name" "$(awk -v d=$((b - a)) -v s="$secs" 'BEGIN {printf "%.1f", d / s}')"
+  # Traced after the count: tracing stops the threads and adds switches of its own.
+  if [[ ${STRACE:-} == 1 ]] && command -v strace >/dev/null; then
+    timeout "$secs" strace -f -c -p "$pid" -o "$work/strace" >/dev/null 2>&1
+    sed 's/^/    /' "$work/strace"
+  fi
+}
+
 printf '%-10s %-40s %s\n' model build "wake-ups/s"
 port=18600
 for model in ${MODELS:-fiber thread process pipeline}; do
@@ -38,23 +58,21 @@ for model in ${MODELS:-fiber thread process pipeline}; do
       >"$work/log" 2>&1 &
     pid=$!
     wait_listening "$bin" "$port" "$work/log"
-    exec 3<>"/dev/tcp/127.0.0.1/$port"
-    printf 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3
-    cat <&3 >/dev/null
-    exec 3<&-
-    sleep 1.5
-    tracer=
-    rm -f "$work/strace"
-    if [[ ${STRACE:-} == 1 ]] && command -v strace >/dev/null; then
-      timeout "$secs" strace -f -c -p "$pid" -o "$work/strace" >/dev/null 2>&1 &
-      tracer=$!
-    fi
-    a=$(switches "$pid")
-    sleep "$secs"
-    b=$(switches "$pid")
-    if [[ -n $tracer ]]; then wait "$tracer" 2>/dev/null; fi
-    printf '%-10s %-40s %s\n' "$model" "$bin" "$(awk -v d=$((b - a)) -v s="$secs" 'BEGIN {printf "%.1f", d / s}')"
-    if [[ ${STRACE:-} == 1 && -s $work/strace ]]; then sed 's/^/    /' "$work/strace"; fi
+    measure "$model" "$bin" "$port" "$pid"
     kill -TERM "$pid"; wait "$pid" 2>/dev/null
   done
 done
+# The peer: nginx with two workers (scripts/peer-nginx.conf), where installed.
+if command -v nginx >/dev/null; then
+  port=$((port + 1)); nginx_user=""
+  if ((EUID == 0)); then nginx_user="user root;"; fi
+  sed -e "s|PORT|$port|; s|WWW_ROOT|$PWD/www|; s|^worker_processes 1;|$nginx_user worker_processes 2;|" \
+    scripts/peer-nginx.conf >"$work/nginx.conf"
+  nginx -p "$work" -c "$work/nginx.conf" >"$work/log" 2>&1 &
+  pid=$!
+  wait_listening nginx "$port" "$work/log"
+  measure nginx nginx "$port" "$pid"
+  kill -TERM "$pid"; wait "$pid" 2>/dev/null
+else
+  echo "nginx not installed: no peer row"
+fi
