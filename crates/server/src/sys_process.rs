@@ -268,12 +268,63 @@ impl Epoll {
     /// Waits up to `timeout` and appends the tokens of ready descriptors to `out` (cleared
     /// first). A signal ends the wait early with none.
     pub fn wait(&self, out: &mut Vec<u64>, timeout: Duration) -> io::Result<()> {
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        self.pwait(out, ms, None)
+    }
+
+    /// As [`Epoll::wait`] (`None`: no timeout), for a loop whose signal handlers only set
+    /// flags: `signals` are blocked while `pending` looks at those flags, and unblocked again
+    /// only inside the wait itself (`epoll_pwait`), so a signal that comes after the look
+    /// ends the wait at once instead of being noticed at the next timeout. Returns at once,
+    /// with no events, when `pending` says a flag is already set.
+    pub fn wait_for_signals(
+        &self,
+        out: &mut Vec<u64>,
+        timeout: Option<Duration>,
+        signals: &[libc::c_int],
+        pending: impl FnOnce() -> bool,
+    ) -> io::Result<()> {
+        let ms = timeout.map_or(-1, |t| {
+            libc::c_int::try_from(t.as_millis()).unwrap_or(libc::c_int::MAX)
+        });
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
+        let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; pthread_sigmask fills it before it is read.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointers to live locals; sigaddset fails only for an invalid signal
+        // number, which leaves that signal out.
+        unsafe {
+            libc::sigemptyset(&mut block);
+            for &sig in signals {
+                libc::sigaddset(&mut block, sig);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        }
+        let r = if pending() {
+            out.clear();
+            Ok(())
+        } else {
+            self.pwait(out, ms, Some(&old))
+        };
+        // SAFETY: `old` is the mask pthread_sigmask returned above. A signal that came after
+        // the wait is delivered here, and its flag is seen by the caller's next look.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        r
+    }
+
+    fn pwait(
+        &self,
+        out: &mut Vec<u64>,
+        ms: libc::c_int,
+        mask: Option<&libc::sigset_t>,
+    ) -> io::Result<()> {
         const MAX: usize = 256;
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; MAX];
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
         out.clear();
-        // SAFETY: `evs` has room for MAX events, the count passed.
-        let r = unsafe { libc::epoll_wait(self.raw_fd(), evs.as_mut_ptr(), MAX as i32, ms) };
+        let mask = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
+        // SAFETY: `evs` has room for MAX events, the count passed; `mask` is null (the
+        // thread's mask stays) or points to a live sigset_t.
+        let r = unsafe { libc::epoll_pwait(self.raw_fd(), evs.as_mut_ptr(), MAX as i32, ms, mask) };
         if r < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::Interrupted {
@@ -710,5 +761,74 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(parent_pid() > 0, pid() > 0);
+    }
+
+    /// Runs `f` on a thread of its own and gives its result, or fails the test after 10 s
+    /// (a wait that slept through its signal would otherwise hang the suite).
+    fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()).unwrap());
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the wait slept through its signal")
+    }
+
+    #[test]
+    fn a_signal_between_the_flag_check_and_the_wait_ends_the_wait() {
+        // SIGWINCH: ignored by default, so a stray one harms no other test.
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        signal_hook::flag::register(libc::SIGWINCH, flag.clone()).unwrap();
+        let f = flag.clone();
+        let (checked, out) = within_10s(move || {
+            let ep = Epoll::new().unwrap();
+            let mut out = vec![7];
+            let mut checked = false;
+            // The signal comes after the look at the flag (it is blocked then, so it waits
+            // for the wait): with no timeout, only the wait's own unblocking can end it.
+            ep.wait_for_signals(&mut out, None, &[libc::SIGWINCH], || {
+                checked = !f.load(SeqCst);
+                // SAFETY: pthread_kill of the calling thread with a valid signal number.
+                unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGWINCH) };
+                false
+            })
+            .unwrap();
+            (checked, out)
+        });
+        assert!(checked, "the flag was set before the look");
+        assert!(out.is_empty(), "no events: {out:?}");
+        assert!(flag.load(SeqCst), "the handler ran");
+    }
+
+    #[test]
+    fn a_flag_already_set_returns_at_once_and_the_mask_is_restored() {
+        let (out, blocked) = within_10s(|| {
+            let ep = Epoll::new().unwrap();
+            let mut out = vec![7];
+            ep.wait_for_signals(&mut out, None, &[libc::SIGWINCH], || true)
+                .unwrap();
+            // SAFETY: sigset_t is plain data, filled by pthread_sigmask before it is read.
+            let mut now: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: a null new mask only reads the current one into `now`.
+            unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now) };
+            // SAFETY: `now` was filled above.
+            let blocked = unsafe { libc::sigismember(&now, libc::SIGWINCH) };
+            (out, blocked)
+        });
+        assert!(out.is_empty());
+        assert_eq!(blocked, 0, "SIGWINCH left blocked after the wait");
+    }
+
+    #[test]
+    fn a_ready_descriptor_ends_a_wait_with_no_timeout() {
+        let tokens = within_10s(|| {
+            let ep = Epoll::new().unwrap();
+            let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+            ep.add(std::os::fd::AsRawFd::as_raw_fd(&a), 42).unwrap();
+            std::io::Write::write_all(&mut &b, b"x").unwrap();
+            let mut out = Vec::new();
+            ep.wait_for_signals(&mut out, None, &[libc::SIGWINCH], || false)
+                .unwrap();
+            out
+        });
+        assert_eq!(tokens, [42]);
     }
 }

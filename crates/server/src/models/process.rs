@@ -48,7 +48,9 @@
 //!
 //! A limit on live children (`process.max_children`, and `limits.max_connections`): a whole
 //! head that finds none free waits in the master, in arrival order. Every child is reaped when
-//! SIGCHLD interrupts the master's wait (or within [`SWEEP_EVERY`]), so none is left a zombie.
+//! SIGCHLD interrupts the master's wait (`Epoll::wait_for_signals`: the master looks at its
+//! signal flags with the signals blocked until the wait begins), so none is left a zombie, and
+//! a master that holds no connection sleeps with no timeout.
 //! The master stops accepting a few descriptors short of the open-file limit, since each
 //! held connection costs it one.
 
@@ -200,12 +202,14 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     // children inherit this handler, so a SIGUSR1 sent to the process group kills none.
     let usr1 = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(libc::SIGUSR1, usr1.clone())?;
-    // SIGCHLD only interrupts the master's epoll_wait (never restarted after a handler), so an
+    // SIGCHLD interrupts the master's epoll_wait (never restarted after a handler), so an
     // exited child is reaped, its connection taken back or closed, and a queued request given
     // its slot at once. The handler writes to no descriptor, so the children that inherit it
-    // cannot write into one they reused; one that exits just before the wait begins is
-    // reaped within [`SWEEP_EVERY`].
-    signal_hook::flag::register(libc::SIGCHLD, Arc::new(AtomicBool::new(false)))?;
+    // cannot write into one they reused. These handlers only set flags, which the master
+    // looks at with the signals blocked until its wait begins (`wait_for_signals`), so none
+    // is missed however long it sleeps.
+    let chld = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(libc::SIGCHLD, chld.clone())?;
     let epoll = sp::Epoll::new()?;
     for (i, (l, _)) in listeners.iter().enumerate() {
         l.set_nonblocking(true)?;
@@ -246,6 +250,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
                 log::error!("process model master: cannot reopen the access log: {e}");
             }
         }
+        chld.store(false, Relaxed);
         m.reap(&app, false);
         m.dispatch(&app, &fds, &mut gate);
         // A listener the master cannot accept from now leaves the epoll set (level-triggered,
@@ -267,7 +272,16 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             m.sweep();
             last_sweep = Instant::now();
         }
-        m.epoll.wait(&mut ready, SWEEP_EVERY)?;
+        // With no connection held there are no deadlines to sweep: it sleeps until a client,
+        // a child's exit or a signal comes.
+        let timeout = (!m.held.is_empty()).then_some(SWEEP_EVERY);
+        m.epoll
+            .wait_for_signals(&mut ready, timeout, &MASTER_SIGNALS, || {
+                app.shutdown.is_set()
+                    || hup.load(Relaxed)
+                    || usr1.load(Relaxed)
+                    || chld.load(Relaxed)
+            })?;
         for &token in &ready {
             if token & CONN_TAG != 0 {
                 m.read_head(&app, (token & !CONN_TAG) as RawFd);
@@ -295,9 +309,17 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     Ok(())
 }
 
-/// How often the master looks for expired head and keep-alive deadlines (and the longest it
-/// waits in epoll, so shutdown and SIGHUP are seen at least this often).
+/// How often the master looks for expired head and keep-alive deadlines while it holds
+/// connections.
 const SWEEP_EVERY: Duration = Duration::from_millis(50);
+/// The signals whose handlers set the master's flags.
+const MASTER_SIGNALS: [libc::c_int; 5] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGCHLD,
+];
 
 /// Descriptors the master keeps free for its own use: the `/proc/self/stat` read of each
 /// fork, an accept, log files reopened.
