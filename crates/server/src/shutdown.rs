@@ -23,10 +23,10 @@ use crate::sys;
 pub struct Shutdown {
     /// Shared with signal handlers of the `process` model, which only store `true` into it.
     flag: Arc<AtomicBool>,
-    /// Fired by `begin`: ends the accept loops' waits (a fiber's accept, a thread's `poll` on
-    /// its eventfd, made by the thread model only), so an idle accept loop sleeps until a client or shutdown comes, with no
-    /// timeout to look at the flag, and without touching the listening socket (an upgrade
-    /// hands it on).
+    /// Fired by `begin`: ends the accept loops' waits (a fiber's accept; a thread's `poll` on
+    /// its eventfd, which only the thread model and the process model's watcher make), so an
+    /// idle accept loop sleeps until a client or shutdown comes, with no timeout to look at
+    /// the flag, and without touching the listening socket (an upgrade hands it on).
     wake: Interrupt,
     next: AtomicU64,
     conns: Mutex<HashMap<u64, (RawFd, Arc<AtomicBool>)>>,
