@@ -267,14 +267,26 @@ fn get<S: Read + Write>(s: &mut S, path: &str, close: bool) -> Resp {
 
 /// True if the peer closed (or reset) within the read timeout, having sent nothing more.
 fn closed<S: Read>(s: &mut S) -> bool {
+    read_end(s).is_ok()
+}
+
+/// `Ok` when the peer has closed (end of stream or reset); else what the read gave and when,
+/// for the failure message.
+fn read_end<S: Read>(s: &mut S) -> Result<(), String> {
+    let start = std::time::Instant::now();
     let mut b = [0u8; 1];
     match s.read(&mut b) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => matches!(
-            e.kind(),
-            io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
-        ),
+        Ok(0) => Ok(()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Ok(())
+        }
+        Ok(_) => Err(format!("byte {:#04x} after {:?}", b[0], start.elapsed())),
+        Err(e) => Err(format!("{e} ({:?}) after {:?}", e.kind(), start.elapsed())),
     }
 }
 
@@ -383,7 +395,12 @@ fn a_handshake_that_stalls_is_closed_after_tls_handshake_timeout() {
         let mut s = TcpStream::connect(server.https).unwrap();
         s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         s.write_all(&[0x16, 0x03]).unwrap();
-        assert!(closed(&mut s), "{model}: a stalled handshake stays open");
+        if let Err(what) = read_end(&mut s) {
+            panic!(
+                "{model}: a stalled handshake stays open (the read gave {what}); log:\n{}",
+                server.log()
+            );
+        }
         let log = server.log();
         assert!(
             log.contains("TLS handshake not done within"),
