@@ -93,22 +93,18 @@ impl Interrupt {
         Ok(fd.as_fd())
     }
 
-    /// Queues the calling fiber `me` for [`Interrupt::fire`] to wake; false (nothing queued)
-    /// when it has fired already. Either `fire` takes the list after this push (and wakes
-    /// `me`, whose next park then returns at once), or its flag store came before this lock
-    /// and the load below sees it.
-    pub(crate) fn enter(&self, me: &Arc<Task>) -> bool {
+    /// Queues the calling fiber `me` for [`Interrupt::fire`] to wake, until the returned
+    /// guard drops (the wait ended, however: an edge, a deadline, the interrupt, or the fiber
+    /// unwound by a runtime's teardown); `None` (nothing queued) when it has fired already.
+    /// Either `fire` takes the list after this push (and wakes `me`, whose next park then
+    /// returns at once), or its flag store came before this lock and the load below sees it.
+    pub(crate) fn enter<'a>(&'a self, me: &'a Arc<Task>) -> Option<Queued<'a>> {
         let mut fibers = self.lock();
         if self.is_fired() {
-            return false;
+            return None;
         }
         fibers.push(me.clone());
-        true
-    }
-
-    /// Takes `me` off the list again (its wait ended some other way, or was interrupted).
-    pub(crate) fn leave(&self, me: &Arc<Task>) {
-        self.lock().retain(|t| !Arc::ptr_eq(t, me));
+        Some(Queued { int: self, me })
     }
 
     /// How many fibers are queued (for tests: a wait that ended leaves nothing behind).
@@ -119,6 +115,19 @@ impl Interrupt {
 
     fn lock(&self) -> MutexGuard<'_, Vec<Arc<Task>>> {
         self.fibers.lock()
+    }
+}
+
+/// A fiber queued on an [`Interrupt`] ([`Interrupt::enter`]); dropping it takes the fiber
+/// off the list again.
+pub(crate) struct Queued<'a> {
+    int: &'a Interrupt,
+    me: &'a Arc<Task>,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.int.lock().retain(|t| !Arc::ptr_eq(t, self.me));
     }
 }
 
@@ -189,5 +198,22 @@ mod tests {
         let after = Interrupt::new();
         after.fire();
         assert!(readable(after.eventfd().unwrap()));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // epoll and fibers: not supported by miri
+    fn a_fiber_unwound_by_a_runtime_teardown_leaves_the_list() {
+        let int = Arc::new(Interrupt::new());
+        {
+            let rt = crate::Runtime::builder().workers(1).build().unwrap();
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let i = int.clone();
+            let _acceptor = rt.spawn(move || l.accept_interruptible(&i).map(|_| ()));
+            while int.queued() == 0 {
+                pause();
+            }
+            // The runtime drops here, with the acceptor still blocked: its teardown unwinds it.
+        }
+        assert_eq!(int.queued(), 0, "an unwound fiber left on the list");
     }
 }

@@ -472,11 +472,11 @@ impl Source {
     ) -> io::Result<()> {
         let slot = self.registration(local, d)?;
         let me = task::with_current(Arc::clone).expect("in a fiber");
-        if let Some(i) = int {
-            if !i.enter(&me) {
-                return Err(interrupted());
-            }
-        }
+        // Off the interrupt's list when this returns or unwinds.
+        let queued = match int.map(|i| i.enter(&me)) {
+            Some(None) => return Err(interrupted()),
+            queued => queued.flatten(),
+        };
         let edge = park_on(
             slot,
             d,
@@ -487,9 +487,7 @@ impl Source {
                     || int.is_some_and(Interrupt::is_fired)
             },
         );
-        if let Some(i) = int {
-            i.leave(&me);
-        }
+        drop(queued);
         if edge {
             Ok(())
         } else if int.is_some_and(Interrupt::is_fired) {
