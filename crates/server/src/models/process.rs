@@ -176,6 +176,42 @@ struct Held {
     client_slot: Option<crate::limits_ip::ConnSlot>,
 }
 
+impl Held {
+    /// When the connection is due to be closed if nothing more arrives (its stage's deadline,
+    /// or sooner under a minimum rate), with the reason its 408 gives; `None` for one queued
+    /// for a child or with a child.
+    fn due(&self) -> Option<(Instant, &'static str)> {
+        let received = self.buf.len() as u64;
+        match self.stage {
+            Stage::Head { deadline } => {
+                let (d, slow) = match self.head_rate {
+                    Some(r) if !self.buf.is_empty() => r.earliest(received, deadline),
+                    _ => (deadline, false),
+                };
+                Some((d, conn::head_late(slow)))
+            }
+            Stage::Idle { deadline } => Some((deadline, "idle connection closed")),
+            Stage::Body {
+                deadline,
+                rate,
+                head_len,
+            } => {
+                let body = received.saturating_sub(head_len as u64);
+                let (d, slow) = rate.earliest(body, deadline);
+                Some((
+                    d,
+                    if slow {
+                        "request body below timeouts.body_min_rate"
+                    } else {
+                        "request body not received in time"
+                    },
+                ))
+            }
+            Stage::Queued | Stage::Served => None,
+        }
+    }
+}
+
 /// Everything the master keeps; forked children close the descriptors in it.
 struct Master {
     epoll: sp::Epoll,
@@ -236,6 +272,8 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     let mut armed = vec![true; listeners.len()];
     let mut ready = Vec::new();
     let mut last_sweep = Instant::now();
+    // The last wait saw nothing happen.
+    let mut quiet = false;
     while !app.shutdown.is_set() {
         if hup.swap(false, Relaxed) {
             match live.reload() {
@@ -272,16 +310,22 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             m.sweep();
             last_sweep = Instant::now();
         }
-        // With no connection held there are no deadlines to sweep: it sleeps until a client,
-        // a child's exit or a signal comes.
-        let timeout = (!m.held.is_empty()).then_some(SWEEP_EVERY);
+        // While connections come and go it sweeps their deadlines every SWEEP_EVERY. After a
+        // wait in which nothing happened (no event, no signal: nothing can have moved a
+        // deadline) it sleeps until the earliest deadline, and with none (no connection held,
+        // or all with children) until a client, a child's exit or a signal comes.
+        let timeout = if quiet {
+            m.earliest_due()
+                .map(|d| d.saturating_duration_since(Instant::now()).max(SWEEP_EVERY))
+        } else {
+            Some(SWEEP_EVERY)
+        };
+        let flagged = || {
+            app.shutdown.is_set() || hup.load(Relaxed) || usr1.load(Relaxed) || chld.load(Relaxed)
+        };
         m.epoll
-            .wait_for_signals(&mut ready, timeout, &MASTER_SIGNALS, || {
-                app.shutdown.is_set()
-                    || hup.load(Relaxed)
-                    || usr1.load(Relaxed)
-                    || chld.load(Relaxed)
-            })?;
+            .wait_for_signals(&mut ready, timeout, &MASTER_SIGNALS, flagged)?;
+        quiet = ready.is_empty() && !flagged();
         for &token in &ready {
             if token & CONN_TAG != 0 {
                 m.read_head(&app, (token & !CONN_TAG) as RawFd);
@@ -654,42 +698,22 @@ impl Master {
 
     /// Ends connections past their deadline: a partial head gets 408, an idle connection or
     /// one that never sent a byte is closed.
+    /// The earliest time a held connection is due to be closed (see [`Held::due`]).
+    fn earliest_due(&self) -> Option<Instant> {
+        self.held
+            .values()
+            .filter_map(|h| h.due())
+            .map(|(d, _)| d)
+            .min()
+    }
+
     fn sweep(&mut self) {
         let now = Instant::now();
         // Each connection past a deadline, with the reason its 408 gives.
         let expired: Vec<(RawFd, &'static str)> = self
             .held
             .iter()
-            .filter_map(|(&fd, h)| {
-                let received = h.buf.len() as u64;
-                let why = match h.stage {
-                    Stage::Head { deadline } => {
-                        let (d, slow) = match h.head_rate {
-                            Some(r) if !h.buf.is_empty() => r.earliest(received, deadline),
-                            _ => (deadline, false),
-                        };
-                        (d <= now).then_some(conn::head_late(slow))
-                    }
-                    Stage::Idle { deadline } => {
-                        (deadline <= now).then_some("idle connection closed")
-                    }
-                    Stage::Body {
-                        deadline,
-                        rate,
-                        head_len,
-                    } => {
-                        let body = received.saturating_sub(head_len as u64);
-                        let (d, slow) = rate.earliest(body, deadline);
-                        (d <= now).then_some(if slow {
-                            "request body below timeouts.body_min_rate"
-                        } else {
-                            "request body not received in time"
-                        })
-                    }
-                    Stage::Queued | Stage::Served => None,
-                };
-                why.map(|w| (fd, w))
-            })
+            .filter_map(|(&fd, h)| h.due().filter(|&(d, _)| d <= now).map(|(_, w)| (fd, w)))
             .collect();
         for (fd, why) in expired {
             let h = &self.held[&fd];
