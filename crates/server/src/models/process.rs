@@ -49,8 +49,9 @@
 //! A limit on live children (`process.max_children`, and `limits.max_connections`): a whole
 //! head that finds none free waits in the master, in arrival order. Every child is reaped when
 //! SIGCHLD interrupts the master's wait (`Epoll::wait_for_signals`: the master looks at its
-//! signal flags with the signals blocked until the wait begins), so none is left a zombie, and
-//! a master that holds no connection sleeps with no timeout.
+//! signal flags with the signals blocked until the wait begins), so none is left a zombie. A
+//! master whose last wait saw nothing happen sleeps until the earliest deadline of the
+//! connections it holds (`Held::due`), or with none until a client or a signal comes.
 //! The master stops accepting a few descriptors short of the open-file limit, since each
 //! held connection costs it one.
 
@@ -353,8 +354,8 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     Ok(())
 }
 
-/// How often the master looks for expired head and keep-alive deadlines while it holds
-/// connections.
+/// How often the master looks for expired head and keep-alive deadlines while connections
+/// come and go (after a quiet wait it sleeps until the earliest one).
 const SWEEP_EVERY: Duration = Duration::from_millis(50);
 /// The signals whose handlers set the master's flags.
 const MASTER_SIGNALS: [libc::c_int; 5] = [
