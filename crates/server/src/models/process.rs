@@ -292,6 +292,12 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         chld.store(false, Relaxed);
         m.reap(&app, false);
         m.dispatch(&app, &fds, &mut gate);
+        // Before the listeners are re-armed: a connection it closes frees room now, and a
+        // quiet master might otherwise sleep with a listener left out.
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            m.sweep();
+            last_sweep = Instant::now();
+        }
         // A listener the master cannot accept from now leaves the epoll set (level-triggered,
         // it would wake the master at once, again and again) until a connection closes.
         for (i, (l, lm)) in listeners.iter().enumerate() {
@@ -306,10 +312,6 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
                     armed[i] = want;
                 }
             }
-        }
-        if last_sweep.elapsed() >= SWEEP_EVERY {
-            m.sweep();
-            last_sweep = Instant::now();
         }
         // While connections come and go it sweeps their deadlines every SWEEP_EVERY. After a
         // wait in which nothing happened (no event, no signal: nothing can have moved a
