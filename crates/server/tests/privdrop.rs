@@ -10,7 +10,6 @@ mod common;
 /// Read by `common` (its `Builder` is not used here).
 const MODEL: &str = "thread";
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -20,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{unique_dir, Conn};
+use common::{descendants, unique_dir, Conn};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -135,34 +134,6 @@ fn proc_ids(pid: u32) -> Option<([u32; 4], [u32; 4], Vec<u32>)> {
     Some((uid.try_into().ok()?, gid.try_into().ok()?, field("Groups:")))
 }
 
-/// Every live descendant of `pid` (children, grandchildren, ...).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent = HashMap::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        if let Some(pp) = after.split(' ').nth(1).and_then(|s| s.parse::<u32>().ok()) {
-            parent.insert(p, pp);
-        }
-    }
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for (&c, &pp) in &parent {
-            if pp == p {
-                out.push(c);
-                frontier.push(c);
-            }
-        }
-    }
-    out
-}
-
 /// Asserts `pid` runs as `uid`/`gid` in all four ids, without root's group.
 #[track_caller]
 fn assert_runs_as(pid: u32, (uid, gid): (u32, u32), what: &str) {
@@ -248,7 +219,7 @@ fn every_process_of_every_model_runs_as_the_user() {
     let all = descendants(pid);
     // The process model's master, and at least one connection process under it.
     assert!(!all.is_empty(), "no master process; log:\n{}", weft.log());
-    for p in &all {
+    for p in all.keys() {
         assert_runs_as(*p, ids, "a process of the server");
     }
     assert!(
@@ -329,7 +300,7 @@ fn an_upgrade_after_the_drop_serves_as_the_user() {
             .split("upgraded: process ")
             .nth(1)
             .and_then(|rest| rest.split(' ').next()?.parse::<u32>().ok());
-        if let Some(p) = named.or_else(|| descendants(old).first().copied()) {
+        if let Some(p) = named.or_else(|| descendants(old).keys().next().copied()) {
             break p;
         }
         assert!(Instant::now() < end, "no new process; log:\n{log}");

@@ -4,13 +4,13 @@
 //! framing and out streamed, local and client redirects, 502 and 504, path safety, and a count
 //! of the server's descendant processes showing every script reaped.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::{chunked, Builder, ReadError, Server, INDEX_HTML};
+use crate::common::{chunked, descendants, Builder, ReadError, Server, INDEX_HTML};
 
 /// Prints the environment, then the body it was given (`CONTENT_LENGTH` bytes).
 const ENV_SH: &str = r#"#!/bin/sh
@@ -543,43 +543,6 @@ fn a_script_past_its_timeout_is_killed_with_its_children_and_gets_504() {
     );
     assert!(srv.log().contains("timed out"), "{}", srv.log());
     srv.assert_alive();
-}
-
-/// Every process below `root` (pid → state), from `/proc/*/stat`.
-fn descendants(root: u32) -> HashMap<u32, String> {
-    let mut parent: HashMap<u32, (u32, String)> = HashMap::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut f = rest.split_whitespace();
-        let state = f.next().unwrap_or("").to_string();
-        if let Some(ppid) = f.next().and_then(|p| p.parse().ok()) {
-            parent.insert(pid, (ppid, state));
-        }
-    }
-    let mut out = HashMap::new();
-    for (&pid, (_, state)) in &parent {
-        let mut p = pid;
-        while let Some((pp, _)) = parent.get(&p) {
-            if *pp == root {
-                out.insert(pid, state.clone());
-                break;
-            }
-            p = *pp;
-        }
-    }
-    out
 }
 
 #[test]

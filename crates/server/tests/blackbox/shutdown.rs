@@ -68,28 +68,27 @@ fn sigterm_on_an_idle_server_exits_at_once() {
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
-/// Context switches so far of every thread of process `pid` and of the processes it started
+/// Context switches so far of every thread of process `pid` and of the processes below it
 /// (the process model's master).
 fn context_switches(pid: u32) -> u64 {
     let mut n = 0;
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0; // a process that just ended
-    };
-    for t in tasks.flatten() {
-        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-        for line in status.lines() {
-            if line.contains("ctxt_switches:") {
-                n += line
-                    .split_whitespace()
-                    .last()
-                    .unwrap()
-                    .parse::<u64>()
-                    .unwrap();
+    for p in std::iter::once(pid).chain(crate::common::descendants(pid).into_keys()) {
+        // A process or thread that just ended counts nothing.
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            for line in status.lines() {
+                if line.contains("ctxt_switches:") {
+                    n += line
+                        .split_whitespace()
+                        .last()
+                        .unwrap()
+                        .parse::<u64>()
+                        .unwrap();
+                }
             }
-        }
-        let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        for child in children.split_whitespace() {
-            n += context_switches(child.parse().unwrap());
         }
     }
     n

@@ -658,3 +658,40 @@ pub fn chunked(body: &[u8], piece: usize) -> Vec<u8> {
     out.extend_from_slice(b"0\r\n\r\n");
     out
 }
+
+/// Every process below `root` (pid → state), from `/proc/*/stat`.
+pub fn descendants(root: u32) -> std::collections::HashMap<u32, String> {
+    let mut parent: std::collections::HashMap<u32, (u32, String)> = Default::default();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let state = f.next().unwrap_or("").to_string();
+        if let Some(ppid) = f.next().and_then(|p| p.parse().ok()) {
+            parent.insert(pid, (ppid, state));
+        }
+    }
+    let mut out = std::collections::HashMap::new();
+    for (&pid, (_, state)) in &parent {
+        let mut p = pid;
+        while let Some((pp, _)) = parent.get(&p) {
+            if *pp == root {
+                out.insert(pid, state.clone());
+                break;
+            }
+            p = *pp;
+        }
+    }
+    out
+}
