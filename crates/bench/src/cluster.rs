@@ -49,11 +49,10 @@ pub const WEFT_PORT: u16 = 8080;
 pub const FRONT_ALL: u16 = 8000;
 /// HAProxy's frontend over the first instance only (the scaling baseline).
 pub const FRONT_ONE: u16 = 8001;
-/// The same two backends again behind frontends that log nothing: the closed-loop scaling
-/// runs go through these, so that they measure proxying, not HAProxy's log line per request
-/// (a write to its stdout) and this process reading it.
-pub const FRONT_ALL_QUIET: u16 = 8002;
-pub const FRONT_ONE_QUIET: u16 = 8003;
+/// The scaling runs' HAProxy ([`scale_haproxy_config`]): its frontend over every instance and
+/// over the first only.
+pub const SCALE_ALL: u16 = 8002;
+pub const SCALE_ONE: u16 = 8003;
 /// weft's health path, which HAProxy checks.
 pub const HEALTH: &str = "/healthz";
 /// HAProxy's check interval (`inter`), and the failed (`fall`) and passed (`rise`) checks
@@ -352,10 +351,8 @@ impl Drop for Haproxy {
     }
 }
 
-/// HAProxy's configuration for this run.
-/// HAProxy's configuration: `threads` threads (`nbthread`), the backend of every instance
-/// (`all`) and of the first only (`one`), each behind a logging frontend (the timeline) and
-/// a quiet one (the scaling runs).
+/// HAProxy's configuration for the timeline: `threads` threads (`nbthread`), the backend of
+/// every instance and of the first only, each behind its frontend.
 pub fn haproxy_config(front: Ipv4Addr, servers: &[Ipv4Addr], threads: usize) -> String {
     let inter = CHECK_INTER.as_millis();
     let mut s = format!(
@@ -407,20 +404,88 @@ frontend all
 frontend one
     bind {front}:{FRONT_ONE}
     default_backend one
+",
+        servers[0]
+    );
+    s
+}
 
-frontend all_quiet
-    bind {front}:{FRONT_ALL_QUIET}
-    no log
-    default_backend weft
+/// The configuration of the HAProxy each closed-loop scaling run starts afresh: the
+/// timeline's checks and PROXY protocol v2, no log line per request (a write to its stdout
+/// that this process reads), and each client connection kept on the server its first request
+/// went to (`stick on src_port`), as a connection-level balancer (a Kubernetes Service, an L4
+/// balancer) would. Why: a connection that began with a PROXY header belongs to its client's
+/// session, so HAProxy 2.6 balancing each request round robin opens a server connection for
+/// almost every request; and once client sessions have closed, even a one-server backend does
+/// so until HAProxy restarts (seen with nginx behind it as well). Either measures HAProxy's
+/// connection churn, not the instances.
+pub fn scale_haproxy_config(front: Ipv4Addr, servers: &[Ipv4Addr], threads: usize) -> String {
+    let inter = CHECK_INTER.as_millis();
+    let mut s = format!(
+        "global
+    nbthread {threads}
+    maxconn 4000
 
-frontend one_quiet
-    bind {front}:{FRONT_ONE_QUIET}
+defaults
+    mode http
     no log
+    timeout connect 1s
+    timeout client 30s
+    timeout server 10s
+    timeout http-keep-alive 30s
+    default-server check inter {inter}ms fall {FALL} rise {RISE} send-proxy-v2 check-send-proxy
+    option httpchk GET {HEALTH}
+
+backend all
+    balance roundrobin
+    stick-table type integer size 1m expire 60s
+    stick on src_port
+"
+    );
+    for (i, a) in servers.iter().enumerate() {
+        let _ = writeln!(s, "    server w{} {a}:{WEFT_PORT}", i + 1);
+    }
+    let _ = write!(
+        s,
+        "
+backend one
+    server w1 {}:{WEFT_PORT}
+
+frontend all
+    bind {front}:{SCALE_ALL}
+    default_backend all
+
+frontend one
+    bind {front}:{SCALE_ONE}
     default_backend one
 ",
         servers[0]
     );
     s
+}
+
+/// TCP connections the namespace's stack has accepted so far (`PassiveOpens` of its
+/// `/proc/net/snmp`), read from a thread that enters it.
+fn passive_opens(ns: &Netns) -> io::Result<u64> {
+    std::thread::scope(|sc| {
+        sc.spawn(|| -> io::Result<u64> {
+            let _in = ns.enter()?;
+            let text = fs::read_to_string("/proc/thread-self/net/snmp")?;
+            parse_passive_opens(&text)
+                .ok_or_else(|| io::Error::other("no Tcp PassiveOpens in /proc/net/snmp"))
+        })
+        .join()
+        .map_err(|_| io::Error::other("the snmp reader panicked"))?
+    })
+}
+
+/// `PassiveOpens` from the text of `/proc/net/snmp` (a `Tcp:` line of names, then one of
+/// values).
+pub fn parse_passive_opens(snmp: &str) -> Option<u64> {
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next()?, tcp.next()?);
+    let i = names.split_whitespace().position(|n| n == "PassiveOpens")?;
+    values.split_whitespace().nth(i)?.parse().ok()
 }
 
 /// weft's configuration for instance `addr`.
@@ -858,6 +923,8 @@ fn pin_child(cmd: &mut Command, cores: Vec<usize>) {
 pub struct ScaleRun {
     pub rps: f64,
     pub errors: u64,
+    /// TCP connections the instances accepted during the run (HAProxy's to them).
+    pub server_conns: u64,
     /// The client's CPU over wall time, in cores.
     pub client_cores: f64,
     /// HAProxy's, and the weft instances' together.
@@ -1123,7 +1190,6 @@ fn run_with(
         child,
         reader: Some(reader),
     };
-    let hpid = hap.child.id();
     let url = |port: u16, close: bool| {
         Target::new(
             &format!("http://{front}:{port}/echo"),
@@ -1138,7 +1204,7 @@ fn run_with(
     {
         let _in = client_ns.enter()?;
         let end = Instant::now() + READY_WAIT;
-        for port in [FRONT_ALL, FRONT_ONE, FRONT_ALL_QUIET, FRONT_ONE_QUIET] {
+        for port in [FRONT_ALL, FRONT_ONE] {
             loop {
                 let t = url(port, true)?;
                 let probe = LoadConfig {
@@ -1169,13 +1235,49 @@ fn run_with(
     weft_fiber::sleep(CHECK_INTER * (RISE + 1));
 
     // Scaling: the closed loop through one instance, then through all, in rounds.
+    let spath = work.join("haproxy-scale.cfg");
+    fs::write(
+        &spath,
+        scale_haproxy_config(front, &addrs, layout.haproxy_threads),
+    )?;
     let hz = procstat::ticks_per_second();
     let mut scale = Vec::new();
     for round in 1..=plan.scale_rounds {
-        for (label, port) in [
-            ("one instance", FRONT_ONE_QUIET),
-            ("three instances", FRONT_ALL_QUIET),
-        ] {
+        for (label, port) in [("one instance", SCALE_ONE), ("three instances", SCALE_ALL)] {
+            // A fresh HAProxy for each run (see `scale_haproxy_config`).
+            let mut scmd = Command::new(haproxy_bin);
+            scmd.arg("-db")
+                .arg("-f")
+                .arg(&spath)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(fs::File::create(work.join("haproxy-scale.err"))?)
+                .process_group(0);
+            if !layout.haproxy.is_empty() {
+                pin_child(&mut scmd, layout.haproxy.clone());
+            }
+            let mut shap = Haproxy {
+                child: scmd.spawn()?,
+                reader: None,
+            };
+            let shpid = shap.child.id();
+            // Up once its frontend takes a connection (none is forwarded: a request, and the
+            // session's end, would be HAProxy's first) and its checks have run.
+            {
+                let _in = client_ns.enter()?;
+                let end = Instant::now() + READY_WAIT;
+                while std::net::TcpStream::connect((front, port)).is_err() {
+                    if Instant::now() > end || !matches!(shap.child.try_wait(), Ok(None)) {
+                        return Err(io::Error::other(format!(
+                            "the scaling HAProxy does not listen on {front}:{port}; see {}",
+                            work.join("haproxy-scale.err").display()
+                        ))
+                        .into());
+                    }
+                    weft_fiber::sleep(Duration::from_millis(50));
+                }
+            }
+            weft_fiber::sleep(CHECK_INTER * (RISE + 1));
             let cfg = LoadConfig {
                 targets: vec![url(port, false)?],
                 connections: layout.connections,
@@ -1192,7 +1294,10 @@ fn run_with(
                 .map(|p| p as u32)
                 .collect();
             let before_w: Vec<_> = pids.iter().map(|&p| procstat::sample(p)).collect();
-            let before_h = procstat::sample(hpid)?;
+            let before_h = procstat::sample(shpid)?;
+            let opens =
+                || -> io::Result<u64> { instances.iter().map(|i| passive_opens(&i.ns)).sum() };
+            let opens0 = opens()?;
             let (mb0, c0, t0) = (machine_ticks(), self_cpu_s(), Instant::now());
             // On a thread of its own, so that its cores and namespace are the client's
             // alone (the load's threads inherit both).
@@ -1209,7 +1314,9 @@ fn run_with(
             .map_err(|_| io::Error::other("the scaling load panicked"))??;
             let wall = t0.elapsed().as_secs_f64().max(1e-9);
             let (mb1, c1) = (machine_ticks(), self_cpu_s());
-            let after_h = procstat::sample(hpid)?;
+            let after_h = procstat::sample(shpid)?;
+            let server_conns = opens()?.saturating_sub(opens0);
+            shap.stop();
             let weft_cpu: f64 = pids
                 .iter()
                 .zip(before_w)
@@ -1219,9 +1326,10 @@ fn run_with(
                     Some(procstat::ServerCpu::between(p, b, a, 1, hz).cpu_s)
                 })
                 .sum();
-            let h = procstat::ServerCpu::between(hpid, before_h, after_h, 1, hz);
+            let h = procstat::ServerCpu::between(shpid, before_h, after_h, 1, hz);
             let busy = (mb1.0 - mb0.0) as f64 / ((mb1.1 - mb0.1) as f64).max(1.0);
             let run = ScaleRun {
+                server_conns,
                 rps: r.recorder.requests as f64 / r.elapsed.as_secs_f64().max(1e-9),
                 errors: r.recorder.errors.total(),
                 client_cores: (c1 - c0) / wall,
@@ -1231,12 +1339,13 @@ fn run_with(
             };
             eprintln!(
                 "  round {round}, {label}: {:.0} req/s, client {:.2} cores, HAProxy {:.2}, \
-                 weft {:.2}, machine {:.0}% busy",
+                 weft {:.2}, machine {:.0}% busy, {} connections to weft",
                 run.rps,
                 run.client_cores,
                 run.haproxy_cores,
                 run.weft_cores,
-                run.machine_busy * 100.0
+                run.machine_busy * 100.0,
+                run.server_conns
             );
             scale.push((round, label, run));
         }
@@ -1593,14 +1702,16 @@ fn report(
     }
     fs::write(dir.join("clients.csv"), ccsv)?;
     let mut scsv = String::from(
-        "round,backend,rps,errors,client_cores,haproxy_cores,weft_cores,machine_busy_pct\n",
+        "round,backend,rps,errors,server_conns,client_cores,haproxy_cores,weft_cores,\
+         machine_busy_pct\n",
     );
     for (round, label, r) in scale {
         let _ = writeln!(
             scsv,
-            "{round},{label},{:.1},{},{:.3},{:.3},{:.3},{:.1}",
+            "{round},{label},{:.1},{},{},{:.3},{:.3},{:.3},{:.1}",
             r.rps,
             r.errors,
+            r.server_conns,
             r.client_cores,
             r.haproxy_cores,
             r.weft_cores,
@@ -1741,18 +1852,25 @@ fn report(
     let _ = write!(
         md,
         "Closed loop, {} keep-alive connections from {} load thread(s), `GET /echo` through \
-         HAProxy's quiet frontends (no log line per request): the backend with only w1, then \
-         the backend with all three, the two alternating for {} round(s) of {:.0} s.\n\n\
-         | round | backend | requests/s | errors | client CPU (cores) | HAProxy CPU (cores) | \
-         weft CPU (cores, all instances) | machine busy |\n|---|---|---|---|---|---|---|---|\n",
+         a HAProxy started afresh for each run (configuration below: the same checks and PROXY \
+         protocol v2, no log line per request, each client connection kept on one server): \
+         the backend with only w1, then the backend with all three, the two alternating for {} \
+         round(s) of {:.0} s. \"Connections to weft\" counts the TCP connections the \
+         instances accepted in the run: a few hundred when HAProxy keeps its connections to \
+         them, about one per request when it does not (what HAProxy 2.6 does with PROXY v2 \
+         and a per-request round robin, or after client sessions have closed).\n\n\
+         | round | backend | requests/s | errors | connections to weft | client CPU (cores) \
+         | HAProxy CPU (cores) | weft CPU (cores, all instances) | machine busy |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
         layout.connections, layout.client_threads, plan.scale_rounds, plan.scale_secs,
     );
     for (round, label, r) in scale {
         let _ = writeln!(
             md,
-            "| {round} | {label} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.0}% |",
+            "| {round} | {label} | {:.0} | {} | {} | {:.2} | {:.2} | {:.2} | {:.0}% |",
             r.rps,
             r.errors,
+            r.server_conns,
             r.client_cores,
             r.haproxy_cores,
             r.weft_cores,
@@ -1810,6 +1928,15 @@ fn report(
          of the load, then HAProxy's line).\n\n",
     );
     let _ = write!(md, "## HAProxy's configuration\n\n```\n{hcfg}```\n");
+    let _ = write!(
+        md,
+        "\nThe scaling runs' HAProxy (started afresh for each run):\n\n```\n{}```\n",
+        scale_haproxy_config(
+            net.host(BRIDGE_HOST),
+            &(0..INSTANCES).map(|i| net.instance(i)).collect::<Vec<_>>(),
+            layout.haproxy_threads
+        )
+    );
     fs::write(dir.join("report.md"), md)?;
     Ok(())
 }
@@ -1890,10 +2017,28 @@ mod tests {
             6,
         );
         assert!(c.contains("nbthread 6"), "{c}");
-        // The scaling runs' frontends log nothing; the timeline's do.
-        assert!(c.contains("bind 10.214.9.1:8002\n    no log\n"), "{c}");
-        assert!(c.contains("bind 10.214.9.1:8003\n    no log\n"), "{c}");
-        assert!(!c.contains("bind 10.214.9.1:8000\n    no log"), "{c}");
+        assert!(!c.contains("no log"), "{c}");
+        // The scaling runs' HAProxy: the same checks and PROXY v2, no log, a client
+        // connection kept on one server.
+        let sc = scale_haproxy_config(
+            Ipv4Addr::new(10, 214, 9, 1),
+            &[Ipv4Addr::new(10, 214, 9, 11), Ipv4Addr::new(10, 214, 9, 12)],
+            8,
+        );
+        for want in [
+            "nbthread 8",
+            "no log",
+            "option httpchk GET /healthz",
+            "send-proxy-v2 check-send-proxy",
+            "inter 500ms fall 2 rise 2",
+            "stick on src_port",
+            "server w2 10.214.9.12:8080",
+            "bind 10.214.9.1:8002",
+            "bind 10.214.9.1:8003",
+        ] {
+            assert!(sc.contains(want), "{want}: {sc}");
+        }
+        assert!(!sc.contains("log stdout"), "{sc}");
         assert!(c.contains("option httpchk GET /healthz"), "{c}");
         assert!(c.contains("retry-on all-retryable-errors"), "{c}");
         assert!(c.contains("option redispatch"), "{c}");
@@ -2102,6 +2247,19 @@ mod tests {
         if n > 1 {
             assert!(!here.contains("Cpus_allowed_list:\t0\n"), "{here}");
         }
+    }
+
+    #[test]
+    fn passive_opens_are_read_from_the_snmp_table() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\nTcp: RtoAlgorithm RtoMin RtoMax \
+                    MaxConn ActiveOpens PassiveOpens AttemptFails\nTcp: 1 200 120000 -1 37 \
+                    45939 2\nUdp: InDatagrams\nUdp: 5\n";
+        assert_eq!(parse_passive_opens(snmp), Some(45939));
+        assert_eq!(parse_passive_opens("Tcp: RtoAlgorithm\nTcp: 1\n"), None);
+        assert_eq!(parse_passive_opens(""), None);
+        // This process's own namespace, as the experiment reads an instance's.
+        let text = fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+        assert!(parse_passive_opens(&text).is_some(), "{text}");
     }
 
     #[test]
