@@ -411,14 +411,15 @@ frontend one
 }
 
 /// The configuration of the HAProxy each closed-loop scaling run starts afresh: the
-/// timeline's checks and PROXY protocol v2, no log line per request (a write to its stdout
-/// that this process reads), and each client connection kept on the server its first request
-/// went to (`stick on src_port`), as a connection-level balancer (a Kubernetes Service, an L4
-/// balancer) would. Why: a connection that began with a PROXY header belongs to its client's
-/// session, so HAProxy 2.6 balancing each request round robin opens a server connection for
-/// almost every request; and once client sessions have closed, even a one-server backend does
-/// so until HAProxy restarts (seen with nginx behind it as well). Either measures HAProxy's
-/// connection churn, not the instances.
+/// timeline's health checks and PROXY protocol v2, but balancing connections (`mode tcp`,
+/// round robin per client connection), as a Kubernetes Service or an L4 balancer does, with no
+/// log line per request. Why not the timeline's HTTP mode: a connection that began with a
+/// PROXY header belongs to its client's session, so HAProxy 2.6 balancing each request round
+/// robin opened a server connection for almost every request, and once client sessions had
+/// closed even a one-server backend did so until HAProxy restarted (seen with nginx behind it
+/// as well); and parsing each request costs HAProxy about three times a weft instance's CPU,
+/// so on 16 cores HAProxy, not the instances, was the limit. In TCP mode each client
+/// connection has one server connection for its life.
 pub fn scale_haproxy_config(front: Ipv4Addr, servers: &[Ipv4Addr], threads: usize) -> String {
     let inter = CHECK_INTER.as_millis();
     let mut s = format!(
@@ -427,19 +428,16 @@ pub fn scale_haproxy_config(front: Ipv4Addr, servers: &[Ipv4Addr], threads: usiz
     maxconn 4000
 
 defaults
-    mode http
+    mode tcp
     no log
     timeout connect 1s
     timeout client 30s
-    timeout server 10s
-    timeout http-keep-alive 30s
+    timeout server 30s
     default-server check inter {inter}ms fall {FALL} rise {RISE} send-proxy-v2 check-send-proxy
     option httpchk GET {HEALTH}
 
 backend all
     balance roundrobin
-    stick-table type integer size 1m expire 60s
-    stick on src_port
 "
     );
     for (i, a) in servers.iter().enumerate() {
@@ -1853,12 +1851,10 @@ fn report(
         md,
         "Closed loop, {} keep-alive connections from {} load thread(s), `GET /echo` through \
          a HAProxy started afresh for each run (configuration below: the same checks and PROXY \
-         protocol v2, no log line per request, each client connection kept on one server): \
+         protocol v2, balancing connections in TCP mode, no log line per request): \
          the backend with only w1, then the backend with all three, the two alternating for {} \
          round(s) of {:.0} s. \"Connections to weft\" counts the TCP connections the \
-         instances accepted in the run: a few hundred when HAProxy keeps its connections to \
-         them, about one per request when it does not (what HAProxy 2.6 does with PROXY v2 \
-         and a per-request round robin, or after client sessions have closed).\n\n\
+         instances accepted in the run (the client's, and the health checks').\n\n\
          | round | backend | requests/s | errors | connections to weft | client CPU (cores) \
          | HAProxy CPU (cores) | weft CPU (cores, all instances) | machine busy |\n\
          |---|---|---|---|---|---|---|---|---|\n",
@@ -2031,7 +2027,7 @@ mod tests {
             "option httpchk GET /healthz",
             "send-proxy-v2 check-send-proxy",
             "inter 500ms fall 2 rise 2",
-            "stick on src_port",
+            "mode tcp",
             "server w2 10.214.9.12:8080",
             "bind 10.214.9.1:8002",
             "bind 10.214.9.1:8003",
