@@ -923,6 +923,8 @@ pub struct ScaleRun {
     pub errors: u64,
     /// TCP connections the instances accepted during the run (HAProxy's to them).
     pub server_conns: u64,
+    /// Instances behind the run's backend (1 or [`INSTANCES`]).
+    pub instances: usize,
     /// The client's CPU over wall time, in cores.
     pub client_cores: f64,
     /// HAProxy's, and the weft instances' together.
@@ -932,21 +934,25 @@ pub struct ScaleRun {
     pub machine_busy: f64,
 }
 
-/// Why the scaling cannot be judged, if it cannot: the client or HAProxy near all of the
-/// cores their threads can use, or the machine near all of its cores busy.
+/// Why the scaling cannot be judged, if it cannot: the client or HAProxy busier, for the
+/// cores its threads can use, than the instances were for theirs and near all of them (then
+/// it, not the instances, set the throughput), or, where nothing is pinned, the machine near
+/// all of its cores busy. Instances near all of their cores are what the figure measures.
 pub fn limit(r: &ScaleRun, cores: usize, layout: &Layout) -> Option<String> {
     let (ct, ht) = (layout.client_threads as f64, layout.haproxy_threads as f64);
-    if r.client_cores >= 0.8 * ct {
+    let weft_share = r.weft_cores / r.instances.max(1) as f64;
+    let (client_share, haproxy_share) = (r.client_cores / ct, r.haproxy_cores / ht);
+    if client_share >= 0.8 && client_share >= weft_share {
         Some(format!(
             "the client is the limit (it used {:.2} cores with {ct} load threads)",
             r.client_cores
         ))
-    } else if r.haproxy_cores >= 0.8 * ht {
+    } else if haproxy_share >= 0.8 && haproxy_share >= weft_share {
         Some(format!(
             "HAProxy is the limit (it used {:.2} cores with `nbthread {ht}`)",
             r.haproxy_cores
         ))
-    } else if r.machine_busy >= 0.9 {
+    } else if !layout.pinned && r.machine_busy >= 0.9 {
         let others =
             (r.machine_busy * cores as f64 - r.client_cores - r.haproxy_cores - r.weft_cores)
                 .max(0.0);
@@ -1241,7 +1247,10 @@ fn run_with(
     let hz = procstat::ticks_per_second();
     let mut scale = Vec::new();
     for round in 1..=plan.scale_rounds {
-        for (label, port) in [("one instance", SCALE_ONE), ("three instances", SCALE_ALL)] {
+        for (label, port, behind) in [
+            ("one instance", SCALE_ONE, 1),
+            ("three instances", SCALE_ALL, INSTANCES),
+        ] {
             // A fresh HAProxy for each run (see `scale_haproxy_config`).
             let mut scmd = Command::new(haproxy_bin);
             scmd.arg("-db")
@@ -1328,6 +1337,7 @@ fn run_with(
             let busy = (mb1.0 - mb0.0) as f64 / ((mb1.1 - mb0.1) as f64).max(1.0);
             let run = ScaleRun {
                 server_conns,
+                instances: behind,
                 rps: r.recorder.requests as f64 / r.elapsed.as_secs_f64().max(1e-9),
                 errors: r.recorder.errors.total(),
                 client_cores: (c1 - c0) / wall,
@@ -2158,6 +2168,25 @@ mod tests {
         let roomy = Layout::for_cores(16);
         assert_eq!(limit(&client, 16, &roomy), None);
         assert_eq!(limit(&haproxy, 16, &roomy), None);
+        // The 16-core run: HAProxy at 0.85 of its cores, the instances at 0.98 of theirs:
+        // the instances set the throughput, which is what is measured.
+        let instances_bound = ScaleRun {
+            client_cores: 3.66,
+            haproxy_cores: 6.77,
+            weft_cores: 2.93,
+            instances: 3,
+            ..free
+        };
+        assert_eq!(limit(&instances_bound, 16, &roomy), None);
+        // HTTP mode on the same machine: HAProxy at 0.98 of its cores, the instances at 0.91.
+        let haproxy_bound = ScaleRun {
+            haproxy_cores: 7.8,
+            weft_cores: 2.72,
+            ..instances_bound
+        };
+        assert!(limit(&haproxy_bound, 16, &roomy)
+            .unwrap()
+            .contains("HAProxy is the limit"));
         let busy_client = ScaleRun {
             client_cores: 4.5,
             ..free
