@@ -806,11 +806,11 @@ pub const ROOMY_CORES: usize = 8;
 /// instance has a core of its own (cores 0, 1, 2; `threads = 1`), HAProxy the next three
 /// fifths of the rest (as many threads), and the client what is left (as many load threads):
 /// the closed loop then measures the instances, not the cores they share with their
-/// balancer and client. HAProxy gets the larger share because it spends about three times a
-/// weft instance's CPU per proxied request (a parse and a forward each way) and the client
-/// about 1.3 times (`--quick` on the 2-core machine: 20, 8.4 and 6.6 us). On a smaller
-/// machine nothing is pinned: everything shares every core, HAProxy and the client one
-/// thread each.
+/// balancer and client. HAProxy gets the larger share because, even balancing connections,
+/// it spends about twice an instance's CPU per request and the client about as much as an
+/// instance (the 16-core run, three instances: 21, 11 and 10 us per request, the veth and
+/// bridge path included). On a smaller machine nothing is pinned: everything shares every
+/// core, HAProxy and the client one thread each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     /// Instance `i` runs on core `i`.

@@ -113,6 +113,7 @@ fn cluster_refuses_a_bad_model_or_rate_and_other_experiments_its_flags() {
             &["cluster", "--rate=0"][..],
             "--rate must be a positive number",
         ),
+        (&["cluster", "--runs", "0"][..], "--runs must be at least 1"),
         (
             &["fibers", "--rate", "100"][..],
             "belong to the cluster experiment",
