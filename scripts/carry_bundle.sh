@@ -10,9 +10,12 @@
 # DIR/bin/weft and DIR/bin/weft-bench; `weft-bench experiment cluster` finds weft next to
 # itself). A program that is missing here is named and left out.
 set -eu
-cd "$(dirname "$0")/.."
-out=${1:?usage: scripts/carry_bundle.sh DIR [PROGRAM...]}
+out=$(realpath -m -- "${1:?usage: scripts/carry_bundle.sh DIR [PROGRAM...]}")
 shift
+cd "$(dirname "$0")/.."
+case $out in
+  / | "$PWD" | "$PWD/target" | "$PWD/target/"*) echo "carry_bundle: $out would remove what it packs; name a folder of its own" >&2; exit 2 ;;
+esac
 progs=("$@")
 ((${#progs[@]})) || progs=(haproxy ip sysctl taskset wrk nginx)
 for b in weft weft-bench; do
@@ -28,12 +31,17 @@ for p in "${progs[@]}"; do
   path=$(command -v "$p" || true)
   [[ -z $path ]] && for d in /usr/sbin /sbin; do [[ -x $d/$p ]] && path=$d/$p; done
   if [[ -z $path ]]; then echo "carry_bundle: $p is not installed here; left out" >&2; continue; fi
+  if ldd "$path" | grep -q 'not found'; then
+    echo "carry_bundle: $p needs a library this machine lacks:" >&2
+    ldd "$path" | grep 'not found' >&2
+    exit 2
+  fi
   cp -L "$path" "$out/real/$p"
   while read -r lib; do
     [[ -n $lib ]] || continue
-    cp -Ln "$lib" "$out/lib/" 2>/dev/null || true
+    [[ -e $out/lib/$(basename "$lib") ]] || cp -L "$lib" "$out/lib/"
     [[ $lib == */ld-linux* ]] && loader=$(basename "$lib")
-  done < <(ldd "$path" | awk '/=>/ {print $3} !/=>/ && $1 ~ /^\// {print $1}')
+  done < <(ldd "$path" | awk '/=>/ && $3 ~ /^\// {print $3} !/=>/ && $1 ~ /^\// {print $1}')
   cat >"$out/bin/$p" <<EOF
 #!/bin/sh
 d=\$(dirname "\$(readlink -f "\$0")")/..

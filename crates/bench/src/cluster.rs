@@ -802,19 +802,19 @@ fn machine_ticks() -> (u64, u64) {
 /// From this many cores up, each part of the experiment gets cores of its own ([`Layout`]).
 pub const ROOMY_CORES: usize = 8;
 
-/// Where the experiment's processes run. On a machine of at least [`ROOMY_CORES`] cores, each
-/// instance has a core of its own (cores 0, 1, 2; `threads = 1`), HAProxy the next three
-/// fifths of the rest (as many threads), and the client what is left (as many load threads):
-/// the closed loop then measures the instances, not the cores they share with their
-/// balancer and client. HAProxy gets the larger share because, even balancing connections,
-/// it spends about twice an instance's CPU per request and the client about as much as an
-/// instance (the 16-core run, three instances: 21, 11 and 10 us per request, the veth and
-/// bridge path included). On a smaller machine nothing is pinned: everything shares every
-/// core, HAProxy and the client one thread each.
+/// Where the experiment's processes run. On a machine where this process may use at least
+/// [`ROOMY_CORES`] cores, each instance has one of them to itself (the first three;
+/// `threads = 1`), HAProxy the next three fifths of the rest (as many threads), and the client
+/// what is left (as many load threads): the closed loop then measures the instances, not the
+/// cores they share with their balancer and client. HAProxy gets the larger share because,
+/// even balancing connections, it spends about twice an instance's CPU per request and the
+/// client about as much as an instance (the 16-core run, three instances: 21, 11 and 10 us
+/// per request, the veth and bridge path included). On a smaller machine nothing is pinned:
+/// everything shares every core, HAProxy and the client one thread each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
-    /// Instance `i` runs on core `i`.
-    pub pinned: bool,
+    /// Instance `i` runs on core `instances[i]` (empty: nothing is pinned).
+    pub instances: Vec<usize>,
     /// HAProxy's cores and the client's (empty: unpinned).
     pub haproxy: Vec<usize>,
     pub client: Vec<usize>,
@@ -825,10 +825,12 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn for_cores(cores: usize) -> Layout {
-        if cores < ROOMY_CORES {
+    /// The layout over `cpus`, the cores this process may run on ([`allowed_cpus`]), in
+    /// order: in a cpuset such as 8-23 the parts go to those, not to 0..16.
+    pub fn for_cpus(cpus: &[usize]) -> Layout {
+        if cpus.len() < ROOMY_CORES {
             return Layout {
-                pinned: false,
+                instances: Vec::new(),
                 haproxy: Vec::new(),
                 client: Vec::new(),
                 haproxy_threads: 1,
@@ -836,39 +838,49 @@ impl Layout {
                 connections: 32,
             };
         }
-        let rest = cores - INSTANCES;
+        let rest = cpus.len() - INSTANCES;
         let h = (rest * 3).div_ceil(5);
-        let haproxy: Vec<usize> = (INSTANCES..INSTANCES + h).collect();
-        let client: Vec<usize> = (INSTANCES + h..cores).collect();
+        let (instances, others) = cpus.split_at(INSTANCES);
+        let (haproxy, client) = others.split_at(h);
         Layout {
-            pinned: true,
+            instances: instances.to_vec(),
             haproxy_threads: haproxy.len(),
             client_threads: client.len(),
             // Enough requests in flight that no instance waits on a round trip through
             // HAProxy: 64 per client thread.
             connections: 64 * client.len(),
-            haproxy,
-            client,
+            haproxy: haproxy.to_vec(),
+            client: client.to_vec(),
         }
+    }
+
+    /// Whether each part has cores of its own.
+    pub fn pinned(&self) -> bool {
+        !self.instances.is_empty()
     }
 
     /// Instance `i`'s core, where pinned.
     fn instance_core(&self, i: usize) -> Option<usize> {
-        self.pinned.then_some(i)
+        self.instances.get(i).copied()
     }
 
     /// One line for the report.
     pub fn describe(&self, cores: usize) -> String {
-        if !self.pinned {
+        if !self.pinned() {
             return format!(
                 "Machine: {cores} cores, shared by the client, HAProxy and the three \
                  instances (none pinned; HAProxy and the client one thread each)."
             );
         }
         format!(
-            "Machine: {cores} cores, each part on its own: instance w1, w2, w3 on core 0, 1, \
-             2; HAProxy on cores {} (`nbthread {}`); the client on cores {} ({} load \
-             threads).",
+            "Machine: {cores} cores, each part on its own: instance w1, w2, w3 on core {}; \
+             HAProxy on cores {} (`nbthread {}`); the client on cores {} ({} load threads, \
+             the timeline's one as well).",
+            self.instances
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             cpu_list(&self.haproxy),
             self.haproxy_threads,
             cpu_list(&self.client),
@@ -877,13 +889,48 @@ impl Layout {
     }
 }
 
-/// `3-10` for 3, 4, ..., 10 (a run of cores, as the layout makes them).
+/// `3-10` for 3, 4, ..., 10; `1,3-4` for 1, 3, 4 (the notation of `taskset -c`).
 fn cpu_list(cores: &[usize]) -> String {
-    match cores {
-        [] => "none".into(),
-        [one] => one.to_string(),
-        [first, .., last] => format!("{first}-{last}"),
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &c in cores {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == c => *last = c,
+            _ => runs.push((c, c)),
+        }
     }
+    if runs.is_empty() {
+        return "none".into();
+    }
+    runs.iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The cores this process may run on (its affinity), in order; `0..available_parallelism`
+/// where the affinity cannot be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data, zeroed is the empty set; sched_getaffinity writes at
+    // most the size we pass into it, and CPU_ISSET reads inside it for cores below
+    // CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let v: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect();
+            if !v.is_empty() {
+                return v;
+            }
+        }
+    }
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }
 
 /// The calling thread's affinity: `cores` (threads it starts afterwards inherit it).
@@ -936,8 +983,10 @@ pub struct ScaleRun {
 
 /// Why the scaling cannot be judged, if it cannot: the client or HAProxy busier, for the
 /// cores its threads can use, than the instances were for theirs and near all of them (then
-/// it, not the instances, set the throughput), or, where nothing is pinned, the machine near
-/// all of its cores busy. Instances near all of their cores are what the figure measures.
+/// it, not the instances, set the throughput), or, where nothing is pinned, the machine 80%
+/// busy or more (five busy processes sharing two cores leave some idle time between them: a
+/// quiet 2-core run had HAProxy's one thread at 0.79 of a core and the machine 85-89% busy).
+/// Instances near all of their cores are what the figure measures.
 pub fn limit(r: &ScaleRun, cores: usize, layout: &Layout) -> Option<String> {
     let (ct, ht) = (layout.client_threads as f64, layout.haproxy_threads as f64);
     let weft_share = r.weft_cores / r.instances.max(1) as f64;
@@ -952,7 +1001,7 @@ pub fn limit(r: &ScaleRun, cores: usize, layout: &Layout) -> Option<String> {
             "HAProxy is the limit (it used {:.2} cores with `nbthread {ht}`)",
             r.haproxy_cores
         ))
-    } else if !layout.pinned && r.machine_busy >= 0.9 {
+    } else if !layout.pinned() && r.machine_busy >= 0.8 {
         let others =
             (r.machine_busy * cores as f64 - r.client_cores - r.haproxy_cores - r.weft_cores)
                 .max(0.0);
@@ -1045,8 +1094,9 @@ pub fn run(a: &ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         ))
         .into());
     }
-    let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let layout = Layout::for_cores(ncores);
+    let cpus = allowed_cpus();
+    let ncores = cpus.len();
+    let layout = Layout::for_cpus(&cpus);
     let id = std::process::id();
     let net = Net((id % 250) as u8 + 1);
     let work = std::env::temp_dir().join(format!("weft-cluster-{id}"));
@@ -1268,8 +1318,9 @@ fn run_with(
                 reader: None,
             };
             let shpid = shap.child.id();
-            // Up once its frontend takes a connection (none is forwarded: a request, and the
-            // session's end, would be HAProxy's first) and its checks have run.
+            // Up once its frontend takes a connection (a bare connect, which in TCP mode
+            // HAProxy forwards before this run's count of connections begins) and its checks
+            // have run.
             {
                 let _in = client_ns.enter()?;
                 let end = Instant::now() + READY_WAIT;
@@ -1376,7 +1427,11 @@ fn run_with(
     let load = {
         let plan = plan.clone();
         let ns_path = format!("/var/run/netns/{}", client_ns.name);
+        let cores = layout.client.clone();
         std::thread::spawn(move || -> io::Result<Vec<Sample>> {
+            if !cores.is_empty() {
+                pin_self(&cores)?;
+            }
             let target = fs::File::open(ns_path)?;
             enter_for_good(&target)?;
             open_loop(targets, start, &plan)
@@ -1899,7 +1954,7 @@ fn report(
             match (&why, ratio >= SCALE_TARGET) {
                 (None, true) => "Met.".to_string(),
                 (Some(w), true) => format!("Met, though in a run {w}."),
-                (Some(w), false) if !layout.pinned => format!(
+                (Some(w), false) if !layout.pinned() => format!(
                     "Cannot be shown on this machine: {w}. With the client, HAProxy and the \
                      three instances on {ncores} cores, adding instances adds no CPU; the \
                      figure needs each instance (and the client) on cores of its own \
@@ -2141,7 +2196,7 @@ mod tests {
 
     #[test]
     fn the_limit_is_named_when_the_client_haproxy_or_the_machine_is_saturated() {
-        let small = Layout::for_cores(2);
+        let small = Layout::for_cpus(&[0, 1]);
         let free = ScaleRun {
             client_cores: 0.3,
             haproxy_cores: 0.5,
@@ -2165,7 +2220,7 @@ mod tests {
             .contains("HAProxy is the limit"));
         // With cores of their own, each is judged against its share: 0.95 of the client's
         // five cores, 0.91 of HAProxy's eight, are far from either's limit.
-        let roomy = Layout::for_cores(16);
+        let roomy = Layout::for_cpus(&(0..16).collect::<Vec<_>>());
         assert_eq!(limit(&client, 16, &roomy), None);
         assert_eq!(limit(&haproxy, 16, &roomy), None);
         // The 16-core run: HAProxy at 0.85 of its cores, the instances at 0.98 of theirs:
@@ -2200,6 +2255,17 @@ mod tests {
             weft_cores: 0.4,
             ..free
         };
+        let quiet_small = ScaleRun {
+            client_cores: 0.46,
+            haproxy_cores: 0.79,
+            weft_cores: 0.49,
+            instances: 1,
+            machine_busy: 0.89,
+            ..ScaleRun::default()
+        };
+        assert!(limit(&quiet_small, 2, &small)
+            .unwrap()
+            .contains("machine is the limit"));
         let why = limit(&machine, 2, &small).unwrap();
         assert!(why.contains("machine is the limit"), "{why}");
         // 2 cores busy, 1.2 of them the experiment's: 0.8 someone else's.
@@ -2209,25 +2275,33 @@ mod tests {
     #[test]
     fn the_layout_gives_each_part_its_own_cores_where_there_are_enough() {
         for n in [1, 2, ROOMY_CORES - 1] {
-            let l = Layout::for_cores(n);
+            let l = Layout::for_cpus(&(0..n).collect::<Vec<_>>());
             assert!(
-                !l.pinned && l.haproxy.is_empty() && l.client.is_empty(),
+                !l.pinned() && l.haproxy.is_empty() && l.client.is_empty(),
                 "{l:?}"
             );
             assert_eq!((l.haproxy_threads, l.client_threads), (1, 1));
             assert_eq!(l.instance_core(0), None);
         }
-        for n in [ROOMY_CORES, 12, 16, 64] {
-            let l = Layout::for_cores(n);
-            assert!(l.pinned);
-            // Instances on 0, 1, 2; HAProxy and the client after them, disjoint, together
-            // every other core, each at least one, HAProxy the larger share.
+        // From 0, and from 8 (a cpuset such as 8-23), and with a hole in the set.
+        for cpus in [
+            (0..ROOMY_CORES).collect::<Vec<_>>(),
+            (0..12).collect(),
+            (0..16).collect(),
+            (0..64).collect(),
+            (8..24).collect(),
+            (0..20).filter(|c| c % 5 != 4).collect(),
+        ] {
+            let l = Layout::for_cpus(&cpus);
+            assert!(l.pinned());
+            // Instances on the first three; HAProxy and the client after them, disjoint,
+            // together every other core, each at least one, HAProxy the larger share.
             let inst: Vec<usize> = (0..INSTANCES).filter_map(|i| l.instance_core(i)).collect();
-            assert_eq!(inst, vec![0, 1, 2]);
+            assert_eq!(inst, cpus[..INSTANCES].to_vec());
             let mut all = inst.clone();
             all.extend(&l.haproxy);
             all.extend(&l.client);
-            assert_eq!(all, (0..n).collect::<Vec<_>>(), "{l:?}");
+            assert_eq!(all, cpus, "{l:?}");
             assert!(
                 !l.client.is_empty() && l.haproxy.len() >= l.client.len(),
                 "{l:?}"
@@ -2236,41 +2310,55 @@ mod tests {
             assert_eq!(l.client_threads, l.client.len());
             assert_eq!(l.connections, 64 * l.client.len());
         }
-        let l = Layout::for_cores(16);
+        let l = Layout::for_cpus(&(0..16).collect::<Vec<_>>());
         assert_eq!(
             (cpu_list(&l.haproxy), cpu_list(&l.client)),
             ("3-10".into(), "11-15".into())
         );
+        let d = l.describe(16);
+        assert!(d.contains("core 0, 1, 2;"), "{d}");
+        assert!(d.contains("HAProxy on cores 3-10 (`nbthread 8`)"), "{d}");
+        let l = Layout::for_cpus(&(8..24).collect::<Vec<_>>());
         assert!(
-            l.describe(16)
-                .contains("HAProxy on cores 3-10 (`nbthread 8`)"),
+            l.describe(16).contains("core 8, 9, 10;"),
             "{}",
             l.describe(16)
+        );
+        assert_eq!(cpu_list(&[1, 3, 4, 7]), "1,3-4,7");
+        assert_eq!(cpu_list(&[]), "none");
+        // This process's own cores: some, each listed once, in order.
+        let mine = allowed_cpus();
+        assert!(
+            !mine.is_empty() && mine.windows(2).all(|w| w[0] < w[1]),
+            "{mine:?}"
         );
     }
 
     #[test]
     fn a_pinned_child_and_a_pinned_thread_run_on_the_cores_named() {
+        // The last core this process may use (in a cpuset it need not be 0).
+        let cpus = allowed_cpus();
+        let core = *cpus.last().unwrap();
+        let want = format!("Cpus_allowed_list:\t{core}\n");
         let mut cmd = Command::new("cat");
         cmd.arg("/proc/self/status").stdout(Stdio::piped());
-        pin_child(&mut cmd, vec![0]);
+        pin_child(&mut cmd, vec![core]);
         let out = String::from_utf8(cmd.output().unwrap().stdout).unwrap();
-        assert!(out.contains("Cpus_allowed_list:\t0\n"), "{out}");
+        assert!(out.contains(&want), "{out}");
         // A thread's own affinity, and what a thread it starts inherits.
-        let seen = std::thread::spawn(|| {
-            pin_self(&[0]).unwrap();
+        let seen = std::thread::spawn(move || {
+            pin_self(&[core]).unwrap();
             std::thread::spawn(|| fs::read_to_string("/proc/thread-self/status").unwrap())
                 .join()
                 .unwrap()
         })
         .join()
         .unwrap();
-        assert!(seen.contains("Cpus_allowed_list:\t0\n"), "{seen}");
+        assert!(seen.contains(&want), "{seen}");
         // This thread was not touched.
         let here = fs::read_to_string("/proc/thread-self/status").unwrap();
-        let n = std::thread::available_parallelism().unwrap().get();
-        if n > 1 {
-            assert!(!here.contains("Cpus_allowed_list:\t0\n"), "{here}");
+        if cpus.len() > 1 {
+            assert!(!here.contains(&want), "{here}");
         }
     }
 
