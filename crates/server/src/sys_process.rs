@@ -224,6 +224,128 @@ pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<usi
         .collect())
 }
 
+/// Runs `f` with `signals` blocked, passing it the mask they were blocked from (for a wait
+/// that unblocks them itself: `epoll_pwait`, `ppoll`); restores that mask after. A signal that
+/// came while they were blocked is delivered at the restore.
+fn with_signals_blocked<R>(signals: &[libc::c_int], f: impl FnOnce(&libc::sigset_t) -> R) -> R {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
+    let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; pthread_sigmask fills it before it is read.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to live locals; sigaddset fails only for an invalid signal
+    // number, which leaves that signal out.
+    unsafe {
+        libc::sigemptyset(&mut block);
+        for &sig in signals {
+            libc::sigaddset(&mut block, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+    }
+    let r = f(&old);
+    // SAFETY: `old` is the mask pthread_sigmask returned above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    r
+}
+
+/// As [`poll_readable_any`], with [`Epoll::wait_for_signals`]' discipline: `signals` are
+/// blocked while `pending` looks at their flags and unblocked only inside the wait (`ppoll`),
+/// so a signal after the look ends the wait at once. Returns at once, with none, when
+/// `pending` says a flag is already set; a signal or the timeout also return none.
+pub fn poll_readable_for_signals(
+    fds: &[RawFd],
+    timeout: Duration,
+    signals: &[libc::c_int],
+    pending: impl FnOnce() -> bool,
+) -> io::Result<Vec<usize>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    let r = with_signals_blocked(signals, |old| {
+        if pending() {
+            return 0;
+        }
+        // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds, `ts` and `old` live
+        // locals for the call.
+        unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, old) }
+    });
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(Vec::new())
+        } else {
+            Err(e)
+        };
+    }
+    Ok(pfds
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents != 0)
+        .map(|(i, _)| i)
+        .collect())
+}
+
+/// A flag other processes can wait on with `poll`: an eventfd, readable while raised. The
+/// `process` model's master raises it while connection processes are scarce; lingering
+/// children wait on it beside their connection instead of looking every few milliseconds.
+/// Inherited across fork, closed on exec.
+#[derive(Debug)]
+pub struct PollFlag {
+    fd: OwnedFd,
+    raised: bool,
+}
+
+impl PollFlag {
+    pub fn new() -> io::Result<PollFlag> {
+        // SAFETY: eventfd takes plain integers; on success it returns a new descriptor that
+        // nothing else owns.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+        Ok(PollFlag {
+            // SAFETY: `fd` is the new descriptor above, owned from here.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            raised: false,
+        })
+    }
+
+    /// Raises or lowers the flag (nothing when it is already so).
+    pub fn set(&mut self, on: bool) {
+        if on == self.raised {
+            return;
+        }
+        let mut v: u64 = 1;
+        let p = (&mut v as *mut u64).cast::<libc::c_void>();
+        // SAFETY: `p` points to 8 bytes of `v` for the call, the size an eventfd reads and
+        // writes. Writing 1 makes the counter non-zero (readable); reading sets it to 0. The
+        // descriptor is non-blocking: a read of a zero counter fails with EAGAIN, harmless.
+        let r = unsafe {
+            if on {
+                libc::write(self.raw_fd(), p, 8)
+            } else {
+                libc::read(self.raw_fd(), p, 8)
+            }
+        };
+        if r == 8 {
+            self.raised = on;
+        }
+    }
+
+    pub fn is_raised(&self) -> bool {
+        self.raised
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+    }
+}
+
 /// An epoll instance (the `process` model's master waits on its listeners, the connections it
 /// holds with one). Closed on drop.
 #[derive(Debug)]
@@ -287,29 +409,14 @@ impl Epoll {
         let ms = timeout.map_or(-1, |t| {
             libc::c_int::try_from(t.as_millis()).unwrap_or(libc::c_int::MAX)
         });
-        // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
-        let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; pthread_sigmask fills it before it is read.
-        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: valid pointers to live locals; sigaddset fails only for an invalid signal
-        // number, which leaves that signal out.
-        unsafe {
-            libc::sigemptyset(&mut block);
-            for &sig in signals {
-                libc::sigaddset(&mut block, sig);
+        with_signals_blocked(signals, |old| {
+            if pending() {
+                out.clear();
+                Ok(())
+            } else {
+                self.pwait(out, ms, Some(old))
             }
-            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
-        }
-        let r = if pending() {
-            out.clear();
-            Ok(())
-        } else {
-            self.pwait(out, ms, Some(&old))
-        };
-        // SAFETY: `old` is the mask pthread_sigmask returned above. A signal that came after
-        // the wait is delivered here, and its flag is seen by the caller's next look.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-        r
+        })
     }
 
     fn pwait(
@@ -815,6 +922,62 @@ mod tests {
         });
         assert!(out.is_empty());
         assert_eq!(blocked, 0, "SIGWINCH left blocked after the wait");
+    }
+
+    #[test]
+    fn ppoll_a_signal_between_the_flag_check_and_the_wait_ends_the_wait() {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        signal_hook::flag::register(libc::SIGWINCH, flag.clone()).unwrap();
+        let f = flag.clone();
+        let (checked, ready) = within_10s(move || {
+            let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let mut checked = false;
+            // An hour's timeout: only the wait's own unblocking of the signal can end it.
+            let ready = poll_readable_for_signals(
+                &[std::os::fd::AsRawFd::as_raw_fd(&a)],
+                Duration::from_secs(3600),
+                &[libc::SIGWINCH],
+                || {
+                    checked = !f.load(SeqCst);
+                    // SAFETY: pthread_kill of the calling thread with a valid signal number.
+                    unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGWINCH) };
+                    false
+                },
+            )
+            .unwrap();
+            (checked, ready)
+        });
+        assert!(checked, "the flag was set before the look");
+        assert!(ready.is_empty(), "nothing readable: {ready:?}");
+        assert!(flag.load(SeqCst), "the handler ran");
+    }
+
+    #[test]
+    fn a_raised_flag_is_readable_until_it_is_lowered() {
+        let (ready, quiet) = within_10s(|| {
+            let mut flag = PollFlag::new().unwrap();
+            let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let fds = [std::os::fd::AsRawFd::as_raw_fd(&a), flag.raw_fd()];
+            // Raised twice: one raise; lowered: not readable any more.
+            flag.set(true);
+            flag.set(true);
+            assert!(flag.is_raised());
+            let ready =
+                poll_readable_for_signals(&fds, Duration::from_secs(5), &[], || false).unwrap();
+            flag.set(false);
+            let quiet =
+                poll_readable_for_signals(&fds, Duration::from_millis(50), &[], || false).unwrap();
+            // A pending flag returns at once without waiting.
+            flag.set(true);
+            assert!(
+                poll_readable_for_signals(&fds, Duration::from_secs(5), &[], || true)
+                    .unwrap()
+                    .is_empty()
+            );
+            (ready, quiet)
+        });
+        assert_eq!(ready, [1]);
+        assert!(quiet.is_empty(), "{quiet:?}");
     }
 
     #[test]

@@ -189,6 +189,79 @@ fn max_children_holds_a_third_request_until_a_child_is_free() {
     assert_children_reach_zero(master);
 }
 
+/// Context switches of every thread of `pid` so far (0 once it is gone).
+fn switches(pid: i32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|st| {
+            st.lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// A child lingering for its connection's next request sleeps until the request comes, or
+/// until the master says children are scarce (it raises a flag the child waits on), and then
+/// gives the connection back at once; the connection is served on.
+#[test]
+fn a_lingering_child_sleeps_until_its_client_or_the_pressure_comes() {
+    // Pressure from 3 live children (three quarters of 4).
+    let srv = Builder::new("process-linger")
+        .config("[process]\nmax_children = 4\n[limits]\nclient_body_buffer = 0\n")
+        .start();
+    let master = master(&srv);
+    let mut a = srv.connect();
+    a.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(a.read_response().expect("response").body, INDEX_HTML);
+    let kids = children_of(master);
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    let child = kids[0].pid;
+
+    // Asleep: no slice of a few milliseconds to look at the pressure (that was 50 wake-ups a
+    // second).
+    std::thread::sleep(Duration::from_millis(200));
+    let before = switches(child);
+    std::thread::sleep(Duration::from_secs(1));
+    let woke = switches(child) - before;
+    assert_eq!(woke, 0, "the lingering child switched {woke} times in 1 s");
+    // Its client's next request wakes it.
+    a.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(a.read_response().expect("response").body, INDEX_HTML);
+    assert_eq!(children_of(master), kids, "served by the same child");
+
+    // Two requests whose bodies are still arriving hold two more children: three live, and
+    // the lingering one gives its connection back (a flag it did not see would leave it
+    // lingering until the keep-alive timeout).
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
+            c
+        })
+        .collect();
+    let deadline = Instant::now() + TREE_DEADLINE;
+    while !gone(child) {
+        assert!(
+            Instant::now() < deadline,
+            "the lingering child kept its connection with three children live: {:?}",
+            children_of(master)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The master took the connection back: its next request is served.
+    a.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(a.read_response().expect("response").body, INDEX_HTML);
+    drop(held);
+    drop(a);
+    assert_children_reach_zero(master);
+}
+
 #[test]
 fn sigterm_reaches_connection_processes_and_the_server_waits_for_them() {
     // A grace period far longer than the test may take: an exit within it that is also well

@@ -121,8 +121,16 @@ pub(crate) fn start_master(
 /// Exit status of a connection process that gives its connection back to the master, idle
 /// between requests with nothing buffered (0: the connection is finished).
 const EXIT_IDLE: i32 = 3;
-/// How often a lingering connection process looks at the pressure and the shutdown flag.
+/// How long a lingering connection process waits on its connection alone when the master's
+/// pressure flag is raised but the live count says otherwise (the moment between the two).
 const LINGER_SLICE: Duration = Duration::from_millis(20);
+
+/// Live children from which a lingering one gives its connection back: Apache event MPM's
+/// rule, with children this scarce an idle connection goes back to the master at once
+/// instead of holding one.
+fn pressure_mark(max_children: usize) -> u64 {
+    (max_children - max_children / 4).max(1) as u64
+}
 /// Connections accepted per listener wake-up, so one busy listener cannot starve the rest.
 const ACCEPT_BURST: usize = 64;
 /// epoll token of a held connection (with its descriptor); a listener's is its index.
@@ -221,6 +229,9 @@ struct Master {
     children: HashMap<Pid, Child>,
     /// Live children, read by lingering children to see the pressure.
     live: sp::Shared<AtomicU64>,
+    /// Raised while at least [`pressure_mark`] children live: lingering children wait on it
+    /// beside their connection.
+    pressure: sp::PollFlag,
     max_children: usize,
     parser: Parser,
     /// Descriptors the master may use for connections (see [`descriptor_room`]).
@@ -266,6 +277,8 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         queue: VecDeque::new(),
         children: HashMap::new(),
         live: sp::Shared::new(),
+        // Before `descriptor_room`, which counts the descriptors open.
+        pressure: sp::PollFlag::new()?,
         max_children,
         parser: Parser::new(app.cfg.limits.http()),
         fd_room: descriptor_room(),
@@ -385,6 +398,14 @@ fn descriptor_room() -> usize {
 }
 
 impl Master {
+    /// After a fork or a reap: the live count the lingering children read, and the flag
+    /// that wakes them when it reaches the pressure mark.
+    fn children_changed(&mut self) {
+        let n = self.children.len() as u64;
+        self.live.store(n, Relaxed);
+        self.pressure.set(n >= pressure_mark(self.max_children));
+    }
+
     /// Whether another connection fits in the master's descriptors (with a warning if not).
     fn has_room(&self, gate: &mut AcceptGate) -> bool {
         let used = self.held.len();
@@ -605,7 +626,7 @@ impl Master {
                     // The child has its copy; the master needs none until it comes back.
                     h.buf = Vec::new();
                     self.children.insert(pid, Child { conn: fd });
-                    self.live.store(self.children.len() as u64, Relaxed);
+                    self.children_changed();
                 }
                 Err(e) => {
                     let h = &self.held[&fd];
@@ -652,7 +673,7 @@ impl Master {
                     sp::exit_now(0);
                 }
                 let h = self.held.remove(&fd).expect("the connection is held");
-                let code = serve_child(h, app, &self.live, self.max_children);
+                let code = serve_child(h, app, &self.live, &self.pressure, self.max_children);
                 sp::exit_now(code)
             }
         }
@@ -665,7 +686,7 @@ impl Master {
             match sp::try_wait(-1) {
                 Ok(Some((pid, exit))) => {
                     if let Some(c) = self.children.remove(&pid) {
-                        self.live.store(self.children.len() as u64, Relaxed);
+                        self.children_changed();
                         self.child_ended(c.conn, exit, app);
                     }
                     match exit {
@@ -881,7 +902,13 @@ impl Master {
 
 /// The child: serves the connection from the head the master read until it closes or falls
 /// idle; returns the exit status ([`EXIT_IDLE`]: the master takes the connection back).
-fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_children: usize) -> i32 {
+fn serve_child(
+    h: Held,
+    app: &Arc<App>,
+    live: &sp::Shared<AtomicU64>,
+    pressure: &sp::PollFlag,
+    max_children: usize,
+) -> i32 {
     app.enter_connection_process();
     if let Some(l) = &app.access_log {
         if let Err(e) = l.start_flusher() {
@@ -910,9 +937,8 @@ fn serve_child(h: Held, app: &Arc<App>, live: &sp::Shared<AtomicU64>, max_childr
         head: buf,
         pos: 0,
         live,
-        // Apache event MPM's rule: with children this scarce, an idle connection goes back to
-        // the master at once instead of holding one.
-        pressure: (max_children - max_children / 4).max(1) as u64,
+        pressure: pressure_mark(max_children),
+        pressure_fd: pressure.raw_fd(),
         app,
         gave_back: false,
     };
@@ -964,6 +990,8 @@ struct ChildStream<'a> {
     live: &'a sp::Shared<AtomicU64>,
     /// Live children from which lingering gives the connection back.
     pressure: u64,
+    /// The master's flag, readable while that many live ([`sp::PollFlag`]).
+    pressure_fd: RawFd,
     app: &'a App,
     /// The last linger ended because children were scarce (not by the timeout).
     gave_back: bool,
@@ -1006,14 +1034,18 @@ impl Transport for ChildStream<'_> {
         self.inner.set_write_timeout(timeout)
     }
 
-    /// Waits for the next request in slices, giving up (to hand the connection back to the
-    /// master) as soon as children are scarce or shutdown begins.
+    /// Waits for the next request, giving up (to hand the connection back to the master) as
+    /// soon as children are scarce (the master raises its flag) or shutdown begins (SIGTERM
+    /// or SIGINT ends the wait: they are blocked while the flag is looked at and unblocked
+    /// only inside it).
     fn linger(&mut self, period: Duration) -> bool {
         self.gave_back = false;
         if self.pos < self.head.len() {
             return true;
         }
         let end = Instant::now() + period;
+        let fds = [self.inner.raw_fd(), self.pressure_fd];
+        let mut flag_stale = false;
         loop {
             if self.app.shutdown.is_set() {
                 return false;
@@ -1026,10 +1058,20 @@ impl Transport for ChildStream<'_> {
             if left.is_zero() {
                 return false;
             }
-            match crate::sys::poll_readable(self.inner.raw_fd(), left.min(LINGER_SLICE)) {
-                Ok(true) => return true,
-                Ok(false) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // The flag readable while fewer than the mark live is the moment between the
+            // master's count and its lowering of the flag: wait on the connection alone for
+            // a slice rather than spin on it.
+            let (watch, wait) = if flag_stale {
+                (&fds[..1], left.min(LINGER_SLICE))
+            } else {
+                (&fds[..], left)
+            };
+            let shutdown = &self.app.shutdown;
+            match sp::poll_readable_for_signals(watch, wait, &[libc::SIGTERM, libc::SIGINT], || {
+                shutdown.is_set()
+            }) {
+                Ok(ready) if ready.contains(&0) => return true,
+                Ok(ready) => flag_stale = ready.contains(&1),
                 Err(_) => return true,
             }
         }
