@@ -934,7 +934,7 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 /// The calling thread's affinity: `cores` (threads it starts afterwards inherit it).
-fn pin_self(cores: &[usize]) -> io::Result<()> {
+pub(crate) fn pin_self(cores: &[usize]) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data, zeroed is the empty set; CPU_SET writes inside it for
     // any core below CPU_SETSIZE (checked), and sched_setaffinity reads exactly the set we
     // pass, with its size. It is a plain system call, so it may run between fork and exec.

@@ -150,22 +150,6 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Pins the calling thread (and the threads it starts later) to `core`.
-fn pin_self(core: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET writes within it,
-    // and sched_setaffinity only reads the set we pass with its exact size.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -552,7 +536,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     let ncores = cores();
     let pin = ncores >= 2;
     if pin {
-        pin_self(1)?;
+        crate::cluster::pin_self(&[1])?;
     } else {
         eprintln!("# one core: server and client share it (no pinning)");
     }

@@ -197,19 +197,28 @@ pub fn close_inherited(fd: RawFd) {
 /// Waits until one of `fds` is readable or `timeout` passes; returns the readable ones' indexes.
 /// A signal ends the wait early with none (so the caller looks at its flags at once).
 pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<usize>> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
+    let mut pfds = pollin(fds);
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structures.
+    let r = cvt(unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) });
+    polled(r, &pfds)
+}
+
+/// One `POLLIN` pollfd for each of `fds`.
+fn pollin(fds: &[RawFd]) -> Vec<libc::pollfd> {
+    fds.iter()
         .map(|&fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         })
-        .collect();
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structures.
-    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
+        .collect()
+}
+
+/// What a `poll`/`ppoll` that returned `r` (its error read at once) found: the indexes of
+/// the ready pollfds, none when a signal ended it.
+fn polled(r: io::Result<libc::c_int>, pfds: &[libc::pollfd]) -> io::Result<Vec<usize>> {
+    if let Err(e) = r {
         return if e.kind() == io::ErrorKind::Interrupted {
             Ok(Vec::new())
         } else {
@@ -257,40 +266,20 @@ pub fn poll_readable_for_signals(
     signals: &[libc::c_int],
     pending: impl FnOnce() -> bool,
 ) -> io::Result<Vec<usize>> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut pfds = pollin(fds);
     let ts = libc::timespec {
         tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
     let r = with_signals_blocked(signals, |old| {
         if pending() {
-            return 0;
+            return Ok(0);
         }
         // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds, `ts` and `old` live
-        // locals for the call.
-        unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, old) }
+        // locals for the call. Its error is read here, before the mask is restored.
+        cvt(unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, old) })
     });
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(Vec::new())
-        } else {
-            Err(e)
-        };
-    }
-    Ok(pfds
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.revents != 0)
-        .map(|(i, _)| i)
-        .collect())
+    polled(r, &pfds)
 }
 
 /// A flag other processes can wait on with `poll`: an eventfd, readable while raised. The

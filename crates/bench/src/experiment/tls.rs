@@ -425,7 +425,7 @@ fn run_in(
     let ncores = cores();
     let pin = ncores >= 2;
     if pin {
-        pin_self(1)?;
+        crate::cluster::pin_self(&[1])?;
     } else {
         eprintln!("# one core: server and client share it (no pinning)");
     }
