@@ -227,9 +227,7 @@ impl Instance {
             .stdout(log.try_clone()?)
             .stderr(log)
             .process_group(0);
-        if let Some(core) = self.core {
-            pin_child(&mut cmd, vec![core]);
-        }
+        pin_child(&mut cmd, self.core.into_iter().collect());
         let child = cmd.spawn()?;
         let pid = child.id() as i32;
         // Reaped by pid (`reap`), as its upgraded successors are.
@@ -349,6 +347,20 @@ impl Drop for Haproxy {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// HAProxy in the foreground on configuration `cfg`, its stderr to `err`, in a process group
+/// of its own, on the layout's HAProxy cores.
+fn haproxy_command(bin: &Path, cfg: &Path, err: &Path, layout: &Layout) -> io::Result<Command> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("-db")
+        .arg("-f")
+        .arg(cfg)
+        .stdin(Stdio::null())
+        .stderr(fs::File::create(err)?)
+        .process_group(0);
+    pin_child(&mut cmd, layout.haproxy.clone());
+    Ok(cmd)
 }
 
 /// HAProxy's configuration for the timeline: `threads` threads (`nbthread`), the backend of
@@ -933,8 +945,12 @@ pub fn allowed_cpus() -> Vec<usize> {
     (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }
 
-/// The calling thread's affinity: `cores` (threads it starts afterwards inherit it).
+/// The calling thread's affinity: `cores` (threads it starts afterwards inherit it); none
+/// (a [`Layout`] part that is not pinned) leaves it as it is.
 pub(crate) fn pin_self(cores: &[usize]) -> io::Result<()> {
+    if cores.is_empty() {
+        return Ok(());
+    }
     // SAFETY: cpu_set_t is plain data, zeroed is the empty set; CPU_SET writes inside it for
     // any core below CPU_SETSIZE (checked), and sched_setaffinity reads exactly the set we
     // pass, with its size. It is a plain system call, so it may run between fork and exec.
@@ -954,8 +970,12 @@ pub(crate) fn pin_self(cores: &[usize]) -> io::Result<()> {
     }
 }
 
-/// The child `cmd` starts runs on `cores` (set between fork and exec).
+/// The child `cmd` starts runs on `cores` (set between fork and exec); none leaves it on
+/// this process's.
 fn pin_child(cmd: &mut Command, cores: Vec<usize>) {
+    if cores.is_empty() {
+        return;
+    }
     // SAFETY: the closure only calls `pin_self`, which allocates nothing and makes one
     // system call: safe in the forked child before exec.
     unsafe {
@@ -1217,18 +1237,9 @@ fn run_with(
     let hcfg = haproxy_config(front, &addrs, layout.haproxy_threads);
     let hpath = work.join("haproxy.cfg");
     fs::write(&hpath, &hcfg)?;
-    let mut hcmd = Command::new(haproxy_bin);
-    hcmd.arg("-db")
-        .arg("-f")
-        .arg(&hpath)
-        .stdin(Stdio::null())
+    let mut child = haproxy_command(haproxy_bin, &hpath, &work.join("haproxy.err"), layout)?
         .stdout(Stdio::piped())
-        .stderr(fs::File::create(work.join("haproxy.err"))?)
-        .process_group(0);
-    if !layout.haproxy.is_empty() {
-        pin_child(&mut hcmd, layout.haproxy.clone());
-    }
-    let mut child = hcmd.spawn()?;
+        .spawn()?;
     let out = child.stdout.take().expect("piped");
     let reader = std::thread::spawn(move || {
         let mut v = Vec::new();
@@ -1302,19 +1313,15 @@ fn run_with(
             ("three instances", SCALE_ALL, INSTANCES),
         ] {
             // A fresh HAProxy for each run (see `scale_haproxy_config`).
-            let mut scmd = Command::new(haproxy_bin);
-            scmd.arg("-db")
-                .arg("-f")
-                .arg(&spath)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(fs::File::create(work.join("haproxy-scale.err"))?)
-                .process_group(0);
-            if !layout.haproxy.is_empty() {
-                pin_child(&mut scmd, layout.haproxy.clone());
-            }
             let mut shap = Haproxy {
-                child: scmd.spawn()?,
+                child: haproxy_command(
+                    haproxy_bin,
+                    &spath,
+                    &work.join("haproxy-scale.err"),
+                    layout,
+                )?
+                .stdout(Stdio::null())
+                .spawn()?,
                 reader: None,
             };
             let shpid = shap.child.id();
@@ -1361,9 +1368,7 @@ fn run_with(
             // alone (the load's threads inherit both).
             let r = std::thread::scope(|sc| {
                 sc.spawn(|| -> io::Result<load::LoadResult> {
-                    if !layout.client.is_empty() {
-                        pin_self(&layout.client)?;
-                    }
+                    pin_self(&layout.client)?;
                     let _in = client_ns.enter()?;
                     load::run(&cfg)
                 })
@@ -1429,9 +1434,7 @@ fn run_with(
         let ns_path = format!("/var/run/netns/{}", client_ns.name);
         let cores = layout.client.clone();
         std::thread::spawn(move || -> io::Result<Vec<Sample>> {
-            if !cores.is_empty() {
-                pin_self(&cores)?;
-            }
+            pin_self(&cores)?;
             let target = fs::File::open(ns_path)?;
             enter_for_good(&target)?;
             open_loop(targets, start, &plan)
@@ -2355,6 +2358,21 @@ mod tests {
         .join()
         .unwrap();
         assert!(seen.contains(&want), "{seen}");
+        // No cores: the affinity stays as it was.
+        let kept = std::thread::spawn(|| {
+            let before = fs::read_to_string("/proc/thread-self/status").unwrap();
+            pin_self(&[]).unwrap();
+            let after = fs::read_to_string("/proc/thread-self/status").unwrap();
+            let list = |st: &str| {
+                st.lines()
+                    .find(|l| l.starts_with("Cpus_allowed_list:"))
+                    .map(str::to_owned)
+            };
+            (list(&before), list(&after))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(kept.0, kept.1);
         // This thread was not touched.
         let here = fs::read_to_string("/proc/thread-self/status").unwrap();
         if cpus.len() > 1 {
