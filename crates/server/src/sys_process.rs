@@ -868,30 +868,42 @@ mod tests {
             .expect("the wait slept through its signal")
     }
 
-    #[test]
-    fn a_signal_between_the_flag_check_and_the_wait_ends_the_wait() {
+    /// Runs `wait` (within 10 s) with a look at SIGWINCH's flag that finds it unset and then
+    /// raises SIGWINCH at this thread, blocked at that moment: with no timeout (or an hour's),
+    /// only the wait's own unblocking of the signal can end it. Checks the look and the
+    /// handler, and gives what the wait returned.
+    fn a_signal_after_the_look<T: Send + 'static>(
+        wait: impl FnOnce(&mut dyn FnMut() -> bool) -> T + Send + 'static,
+    ) -> T {
         // SIGWINCH: ignored by default, so a stray one harms no other test.
         let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         signal_hook::flag::register(libc::SIGWINCH, flag.clone()).unwrap();
         let f = flag.clone();
-        let (checked, out) = within_10s(move || {
-            let ep = Epoll::new().unwrap();
-            let mut out = vec![7];
+        let (checked, r) = within_10s(move || {
             let mut checked = false;
-            // The signal comes after the look at the flag (it is blocked then, so it waits
-            // for the wait): with no timeout, only the wait's own unblocking can end it.
-            ep.wait_for_signals(&mut out, None, &[libc::SIGWINCH], || {
+            let r = wait(&mut || {
                 checked = !f.load(SeqCst);
                 // SAFETY: pthread_kill of the calling thread with a valid signal number.
                 unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGWINCH) };
                 false
-            })
-            .unwrap();
-            (checked, out)
+            });
+            (checked, r)
         });
         assert!(checked, "the flag was set before the look");
-        assert!(out.is_empty(), "no events: {out:?}");
         assert!(flag.load(SeqCst), "the handler ran");
+        r
+    }
+
+    #[test]
+    fn a_signal_between_the_flag_check_and_the_wait_ends_the_wait() {
+        let out = a_signal_after_the_look(|look| {
+            let ep = Epoll::new().unwrap();
+            let mut out = vec![7];
+            ep.wait_for_signals(&mut out, None, &[libc::SIGWINCH], look)
+                .unwrap();
+            out
+        });
+        assert!(out.is_empty(), "no events: {out:?}");
     }
 
     #[test]
@@ -915,30 +927,17 @@ mod tests {
 
     #[test]
     fn ppoll_a_signal_between_the_flag_check_and_the_wait_ends_the_wait() {
-        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        signal_hook::flag::register(libc::SIGWINCH, flag.clone()).unwrap();
-        let f = flag.clone();
-        let (checked, ready) = within_10s(move || {
+        let ready = a_signal_after_the_look(|look| {
             let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-            let mut checked = false;
-            // An hour's timeout: only the wait's own unblocking of the signal can end it.
-            let ready = poll_readable_for_signals(
+            poll_readable_for_signals(
                 &[std::os::fd::AsRawFd::as_raw_fd(&a)],
                 Duration::from_secs(3600),
                 &[libc::SIGWINCH],
-                || {
-                    checked = !f.load(SeqCst);
-                    // SAFETY: pthread_kill of the calling thread with a valid signal number.
-                    unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGWINCH) };
-                    false
-                },
+                look,
             )
-            .unwrap();
-            (checked, ready)
+            .unwrap()
         });
-        assert!(checked, "the flag was set before the look");
         assert!(ready.is_empty(), "nothing readable: {ready:?}");
-        assert!(flag.load(SeqCst), "the handler ran");
     }
 
     #[test]

@@ -27,34 +27,31 @@ struct Proc {
     state: char,
 }
 
-fn read_proc(pid: i32) -> Option<Proc> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields after it follow the last ')'.
-    let mut rest = stat.rsplit_once(')')?.1.split_ascii_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    Some(Proc { pid, ppid, state })
-}
-
 /// Every process whose parent is `parent`.
 fn children_of(parent: i32) -> Vec<Proc> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc") {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if let Some(p) = read_proc(pid) {
-            if p.ppid == parent {
-                out.push(p);
-            }
-        }
-    }
-    out
+    common::processes()
+        .into_iter()
+        .filter(|&(_, ppid, _)| ppid as i32 == parent)
+        .map(|(pid, ppid, state)| Proc {
+            pid: pid as i32,
+            ppid: ppid as i32,
+            state,
+        })
+        .collect()
+}
+
+/// `n` connections whose `POST /echo` body is still arriving (2 of its 4 bytes sent), each
+/// holding a child: a request whose body is still arriving holds its child (an idle connection
+/// would not: the master keeps those itself, and with `client_body_buffer = 0`, which the
+/// server must be configured with, it reads no body ahead). Sending `cd` completes one.
+fn hold_children(srv: &Server, n: usize) -> Vec<common::Conn> {
+    (0..n)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
+            c
+        })
+        .collect()
 }
 
 /// The process model's master: the one child of the server process.
@@ -138,15 +135,7 @@ fn max_children_holds_a_third_request_until_a_child_is_free() {
         .config("[process]\nmax_children = 2\n[limits]\nclient_body_buffer = 0\n")
         .start();
     let master = master(&srv);
-    // A request whose body is still arriving holds its child (an idle connection would not:
-    // the master keeps those itself, and with client_body_buffer = 0 it reads no body ahead).
-    let mut held: Vec<_> = (0..2)
-        .map(|_| {
-            let mut c = srv.connect();
-            c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
-            c
-        })
-        .collect();
+    let mut held = hold_children(&srv, 2);
     let deadline = Instant::now() + TREE_DEADLINE;
     while children_of(master).len() < 2 {
         assert!(
@@ -189,23 +178,6 @@ fn max_children_holds_a_third_request_until_a_child_is_free() {
     assert_children_reach_zero(master);
 }
 
-/// Context switches of every thread of `pid` so far (0 once it is gone).
-fn switches(pid: i32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
-        .flat_map(|st| {
-            st.lines()
-                .filter(|l| l.contains("ctxt_switches:"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .sum()
-}
-
 /// A child lingering for its connection's next request sleeps until the request comes, or
 /// until the master says children are scarce (it raises a flag the child waits on), and then
 /// gives the connection back at once; the connection is served on.
@@ -226,9 +198,9 @@ fn a_lingering_child_sleeps_until_its_client_or_the_pressure_comes() {
     // Asleep: no slice of a few milliseconds to look at the pressure (that was 50 wake-ups a
     // second).
     std::thread::sleep(Duration::from_millis(200));
-    let before = switches(child);
+    let before = common::thread_switches(child as u32);
     std::thread::sleep(Duration::from_secs(1));
-    let woke = switches(child) - before;
+    let woke = common::thread_switches(child as u32) - before;
     assert_eq!(woke, 0, "the lingering child switched {woke} times in 1 s");
     // Its client's next request wakes it.
     a.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -238,13 +210,7 @@ fn a_lingering_child_sleeps_until_its_client_or_the_pressure_comes() {
     // Two requests whose bodies are still arriving hold two more children: three live, and
     // the lingering one gives its connection back (a flag it did not see would leave it
     // lingering until the keep-alive timeout).
-    let held: Vec<_> = (0..2)
-        .map(|_| {
-            let mut c = srv.connect();
-            c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
-            c
-        })
-        .collect();
+    let held = hold_children(&srv, 2);
     let deadline = Instant::now() + TREE_DEADLINE;
     while !gone(child) {
         assert!(

@@ -71,27 +71,10 @@ fn sigterm_on_an_idle_server_exits_at_once() {
 /// Context switches so far of every thread of process `pid` and of the processes below it
 /// (the process model's master).
 fn context_switches(pid: u32) -> u64 {
-    let mut n = 0;
-    for p in std::iter::once(pid).chain(crate::common::descendants(pid).into_keys()) {
-        // A process or thread that just ended counts nothing.
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-            for line in status.lines() {
-                if line.contains("ctxt_switches:") {
-                    n += line
-                        .split_whitespace()
-                        .last()
-                        .unwrap()
-                        .parse::<u64>()
-                        .unwrap();
-                }
-            }
-        }
-    }
-    n
+    std::iter::once(pid)
+        .chain(crate::common::descendants(pid).into_keys())
+        .map(crate::common::thread_switches)
+        .sum()
 }
 
 /// An idle server sleeps until a client or a signal comes: its accept loops wait without a

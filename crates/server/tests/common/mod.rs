@@ -659,9 +659,9 @@ pub fn chunked(body: &[u8], piece: usize) -> Vec<u8> {
     out
 }
 
-/// Every process below `root` (pid → state), from `/proc/*/stat`.
-pub fn descendants(root: u32) -> std::collections::HashMap<u32, String> {
-    let mut parent: std::collections::HashMap<u32, (u32, String)> = Default::default();
+/// Every process on the machine as `/proc/*/stat` shows it: (pid, parent pid, state).
+pub fn processes() -> Vec<(u32, u32, char)> {
+    let mut out = Vec::new();
     for entry in fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry
             .file_name()
@@ -673,25 +673,55 @@ pub fn descendants(root: u32) -> std::collections::HashMap<u32, String> {
         let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
+        // The command name may hold spaces and parentheses: the fields after it follow the
+        // last ')'.
         let Some((_, rest)) = stat.rsplit_once(')') else {
             continue;
         };
         let mut f = rest.split_whitespace();
-        let state = f.next().unwrap_or("").to_string();
+        let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
         if let Some(ppid) = f.next().and_then(|p| p.parse().ok()) {
-            parent.insert(pid, (ppid, state));
+            out.push((pid, ppid, state));
         }
     }
+    out
+}
+
+/// Every process below `root` (pid → state), from `/proc/*/stat`.
+pub fn descendants(root: u32) -> std::collections::HashMap<u32, String> {
+    let parent: std::collections::HashMap<u32, (u32, char)> = processes()
+        .into_iter()
+        .map(|(pid, ppid, state)| (pid, (ppid, state)))
+        .collect();
     let mut out = std::collections::HashMap::new();
-    for (&pid, (_, state)) in &parent {
+    for (&pid, &(_, state)) in &parent {
         let mut p = pid;
         while let Some((pp, _)) = parent.get(&p) {
             if *pp == root {
-                out.insert(pid, state.clone());
+                out.insert(pid, state.to_string());
                 break;
             }
             p = *pp;
         }
     }
     out
+}
+
+/// Context switches so far of every thread of process `pid` (0 once it is gone: a process or
+/// thread that just ended counts nothing).
+pub fn thread_switches(pid: u32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .map(|l| l.split_whitespace().last().unwrap().parse::<u64>().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .sum()
 }
