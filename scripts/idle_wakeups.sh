@@ -10,6 +10,8 @@
 #   scripts/idle_wakeups.sh SECONDS BIN...
 #   e.g. scripts/idle_wakeups.sh 5 /tmp/weft-before target/release/weft
 # MODELS="fiber thread" limits the models (default: fiber thread process pipeline).
+# KEEPALIVE=N: instead, N keep-alive connections each send one request and stay open, idle,
+# through the count (the process model's children then linger for their next request).
 set -u
 secs=$1; shift
 cd "$(dirname "$0")/.."
@@ -32,11 +34,20 @@ switches() {
 
 # measure MODEL NAME PORT PID: one request to the server PID on PORT, then its count (and trace).
 measure() {
-  local model=$1 name=$2 port=$3 pid=$4 a b
-  exec 3<>"/dev/tcp/127.0.0.1/$port"
-  printf 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3
-  cat <&3 >/dev/null
-  exec 3<&-
+  local model=$1 name=$2 port=$3 pid=$4 a b fd fds=()
+  if ((${KEEPALIVE:-0} > 0)); then
+    for ((i = 0; i < KEEPALIVE; i++)); do
+      exec {fd}<>"/dev/tcp/127.0.0.1/$port"
+      printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' >&"$fd"
+      timeout 0.3 cat <&"$fd" >/dev/null # the response; the connection stays open
+      fds+=("$fd")
+    done
+  else
+    exec 3<>"/dev/tcp/127.0.0.1/$port"
+    printf 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3
+    cat <&3 >/dev/null
+    exec 3<&-
+  fi
   sleep 1.5
   a=$(switches "$pid")
   sleep "$secs"
@@ -47,6 +58,7 @@ measure() {
     timeout "$secs" strace -f -c -p "$pid" -o "$work/strace" >/dev/null 2>&1
     sed 's/^/    /' "$work/strace"
   fi
+  for fd in "${fds[@]}"; do exec {fd}<&-; done
 }
 
 printf '%-10s %-40s %s\n' model build "wake-ups/s"
