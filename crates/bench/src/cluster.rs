@@ -1379,7 +1379,6 @@ fn run_with(
             let (mb1, c1) = (machine_ticks(), self_cpu_s());
             let after_h = procstat::sample(shpid)?;
             let server_conns = opens()?.saturating_sub(opens0);
-            shap.stop();
             let weft_cpu: f64 = pids
                 .iter()
                 .zip(before_w)
@@ -1389,6 +1388,9 @@ fn run_with(
                     Some(procstat::ServerCpu::between(p, b, a, 1, hz).cpu_s)
                 })
                 .sum();
+            // Stopped after the instances' CPU is read: their closing of its connections is
+            // not the run's.
+            shap.stop();
             let h = procstat::ServerCpu::between(shpid, before_h, after_h, 1, hz);
             let busy = (mb1.0 - mb0.0) as f64 / ((mb1.1 - mb0.1) as f64).max(1.0);
             let run = ScaleRun {
