@@ -197,28 +197,19 @@ pub fn close_inherited(fd: RawFd) {
 /// Waits until one of `fds` is readable or `timeout` passes; returns the readable ones' indexes.
 /// A signal ends the wait early with none (so the caller looks at its flags at once).
 pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<usize>> {
-    let mut pfds = pollin(fds);
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structures.
-    let r = cvt(unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) });
-    polled(r, &pfds)
-}
-
-/// One `POLLIN` pollfd for each of `fds`.
-fn pollin(fds: &[RawFd]) -> Vec<libc::pollfd> {
-    fds.iter()
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
         .map(|&fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         })
-        .collect()
-}
-
-/// What a `poll`/`ppoll` that returned `r` (its error read at once) found: the indexes of
-/// the ready pollfds, none when a signal ended it.
-fn polled(r: io::Result<libc::c_int>, pfds: &[libc::pollfd]) -> io::Result<Vec<usize>> {
-    if let Err(e) = r {
+        .collect();
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structures.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted {
             Ok(Vec::new())
         } else {
@@ -233,59 +224,10 @@ fn polled(r: io::Result<libc::c_int>, pfds: &[libc::pollfd]) -> io::Result<Vec<u
         .collect())
 }
 
-/// Runs `f` with `signals` blocked, passing it the mask they were blocked from (for a wait
-/// that unblocks them itself: `epoll_pwait`, `ppoll`); restores that mask after. A signal that
-/// came while they were blocked is delivered at the restore.
-fn with_signals_blocked<R>(signals: &[libc::c_int], f: impl FnOnce(&libc::sigset_t) -> R) -> R {
-    // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
-    let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; pthread_sigmask fills it before it is read.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers to live locals; sigaddset fails only for an invalid signal
-    // number, which leaves that signal out.
-    unsafe {
-        libc::sigemptyset(&mut block);
-        for &sig in signals {
-            libc::sigaddset(&mut block, sig);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
-    }
-    let r = f(&old);
-    // SAFETY: `old` is the mask pthread_sigmask returned above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    r
-}
-
-/// As [`poll_readable_any`], with [`Epoll::wait_for_signals`]' discipline: `signals` are
-/// blocked while `pending` looks at their flags and unblocked only inside the wait (`ppoll`),
-/// so a signal after the look ends the wait at once. Returns at once, with none, when
-/// `pending` says a flag is already set; a signal or the timeout also return none.
-pub fn poll_readable_for_signals(
-    fds: &[RawFd],
-    timeout: Duration,
-    signals: &[libc::c_int],
-    pending: impl FnOnce() -> bool,
-) -> io::Result<Vec<usize>> {
-    let mut pfds = pollin(fds);
-    let ts = libc::timespec {
-        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    let r = with_signals_blocked(signals, |old| {
-        if pending() {
-            return Ok(0);
-        }
-        // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds, `ts` and `old` live
-        // locals for the call. Its error is read here, before the mask is restored.
-        cvt(unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, old) })
-    });
-    polled(r, &pfds)
-}
-
 /// A flag other processes can wait on with `poll`: an eventfd, readable while raised. The
-/// `process` model's master raises it while connection processes are scarce; lingering
-/// children wait on it beside their connection instead of looking every few milliseconds.
-/// Inherited across fork, closed on exec.
+/// `process` model's master raises it while connection processes are scarce or shutdown has
+/// begun; lingering children wait on it beside their connection instead of looking every few
+/// milliseconds. Inherited across fork, closed on exec.
 #[derive(Debug)]
 pub struct PollFlag {
     fd: OwnedFd,
@@ -398,14 +340,29 @@ impl Epoll {
         let ms = timeout.map_or(-1, |t| {
             libc::c_int::try_from(t.as_millis()).unwrap_or(libc::c_int::MAX)
         });
-        with_signals_blocked(signals, |old| {
-            if pending() {
-                out.clear();
-                Ok(())
-            } else {
-                self.pwait(out, ms, Some(old))
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
+        let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; pthread_sigmask fills it before it is read.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointers to live locals; sigaddset fails only for an invalid signal
+        // number, which leaves that signal out.
+        unsafe {
+            libc::sigemptyset(&mut block);
+            for &sig in signals {
+                libc::sigaddset(&mut block, sig);
             }
-        })
+            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        }
+        let r = if pending() {
+            out.clear();
+            Ok(())
+        } else {
+            self.pwait(out, ms, Some(&old))
+        };
+        // SAFETY: `old` is the mask pthread_sigmask returned above. A signal that came after
+        // the wait is delivered here, and its flag is seen by the caller's next look.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        r
     }
 
     fn pwait(
@@ -868,42 +825,30 @@ mod tests {
             .expect("the wait slept through its signal")
     }
 
-    /// Runs `wait` (within 10 s) with a look at SIGWINCH's flag that finds it unset and then
-    /// raises SIGWINCH at this thread, blocked at that moment: with no timeout (or an hour's),
-    /// only the wait's own unblocking of the signal can end it. Checks the look and the
-    /// handler, and gives what the wait returned.
-    fn a_signal_after_the_look<T: Send + 'static>(
-        wait: impl FnOnce(&mut dyn FnMut() -> bool) -> T + Send + 'static,
-    ) -> T {
+    #[test]
+    fn a_signal_between_the_flag_check_and_the_wait_ends_the_wait() {
         // SIGWINCH: ignored by default, so a stray one harms no other test.
         let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         signal_hook::flag::register(libc::SIGWINCH, flag.clone()).unwrap();
         let f = flag.clone();
-        let (checked, r) = within_10s(move || {
+        let (checked, out) = within_10s(move || {
+            let ep = Epoll::new().unwrap();
+            let mut out = vec![7];
             let mut checked = false;
-            let r = wait(&mut || {
+            // The signal comes after the look at the flag (it is blocked then, so it waits
+            // for the wait): with no timeout, only the wait's own unblocking can end it.
+            ep.wait_for_signals(&mut out, None, &[libc::SIGWINCH], || {
                 checked = !f.load(SeqCst);
                 // SAFETY: pthread_kill of the calling thread with a valid signal number.
                 unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGWINCH) };
                 false
-            });
-            (checked, r)
+            })
+            .unwrap();
+            (checked, out)
         });
         assert!(checked, "the flag was set before the look");
-        assert!(flag.load(SeqCst), "the handler ran");
-        r
-    }
-
-    #[test]
-    fn a_signal_between_the_flag_check_and_the_wait_ends_the_wait() {
-        let out = a_signal_after_the_look(|look| {
-            let ep = Epoll::new().unwrap();
-            let mut out = vec![7];
-            ep.wait_for_signals(&mut out, None, &[libc::SIGWINCH], look)
-                .unwrap();
-            out
-        });
         assert!(out.is_empty(), "no events: {out:?}");
+        assert!(flag.load(SeqCst), "the handler ran");
     }
 
     #[test]
@@ -926,21 +871,6 @@ mod tests {
     }
 
     #[test]
-    fn ppoll_a_signal_between_the_flag_check_and_the_wait_ends_the_wait() {
-        let ready = a_signal_after_the_look(|look| {
-            let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-            poll_readable_for_signals(
-                &[std::os::fd::AsRawFd::as_raw_fd(&a)],
-                Duration::from_secs(3600),
-                &[libc::SIGWINCH],
-                look,
-            )
-            .unwrap()
-        });
-        assert!(ready.is_empty(), "nothing readable: {ready:?}");
-    }
-
-    #[test]
     fn a_raised_flag_is_readable_until_it_is_lowered() {
         let (ready, quiet) = within_10s(|| {
             let mut flag = PollFlag::new().unwrap();
@@ -950,18 +880,10 @@ mod tests {
             flag.set(true);
             flag.set(true);
             assert!(flag.is_raised());
-            let ready =
-                poll_readable_for_signals(&fds, Duration::from_secs(5), &[], || false).unwrap();
+            let ready = poll_readable_any(&fds, Duration::from_secs(5)).unwrap();
             flag.set(false);
-            let quiet =
-                poll_readable_for_signals(&fds, Duration::from_millis(50), &[], || false).unwrap();
-            // A pending flag returns at once without waiting.
-            flag.set(true);
-            assert!(
-                poll_readable_for_signals(&fds, Duration::from_secs(5), &[], || true)
-                    .unwrap()
-                    .is_empty()
-            );
+            assert!(!flag.is_raised());
+            let quiet = poll_readable_any(&fds, Duration::from_millis(50)).unwrap();
             (ready, quiet)
         });
         assert_eq!(ready, [1]);

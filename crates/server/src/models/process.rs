@@ -121,8 +121,10 @@ pub(crate) fn start_master(
 /// Exit status of a connection process that gives its connection back to the master, idle
 /// between requests with nothing buffered (0: the connection is finished).
 const EXIT_IDLE: i32 = 3;
-/// How long a lingering connection process waits on its connection alone when the master's
-/// pressure flag is raised but the live count says otherwise (the moment between the two).
+/// How long a lingering connection process first waits on its connection alone, and again
+/// when the master's flag is raised but neither the live count nor its shutdown flag says why
+/// yet (the moment between the master's count and its lowering of the flag, or between the
+/// flag and the SIGTERM that follows it at shutdown).
 const LINGER_SLICE: Duration = Duration::from_millis(20);
 
 /// Live children from which a lingering one gives its connection back: Apache event MPM's
@@ -229,9 +231,11 @@ struct Master {
     children: HashMap<Pid, Child>,
     /// Live children, read by lingering children to see the pressure.
     live: sp::Shared<AtomicU64>,
-    /// Raised while at least [`pressure_mark`] children live: lingering children wait on it
-    /// beside their connection.
+    /// Raised while at least [`pressure_mark`] children live, and from the start of shutdown
+    /// on: lingering children wait on it beside their connection.
     pressure: sp::PollFlag,
+    /// Shutdown has begun: the children were told to stop.
+    stopping: bool,
     max_children: usize,
     parser: Parser,
     /// Descriptors the master may use for connections (see [`descriptor_room`]).
@@ -279,6 +283,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         live: sp::Shared::new(),
         // Before `descriptor_room`, which counts the descriptors open.
         pressure: sp::PollFlag::new()?,
+        stopping: false,
         max_children,
         parser: Parser::new(app.cfg.limits.http()),
         fd_room: descriptor_room(),
@@ -399,11 +404,22 @@ fn descriptor_room() -> usize {
 
 impl Master {
     /// After a fork or a reap: the live count the lingering children read, and the flag
-    /// that wakes them when it reaches the pressure mark.
+    /// that wakes them when it reaches the pressure mark (or once shutdown has begun).
     fn children_changed(&mut self) {
         let n = self.children.len() as u64;
         self.live.store(n, Relaxed);
-        self.pressure.set(n >= pressure_mark(self.max_children));
+        self.pressure
+            .set(self.stopping || n >= pressure_mark(self.max_children));
+    }
+
+    /// Shutdown's word to the children: the flag raised (a lingering child wakes and looks
+    /// at its shutdown flag, which its own SIGTERM sets) and SIGTERM to each.
+    fn tell_children_to_stop(&mut self) {
+        self.stopping = true;
+        self.pressure.set(true);
+        for &pid in self.children.keys() {
+            let _ = sp::kill(pid, libc::SIGTERM);
+        }
     }
 
     /// Whether another connection fits in the master's descriptors (with a warning if not).
@@ -825,9 +841,7 @@ impl Master {
         ready: &mut Vec<u64>,
         end: Instant,
     ) -> io::Result<()> {
-        for &pid in self.children.keys() {
-            let _ = sp::kill(pid, libc::SIGTERM);
-        }
+        self.tell_children_to_stop();
         let idle: Vec<RawFd> = self
             .held
             .iter()
@@ -869,9 +883,7 @@ impl Master {
     }
 
     fn stop_children(&mut self, app: &App, grace: Duration) {
-        for &pid in self.children.keys() {
-            let _ = sp::kill(pid, libc::SIGTERM);
-        }
+        self.tell_children_to_stop();
         let end = Instant::now() + grace;
         while !self.children.is_empty() && Instant::now() < end {
             self.reap(app, true);
@@ -990,7 +1002,8 @@ struct ChildStream<'a> {
     live: &'a sp::Shared<AtomicU64>,
     /// Live children from which lingering gives the connection back.
     pressure: u64,
-    /// The master's flag, readable while that many live ([`sp::PollFlag`]).
+    /// The master's flag, readable while that many live or shutdown has begun
+    /// ([`sp::PollFlag`]).
     pressure_fd: RawFd,
     app: &'a App,
     /// The last linger ended because children were scarce (not by the timeout).
@@ -1035,9 +1048,13 @@ impl Transport for ChildStream<'_> {
     }
 
     /// Waits for the next request, giving up (to hand the connection back to the master) as
-    /// soon as children are scarce (the master raises its flag) or shutdown begins (SIGTERM
-    /// or SIGINT ends the wait: they are blocked while the flag is looked at and unblocked
-    /// only inside it).
+    /// soon as children are scarce or shutdown begins. The first slice waits on the
+    /// connection alone (a client that keeps its connection busy sends within it, and that
+    /// wait is the cheapest); after it the child sleeps until the connection or the master's
+    /// flag, which the master raises for either reason. A plain `poll`, no signal mask: the
+    /// flag, not SIGTERM's interruption, is what wakes the wait at shutdown. (A child whose
+    /// master died gets SIGTERM alone; should it land between the look at the shutdown flag
+    /// and the wait, the child waits out the keep-alive period.)
     fn linger(&mut self, period: Duration) -> bool {
         self.gave_back = false;
         if self.pos < self.head.len() {
@@ -1045,7 +1062,9 @@ impl Transport for ChildStream<'_> {
         }
         let end = Instant::now() + period;
         let fds = [self.inner.raw_fd(), self.pressure_fd];
-        let mut flag_stale = false;
+        // Wait on the connection alone for a slice: at first, and when the flag is raised
+        // with no reason seen yet (rather than spin on it).
+        let mut slice = true;
         loop {
             if self.app.shutdown.is_set() {
                 return false;
@@ -1058,20 +1077,16 @@ impl Transport for ChildStream<'_> {
             if left.is_zero() {
                 return false;
             }
-            // The flag readable while fewer than the mark live is the moment between the
-            // master's count and its lowering of the flag: wait on the connection alone for
-            // a slice rather than spin on it.
-            let (watch, wait) = if flag_stale {
-                (&fds[..1], left.min(LINGER_SLICE))
+            let ready = if slice {
+                slice = false;
+                crate::sys::poll_readable(fds[0], left.min(LINGER_SLICE)).map(|r| r.then_some(0))
             } else {
-                (&fds[..], left)
+                sp::poll_readable_any(&fds, left).map(|r| r.first().copied())
             };
-            let shutdown = &self.app.shutdown;
-            match sp::poll_readable_for_signals(watch, wait, &[libc::SIGTERM, libc::SIGINT], || {
-                shutdown.is_set()
-            }) {
-                Ok(ready) if ready.contains(&0) => return true,
-                Ok(ready) => flag_stale = ready.contains(&1),
+            match ready {
+                Ok(Some(0)) => return true,
+                Ok(Some(_)) => slice = true,
+                Ok(None) => {}
                 Err(_) => return true,
             }
         }
