@@ -10,6 +10,7 @@
 #
 # A build may be BINARY@CONFIG.toml to serve with that configuration file (e.g. one setting
 # `[fiber] linger = "0s"`). Builds are named w1, w2, ... in the order given. Needs wrk and nginx.
+# MODEL=NAME serves the builds with that model (default fiber), e.g. MODEL=pipeline.
 # WRK_SCRIPT=FILE (and WRK_SCRIPT_ARGS) drive wrk with a script, e.g. WRK_SCRIPT=scripts/pipeline.lua
 # WRK_SCRIPT_ARGS=16 for 16 pipelined requests per write.
 # On a bigger machine: THREADS=N workers for each build (nginx: N worker processes) on
@@ -29,7 +30,7 @@ for arg in "$@"; do
   port=$((port + 1)); i=$((i + 1)); name="w$i"
   b=${arg%%@*}; config=()
   if [[ $arg == *@* ]]; then config=(--config "${arg#*@}"); fi
-  taskset -c "$score" "$b" serve "${root_flag[@]}" "${config[@]}" --root www --threads "$threads" --listen "127.0.0.1:$port=fiber" >"$work/$name.log" 2>&1 &
+  taskset -c "$score" "$b" serve "${root_flag[@]}" "${config[@]}" --root www --threads "$threads" --listen "127.0.0.1:$port=${MODEL:-fiber}" >"$work/$name.log" 2>&1 &
   PID[$name]=$!; PORT[$name]=$port
 done
 port=$((port + 1))

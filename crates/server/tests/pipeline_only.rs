@@ -99,6 +99,59 @@ fn status_shows_each_stage_with_threads_and_queue_and_w_r_u() {
     assert!(html.contains("<svg"), "{html}");
 }
 
+/// Samples in the status page's history, and how many of them saw load (U > 0).
+fn samples(srv: &Server) -> (usize, usize) {
+    let p = status(srv);
+    let h = p["history"].as_array().expect("history").clone();
+    let loaded = h.iter().filter(|x| x["u"].as_f64() > Some(0.0)).count();
+    (h.len(), loaded)
+}
+
+/// Context switches of the server's threads over `ms` milliseconds.
+fn switches_over(srv: &Server, ms: u64) -> u64 {
+    let before = common::thread_switches(srv.pid());
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    common::thread_switches(srv.pid()) - before
+}
+
+/// Once a period has passed with nothing to do (and the allocation is the initial one), the
+/// load monitor sleeps, and with it every thread of the pipeline; the next request wakes it,
+/// and its samples record the load that follows.
+#[test]
+fn the_monitor_sleeps_through_a_quiet_spell_and_wakes_for_the_next_load() {
+    let srv = Builder::new("pipe-quiet")
+        .config("[pipeline]\nperiod = \"50ms\"\n")
+        .args(&["--status"])
+        .start();
+    srv.assert_alive();
+    // The period that saw the request, then a quiet one: asleep after about 100 ms.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(switches_over(&srv, 500), 0, "the idle pipeline woke");
+    // Reading the status is a request too: the monitor samples it, then sleeps again.
+    let (before, loaded_before) = samples(&srv);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(
+        switches_over(&srv, 300),
+        0,
+        "the pipeline woke after a status read"
+    );
+    // A load of 300 ms, one request every 10 ms: six periods of it.
+    let mut c = Conn::connect(srv.addr);
+    for i in 0..30 {
+        c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+        let r = c.read_response().unwrap_or_else(|e| panic!("{i}: {e:?}"));
+        assert_eq!(r.status, 200);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (after, loaded_after) = samples(&srv);
+    // Asleep from the status read until the load, the monitor took at most the two samples
+    // of that read; awake through the load, it took one a period.
+    assert!(
+        after - before >= 5 && loaded_after - loaded_before >= 4,
+        "samples {before} -> {after}, with load {loaded_before} -> {loaded_after}"
+    );
+}
+
 #[test]
 fn controller_off_keeps_the_initial_allocation() {
     let srv = Builder::new("pipe-off")

@@ -11,10 +11,6 @@ use std::time::{Duration, Instant};
 
 use crate::metrics::ListenerMetrics;
 
-/// How often a pipeline accept thread looks at the shutdown flag and its stage permit while no
-/// client arrives (the fiber and thread models' accept loops sleep until a client or shutdown:
-/// `Shutdown::interrupt`).
-pub(crate) const ACCEPT_POLL: Duration = Duration::from_millis(100);
 /// Pause after accept fails for lack of descriptors or memory, or while the listener is at
 /// `limits.max_connections` (no busy loop).
 pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);

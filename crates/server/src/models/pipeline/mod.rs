@@ -40,7 +40,8 @@ mod wheel;
 
 use std::io;
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{fence, AtomicBool, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,11 +51,15 @@ use crate::app::{App, LiveApp};
 use crate::body::ReadBuf;
 use crate::conn::{ConnInfo, Tail};
 use crate::metrics::{ListenerMetrics, OpenGuard};
-use crate::models::{AcceptGate, ACCEPT_POLL};
+use crate::models::AcceptGate;
 use crate::Request;
 
 /// How often the monitor thread looks at the shutdown flag within a period.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(25);
+/// The longest wait of a thread that sleeps until something comes (an accept thread until a
+/// client or shutdown, the poller until an event or its next deadline, the monitor through a
+/// quiet spell): the `poll`/`epoll_wait` timeout, in milliseconds, saturates at about 24 days.
+const SLEEP: Duration = Duration::MAX;
 
 /// One connection's state, passed between stages in a box.
 pub(crate) struct Conn {
@@ -149,6 +154,8 @@ pub(crate) struct Pipeline {
     /// Each stage's queue and permits, indexed by `Stage as usize`.
     stages: [queue::Stage<Box<Conn>>; 4],
     poller: Arc<Poller>,
+    /// Wakes the monitor from a quiet spell when work comes.
+    rouse: Rouse,
     /// The listening socket while accepting (taken out at shutdown, closing it once the
     /// accept threads let go).
     listener: Mutex<Option<Arc<TcpListener>>>,
@@ -161,6 +168,39 @@ impl std::fmt::Debug for Pipeline {
         f.debug_struct("Pipeline")
             .field("addr", &self.lm.addr)
             .finish_non_exhaustive()
+    }
+}
+
+/// How the load monitor sleeps through a quiet spell (no request, nothing queued or running,
+/// and the controller back at its initial allocation) and is woken when work comes back.
+/// Work enters the stages at three places: a connection accepted, a parked connection whose
+/// socket turned ready (the poller), and a request already buffered behind a response (send's
+/// way back to receive); each calls [`Rouse::work`] after its hand-off. The monitor stores
+/// `asleep`, fences, looks at the queues once more and sleeps on `efd`; `work` fences and then
+/// loads `asleep`: every hand-off after the monitor's fence finds it asleep and writes `efd`.
+/// The monitor never gates work (every stage keeps a thread), so what it could miss, the last
+/// steps of a request that entered before its fence, would only delay a controller step.
+#[derive(Debug)]
+struct Rouse {
+    asleep: AtomicBool,
+    efd: crate::sys::EventFd,
+}
+
+impl Rouse {
+    fn new() -> io::Result<Rouse> {
+        Ok(Rouse {
+            asleep: AtomicBool::new(false),
+            efd: crate::sys::EventFd::new()?,
+        })
+    }
+
+    /// Work was handed to a stage: wakes the monitor if it sleeps.
+    #[inline]
+    fn work(&self) {
+        fence(SeqCst);
+        if self.asleep.load(Relaxed) && self.asleep.swap(false, Relaxed) {
+            self.efd.notify();
+        }
     }
 }
 
@@ -182,13 +222,20 @@ impl Pipeline {
     fn dispatch(&self, next: Next, from_send: bool) {
         // A push into a closed stage (final shutdown) gives the connection back: it closes.
         match next {
-            Next::Receive(c) => drop(self.receive().push(c)),
+            Next::Receive(c) => {
+                drop(self.receive().push(c));
+                self.rouse.work();
+            }
             Next::Reparse(c) if from_send => {
                 if let Err(c) = self.receive().try_push(c) {
                     self.poller.ready(c);
                 }
+                self.rouse.work();
             }
-            Next::Reparse(c) => drop(self.receive().push(c)),
+            Next::Reparse(c) => {
+                drop(self.receive().push(c));
+                self.rouse.work();
+            }
             Next::Process(c) => drop(self.stage(Stage::Process).push(c)),
             Next::Send(c) => drop(self.send().push(c)),
             Next::Park(c, wait, deadline) => {
@@ -204,7 +251,6 @@ impl Pipeline {
 
     /// The listening socket's accept queue length (0 once it is closed).
     fn accept_backlog(&self) -> usize {
-        use std::os::fd::AsRawFd;
         let l = self.listener.lock().unwrap_or_else(|e| e.into_inner());
         l.as_ref()
             .and_then(|l| crate::sys::accept_backlog(l.as_raw_fd()).ok())
@@ -221,9 +267,13 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     listener.set_nonblocking(true)?;
     let initial = pc.initial();
+    // Turns readable when shutdown begins: accept threads and a sleeping monitor wait on it
+    // beside what they wait for, with no timeout to look at the flag.
+    let stop = app.shutdown.interrupt().eventfd()?.as_raw_fd();
     let p = Arc::new(Pipeline {
         stages: std::array::from_fn(|k| queue::Stage::new(pc.queue, initial[k])),
         poller: Arc::new(Poller::new()?),
+        rouse: Rouse::new()?,
         listener: Mutex::new(Some(Arc::new(listener))),
         stopped: AtomicBool::new(false),
         app: app.clone(),
@@ -243,7 +293,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                 .stack_size(app.cfg.thread.stack_size)
                 .spawn(move || {
                     if stage == Stage::Accept {
-                        accept_worker(&p, idx)
+                        accept_worker(&p, idx, stop)
                     } else {
                         worker(&p, stage, idx)
                     }
@@ -267,7 +317,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     lm.set_report(report.clone());
 
     // This thread is the load monitor and controller.
-    monitor::run(&p, &pc, &report, SHUTDOWN_POLL);
+    monitor::run(&p, &pc, &report, SHUTDOWN_POLL, stop);
 
     // Shutdown: stop accepting and close the listener.
     p.stage(Stage::Accept).close();
@@ -317,14 +367,14 @@ fn worker(p: &Pipeline, which: Stage, idx: usize) {
     }
 }
 
-/// An accept thread: accepts while it holds a permit, until shutdown.
-fn accept_worker(p: &Pipeline, idx: usize) {
+/// An accept thread: accepts while it holds a permit, until shutdown (`stop` turns readable).
+fn accept_worker(p: &Pipeline, idx: usize, stop: std::os::fd::RawFd) {
     let Some(listener) = p.listener.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
         return;
     };
     let mut gate = AcceptGate::new(p.app.cfg.limits.max_connections);
     while p.stage(Stage::Accept).wait_permit(idx) && !p.app.shutdown.is_set() {
-        if let Some(conn) = stages::accept(p, &listener, &mut gate, ACCEPT_POLL) {
+        if let Some(conn) = stages::accept(p, &listener, &mut gate, stop) {
             p.dispatch(Next::Receive(conn), false);
         }
     }

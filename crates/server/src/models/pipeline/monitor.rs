@@ -4,6 +4,8 @@
 //! permit count. It also keeps the recent history the status page shows.
 
 use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::sync::atomic::{fence, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -305,7 +307,10 @@ impl CpuTimes {
 }
 
 /// Runs the monitor (and controller) until shutdown begins.
-pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Duration) {
+/// Samples every period and applies the controller's allocations until shutdown; through a
+/// quiet spell it sleeps (see `Rouse` in `mod.rs`) until work or shutdown (`stop` readable)
+/// comes.
+pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Duration, stop: RawFd) {
     let ccfg = controller::Config {
         min_idle: pc.min_idle_cpu,
         early_s: pc.period.as_secs_f64() / 2.0,
@@ -426,7 +431,47 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
             stages: totals,
             cpu,
         };
+        let at_rest = !pc.controller || state.threads == ccfg.initial;
+        if at_rest && quiet(&sample, r) && sleep_while_quiet(p, stop, requests) {
+            // Awake again: the next sample covers the time from now, not the sleep.
+            let now = Instant::now();
+            next_at = now + pc.period;
+            pressure = [None; 4];
+            last = Last {
+                at: now,
+                requests: p.lm.requests(),
+                bytes: p.lm.bytes_out(),
+                stages: std::array::from_fn(|k| p.stages[k].totals()),
+                cpu: CpuTimes::read(),
+            };
+        }
     }
+}
+
+/// Nothing happened over a period: no request, no bytes sent (`r` per second), nothing
+/// queued or running at its end.
+fn quiet(s: &Sample, r: f64) -> bool {
+    s.w == 0.0 && r == 0.0 && s.queue.iter().all(|&q| q == 0) && s.busy.iter().all(|&b| b == 0)
+}
+
+/// Sleeps until work comes (`Rouse::work`) or `stop` turns readable, unless a last look, after
+/// the monitor has said it sleeps, finds work queued or running or a request served since the
+/// sample (`requests` then). True if it slept.
+fn sleep_while_quiet(p: &Pipeline, stop: RawFd, requests: u64) -> bool {
+    let rouse = &p.rouse;
+    // A wake-up written after the last sleep ended (a hand-off that found the flag set just
+    // before the monitor cleared it) would end this one at once.
+    rouse.efd.drain();
+    rouse.asleep.store(true, Relaxed);
+    fence(SeqCst);
+    let still = queues(p).iter().all(|&q| q == 0)
+        && p.stages.iter().all(|s| s.busy() == 0)
+        && p.lm.requests() == requests;
+    if still {
+        let _ = crate::sys_process::poll_readable_any(&[rouse.efd.raw_fd(), stop], super::SLEEP);
+    }
+    rouse.asleep.store(false, Relaxed);
+    still
 }
 
 /// Tasks waiting in each stage's queue (accept: connections in the listen backlog).

@@ -52,8 +52,11 @@ pub(crate) enum Wait {
 
 /// The token of the wake-up eventfd.
 const WAKE: u64 = u64::MAX;
-/// Longest `epoll_wait`, so a stop request is seen without a wake-up.
+/// Longest `epoll_wait` while events come (see `run`), and the pause after a failed one.
 const TICK: Duration = Duration::from_millis(100);
+/// `sleep_until` while nothing is parked: later than any deadline, so every park wakes the
+/// poller to set its timer.
+const IDLE_HORIZON: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// Reads of a lingering connection per wake-up before it goes back to waiting.
 const LINGER_READS: usize = 16;
 
@@ -211,15 +214,27 @@ impl Drop for Registration {
 pub(crate) fn run(p: &Pipeline) {
     let poller = &p.poller;
     let mut events: Vec<EpollEvent> = Vec::with_capacity(64);
+    // The last wait ended with no event (its timeout, or a signal).
+    let mut quiet = false;
     while !p.stopped.load(SeqCst) {
+        // Until the first parked deadline or an event (a stop request, and a park due sooner
+        // than `sleep_until`, write the wake-up eventfd). While events come, at most `TICK`:
+        // a park due later than that needs no wake-up, and under load the set of parked
+        // connections is often empty for a moment. After a `TICK` without one, no cap, and no
+        // timer at all when nothing is parked: an idle poller sleeps until something comes.
         let timeout = {
             let mut room = poller.lock();
             let now = Instant::now();
-            let timeout = room
-                .parked
-                .next_due()
-                .map_or(TICK, |d| d.saturating_duration_since(now).min(TICK));
-            room.sleep_until = now + timeout;
+            let cap = if quiet { super::SLEEP } else { TICK };
+            let (until, timeout) = match room.parked.next_due() {
+                Some(d) => {
+                    let t = d.saturating_duration_since(now).min(cap);
+                    (now.checked_add(t).unwrap_or(d), t)
+                }
+                None if quiet => (now + IDLE_HORIZON, super::SLEEP),
+                None => (now + TICK, TICK),
+            };
+            room.sleep_until = until;
             timeout
         };
         if let Err(e) = poller.epoll.wait(&mut events, 64, timeout) {
@@ -227,8 +242,10 @@ pub(crate) fn run(p: &Pipeline) {
             std::thread::sleep(TICK);
             continue;
         }
+        quiet = events.is_empty();
         // Awake: a park need not wake the thread until it waits again.
         poller.lock().sleep_until = Instant::now();
+        let mut handed = false;
         for ev in &events {
             if ev.token == WAKE {
                 poller.wake.drain();
@@ -266,11 +283,16 @@ pub(crate) fn run(p: &Pipeline) {
             };
             if let Some(parked) = parked {
                 ready(p, parked);
+                handed = true;
             }
         }
         let handoff = std::mem::take(&mut poller.lock().ready);
+        handed |= !handoff.is_empty();
         for conn in handoff {
             let _ = p.receive().push(conn);
+        }
+        if handed {
+            p.rouse.work();
         }
         expire(p);
     }

@@ -18,13 +18,14 @@ use crate::models::AcceptGate;
 use crate::net::Transport;
 use crate::sys;
 
-/// Accept: takes one connection from the listener (waiting up to `poll` for one). `None`: no
-/// connection this time.
+/// Accept: takes one connection from the listener, or waits until one comes or `stop` (the
+/// shutdown interrupt's eventfd) turns readable, with no timeout. `None`: no connection this
+/// time (the caller looks at its permit and at shutdown again).
 pub(crate) fn accept(
     p: &Pipeline,
     listener: &std::net::TcpListener,
     gate: &mut AcceptGate,
-    poll: Duration,
+    stop: std::os::fd::RawFd,
 ) -> Option<Box<Conn>> {
     if gate.at_capacity(&p.lm) {
         std::thread::sleep(crate::models::ACCEPT_BACKOFF);
@@ -44,7 +45,8 @@ pub(crate) fn accept(
             conn
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            let _ = sys::poll_readable(listener.as_raw_fd(), poll);
+            let _ =
+                crate::sys_process::poll_readable_any(&[listener.as_raw_fd(), stop], super::SLEEP);
             None
         }
         Err(e) => {
