@@ -57,6 +57,14 @@ pub fn shutdown(fd: RawFd, how: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::shutdown(fd, how) }).map(drop)
 }
 
+/// A `poll`/`epoll_wait` timeout in milliseconds: rounded up (rounded down, a wait for a
+/// deadline 1.9 ms away would end early and be repeated with a timeout of 0, spinning until
+/// the deadline), saturating at `c_int::MAX` (about 24 days).
+pub(crate) fn timeout_ms(timeout: Duration) -> libc::c_int {
+    let ms = timeout.as_nanos().div_ceil(1_000_000);
+    libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
+}
+
 /// Waits until `fd` is readable or `timeout` passes. Returns true if readable.
 pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     poll_one(fd, libc::POLLIN, timeout)
@@ -73,7 +81,7 @@ fn poll_one(fd: RawFd, events: libc::c_short, timeout: Duration) -> io::Result<b
         events,
         revents: 0,
     };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    let ms = timeout_ms(timeout);
     loop {
         // SAFETY: `pfd` is one valid pollfd, and nfds = 1 matches it.
         match cvt(unsafe { libc::poll(&mut pfd, 1, ms) }) {
@@ -134,7 +142,7 @@ impl Epoll {
     pub fn wait(&self, out: &mut Vec<EpollEvent>, max: usize, timeout: Duration) -> io::Result<()> {
         let mut raw = [libc::epoll_event { events: 0, u64: 0 }; 64];
         let max = max.clamp(1, raw.len());
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        let ms = timeout_ms(timeout);
         out.clear();
         // SAFETY: `raw` has room for `max` events (max <= raw.len()), and the kernel writes at
         // most that many; `self.fd` is a live epoll descriptor.
@@ -467,6 +475,16 @@ pub fn page_size() -> u64 {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[test]
+    fn a_timeout_in_milliseconds_rounds_up_and_saturates() {
+        use std::time::Duration;
+        assert_eq!(timeout_ms(Duration::ZERO), 0);
+        assert_eq!(timeout_ms(Duration::from_nanos(1)), 1);
+        assert_eq!(timeout_ms(Duration::from_micros(1900)), 2);
+        assert_eq!(timeout_ms(Duration::from_millis(100)), 100);
+        assert_eq!(timeout_ms(Duration::MAX), libc::c_int::MAX);
+    }
 
     fn tmpdir(name: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("weft-sys-{name}-{}", std::process::id()));

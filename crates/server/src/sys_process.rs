@@ -205,7 +205,7 @@ pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<usi
             revents: 0,
         })
         .collect();
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    let ms = crate::sys::timeout_ms(timeout);
     // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structures.
     let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
     if r < 0 {
@@ -321,7 +321,7 @@ impl Epoll {
     /// Waits up to `timeout` and appends the tokens of ready descriptors to `out` (cleared
     /// first). A signal ends the wait early with none.
     pub fn wait(&self, out: &mut Vec<u64>, timeout: Duration) -> io::Result<()> {
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        let ms = crate::sys::timeout_ms(timeout);
         self.pwait(out, ms, None)
     }
 
@@ -337,9 +337,7 @@ impl Epoll {
         signals: &[libc::c_int],
         pending: impl FnOnce() -> bool,
     ) -> io::Result<()> {
-        let ms = timeout.map_or(-1, |t| {
-            libc::c_int::try_from(t.as_millis()).unwrap_or(libc::c_int::MAX)
-        });
+        let ms = timeout.map_or(-1, |t| crate::sys::timeout_ms(t));
         // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
         let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: as above; pthread_sigmask fills it before it is read.

@@ -107,11 +107,17 @@ fn samples(srv: &Server) -> (usize, usize) {
     (h.len(), loaded)
 }
 
-/// Context switches of the server's threads over `ms` milliseconds.
-fn switches_over(srv: &Server, ms: u64) -> u64 {
-    let before = common::thread_switches(srv.pid());
-    std::thread::sleep(std::time::Duration::from_millis(ms));
-    common::thread_switches(srv.pid()) - before
+/// Waits (up to 5 s) for a window of `ms` milliseconds in which no thread of the server
+/// runs; the context switches of each window tried, the last one 0 if one came.
+fn quiet_window(srv: &Server, ms: u64) -> Vec<u64> {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut windows = Vec::new();
+    while std::time::Instant::now() < end && windows.last() != Some(&0) {
+        let before = common::thread_switches(srv.pid());
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        windows.push(common::thread_switches(srv.pid()) - before);
+    }
+    windows
 }
 
 /// Once a period has passed with nothing to do (and the allocation is the initial one), the
@@ -119,21 +125,23 @@ fn switches_over(srv: &Server, ms: u64) -> u64 {
 /// and its samples record the load that follows.
 #[test]
 fn the_monitor_sleeps_through_a_quiet_spell_and_wakes_for_the_next_load() {
+    // c1 large enough that one request in a period shows in U (rounded to 0.001 there).
     let srv = Builder::new("pipe-quiet")
-        .config("[pipeline]\nperiod = \"50ms\"\n")
+        .config("[pipeline]\nperiod = \"50ms\"\nc1 = 0.01\n")
         .args(&["--status"])
         .start();
     srv.assert_alive();
-    // The period that saw the request, then a quiet one: asleep after about 100 ms.
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    assert_eq!(switches_over(&srv, 500), 0, "the idle pipeline woke");
+    // The period that saw the request, then a quiet one: asleep after about 100 ms. (A
+    // monitor on its period would wake in every window.)
+    let w = quiet_window(&srv, 300);
+    assert_eq!(w.last(), Some(&0), "the idle pipeline woke: {w:?}");
     // Reading the status is a request too: the monitor samples it, then sleeps again.
     let (before, loaded_before) = samples(&srv);
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    let w = quiet_window(&srv, 300);
     assert_eq!(
-        switches_over(&srv, 300),
-        0,
-        "the pipeline woke after a status read"
+        w.last(),
+        Some(&0),
+        "the pipeline woke after a status read: {w:?}"
     );
     // A load of 300 ms, one request every 10 ms: six periods of it.
     let mut c = Conn::connect(srv.addr);

@@ -87,21 +87,20 @@ fn context_switches(pid: u32) -> u64 {
 fn an_idle_server_sleeps_until_a_client_or_a_signal_comes() {
     let mut srv = Builder::new("idle-sleeps").start();
     srv.assert_alive();
-    // Let what the request left settle (its connection's close, a stage's first run; the
-    // pipeline's monitor sleeps after the first quiet period of 250 ms following the one that
-    // saw the request).
-    let settle = if crate::common::model_name() == "pipeline" {
-        1000
-    } else {
-        500
-    };
-    std::thread::sleep(Duration::from_millis(settle));
-    let before = context_switches(srv.pid());
-    std::thread::sleep(Duration::from_secs(1));
-    let woke = context_switches(srv.pid()) - before;
+    // What the request left settles first (its connection's close, a stage's first run; the
+    // pipeline's monitor sleeps after the quiet period that follows the one that saw the
+    // request, 250 ms each): a second with no switch must come within a few. A server that
+    // wakes on a timer never has one.
+    let mut windows = Vec::new();
+    while windows.len() < 5 && windows.last() != Some(&0) {
+        let before = context_switches(srv.pid());
+        std::thread::sleep(Duration::from_secs(1));
+        windows.push(context_switches(srv.pid()) - before);
+    }
     assert_eq!(
-        woke, 0,
-        "the idle server's threads switched {woke} times in 1 s"
+        windows.last(),
+        Some(&0),
+        "the idle server's threads switched in every second: {windows:?}"
     );
     srv.assert_alive();
     // A reload reaches a sleeping server (the process model's master too: its own line).

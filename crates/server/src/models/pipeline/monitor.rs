@@ -14,7 +14,8 @@ use super::Pipeline;
 use crate::config::PipelineConfig;
 use crate::metrics::ModelReport;
 
-/// Samples kept for the status page (a minute at the default period).
+/// Samples kept for the status page (a minute of work at the default period: the monitor
+/// takes none while it sleeps through a quiet spell).
 const HISTORY: usize = 240;
 
 /// What the status page shows of the pipeline.
@@ -175,7 +176,7 @@ fn chart(history: &VecDeque<Point>, m: usize) -> String {
             .join(" ")
     };
     let mut svg = format!(
-        "<p>threads per stage and U&times;M over the last {} samples: ",
+        "<p>threads per stage and U&times;M over the last {} samples (none is taken while the pipeline is idle): ",
         history.len()
     );
     for (k, name) in STAGES.iter().enumerate() {
@@ -308,8 +309,7 @@ impl CpuTimes {
 
 /// Runs the monitor (and controller) until shutdown begins.
 /// Samples every period and applies the controller's allocations until shutdown; through a
-/// quiet spell it sleeps (see `Rouse` in `mod.rs`) until work or shutdown (`stop` readable)
-/// comes.
+/// quiet spell sleeps (see `Rouse` in `mod.rs`) until work or shutdown (`stop` readable) comes.
 pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Duration, stop: RawFd) {
     let ccfg = controller::Config {
         min_idle: pc.min_idle_cpu,
@@ -433,17 +433,18 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
         };
         let at_rest = !pc.controller || state.threads == ccfg.initial;
         if at_rest && quiet(&sample, r) && sleep_while_quiet(p, stop, requests) {
-            // Awake again: the next sample covers the time from now, not the sleep.
+            // Awake again: the next sample covers the time from now, not the sleep, and counts
+            // from the counters the quiet sample read (the request that woke the monitor may
+            // be done already). The controller is left as idle periods would have left it:
+            // nothing queued in memory, every stage calm (a queue of hundreds just before a
+            // sleep must not read as pressure at the first task after it).
             let now = Instant::now();
             next_at = now + pc.period;
             pressure = [None; 4];
-            last = Last {
-                at: now,
-                requests: p.lm.requests(),
-                bytes: p.lm.bytes_out(),
-                stages: std::array::from_fn(|k| p.stages[k].totals()),
-                cpu: CpuTimes::read(),
-            };
+            last.at = now;
+            last.cpu = CpuTimes::read();
+            state.queue_avg = [0.0; 4];
+            state.calm = [ccfg.calm_periods; 4];
         }
     }
 }

@@ -242,7 +242,8 @@ pub(crate) fn run(p: &Pipeline) {
             std::thread::sleep(TICK);
             continue;
         }
-        quiet = events.is_empty();
+        // A park's or a stop's wake-up alone is not traffic.
+        quiet = events.iter().all(|ev| ev.token == WAKE);
         // Awake: a park need not wake the thread until it waits again.
         poller.lock().sleep_until = Instant::now();
         let mut handed = false;
