@@ -337,7 +337,7 @@ impl Epoll {
         signals: &[libc::c_int],
         pending: impl FnOnce() -> bool,
     ) -> io::Result<()> {
-        let ms = timeout.map_or(-1, |t| crate::sys::timeout_ms(t));
+        let ms = timeout.map_or(-1, crate::sys::timeout_ms);
         // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
         let mut block: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: as above; pthread_sigmask fills it before it is read.
