@@ -160,6 +160,38 @@ fn the_monitor_sleeps_through_a_quiet_spell_and_wakes_for_the_next_load() {
     );
 }
 
+/// Idle keep-alive connections (due at the keep-alive timeout, 75 s, several turns of the
+/// poller's 10.24 s timing wheel ahead) do not wake the pipeline: the poller with nothing else
+/// to do sleeps until the first connection is actually due, not until the first occupied slot
+/// comes round (40 connections woke it about 4 times a second that way).
+#[test]
+fn idle_keep_alive_connections_let_the_pipeline_sleep() {
+    let srv = Builder::new("pipe-idle-ka").start();
+    let mut conns: Vec<Conn> = (0..40).map(|_| Conn::connect(srv.addr)).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+        let r = c.read_response().unwrap_or_else(|e| panic!("{i}: {e:?}"));
+        assert_eq!(r.status, 200);
+        // Spread the parks over many slots of the wheel.
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    }
+    let w = quiet_window(&srv, 300);
+    assert_eq!(w.last(), Some(&0), "the pipeline did not settle: {w:?}");
+    let before = common::thread_switches(srv.pid());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let woke = common::thread_switches(srv.pid()) - before;
+    assert_eq!(
+        woke, 0,
+        "40 idle keep-alive connections woke the pipeline {woke} times in 2 s"
+    );
+    // Still served, each on its own connection.
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+        let r = c.read_response().unwrap_or_else(|e| panic!("{i}: {e:?}"));
+        assert_eq!(r.status, 200);
+    }
+}
+
 #[test]
 fn controller_off_keeps_the_initial_allocation() {
     let srv = Builder::new("pipe-off")

@@ -226,7 +226,15 @@ pub(crate) fn run(p: &Pipeline) {
             let mut room = poller.lock();
             let now = Instant::now();
             let cap = if quiet { super::SLEEP } else { TICK };
-            let (until, timeout) = match room.parked.next_due() {
+            // Quiet, the exact first deadline (a slot holding only connections due in a later
+            // turn would wake the poller once a turn for nothing); busy, the first occupied
+            // slot (no walk over its entries on every turn).
+            let next = if quiet {
+                room.parked.next_due_exact()
+            } else {
+                room.parked.next_due()
+            };
+            let (until, timeout) = match next {
                 Some(d) => {
                     let t = d.saturating_duration_since(now).min(cap);
                     (now.checked_add(t).unwrap_or(d), t)

@@ -252,6 +252,35 @@ impl<T> Wheel<T> {
             .map(|t| self.instant_of(t + 1))
     }
 
+    /// When the earliest item fires (`None` when nothing is here): unlike [`Wheel::next_due`],
+    /// never a slot that holds only items of a later turn, at the cost of walking the entries
+    /// of the slots before the first one due this turn (all of them when none is). For a
+    /// poller with nothing else to do: an idle keep-alive connection due after more than a
+    /// turn (the default 75 s against 10.24 s) would otherwise wake it once a turn.
+    pub(crate) fn next_due_exact(&self) -> Option<Instant> {
+        if self.len == 0 {
+            return None;
+        }
+        let mut earliest = u64::MAX;
+        for t in self.cursor..self.cursor + SLOTS as u64 {
+            let mut idx = self.heads[(t % SLOTS as u64) as usize];
+            while idx != NIL {
+                let e = &self.entries[idx as usize];
+                if let Some((_, d)) = &e.item {
+                    let fire = self.fire_tick(*d);
+                    if fire <= t {
+                        // Due this turn, in the first slot that has such an item: every item of
+                        // an earlier slot fires a turn or more later than this one.
+                        return Some(self.instant_of(t + 1));
+                    }
+                    earliest = earliest.min(fire);
+                }
+                idx = e.next;
+            }
+        }
+        Some(self.instant_of(earliest.saturating_add(1)))
+    }
+
     /// Takes out every item and frees every entry (every key goes stale).
     pub(crate) fn drain(&mut self) -> Vec<T> {
         let mut all = Vec::with_capacity(self.len);
@@ -376,6 +405,34 @@ mod tests {
         w.remove(k);
         assert_eq!(w.next_due(), Some(t0 + ms(310)));
         assert_eq!(w.fires_at(t0 + ms(300)), t0 + ms(310));
+    }
+
+    #[test]
+    fn next_due_exact_skips_slots_whose_items_fire_in_a_later_turn() {
+        let t0 = Instant::now();
+        let mut w = Wheel::new(t0);
+        assert_eq!(w.next_due_exact(), None);
+        // 75 s ahead: slot 7500 % 1024 = 332, seven turns on; next_due names that slot's tick
+        // in this turn, next_due_exact the item's own.
+        w.insert(1, t0 + ms(75_000));
+        assert_eq!(w.next_due(), Some(t0 + ms(3_330)));
+        assert_eq!(w.next_due_exact(), Some(t0 + ms(75_010)));
+        // An item due this turn in a later slot than the far one's comes first all the same.
+        w.insert(2, t0 + ms(5_000));
+        assert_eq!(w.next_due(), Some(t0 + ms(3_330)));
+        assert_eq!(w.next_due_exact(), Some(t0 + ms(5_010)));
+        // One due this turn in the far item's own slot.
+        w.insert(3, t0 + ms(3_320));
+        assert_eq!(w.next_due_exact(), Some(t0 + ms(3_330)));
+        // The earliest of several later-turn items, and what expiring leaves behind.
+        let mut w = Wheel::new(t0);
+        w.insert(4, t0 + ms(30_000));
+        w.insert(5, t0 + ms(20_500));
+        assert_eq!(w.next_due_exact(), Some(t0 + ms(20_510)));
+        let mut due = Vec::new();
+        w.expire(t0 + ms(20_600), &mut due);
+        assert_eq!(due, vec![5]);
+        assert_eq!(w.next_due_exact(), Some(t0 + ms(30_010)));
     }
 
     #[test]
