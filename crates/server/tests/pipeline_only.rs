@@ -108,16 +108,13 @@ fn samples(srv: &Server) -> (usize, usize) {
 }
 
 /// Waits (up to 5 s) for a window of `ms` milliseconds in which no thread of the server
-/// runs; the context switches of each window tried, the last one 0 if one came.
+/// runs ([`common::quiet_window`]).
 fn quiet_window(srv: &Server, ms: u64) -> Vec<u64> {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let mut windows = Vec::new();
-    while std::time::Instant::now() < end && windows.last() != Some(&0) {
-        let before = common::thread_switches(srv.pid());
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-        windows.push(common::thread_switches(srv.pid()) - before);
-    }
-    windows
+    common::quiet_window(
+        || common::thread_switches(srv.pid()),
+        std::time::Duration::from_millis(ms),
+        std::time::Duration::from_secs(5),
+    )
 }
 
 /// Once a period has passed with nothing to do (and the allocation is the initial one), the

@@ -91,12 +91,11 @@ fn an_idle_server_sleeps_until_a_client_or_a_signal_comes() {
     // pipeline's monitor sleeps after the quiet period that follows the one that saw the
     // request, 250 ms each): a second with no switch must come within a few. A server that
     // wakes on a timer never has one.
-    let mut windows = Vec::new();
-    while windows.len() < 5 && windows.last() != Some(&0) {
-        let before = context_switches(srv.pid());
-        std::thread::sleep(Duration::from_secs(1));
-        windows.push(context_switches(srv.pid()) - before);
-    }
+    let windows = crate::common::quiet_window(
+        || context_switches(srv.pid()),
+        Duration::from_secs(1),
+        Duration::from_secs(5),
+    );
     assert_eq!(
         windows.last(),
         Some(&0),

@@ -707,6 +707,25 @@ pub fn descendants(root: u32) -> std::collections::HashMap<u32, String> {
     out
 }
 
+/// Counts with `switches` over windows of `window` until one sees none or `within` has passed;
+/// the count of each window tried (the last one 0 if a quiet window came). A server that
+/// wakes on a timer shorter than the window never has a quiet one; one that sleeps has one
+/// once what the test did has settled.
+pub fn quiet_window(
+    switches: impl Fn() -> u64,
+    window: std::time::Duration,
+    within: std::time::Duration,
+) -> Vec<u64> {
+    let end = std::time::Instant::now() + within;
+    let mut windows = Vec::new();
+    while std::time::Instant::now() < end && windows.last() != Some(&0) {
+        let before = switches();
+        std::thread::sleep(window);
+        windows.push(switches() - before);
+    }
+    windows
+}
+
 /// Context switches so far of every thread of process `pid` (0 once it is gone: a process or
 /// thread that just ended counts nothing).
 pub fn thread_switches(pid: u32) -> u64 {
