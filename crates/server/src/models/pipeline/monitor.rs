@@ -307,9 +307,9 @@ impl CpuTimes {
     }
 }
 
-/// Runs the monitor (and controller) until shutdown begins.
-/// Samples every period and applies the controller's allocations until shutdown; through a
-/// quiet spell sleeps (see `Rouse` in `mod.rs`) until work or shutdown (`stop` readable) comes.
+/// Runs the monitor (and controller) until shutdown begins: samples every period and applies
+/// the controller's allocations; through a quiet spell sleeps (see `Rouse` in `mod.rs`) until
+/// work or shutdown (`stop` readable) comes.
 pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Duration, stop: RawFd) {
     let ccfg = controller::Config {
         min_idle: pc.min_idle_cpu,

@@ -250,8 +250,10 @@ pub(crate) fn run(p: &Pipeline) {
             std::thread::sleep(TICK);
             continue;
         }
-        // A park's or a stop's wake-up alone is not traffic.
-        quiet = events.iter().all(|ev| ev.token == WAKE);
+        // Only a wait that ended with nothing at all: a turn woken by a park or a hand-off
+        // alone stays busy (with many connections parked, an exact answer on every such turn
+        // would walk them all each time a slow client parks).
+        quiet = events.is_empty();
         // Awake: a park need not wake the thread until it waits again.
         poller.lock().sleep_until = Instant::now();
         let mut handed = false;
