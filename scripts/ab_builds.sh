@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two or more weft builds against each other and nginx, on one path and concurrency: each round
 # runs wrk once against every server in turn (the fiber model, one worker, on core 0; wrk -t1
-# on core 1), so the same-round ratio to nginx cancels the machine's drift. Prints one CSV row
+# on core 1; the order reversed every other round), so the same-round ratio to nginx cancels
+# the machine's drift. Prints one CSV row
 # per run, the medians of each server, and each build's same-round CPU ratio to nginx.
 #
 #   scripts/ab_builds.sh OUT.csv RUNS CONNS PATH BUILD...
@@ -46,8 +47,15 @@ HZ=$(getconf CLK_TCK)
 # cpu_ticks PID: "user sys" ticks of PID and its children.
 source scripts/cpu_ticks.sh
 echo "name,run,rps,cpu_us,user_us,sys_us" >"$out"
+# Within a round the servers run in name order, and in the reverse order every other round,
+# so that no server always runs right after the same one (an order effect would otherwise sit
+# in every same-round ratio; A/A runs with the fixed order, 2026-11-28, showed none beyond the
+# noise: 1.009 fiber, 1.007 pipeline).
+names=$(printf '%s\n' "${!PID[@]}" | sort)
 for r in $(seq 1 "$runs"); do
-  for n in $(printf '%s\n' "${!PID[@]}" | sort); do
+  order=$names
+  if ((r % 2 == 0)); then order=$(tac <<<"$names"); fi
+  for n in $order; do
     read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
     o=$(taskset -c "$ccore" wrk -t"$wrkt" -c"$c" -d"${DURATION:-3}s" ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} \
       "http://127.0.0.1:${PORT[$n]}$path" ${WRK_SCRIPT:+-- ${WRK_SCRIPT_ARGS:-}})
