@@ -230,42 +230,31 @@ pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<usi
 /// milliseconds. Inherited across fork, closed on exec.
 #[derive(Debug)]
 pub struct PollFlag {
-    fd: OwnedFd,
+    efd: crate::sys::EventFd,
     raised: bool,
 }
 
 impl PollFlag {
     pub fn new() -> io::Result<PollFlag> {
-        // SAFETY: eventfd takes plain integers; on success it returns a new descriptor that
-        // nothing else owns.
-        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
         Ok(PollFlag {
-            // SAFETY: `fd` is the new descriptor above, owned from here.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            efd: crate::sys::EventFd::new()?,
             raised: false,
         })
     }
 
-    /// Raises or lowers the flag (nothing when it is already so).
+    /// Raises or lowers the flag (nothing when it is already so). A write leaves the counter
+    /// non-zero (readable), a read sets it to 0; either's only failure here, EAGAIN on a full
+    /// or an empty counter, already leaves the state asked for.
     pub fn set(&mut self, on: bool) {
         if on == self.raised {
             return;
         }
-        let mut v: u64 = 1;
-        let p = (&mut v as *mut u64).cast::<libc::c_void>();
-        // SAFETY: `p` points to 8 bytes of `v` for the call, the size an eventfd reads and
-        // writes. Writing 1 makes the counter non-zero (readable); reading sets it to 0. The
-        // descriptor is non-blocking: a read of a zero counter fails with EAGAIN, harmless.
-        let r = unsafe {
-            if on {
-                libc::write(self.raw_fd(), p, 8)
-            } else {
-                libc::read(self.raw_fd(), p, 8)
-            }
-        };
-        if r == 8 {
-            self.raised = on;
+        if on {
+            self.efd.notify();
+        } else {
+            self.efd.drain();
         }
+        self.raised = on;
     }
 
     pub fn is_raised(&self) -> bool {
@@ -273,7 +262,7 @@ impl PollFlag {
     }
 
     pub fn raw_fd(&self) -> RawFd {
-        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+        self.efd.raw_fd()
     }
 }
 
