@@ -928,21 +928,10 @@ fn cpu_list(cores: &[usize]) -> String {
 /// The cores this process may run on (its affinity), in order; `0..available_parallelism`
 /// where the affinity cannot be read.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data, zeroed is the empty set; sched_getaffinity writes at
-    // most the size we pass into it, and CPU_ISSET reads inside it for cores below
-    // CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            let v: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-                .filter(|&c| libc::CPU_ISSET(c, &set))
-                .collect();
-            if !v.is_empty() {
-                return v;
-            }
-        }
+    match weft_fiber::sys::affinity() {
+        Ok(v) if !v.is_empty() => v,
+        _ => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
     }
-    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }
 
 /// The calling thread's affinity: `cores` (threads it starts afterwards inherit it); none

@@ -4,9 +4,9 @@
 //! return values and turn `errno` into `io::Error`. Each `unsafe` block says why the call is
 //! sound; the pointer arguments are always to live locals or to memory the caller owns.
 //!
-//! The module is public but hidden from the docs, and only [`cvt`] and [`sendfile`] are `pub`:
-//! weft's server crate needs the same two wrappers, and takes them from here so that each
-//! exists once. They are for the workspace's own crates, not a stable API.
+//! The module is public but hidden from the docs, and only [`cvt`], [`sendfile`] and
+//! [`affinity`] are `pub`: weft's server crate (and, for `affinity`, its benchmark tool) needs
+//! the same wrappers, and takes them from here so that each exists once. They are for the workspace's own crates, not a stable API.
 
 use std::io;
 use std::net::SocketAddr;
@@ -300,6 +300,21 @@ pub(crate) fn accept(fd: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
     Ok((owned, addr))
 }
 
+/// The CPUs the calling thread may run on (its affinity), in increasing order.
+pub fn affinity() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data for which all zeroes is a valid (empty) value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live, writable cpu_set_t of exactly the size passed; pid 0 is the
+    // calling thread.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    cvt(rc)?;
+    // SAFETY: CPU_ISSET reads bit `c` of `set`, and `c` is below the set's size in bits.
+    Ok((0..8 * std::mem::size_of::<libc::cpu_set_t>())
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
 /// `sendfile(2)`: copies up to `len` bytes of `in_fd` (a file) from `*offset` to `out_fd` (a
 /// socket or pipe) inside the kernel, advancing `*offset` by what was sent. Returns the bytes
 /// sent: 0 when `*offset` is at or past the end of the file; `WouldBlock` when a non-blocking
@@ -555,6 +570,17 @@ pub fn open_fds() -> io::Result<usize> {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[test]
+    fn affinity_lists_the_cpus_this_thread_may_run_on() {
+        let cpus = affinity().expect("sched_getaffinity");
+        assert!(!cpus.is_empty());
+        assert!(cpus.windows(2).all(|w| w[0] < w[1]), "{cpus:?}");
+        // This thread runs on one of them now.
+        // SAFETY: sched_getcpu takes no arguments and only returns a number.
+        let now = unsafe { libc::sched_getcpu() };
+        assert!(now >= 0 && cpus.contains(&(now as usize)), "{now} {cpus:?}");
+    }
 
     #[test]
     #[cfg_attr(miri, ignore)] // epoll: not supported by miri

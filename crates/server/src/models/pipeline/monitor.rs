@@ -220,35 +220,15 @@ struct CpuTimes {
     total: u64,
 }
 
-/// The CPUs the calling thread may run on, as a bit per CPU number; `None` if unknown.
-fn affinity() -> Option<Vec<bool>> {
-    // SAFETY: cpu_set_t is plain data for which all zeroes is a valid (empty) value.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a live, writable cpu_set_t of exactly the size passed; pid 0 is the
-    // calling thread.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc != 0 {
-        return None;
-    }
-    let n = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: CPU_ISSET reads bit `i` of `set`, and `i` is below the set's size in bits.
-    Some(
-        (0..n)
-            .map(|i| unsafe { libc::CPU_ISSET(i, &set) })
-            .collect(),
-    )
-}
-
 impl CpuTimes {
     fn read() -> Option<CpuTimes> {
         let text = std::fs::read_to_string("/proc/stat").ok()?;
-        CpuTimes::from_stat(&text, affinity().as_deref())
+        CpuTimes::from_stat(&text, weft_fiber::sys::affinity().ok().as_deref())
     }
 
     /// From the text of /proc/stat: the sum of the `cpuN` lines whose N is in `cpus`, or the
     /// aggregate `cpu` line where `cpus` is `None` or names no CPU listed.
-    fn from_stat(text: &str, cpus: Option<&[bool]>) -> Option<CpuTimes> {
+    fn from_stat(text: &str, cpus: Option<&[usize]>) -> Option<CpuTimes> {
         if let Some(cpus) = cpus {
             let mut sum: Option<CpuTimes> = None;
             for line in text.lines() {
@@ -260,7 +240,7 @@ impl CpuTimes {
                 else {
                     continue;
                 };
-                if !cpus.get(n).copied().unwrap_or(false) {
+                if !cpus.contains(&n) {
                     continue;
                 }
                 if let Some(t) = CpuTimes::parse_fields(line) {
@@ -572,7 +552,7 @@ mod tests {
                     cpu1 100 0 50 450 100 0 0 0 0 0\n\
                     intr 12345\n";
         // Pinned to CPU 0, which is busy: 50 idle of 300, though the machine is half idle.
-        let t = CpuTimes::from_stat(stat, Some(&[true, false])).unwrap();
+        let t = CpuTimes::from_stat(stat, Some(&[0])).unwrap();
         assert_eq!(
             t,
             CpuTimes {
@@ -581,7 +561,7 @@ mod tests {
             }
         );
         // CPU 1 only: its idle and iowait.
-        let t = CpuTimes::from_stat(stat, Some(&[false, true])).unwrap();
+        let t = CpuTimes::from_stat(stat, Some(&[1])).unwrap();
         assert_eq!(
             t,
             CpuTimes {
@@ -594,16 +574,8 @@ mod tests {
             idle: 600,
             total: 1000,
         };
-        assert_eq!(CpuTimes::from_stat(stat, Some(&[true, true])), Some(all));
+        assert_eq!(CpuTimes::from_stat(stat, Some(&[0, 1])), Some(all));
         assert_eq!(CpuTimes::from_stat(stat, None), Some(all));
-        assert_eq!(
-            CpuTimes::from_stat(stat, Some(&[false, false, true])),
-            Some(all)
-        );
-        let mine = affinity().expect("sched_getaffinity on Linux");
-        assert!(
-            mine.iter().any(|&b| b),
-            "the calling thread may run somewhere"
-        );
+        assert_eq!(CpuTimes::from_stat(stat, Some(&[2])), Some(all));
     }
 }
