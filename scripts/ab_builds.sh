@@ -2,8 +2,8 @@
 # Two or more weft builds against each other and nginx, on one path and concurrency: each round
 # runs wrk once against every server in turn (the fiber model, one worker, on core 0; wrk -t1
 # on core 1; the order reversed every other round), so the same-round ratio to nginx cancels
-# the machine's drift. Prints one CSV row
-# per run, the medians of each server, and each build's same-round CPU ratio to nginx.
+# the machine's drift. Prints one CSV row per run, the medians of each server, and each
+# build's same-round CPU ratio to nginx.
 #
 #   scripts/ab_builds.sh OUT.csv RUNS CONNS PATH BUILD...
 #   e.g. scripts/ab_builds.sh /tmp/ab.csv 9 50 /echo /tmp/weft-before target/release/weft
