@@ -234,6 +234,10 @@ struct Master {
     /// Raised while at least [`pressure_mark`] children live, and from the start of shutdown
     /// on: lingering children wait on it beside their connection.
     pressure: sp::PollFlag,
+    /// The master's own pidfd (none on a kernel without pidfds), inherited by every child:
+    /// readable once the master has exited, so a lingering child whose master died stops
+    /// waiting even if the SIGTERM it asked for landed just before its `poll`.
+    exited: Option<std::os::fd::OwnedFd>,
     /// Shutdown has begun: the children were told to stop.
     stopping: bool,
     max_children: usize,
@@ -283,6 +287,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         live: sp::Shared::new(),
         // Before `descriptor_room`, which counts the descriptors open.
         pressure: sp::PollFlag::new()?,
+        exited: sp::pidfd_open(sp::pid()).ok(),
         stopping: false,
         max_children,
         parser: Parser::new(app.cfg.limits.http()),
@@ -689,7 +694,15 @@ impl Master {
                     sp::exit_now(0);
                 }
                 let h = self.held.remove(&fd).expect("the connection is held");
-                let code = serve_child(h, app, &self.live, &self.pressure, self.max_children);
+                let master_fd = self.exited.as_ref().map(AsRawFd::as_raw_fd);
+                let code = serve_child(
+                    h,
+                    app,
+                    &self.live,
+                    &self.pressure,
+                    master_fd,
+                    self.max_children,
+                );
                 sp::exit_now(code)
             }
         }
@@ -919,6 +932,7 @@ fn serve_child(
     app: &Arc<App>,
     live: &sp::Shared<AtomicU64>,
     pressure: &sp::PollFlag,
+    master_fd: Option<RawFd>,
     max_children: usize,
 ) -> i32 {
     app.enter_connection_process();
@@ -951,6 +965,7 @@ fn serve_child(
         live,
         pressure: pressure_mark(max_children),
         pressure_fd: pressure.raw_fd(),
+        master_fd,
         app,
         gave_back: false,
     };
@@ -993,6 +1008,54 @@ fn serve_child(
     code
 }
 
+/// A lingering connection process's wait for its next request on `conn` (`[conn, flag]`):
+/// true when the connection turns readable; false once `give_up` says so (asked before every
+/// wait), when `master` (the master's pidfd) shows it exited, or at `end`. The first slice
+/// waits on the connection and the master alone (a client that keeps its connection busy
+/// sends within it, and that wait is the cheapest); after it the child also watches the
+/// master's flag, which the master raises when children are scarce or shutdown begins. A
+/// plain `poll`, no signal mask: the flag, not SIGTERM's interruption, is what wakes the wait
+/// at shutdown, and the master's pidfd, not the SIGTERM it sends as it dies (which could land
+/// between `give_up` and the `poll`), is what wakes it when the master is gone.
+fn wait_for_request(
+    [conn, flag]: [RawFd; 2],
+    master: Option<RawFd>,
+    end: Instant,
+    mut give_up: impl FnMut() -> bool,
+) -> bool {
+    // Leave the flag out for a slice: at first, and when it is raised with no reason seen yet
+    // (rather than spin on it).
+    let mut slice = true;
+    // The connection, the master's pidfd where there is one, the flag.
+    let mut fds = vec![conn];
+    fds.extend(master);
+    fds.push(flag);
+    let (first, all) = (&fds[..fds.len() - 1], &fds[..]);
+    loop {
+        if give_up() {
+            return false;
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let ready = if slice {
+            slice = false;
+            sp::poll_readable_any(first, left.min(LINGER_SLICE))
+        } else {
+            sp::poll_readable_any(all, left)
+        };
+        match ready {
+            // The master's pidfd is fds[1] where there is one.
+            Ok(r) if master.is_some() && r.contains(&1) => return false,
+            Ok(r) if r.first() == Some(&0) => return true,
+            Ok(r) if !r.is_empty() => slice = true,
+            Ok(_) => {}
+            Err(_) => return true,
+        }
+    }
+}
+
 /// A connection process's transport: first the head bytes the master read, then the socket;
 /// between requests it lingers for the keep-alive timeout unless children are scarce.
 struct ChildStream<'a> {
@@ -1005,6 +1068,8 @@ struct ChildStream<'a> {
     /// The master's flag, readable while that many live or shutdown has begun
     /// ([`sp::PollFlag`]).
     pressure_fd: RawFd,
+    /// The master's pidfd (`Master::exited`), readable once it has exited.
+    master_fd: Option<RawFd>,
     app: &'a App,
     /// The last linger ended because children were scarce (not by the timeout).
     gave_back: bool,
@@ -1048,48 +1113,23 @@ impl Transport for ChildStream<'_> {
     }
 
     /// Waits for the next request, giving up (to hand the connection back to the master) as
-    /// soon as children are scarce or shutdown begins. The first slice waits on the
-    /// connection alone (a client that keeps its connection busy sends within it, and that
-    /// wait is the cheapest); after it the child sleeps until the connection or the master's
-    /// flag, which the master raises for either reason. A plain `poll`, no signal mask: the
-    /// flag, not SIGTERM's interruption, is what wakes the wait at shutdown. (A child whose
-    /// master died gets SIGTERM alone; should it land between the look at the shutdown flag
-    /// and the wait, the child waits out the keep-alive period.)
+    /// soon as children are scarce or shutdown begins, or when the master has exited
+    /// ([`wait_for_request`]).
     fn linger(&mut self, period: Duration) -> bool {
         self.gave_back = false;
         if self.pos < self.head.len() {
             return true;
         }
-        let end = Instant::now() + period;
+        let (live, pressure, shutdown) = (self.live, self.pressure, &self.app.shutdown);
+        let gave_back = &mut self.gave_back;
         let fds = [self.inner.raw_fd(), self.pressure_fd];
-        // Wait on the connection alone for a slice: at first, and when the flag is raised
-        // with no reason seen yet (rather than spin on it).
-        let mut slice = true;
-        loop {
-            if self.app.shutdown.is_set() {
-                return false;
+        wait_for_request(fds, self.master_fd, Instant::now() + period, || {
+            if shutdown.is_set() {
+                return true;
             }
-            if self.live.load(Relaxed) >= self.pressure {
-                self.gave_back = true;
-                return false;
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            let ready = if slice {
-                slice = false;
-                crate::sys::poll_readable(fds[0], left.min(LINGER_SLICE)).map(|r| r.then_some(0))
-            } else {
-                sp::poll_readable_any(&fds, left).map(|r| r.first().copied())
-            };
-            match ready {
-                Ok(Some(0)) => return true,
-                Ok(Some(_)) => slice = true,
-                Ok(None) => {}
-                Err(_) => return true,
-            }
-        }
+            *gave_back = live.load(Relaxed) >= pressure;
+            *gave_back
+        })
     }
 
     fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
@@ -1157,5 +1197,109 @@ pub(crate) fn watch_master(pid: Pid, app: Arc<App>) -> io::Result<()> {
             }
             _ => std::thread::sleep(REAP_EVERY * 2),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    /// A connection pair and a flag pair, none readable yet.
+    fn quiet_fds() -> (UnixStream, UnixStream, UnixStream, UnixStream) {
+        let (conn, client) = UnixStream::pair().expect("socketpair");
+        let (flag, raiser) = UnixStream::pair().expect("socketpair");
+        (conn, client, flag, raiser)
+    }
+
+    #[test]
+    fn a_lingering_child_stops_waiting_when_its_master_exits_without_a_signal() {
+        let (conn, _client, flag, _raiser) = quiet_fds();
+        let mut master = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn a stand-in master");
+        let pidfd = sp::pidfd_open(master.id() as Pid).expect("pidfd_open");
+        let pid = master.id();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            sp::kill(pid as Pid, libc::SIGKILL).expect("kill the stand-in master");
+        });
+        let start = Instant::now();
+        let fds = [conn.as_raw_fd(), flag.as_raw_fd()];
+        // Nothing tells the wait to give up (as when the SIGTERM came before the poll); only
+        // the pidfd can end it before its 30 s.
+        let got = wait_for_request(
+            fds,
+            Some(pidfd.as_raw_fd()),
+            start + Duration::from_secs(30),
+            || false,
+        );
+        let waited = start.elapsed();
+        killer.join().unwrap();
+        let _ = master.wait();
+        assert!(!got, "a dead master reads as no request");
+        assert!(
+            waited < Duration::from_secs(10),
+            "the wait ran {waited:?} after the master died"
+        );
+    }
+
+    #[test]
+    fn a_request_ends_the_wait_and_a_living_master_does_not() {
+        let (conn, mut client, flag, _raiser) = quiet_fds();
+        let me = sp::pidfd_open(sp::pid()).expect("pidfd_open");
+        let fds = [conn.as_raw_fd(), flag.as_raw_fd()];
+        // No request, a living master: the wait lasts until its end.
+        let start = Instant::now();
+        let end = start + Duration::from_millis(150);
+        assert!(!wait_for_request(fds, Some(me.as_raw_fd()), end, || false));
+        assert!(
+            Instant::now() >= end,
+            "ended {:?} early",
+            end - Instant::now()
+        );
+        client.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        let start = Instant::now();
+        assert!(wait_for_request(
+            fds,
+            Some(me.as_raw_fd()),
+            start + Duration::from_secs(30),
+            || false
+        ));
+        assert!(wait_for_request(
+            fds,
+            None,
+            start + Duration::from_secs(30),
+            || false
+        ));
+    }
+
+    #[test]
+    fn the_raised_flag_wakes_the_wait_to_ask_whether_to_give_up() {
+        let (conn, _client, flag, mut raiser) = quiet_fds();
+        let fds = [conn.as_raw_fd(), flag.as_raw_fd()];
+        let asked = std::cell::Cell::new(0);
+        let raise = std::thread::spawn(move || {
+            // After the first slice, so the flag is in the poll set.
+            std::thread::sleep(LINGER_SLICE * 3);
+            raiser.write_all(b"!").unwrap();
+            raiser
+        });
+        let start = Instant::now();
+        // Gives up on the first question after the flag was raised.
+        let got = wait_for_request(fds, None, start + Duration::from_secs(30), || {
+            asked.set(asked.get() + 1);
+            asked.get() > 2
+        });
+        let _raiser = raise.join().unwrap();
+        assert!(!got);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "waited {:?}",
+            start.elapsed()
+        );
+        // Asked before the slice, before the wait with the flag, and once the flag woke it.
+        assert_eq!(asked.get(), 3);
     }
 }
