@@ -38,6 +38,9 @@ struct View {
     service_us: [f64; 4],
     /// Idle fraction of the machine's CPU over the last period.
     cpu_idle: f64,
+    /// The monitor sleeps through a quiet spell: the figures above are the last sample's
+    /// (W, R and U were zero in it), and no sample is taken until work comes.
+    asleep: bool,
     history: VecDeque<Point>,
 }
 
@@ -117,6 +120,7 @@ impl ModelReport for Report {
             "r": round(v.r),
             "u": round(v.u),
             "cpu_idle": round(v.cpu_idle),
+            "sampling": !v.asleep,
             "parked": self.parked(),
             "history": history,
         })
@@ -134,15 +138,20 @@ impl ModelReport for Report {
             ));
         }
         format!(
-            "<p>W {:.1} requests/s &middot; R {:.0} bytes/s &middot; U {:.3} &middot; CPU idle {:.0}% &middot; M {} &middot; controller {}</p>\n\
+            "<p>W {:.1} requests/s &middot; R {:.0} bytes/s &middot; U {:.3} &middot; CPU idle {:.0}%{} &middot; M {} &middot; controller {}</p>\n\
              <table><tr><th>stage</th><th>threads</th><th>queue</th><th>busy</th><th>service µs</th></tr>\n{rows}</table>\n{}",
             v.w,
             v.r,
             v.u,
             v.cpu_idle * 100.0,
+            if v.asleep {
+                " (last sample; the monitor sleeps until work comes)"
+            } else {
+                ""
+            },
             self.threads_total,
             if self.controller { "on" } else { "off" },
-            chart(&v.history, self.threads_total),
+            chart(&v.history, self.threads_total, self.period),
         )
     }
 }
@@ -151,33 +160,46 @@ fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// An SVG chart of threads per stage and U (scaled to M) over the kept history.
-fn chart(history: &VecDeque<Point>, m: usize) -> String {
+/// An SVG chart of threads per stage and U (scaled to M) over the kept history, against
+/// time: a gap of more than two periods between samples (the monitor slept through a quiet
+/// spell) breaks every line there.
+fn chart(history: &VecDeque<Point>, m: usize, period: Duration) -> String {
     const W: f64 = 600.0;
     const H: f64 = 160.0;
     const COLORS: [&str; 4] = ["#888", "#1f77b4", "#2ca02c", "#d62728"];
+    let (Some(first), Some(last)) = (history.front(), history.back()) else {
+        return String::new();
+    };
     if history.len() < 2 {
         return String::new();
     }
-    let n = (history.len() - 1) as f64;
+    let span = (last.t - first.t).max(1e-9);
+    let gap = 2.0 * period.as_secs_f64();
     let m = m.max(1) as f64;
+    // An SVG path: a move to the first point and after each gap, a line to every other.
     let line = |f: &dyn Fn(&Point) -> f64| -> String {
-        history
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                format!(
-                    "{:.1},{:.1}",
-                    i as f64 / n * W,
-                    H - (f(h) / m).clamp(0.0, 1.0) * H
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+        let mut d = String::new();
+        let mut prev: Option<f64> = None;
+        for h in history {
+            let cmd = if prev.is_some_and(|t| h.t - t <= gap) {
+                'L'
+            } else {
+                'M'
+            };
+            prev = Some(h.t);
+            d.push_str(&format!(
+                "{cmd}{:.1},{:.1} ",
+                (h.t - first.t) / span * W,
+                H - (f(h) / m).clamp(0.0, 1.0) * H
+            ));
+        }
+        d.pop();
+        d
     };
     let mut svg = format!(
-        "<p>threads per stage and U&times;M over the last {} samples (none is taken while the pipeline is idle): ",
-        history.len()
+        "<p>threads per stage and U&times;M over the last {} samples, {:.0} s (none is taken while the pipeline is idle: a break in the lines): ",
+        history.len(),
+        span
     );
     for (k, name) in STAGES.iter().enumerate() {
         svg.push_str(&format!(
@@ -190,12 +212,12 @@ fn chart(history: &VecDeque<Point>, m: usize) -> String {
     ));
     for (k, color) in COLORS.iter().enumerate() {
         svg.push_str(&format!(
-            "<polyline fill=\"none\" stroke=\"{color}\" points=\"{}\"/>\n",
+            "<path fill=\"none\" stroke=\"{color}\" d=\"{}\"/>\n",
             line(&|h| h.threads[k] as f64)
         ));
     }
     svg.push_str(&format!(
-        "<polyline fill=\"none\" stroke=\"#000\" stroke-dasharray=\"4\" points=\"{}\"/>\n</svg>\n",
+        "<path fill=\"none\" stroke=\"#000\" stroke-dasharray=\"4\" d=\"{}\"/>\n</svg>\n",
         line(&|h| h.u * m)
     ));
     svg
@@ -412,7 +434,7 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
             cpu,
         };
         let at_rest = !pc.controller || state.threads == ccfg.initial;
-        if at_rest && quiet(&sample, r) && sleep_while_quiet(p, stop, requests) {
+        if at_rest && quiet(&sample, r) && sleep_while_quiet(p, report, stop, requests) {
             // Awake again: the next sample covers the time from now, not the sleep, and counts
             // from the counters the quiet sample read (the request that woke the monitor may
             // be done already). The controller is left as idle periods would have left it:
@@ -438,7 +460,7 @@ fn quiet(s: &Sample, r: f64) -> bool {
 /// Sleeps until work comes (`Rouse::work`) or `stop` turns readable, unless a last look, after
 /// the monitor has said it sleeps, finds work queued or running or a request served since the
 /// sample (`requests` then). True if it slept.
-fn sleep_while_quiet(p: &Pipeline, stop: RawFd, requests: u64) -> bool {
+fn sleep_while_quiet(p: &Pipeline, report: &Report, stop: RawFd, requests: u64) -> bool {
     let rouse = &p.rouse;
     // A wake-up written after the last sleep ended (a hand-off that found the flag set just
     // before the monitor cleared it) would end this one at once.
@@ -449,7 +471,9 @@ fn sleep_while_quiet(p: &Pipeline, stop: RawFd, requests: u64) -> bool {
         && p.stages.iter().all(|s| s.busy() == 0)
         && p.lm.requests() == requests;
     if still {
+        report.view().asleep = true;
         let _ = crate::sys_process::poll_readable_any(&[rouse.efd.raw_fd(), stop], super::SLEEP);
+        report.view().asleep = false;
     }
     rouse.asleep.store(false, Relaxed);
     still
@@ -577,5 +601,80 @@ mod tests {
         assert_eq!(CpuTimes::from_stat(stat, Some(&[0, 1])), Some(all));
         assert_eq!(CpuTimes::from_stat(stat, None), Some(all));
         assert_eq!(CpuTimes::from_stat(stat, Some(&[2])), Some(all));
+    }
+
+    fn point(t: f64, threads: usize) -> Point {
+        Point {
+            t,
+            u: 0.5,
+            threads: [threads; 4],
+            queue: [0; 4],
+        }
+    }
+
+    /// The `d` of the chart's first line (the accept stage's threads).
+    fn first_path(svg: &str) -> &str {
+        let at = svg.find(" d=\"").expect("a path") + 4;
+        &svg[at..at + svg[at..].find('"').expect("its end")]
+    }
+
+    #[test]
+    fn the_chart_spaces_samples_by_time_and_breaks_where_the_monitor_slept() {
+        let period = Duration::from_millis(250);
+        // Four samples a period apart, a sleep of ten seconds, two more.
+        let h: VecDeque<Point> = [0.0, 0.25, 0.5, 0.75, 10.75, 11.0]
+            .iter()
+            .map(|&t| point(t, 2))
+            .collect();
+        let svg = chart(&h, 4, period);
+        let d = first_path(&svg);
+        let steps: Vec<&str> = d.split(' ').collect();
+        assert_eq!(steps.len(), 6, "{d}");
+        // One line before the sleep, one after it.
+        assert_eq!(
+            steps.iter().filter(|s| s.starts_with('M')).count(),
+            2,
+            "{d}"
+        );
+        assert!(steps[4].starts_with('M'), "{d}");
+        // x by time over 600 px: 0.75 s of 11 s is 40.9 px, 10.75 s is 586.4 px; y: 2 of 4
+        // threads is half the 160 px height.
+        assert_eq!(steps[0], "M0.0,80.0");
+        assert_eq!(steps[3], "L40.9,80.0");
+        assert_eq!(steps[4], "M586.4,80.0");
+        assert_eq!(steps[5], "L600.0,80.0");
+        assert!(svg.contains("6 samples, 11 s"), "{svg}");
+        // Without the sleep, one unbroken line.
+        let even: VecDeque<Point> = (0..6).map(|i| point(f64::from(i) * 0.25, 1)).collect();
+        let d = first_path(&chart(&even, 4, period)).to_string();
+        assert_eq!(d.matches('M').count(), 1, "{d}");
+        // Fewer than two samples: no chart.
+        assert_eq!(chart(&VecDeque::from([point(0.0, 1)]), 4, period), "");
+    }
+
+    #[test]
+    fn a_sleeping_monitor_says_its_figures_are_the_last_samples() {
+        let report = Report {
+            pipeline: Weak::new(),
+            controller: true,
+            threads_total: 8,
+            period: Duration::from_millis(250),
+            started: Instant::now(),
+            view: Mutex::new(View {
+                cpu_idle: 0.4,
+                ..View::default()
+            }),
+        };
+        assert_eq!(report.json()["sampling"], true);
+        assert!(!report.html().contains("last sample"));
+        report.view().asleep = true;
+        let j = report.json();
+        assert_eq!(j["sampling"], false, "{j}");
+        assert_eq!(j["cpu_idle"], 0.4, "{j}");
+        let html = report.html();
+        assert!(
+            html.contains("CPU idle 40% (last sample; the monitor sleeps until work comes)"),
+            "{html}"
+        );
     }
 }
