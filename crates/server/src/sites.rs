@@ -1174,18 +1174,27 @@ fn error_page(site: &Site, rules: &SiteRules, req: &Request, resp: Response) -> 
 
 /// A cached response as an ordinary one with the same fields and the cached body (shared,
 /// not copied), so that fields can be added to it: the driver sends a cached entry's own
-/// encoded head (`conn::encode_prepared`), not the response's fields.
+/// encoded head (`conn::encode_prepared`), not the response's fields. Every field of the
+/// entry's head is kept (a compressed variant's `Content-Encoding` and `Vary` among them)
+/// but `Content-Length`, which the driver writes for the body.
 fn unprepared(resp: Response) -> Response {
     let Body::Prepared(entry) = &resp.body else {
         return resp;
     };
-    let v = entry.validators();
-    Response::new(resp.status)
-        .header("Last-Modified", v.last_modified.to_vec())
-        .header("ETag", v.etag.clone())
-        .header("Content-Type", v.content_type)
-        .header("Accept-Ranges", "bytes")
-        .body(Body::Bytes(entry.body().clone()))
+    let mut out = Response::new(resp.status);
+    for line in entry.fields().split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if name.eq_ignore_ascii_case(b"Content-Length") {
+            continue;
+        }
+        // The cache wrote these fields itself: names are tokens, so ASCII.
+        out = out.header(String::from_utf8_lossy(name).into_owned(), value.to_vec());
+    }
+    out.body(Body::Bytes(entry.body().clone()))
 }
 
 /// `resp` with `headers` added, each replacing any field of the same name.

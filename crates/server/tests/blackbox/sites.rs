@@ -365,6 +365,93 @@ fn sites_share_the_cache_without_sharing_entries() {
     }
 }
 
+/// A location's headers on a cached compressed variant keep what the variant says of itself:
+/// `Content-Encoding`, `Vary`, and no `Accept-Ranges` (a variant is never sent in ranges);
+/// the identity answer keeps its `Vary` and `Accept-Ranges`. Both decode to the file.
+#[test]
+fn a_locations_headers_keep_a_cached_variants_encoding() {
+    use std::io::Read;
+    let b = Builder::new("sites-loc-gzip").no_echo().args(&["--status"]);
+    let css: Vec<u8> = (0..2000)
+        .map(|i| format!(".c{i} {{ color: red; margin: {i}px }}\n"))
+        .collect::<String>()
+        .into_bytes();
+    let root = site_root(&b, "a", &[("assets/site.css", &css)]);
+    let cfg = format!(
+        "[compression]\nenabled = true\n\
+         [[site]]\nhosts = [\"a.test\"]\nroot = {}\n\
+         [[site.location]]\nprefix = \"/assets/\"\n\
+         headers = {{ \"Cache-Control\" = \"public, max-age=60\" }}\n",
+        toml_path(&root)
+    );
+    let srv = b.config(&cfg).start();
+    let cached = crate::common::model_name() != "process" && !crate::MODEL.contains("--cache off");
+    let get = |coding: &str| {
+        srv.send(
+            format!(
+                "GET /assets/site.css HTTP/1.1\r\nHost: a.test\r\nAccept-Encoding: {coding}\r\n\
+                 Connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+    };
+    let check = |round: usize| {
+        let r = get("gzip");
+        assert_eq!(r.status, 200, "round {round}");
+        assert_eq!(
+            r.header("Content-Encoding"),
+            Some("gzip"),
+            "round {round}: {:?}",
+            r.headers
+        );
+        assert_eq!(r.header("Vary"), Some("Accept-Encoding"), "round {round}");
+        assert_eq!(r.header("Cache-Control"), Some("public, max-age=60"));
+        assert_eq!(
+            r.header("Accept-Ranges"),
+            None,
+            "round {round}: a variant in ranges"
+        );
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&r.body[..])
+            .read_to_end(&mut out)
+            .expect("the gzip body decodes");
+        assert!(
+            out == css,
+            "round {round}: the decoded body is not the file"
+        );
+        let r = get("identity");
+        assert_eq!(r.status, 200, "round {round}");
+        assert_eq!(r.header("Content-Encoding"), None, "round {round}");
+        assert_eq!(r.header("Vary"), Some("Accept-Encoding"), "round {round}");
+        assert_eq!(r.header("Accept-Ranges"), Some("bytes"), "round {round}");
+        assert_eq!(r.header("Cache-Control"), Some("public, max-age=60"));
+        assert!(r.body == css, "round {round}: not the file");
+    };
+    check(0);
+    if cached {
+        // A file is cached once settled (cache.rs SETTLE): ask until both forms are.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut round = 1;
+        while cache_counter(&srv, "fills") < 1 || cache_counter(&srv, "compressions") < 1 {
+            check(round);
+            round += 1;
+            assert!(Instant::now() < deadline, "never cached");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let hits = cache_counter(&srv, "hits");
+        let variant_hits = cache_counter(&srv, "variant_hits");
+        check(round);
+        assert!(
+            cache_counter(&srv, "hits") >= hits + 2,
+            "not answered from the cache"
+        );
+        assert!(
+            cache_counter(&srv, "variant_hits") > variant_hits,
+            "the variant was not answered from the cache"
+        );
+    }
+}
+
 /// Sends `raw` on a new connection, half-closes, and reads every response until the server
 /// closes: their statuses, and how reading ended if not with a clean close.
 fn exchange(srv: &Server, raw: &[u8]) -> (Vec<u16>, Option<String>) {
