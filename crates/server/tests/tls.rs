@@ -516,6 +516,22 @@ fn hsts_on_tls_responses_only_and_redirect_https_from_plain() {
         // The connection stays open for the next request.
         let r = get(&mut plain, "/", true);
         assert_eq!(r.status, 308, "{model}");
+        // An absolute-form target: its authority is the host (the Host field is ignored,
+        // RFC 9112 §3.2.2), its path and query are kept.
+        let mut plain = TcpStream::connect(cmd_server.http).unwrap();
+        plain.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        write!(
+            plain,
+            "GET http://a.test:8080/deep/path?q=1 HTTP/1.1\r\nHost: other.test\r\n\r\n"
+        )
+        .unwrap();
+        let r = read_response(&mut plain, &mut Vec::new()).unwrap();
+        assert_eq!(r.status, 308, "{model}");
+        assert_eq!(
+            r.header("location"),
+            Some(format!("https://a.test:{https_port}/deep/path?q=1").as_str()),
+            "{model}"
+        );
         let _ = cmd_server.child.kill();
     }
 }

@@ -479,9 +479,9 @@ pub(crate) fn redirect(info: &ConnInfo, req: &Request, keep_alive: &mut bool) ->
 
 /// The 308 of [`redirect`], and whether the connection may stay open (`keep_alive`).
 fn redirect_to_https(info: &ConnInfo, req: &Request, keep_alive: &mut bool) -> Response {
+    // The effective host: an absolute-form target's authority before the Host field.
     let host = req
-        .header("Host")
-        .and_then(|h| std::str::from_utf8(h).ok())
+        .host()
         .map(strip_port)
         .filter(|h| !h.is_empty() && h.bytes().all(host_byte))
         .map_or_else(|| url_host(info.local.ip()), str::to_string);
@@ -489,8 +489,13 @@ fn redirect_to_https(info: &ConnInfo, req: &Request, keep_alive: &mut bool) -> R
         0 | 443 => String::new(),
         p => format!(":{p}"),
     };
-    let target = req.target();
-    let path = if target.starts_with('/') { target } else { "/" };
+    // The path and query as sent (still percent-encoded), of an origin-form or absolute-form
+    // target alike; `*` (OPTIONS) and authority-form (CONNECT) go to `/`.
+    let path = match (req.path(), req.query()) {
+        (p, _) if !p.starts_with('/') => "/".to_string(),
+        (p, Some(q)) => format!("{p}?{q}"),
+        (p, None) => p.to_string(),
+    };
     let mut resp = Response::error(308).header("Location", format!("https://{host}{port}{path}"));
     let no_body = matches!(
         req.head().framing(),
