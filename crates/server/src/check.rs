@@ -20,6 +20,9 @@ pub fn effective(cfg: &Config) -> Config {
 pub fn problems(cfg: &Config) -> Vec<String> {
     let mut found = Vec::new();
     let listeners = cfg.listeners();
+    if let Err(e) = crate::config::listen_conflicts(&listeners) {
+        found.push(e);
+    }
     if listeners.iter().any(|l| l.model == Model::Pipeline) {
         if let Err(e) = cfg.pipeline.validate() {
             found.push(e.to_string());

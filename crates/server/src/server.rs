@@ -148,6 +148,8 @@ impl ServerBuilder {
             }
         }
         let listens = cfg.listeners();
+        crate::config::listen_conflicts(&listens)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         if listens.iter().any(|l| l.model == Model::Pipeline) {
             cfg.pipeline
                 .validate()

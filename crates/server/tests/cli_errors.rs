@@ -142,3 +142,83 @@ fn friendly_listen_addresses_name_what_is_bound() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two listeners on one address, or a wildcard beside another address on its port, cannot both
+/// bind: `serve` and `check` say so and name both, instead of blaming another process.
+#[test]
+fn listeners_that_cannot_both_bind_are_named() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = common::unique_dir("cli-twice");
+    std::fs::create_dir(dir.join("root")).unwrap();
+    let root = dir.join("root");
+    let same = format!("127.0.0.1:{port}");
+    let err = refused(&[
+        "--allow-root".as_ref(),
+        "--root".as_ref(),
+        root.as_os_str(),
+        "--listen".as_ref(),
+        same.as_ref(),
+        "--listen".as_ref(),
+        same.as_ref(),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "listen address {same} is configured twice (listeners 2 and 3)"
+        )),
+        "{err}"
+    );
+    let any = format!("0.0.0.0:{port}");
+    let err = refused(&[
+        "--allow-root".as_ref(),
+        "--root".as_ref(),
+        root.as_os_str(),
+        "--listen".as_ref(),
+        any.as_ref(),
+        "--listen".as_ref(),
+        same.as_ref(),
+    ]);
+    assert!(err.contains(&format!("{any} and {same} overlap")), "{err}");
+    // `check` finds it too, in a file.
+    let cfg = dir.join("weft.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[listen]]\naddr = \"{same}\"\n[[listen]]\naddr = \"{same}\"\nmodel = \"thread\"\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["check", "--allow-root", "--config"])
+        .arg(&cfg)
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .expect("run weft check");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("is configured twice (listeners 1 and 2)"),
+        "{text}"
+    );
+    // Other ports, other families and port 0 are fine.
+    use weft::config::{listen_conflicts, Listen};
+    let ls = |addrs: &[&str]| -> Vec<Listen> { addrs.iter().map(|a| a.parse().unwrap()).collect() };
+    assert!(listen_conflicts(&ls(&[
+        "127.0.0.1:8080",
+        "127.0.0.1:8081",
+        "[::]:8080",
+        "0.0.0.0:8082"
+    ]))
+    .is_ok());
+    assert!(listen_conflicts(&ls(&["127.0.0.1:0", "127.0.0.1:0"])).is_ok());
+    assert!(listen_conflicts(&ls(&["[::1]:8080", "[::]:8080"])).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}

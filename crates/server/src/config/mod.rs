@@ -334,6 +334,38 @@ impl Config {
     }
 }
 
+/// Refuses two listeners that cannot both bind: the same address and port, or a wildcard
+/// address (`0.0.0.0`, `[::]`) and another address of its family on the same port (the
+/// kernel refuses the second bind either way; said here, `weft check` finds it too, and the
+/// error names both listeners instead of "another process"). Port 0 never conflicts.
+pub fn listen_conflicts(listeners: &[Listen]) -> Result<(), String> {
+    for (i, a) in listeners.iter().enumerate() {
+        for (j, b) in listeners.iter().enumerate().skip(i + 1) {
+            let (x, y) = (a.addr, b.addr);
+            if x.port() == 0 || x.port() != y.port() || x.is_ipv4() != y.is_ipv4() {
+                continue;
+            }
+            if x.ip() == y.ip() {
+                return Err(format!(
+                    "listen address {x} is configured twice (listeners {} and {})",
+                    i + 1,
+                    j + 1
+                ));
+            }
+            if x.ip().is_unspecified() || y.ip().is_unspecified() {
+                return Err(format!(
+                    "listen addresses {x} and {y} overlap (listeners {} and {}): the wildcard \
+                     address already takes port {} on every address; keep one of them",
+                    i + 1,
+                    j + 1,
+                    x.port()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `line L, column C: KEY: MESSAGE` for a TOML error, the key as dotted path (`[[listen]]`
 /// entries and array elements as `[i]`), found by walking the document's spans.
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
