@@ -147,6 +147,22 @@ pub(crate) fn drop_privileges(cfg: &Config) -> io::Result<()> {
              serving"
         )));
     }
+    // A document root the user cannot search would answer every request with 403: refuse to
+    // serve instead, naming it (nginx's workers find out at the first request).
+    let roots = std::iter::once(&cfg.root).chain(cfg.site.iter().filter_map(|s| s.root.as_ref()));
+    for root in roots {
+        sys::searchable(root).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "document root {} cannot be searched by user `{spec}` (uid {}): {e}; not \
+                     serving (give the user read and search rights on it)",
+                    root.display(),
+                    user.uid
+                ),
+            )
+        })?;
+    }
     log::info!(
         "serving as user {} (uid {}, gid {gid}, groups {:?})",
         user.name,

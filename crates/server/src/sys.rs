@@ -414,6 +414,17 @@ pub fn can_regain_root() -> bool {
     unsafe { libc::setuid(0) == 0 }
 }
 
+/// Whether this process may search directory `path` (look up names in it: what serving files
+/// from it needs), by `access(2)` with `X_OK` as the real user (after [`become_user`], the
+/// served one).
+pub fn searchable(path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; access reads it only.
+    cvt(unsafe { libc::access(c.as_ptr(), libc::X_OK) }).map(drop)
+}
+
 /// The supplementary groups of this process.
 pub fn groups() -> io::Result<Vec<libc::gid_t>> {
     // SAFETY: with size 0 getgroups only returns the count and writes nothing.

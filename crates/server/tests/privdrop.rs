@@ -269,6 +269,60 @@ fn root_is_refused_on_an_exposed_address_without_user_or_allow_root() {
     fs::remove_dir_all(&dir).ok();
 }
 
+/// A document root the user cannot search is refused once the user is taken, naming the root,
+/// instead of answering every request with 403 (and a file the user may not read is a 403 with
+/// a log line).
+#[test]
+fn a_root_the_user_cannot_search_is_refused_at_start() {
+    if runnable("a_root_the_user_cannot_search_is_refused_at_start").is_none() {
+        return;
+    }
+    let dir = site("privdrop-root-mode");
+    let root = dir.join("root");
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+    let args = [
+        "--root",
+        root.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--user",
+        "nobody",
+    ];
+    let e = Weft::start(&dir, &args)
+        .err()
+        .expect("a root nobody cannot search is refused");
+    assert!(
+        e.contains(&format!(
+            "document root {} cannot be searched by user `nobody`",
+            root.display()
+        )),
+        "{e}"
+    );
+    // Searchable, with one file the user may not read.
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(root.join("secret.txt"), b"root only\n").unwrap();
+    fs::set_permissions(root.join("secret.txt"), fs::Permissions::from_mode(0o600)).unwrap();
+    let weft = Weft::start(&dir, &args).expect("a searchable root serves");
+    let addr = weft.addrs[0].0;
+    let mut c = Conn::connect(addr);
+    c.send(b"GET /secret.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.read_response().expect("an answer").status, 403);
+    let deadline = Instant::now() + WAIT;
+    while !fs::read_to_string(&weft.log)
+        .unwrap_or_default()
+        .contains("open \"secret.txt\" failed: Permission denied")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no log line: {}",
+            fs::read_to_string(&weft.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(weft);
+    fs::remove_dir_all(&dir).ok();
+}
+
 /// The upgrade's new process is started by the dropped one: it takes the sockets over (no bind
 /// needed) and serves as the user.
 #[test]

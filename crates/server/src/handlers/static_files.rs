@@ -276,7 +276,12 @@ impl StaticFiles {
     fn open(&self, rel: &[u8]) -> Result<File, u16> {
         sys::open_beneath(&self.root, rel, self.resolve).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => 404,
-            Some(libc::EACCES | libc::EPERM) => 403,
+            Some(libc::EACCES | libc::EPERM) => {
+                // As nginx's `open() failed (13: Permission denied)`: a 403 the operator
+                // may not have meant (file modes, the served user) is found in the log.
+                log::error!("open {:?} failed: {e}", String::from_utf8_lossy(rel));
+                403
+            }
             Some(libc::EXDEV | libc::ELOOP) => {
                 log::warn!(
                     "refused {:?}: resolves outside the document root",
