@@ -525,3 +525,32 @@ pub fn accept_encoding(data: &[u8]) {
         AcceptEncoding::parse([&joined[..]])
     );
 }
+
+/// An OCSP response to staple (`weft_http::ocsp::check`): never a panic; one that passes is a
+/// whole DER element (no shorter prefix passes, and nothing may follow it) of a successful
+/// status; a failing one fails the same way again.
+pub fn ocsp(data: &[u8]) {
+    use weft_http::ocsp::check;
+    let verdict = check(data);
+    assert_eq!(verdict, check(data));
+    if verdict.is_ok() {
+        assert_eq!(data[0], 0x30);
+        // The outer length's octets, then a successful responseStatus.
+        let head = 2 + if data[1] < 0x80 {
+            0
+        } else {
+            usize::from(data[1] & 0x7f)
+        };
+        assert_eq!(&data[head..head + 3], &[0x0a, 0x01, 0x00]);
+        for cut in [0, 1, data.len() / 2, data.len() - 1] {
+            assert!(
+                check(&data[..cut]).is_err(),
+                "a prefix of {cut} bytes passed"
+            );
+        }
+        assert!(
+            check(&[data, &[0]].concat()).is_err(),
+            "bytes after the response"
+        );
+    }
+}

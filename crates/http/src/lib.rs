@@ -39,6 +39,7 @@ pub mod encoding;
 mod error;
 mod host;
 mod limits;
+pub mod ocsp;
 pub mod path;
 pub mod proxy_protocol;
 pub mod range;

@@ -82,3 +82,8 @@ fn site_name_corpus() {
 fn accept_encoding_corpus() {
     replay("accept_encoding", checks::accept_encoding);
 }
+
+#[test]
+fn ocsp_corpus() {
+    replay("ocsp", checks::ocsp);
+}

@@ -1174,3 +1174,130 @@ fn the_request_vectors_answer_the_same_over_tls() {
         assert!(differ.is_empty(), "{model}: plain vs TLS: {differ:#?}");
     }
 }
+
+/// A server-certificate check that records the OCSP response the server stapled and then
+/// checks the chain as usual.
+#[derive(Debug)]
+struct StapleSeen {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    staple: std::sync::Mutex<Option<Vec<u8>>>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for StapleSeen {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        *self.staple.lock().unwrap() = Some(ocsp_response.to_vec());
+        self.inner
+            .verify_server_cert(end_entity, intermediates, server_name, &[], now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// `[tls] ocsp`: the file is stapled byte for byte to a client that asks for the status; a
+/// file that is not a successful DER OCSP response is refused at start and by `weft check`
+/// (stapled, it would end the handshake of every such client).
+#[test]
+fn a_stapled_ocsp_response_is_sent_and_a_malformed_one_refused() {
+    let staple = include_bytes!("../../http/tests/data/ocsp-good.der");
+    let dir = unique_dir("ocsp");
+    let cert = make_cert(&dir, "cert", &["localhost"]);
+    let ocsp = dir.join("cert.ocsp");
+    std::fs::write(&ocsp, staple).unwrap();
+    let config = format!("[tls]\nocsp = {:?}\n", ocsp.to_str().unwrap());
+    let server = Server::start("fiber", &dir, &cert, &config, &[]);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    roots.add(cert.der.clone()).unwrap();
+    let verifier = Arc::new(StapleSeen {
+        inner: rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .unwrap(),
+        staple: std::sync::Mutex::new(None),
+    });
+    let cfg = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(verifier.clone())
+        .with_no_client_auth();
+    let mut s = connect(server.https, &Arc::new(cfg), "localhost");
+    assert_eq!(get(&mut s, "/", true).status, 200);
+    assert_eq!(
+        verifier.staple.lock().unwrap().as_deref(),
+        Some(&staple[..]),
+        "the staple is the file"
+    );
+    drop(server);
+
+    let dir = unique_dir("ocsp-bad");
+    let cert = make_cert(&dir, "cert", &["localhost"]);
+    for (name, bytes, says) in [
+        ("garbage", &b"garbage\n"[..], "not a DER OCSP response"),
+        ("cut", &staple[..300], "not a DER OCSP response"),
+        (
+            "try-later",
+            &[0x30, 0x03, 0x0a, 0x01, 0x03][..],
+            "status tryLater",
+        ),
+    ] {
+        let ocsp = dir.join(format!("{name}.ocsp"));
+        std::fs::write(&ocsp, bytes).unwrap();
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!("[tls]\nocsp = {:?}\n", ocsp.to_str().unwrap()),
+        )
+        .unwrap();
+        for cmd in ["check", "serve"] {
+            let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+                .args([cmd, "--allow-root", "--root"])
+                .arg(dir.join("root"))
+                .args(["--https", "127.0.0.1:0", "--tls-cert"])
+                .arg(&cert.cert)
+                .arg("--tls-key")
+                .arg(&cert.key)
+                .arg("--config")
+                .arg(&config)
+                .stdin(Stdio::null())
+                .output()
+                .expect("run weft");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{cmd} {name}: {err}");
+            assert!(
+                err.contains(&format!("OCSP response {}: ", ocsp.display())) && err.contains(says),
+                "{cmd} {name}: {err}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

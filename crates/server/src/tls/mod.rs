@@ -320,6 +320,10 @@ fn load_pair(
         if bytes.is_empty() {
             return Err(format!("OCSP response {} is empty", path.display()));
         }
+        // Stapled as it is, so a file that is not a successful response would end the
+        // handshake of every client that asks for the status (as browsers do).
+        weft_http::ocsp::check(&bytes)
+            .map_err(|p| format!("OCSP response {}: {p}", path.display()))?;
         ck.ocsp = Some(bytes);
     }
     Ok(ck)
