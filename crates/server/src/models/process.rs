@@ -372,6 +372,13 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         .filter(|(_, h)| h.stage != Stage::Served)
         .map(|(&fd, _)| fd)
         .collect();
+    if !waiting.is_empty() {
+        log::warn!(
+            "{} connections still open after the {:?} grace period; closing them",
+            waiting.len(),
+            app.cfg.timeouts.shutdown_grace
+        );
+    }
     for fd in waiting {
         m.close(fd);
     }

@@ -6,6 +6,32 @@ use std::time::{Duration, Instant};
 
 use crate::common::{Builder, INDEX_HTML};
 
+/// A request still in flight when the grace period ends is cut, and the log says so (on the
+/// pipeline too, whose stages close what is left themselves); the server still exits.
+#[test]
+fn a_drain_cut_by_the_grace_period_is_logged() {
+    let mut srv = Builder::new("shutdown-cut")
+        .config("[timeouts]\nshutdown_grace = \"500ms\"\n")
+        .start();
+    // A request whose body never finishes arriving.
+    let mut slow = srv.connect();
+    slow.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello");
+    std::thread::sleep(Duration::from_millis(200));
+    srv.signal(libc::SIGTERM);
+    srv.wait_exit(Duration::from_secs(10))
+        .expect("did not exit after the grace period");
+    assert!(
+        slow.closed_within(Duration::from_secs(3)),
+        "the cut request's connection is still open"
+    );
+    let log = srv.log();
+    assert!(
+        log.contains("still open after the 500ms grace period")
+            || log.contains("still running after the 500ms grace period"),
+        "{log}"
+    );
+}
+
 #[test]
 fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     let mut srv = Builder::new("shutdown")

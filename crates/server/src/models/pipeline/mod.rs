@@ -331,6 +331,15 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     while lm.open.load(std::sync::atomic::Ordering::Relaxed) > 0 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(10));
     }
+    // Said here, as the server says it for the other models: the stages close what is left
+    // now, so none is open by the time the server looks.
+    let left = lm.open.load(std::sync::atomic::Ordering::Relaxed);
+    if left > 0 {
+        log::warn!(
+            "{}: {left} connections still open after the {grace:?} grace period; closing them",
+            lm.addr
+        );
+    }
     p.stopped.store(true, SeqCst);
     for s in &p.stages {
         s.close();
