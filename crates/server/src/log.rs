@@ -57,14 +57,29 @@ impl std::fmt::Debug for AccessLog {
 #[derive(Debug)]
 pub(crate) struct Entry<'a> {
     pub peer: std::net::IpAddr,
-    pub method: &'a str,
-    pub target: &'a str,
-    pub version: &'a str,
+    pub request: RequestLine<'a>,
     pub status: u16,
     pub body_bytes: u64,
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
 }
+
+/// What the line's `"request"` field holds.
+#[derive(Debug)]
+pub(crate) enum RequestLine<'a> {
+    /// A request that was read: its method, target and version.
+    Read {
+        method: &'a str,
+        target: &'a str,
+        version: &'a str,
+    },
+    /// A head refused before it was read whole: the bytes of its first line as received (up
+    /// to [`RAW_LINE_MAX`]; none: `-`), as nginx logs `$request` for a bad request.
+    Raw(&'a [u8]),
+}
+
+/// The most bytes of a refused head's first line an access-log line holds.
+pub(crate) const RAW_LINE_MAX: usize = 1024;
 
 impl AccessLog {
     /// Opens the log; `None` when it is off. A file is appended to.
@@ -147,11 +162,30 @@ fn writer(target: &AccessLogTarget) -> io::Result<Option<Box<dyn Write + Send>>>
 /// `ip - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 2326 "referer" "agent"\n`
 pub(crate) fn format_entry(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
     let _ = write!(out, "{} - - [{}] \"", e.peer, clf_time(now));
-    escape(e.method.as_bytes(), out);
-    out.push(b' ');
-    escape(e.target.as_bytes(), out);
-    out.push(b' ');
-    escape(e.version.as_bytes(), out);
+    match e.request {
+        RequestLine::Read {
+            method,
+            target,
+            version,
+        } => {
+            escape(method.as_bytes(), out);
+            out.push(b' ');
+            escape(target.as_bytes(), out);
+            out.push(b' ');
+            escape(version.as_bytes(), out);
+        }
+        RequestLine::Raw(received) => {
+            let end = received
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap_or(received.len())
+                .min(RAW_LINE_MAX);
+            let line = received[..end]
+                .strip_suffix(b"\r")
+                .unwrap_or(&received[..end]);
+            escape(if line.is_empty() { b"-" } else { line }, out);
+        }
+    }
     let _ = write!(out, "\" {} {} \"", e.status, e.body_bytes);
     escape(e.referer.unwrap_or(b"-"), out);
     out.extend_from_slice(b"\" \"");
@@ -212,9 +246,11 @@ mod tests {
     fn combined_log_format_line() {
         let e = Entry {
             peer: "127.0.0.1".parse().unwrap(),
-            method: "GET",
-            target: "/a\"b",
-            version: "HTTP/1.1",
+            request: RequestLine::Read {
+                method: "GET",
+                target: "/a\"b",
+                version: "HTTP/1.1",
+            },
             status: 200,
             body_bytes: 2326,
             referer: None,
@@ -225,6 +261,38 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "127.0.0.1 - - [10/Oct/2000:13:42:16 +0000] \"GET /a\\x22b HTTP/1.1\" 200 2326 \"-\" \"curl/8 \\x22evil\\x22\\x0Ax\"\n"
+        );
+    }
+
+    #[test]
+    fn a_refused_head_logs_its_first_line_as_received() {
+        let line = |received: &[u8]| {
+            let e = Entry {
+                peer: "::1".parse().unwrap(),
+                request: RequestLine::Raw(received),
+                status: 400,
+                body_bytes: 150,
+                referer: None,
+                user_agent: None,
+            };
+            let mut out = Vec::new();
+            format_entry(&e, UNIX_EPOCH, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            line(b"GET /t.txt HTTP/1.1\r\nHost\0: x\r\n\r\n"),
+            "::1 - - [01/Jan/1970:00:00:00 +0000] \"GET /t.txt HTTP/1.1\" 400 150 \"-\" \"-\"\n"
+        );
+        // Bytes that are not text, a bare LF, nothing at all.
+        assert!(line(b"\x16\x03\x01\x02\x00").contains("\"\\x16\\x03\\x01\\x02\\x00\" 400"));
+        assert!(line(b"GET / HTTP/1.1\nHost: x\n\n").contains("\"GET / HTTP/1.1\" 400"));
+        assert!(line(b"").contains("] \"-\" 400"));
+        // A long line (a 414's) is cut.
+        let long = [b"GET /".as_slice(), &[b'a'; 5000]].concat();
+        let l = line(&long);
+        assert!(
+            l.contains(&format!("\"GET /{}\" 400", "a".repeat(RAW_LINE_MAX - 5))),
+            "{l}"
         );
     }
 

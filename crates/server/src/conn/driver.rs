@@ -186,6 +186,7 @@ fn serve_with<T: Transport>(
             Ok(HeadRead::Closed) => return Ok(Served::Closed),
             Ok(HeadRead::Fail(status, reason)) => {
                 log::info!("{}: {status} {reason}", info.peer);
+                super::log_refused(app, info.client().ip(), rbuf.data(), status);
                 let bytes = write_response(stream, wbuf, failure(status), None, false, b"")
                     .map_or(0, |s| s.0);
                 info.listener.response(status, bytes);

@@ -9,7 +9,7 @@ use weft_http::{BodyFraming, Expect, Method, Parser, Version};
 
 use crate::app::App;
 use crate::body::{BodyLimits, ReadBuf, RequestBody};
-use crate::log::Entry;
+use crate::log::{Entry, RequestLine};
 use crate::net::Transport;
 use crate::response::{Body, Response};
 use crate::Request;
@@ -131,9 +131,11 @@ fn write_access(app: &App, log: &crate::log::AccessLog, req: &Request, status: u
     let head_only = req.method() == Method::Head;
     log.write(&Entry {
         peer: req.peer_addr().ip(),
-        method: req.method_str(),
-        target: req.target(),
-        version: version_str(req.version()),
+        request: RequestLine::Read {
+            method: req.method_str(),
+            target: req.target(),
+            version: version_str(req.version()),
+        },
         status,
         body_bytes: if head_only || status_has_no_body(status) {
             0
@@ -143,6 +145,26 @@ fn write_access(app: &App, log: &crate::log::AccessLog, req: &Request, status: u
         referer: req.header("Referer"),
         user_agent: req.header("User-Agent"),
     });
+}
+
+/// Writes the access-log line of a head refused before it was read whole (bad, oversized, or
+/// too slow: 400, 414, 431, 505, 408), as nginx logs those: `received` is what had arrived
+/// (its first line is logged), `client` the connection's client.
+pub(crate) fn log_refused(app: &App, client: std::net::IpAddr, received: &[u8], status: u16) {
+    if let Some(log) = &app.access_log {
+        log.write(&Entry {
+            peer: client,
+            request: RequestLine::Raw(received),
+            status,
+            body_bytes: if status_has_no_body(status) {
+                0
+            } else {
+                failure(status).body.len()
+            },
+            referer: None,
+            user_agent: None,
+        });
+    }
 }
 
 /// Runs the handler and settles the body. Returns the response and whether the connection is

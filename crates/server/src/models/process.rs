@@ -318,7 +318,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         // Before the listeners are re-armed: a connection it closes frees room now, and a
         // quiet master might otherwise sleep with a listener left out.
         if last_sweep.elapsed() >= SWEEP_EVERY {
-            m.sweep();
+            m.sweep(&app);
             last_sweep = Instant::now();
         }
         // A listener the master cannot accept from now leaves the epoll set (level-triggered,
@@ -767,7 +767,7 @@ impl Master {
             .min()
     }
 
-    fn sweep(&mut self) {
+    fn sweep(&mut self, app: &App) {
         let now = Instant::now();
         // Each connection past a deadline, with the reason its 408 gives.
         let expired: Vec<(RawFd, &'static str)> = self
@@ -787,6 +787,9 @@ impl Master {
                 log::info!("{}: no PROXY header in time; connection closed", h.peer);
             } else if answers {
                 log::info!("{}: 408 {why}", h.peer);
+                // The PROXY header's client where the listener takes one, as the other models.
+                let client = h.proxied.flatten().unwrap_or(h.peer).ip();
+                conn::log_refused(app, client, &h.buf, 408);
                 let mut wbuf = Vec::new();
                 let out = conn::encode_response(&mut wbuf, conn::failure(408), None, false, b"");
                 debug_assert!(matches!(out.tail, conn::Tail::None));
@@ -891,7 +894,7 @@ impl Master {
             self.reap(app, false);
             // The listeners are closed: a child has none of them to close.
             self.dispatch(app, &[], gate);
-            self.sweep();
+            self.sweep(app);
             self.epoll.wait(ready, SWEEP_EVERY.min(end - now))?;
             for &token in ready.iter() {
                 if token & CONN_TAG != 0 {

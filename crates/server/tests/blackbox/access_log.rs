@@ -128,3 +128,74 @@ fn sigusr1_reopens_the_log_at_its_path_after_a_rename() {
     assert!(!lines.iter().any(|l| l.contains("/?before")), "{lines:?}");
     srv.assert_alive();
 }
+
+/// A head refused before it was read whole (no Host, an unsupported version, a header field
+/// too large, one too slow) gets its access-log line too, as nginx logs them: the first line
+/// as received and the error answer's body bytes.
+#[test]
+fn refused_heads_are_logged_with_their_first_line() {
+    let b = Builder::new("access-refused").config("[timeouts]\nheader_read = \"1s\"\n");
+    let log = b.dir().join("access.log");
+    let mut srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
+    let cases: [(&[u8], &str, u16); 3] = [
+        (b"GET /t.txt HTTP/1.1\r\n\r\n", "GET /t.txt HTTP/1.1", 400),
+        (b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", "GET / HTTP/2.0", 505),
+        (
+            b"\x16\x03\x01\x00\x05hello\r\n\r\n",
+            "\\x16\\x03\\x01\\x00\\x05hello",
+            400,
+        ),
+    ];
+    let mut bodies = Vec::new();
+    for (raw, _, status) in cases {
+        let r = srv.send(raw);
+        assert_eq!(r.status, status, "{raw:?}");
+        bodies.push(r.body.len());
+    }
+    let big = format!(
+        "GET /big HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "b".repeat(70_000)
+    );
+    let r = srv.send(big.as_bytes());
+    assert_eq!(r.status, 431);
+    let big_body = r.body.len();
+    // Half a head, then silence past the header-read timeout: 408.
+    let mut slow = srv.connect();
+    slow.send(b"GET /slow HTTP/1.1\r\nHo");
+    let r = slow.read_response().expect("a 408");
+    assert_eq!(r.status, 408);
+    let slow_body = r.body.len();
+    srv.signal(libc::SIGTERM);
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    let lines = wait_for_lines(&log, 5, Duration::ZERO);
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    let find = |what: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(&format!("\"{what}\"")))
+            .unwrap_or_else(|| panic!("no line for {what}: {lines:?}"))
+            .clone()
+    };
+    for ((_, line, status), body) in cases.iter().zip(bodies) {
+        check_line(&find(line), line, *status, body, "-", "-");
+    }
+    check_line(
+        &find("GET /big HTTP/1.1"),
+        "GET /big HTTP/1.1",
+        431,
+        big_body,
+        "-",
+        "-",
+    );
+    check_line(
+        &find("GET /slow HTTP/1.1"),
+        "GET /slow HTTP/1.1",
+        408,
+        slow_body,
+        "-",
+        "-",
+    );
+}

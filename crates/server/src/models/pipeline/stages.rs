@@ -374,6 +374,7 @@ fn over_conn_per_ip(conn: &Conn) -> String {
 /// Answers `status` to a request head that could not be read, then closes.
 pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
     log::info!("{}: {status} {reason}", conn.info.peer);
+    conn::log_refused(&conn.app, conn.info.client().ip(), conn.rbuf.data(), status);
     let enc = conn::encode_response(&mut conn.wbuf, conn::failure(status), None, false, b"");
     conn.phase = Phase::Send(Out {
         tail: enc.tail,
