@@ -276,6 +276,39 @@ fn sigterm_reaches_connection_processes_and_the_server_waits_for_them() {
     );
 }
 
+/// SIGTERM to the master alone, or to the whole process group at once (the server and its
+/// master each get it, in either order: `kill -TERM -PGID`, or a supervisor that signals every
+/// process): the server stops gracefully and exits 0, with no error.
+#[test]
+fn sigterm_to_the_master_or_the_group_is_a_graceful_stop() {
+    for whole_group in [false, true] {
+        let mut srv = Builder::new("process-group-term").start();
+        let master = master(&srv);
+        let mut c = srv.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.read_response().expect("response").body, INDEX_HTML);
+        if whole_group {
+            // Both, the master first: what a group signal can look like from the server.
+            // SAFETY: kill takes plain integers.
+            assert_eq!(unsafe { libc::kill(master, libc::SIGTERM) }, 0);
+            srv.signal(libc::SIGTERM);
+        } else {
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::kill(master, libc::SIGTERM) }, 0);
+        }
+        let status = srv
+            .wait_exit(Duration::from_secs(10))
+            .expect("the server did not exit");
+        let log = srv.log();
+        assert!(
+            status.success(),
+            "group {whole_group}: {status:?}; log:\n{log}"
+        );
+        assert!(!log.contains("ERROR"), "group {whole_group}:\n{log}");
+        assert!(gone(master), "the master outlived the server");
+    }
+}
+
 /// The `cache` object of `/_weft/status.json`, asked on a connection of its own (so of a
 /// connection process of its own).
 fn cache_status(srv: &Server) -> serde_json::Value {

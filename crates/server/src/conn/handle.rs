@@ -229,6 +229,15 @@ fn respond<T: Transport>(
                 Response::error(status)
             }
             None => {
+                // Closed or failed before its end: a 400 for the log (and, on a half-closed
+                // connection, for the client), as nginx's "client prematurely closed".
+                match err {
+                    crate::body::BodyError::Closed => log::info!(
+                        "{}: 400 request body cut short: the client closed its side",
+                        req.peer_addr()
+                    ),
+                    other => log::info!("{}: 400 request body: {other:?}", req.peer_addr()),
+                }
                 let mut r = Response::error(400);
                 r.close = true;
                 r

@@ -535,7 +535,15 @@ impl Master {
         let mut chunk = [0u8; conn::READ_BUF];
         match (&h.stream).read(&mut chunk[..want]) {
             Ok(0) => {
-                if had > 0 {
+                if matches!(h.stage, Stage::Body { .. }) {
+                    // As the other models: the request's 400, on the half-closed connection.
+                    answer_held(
+                        app,
+                        h,
+                        400,
+                        "request body cut short: the client closed its side",
+                    );
+                } else if had > 0 {
                     log::debug!("{}: closed in the middle of a request head", h.peer);
                 }
                 return self.close(fd);
@@ -786,25 +794,7 @@ impl Master {
                 // Not an HTTP client (yet): no 408, as the other models.
                 log::info!("{}: no PROXY header in time; connection closed", h.peer);
             } else if answers {
-                log::info!("{}: 408 {why}", h.peer);
-                // The PROXY header's client where the listener takes one, as the other models.
-                let client = h.proxied.flatten().unwrap_or(h.peer).ip();
-                conn::log_refused(app, client, &h.buf, 408);
-                let mut wbuf = Vec::new();
-                let out = conn::encode_response(&mut wbuf, conn::failure(408), None, false, b"");
-                debug_assert!(matches!(out.tail, conn::Tail::None));
-                // Best effort: a client that sends a head this slowly has room for 400 bytes.
-                let sent = (&h.stream).write(&wbuf).unwrap_or(0);
-                h.lm.response(408, sent as u64);
-                let _ = h.stream.shutdown(std::net::Shutdown::Write);
-                // Read what is pending, so the close sends no reset that could destroy the
-                // answer; bounded: the socket is non-blocking.
-                let mut scratch = [0u8; 4096];
-                for _ in 0..16 {
-                    if !matches!((&h.stream).read(&mut scratch), Ok(n) if n > 0) {
-                        break;
-                    }
-                }
+                answer_held(app, h, 408, why);
             }
             self.close(fd);
         }
@@ -931,6 +921,30 @@ impl Master {
         let rest: Vec<RawFd> = self.held.keys().copied().collect();
         for fd in rest {
             self.close(fd);
+        }
+    }
+}
+
+/// Answers `status` (408, 400) on a connection the master holds and is about to close, with
+/// the log lines every model writes: the reason in the error log, the access-log line with
+/// the head's first line. Best effort: a client that sends this slowly has room for a few
+/// hundred bytes; what it sent since is read (bounded: the socket is non-blocking) so that
+/// the close sends no reset that could destroy the answer.
+fn answer_held(app: &App, h: &Held, status: u16, why: &str) {
+    log::info!("{}: {status} {why}", h.peer);
+    // The PROXY header's client where the listener takes one, as the other models.
+    let client = h.proxied.flatten().unwrap_or(h.peer).ip();
+    conn::log_refused(app, client, &h.buf, status);
+    let mut wbuf = Vec::new();
+    let out = conn::encode_response(&mut wbuf, conn::failure(status), None, false, b"");
+    debug_assert!(matches!(out.tail, conn::Tail::None));
+    let sent = (&h.stream).write(&wbuf).unwrap_or(0);
+    h.lm.response(status, sent as u64);
+    let _ = h.stream.shutdown(std::net::Shutdown::Write);
+    let mut scratch = [0u8; 4096];
+    for _ in 0..16 {
+        if !matches!((&h.stream).read(&mut scratch), Ok(n) if n > 0) {
+            break;
         }
     }
 }
@@ -1188,6 +1202,14 @@ pub(crate) fn watch_master(pid: Pid, app: Arc<App>) -> io::Result<()> {
         if let Some((_, exit)) = sp::try_wait(pid)? {
             return match exit {
                 Exit::Code(0) if app.shutdown.is_set() => Ok(()),
+                // Stopped gracefully by a signal of its own: one sent to the whole process
+                // group (which reaches this process too, a moment later or earlier), or to
+                // the master alone. Either way the server stops as asked, not as a failure.
+                Exit::Code(0) => {
+                    log::info!("the process model's master was told to stop; shutting down");
+                    app.shutdown.begin();
+                    Ok(())
+                }
                 other => Err(io::Error::other(format!(
                     "the process model's master exited with {other:?}"
                 ))),

@@ -199,3 +199,47 @@ fn refused_heads_are_logged_with_their_first_line() {
         "-",
     );
 }
+
+/// A request whose body stops coming (408) or is cut short by the client closing its side
+/// (400) is answered and logged the same on every model: the answer, an error-log line, an
+/// access-log line with the request line.
+#[test]
+fn a_body_that_stops_or_is_cut_short_is_answered_and_logged() {
+    let b = Builder::new("access-body").config("[timeouts]\nbody_read = \"1s\"\n");
+    let log = b.dir().join("access.log");
+    let mut srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
+    let head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc";
+    let mut stalled = srv.connect();
+    stalled.send(head);
+    let r = stalled
+        .read_response()
+        .expect("an answer to the stalled body");
+    assert_eq!(r.status, 408);
+    assert!(r.closes(), "{r:?}");
+    let mut cut = srv.connect();
+    cut.send(head);
+    cut.shutdown_write();
+    let r = cut.read_response().expect("an answer to the cut body");
+    assert_eq!(r.status, 400);
+    srv.signal(libc::SIGTERM);
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    let lines = wait_for_lines(&log, 2, Duration::ZERO);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for status in [408, 400] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("\"POST /echo HTTP/1.1\" {status} "))),
+            "{status}: {lines:?}"
+        );
+    }
+    let errors = srv.log();
+    assert!(errors.contains(": 408 request body"), "{errors}");
+    assert!(
+        errors.contains(": 400 request body cut short: the client closed its side"),
+        "{errors}"
+    );
+}

@@ -338,8 +338,12 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
         }
         match c.rbuf.fill(&mut c.stream, max) {
             Ok(0) => {
-                log::debug!("{}: closed in the middle of a request body", c.info.peer);
-                return Next::Close(conn);
+                // As the other models: the request's 400, on the half-closed connection.
+                return fail(
+                    conn,
+                    400,
+                    "request body cut short: the client closed its side",
+                );
             }
             Ok(_) => {
                 c.maybe_unread = c.rbuf.is_full(max);
@@ -372,9 +376,18 @@ fn over_conn_per_ip(conn: &Conn) -> String {
 }
 
 /// Answers `status` to a request head that could not be read, then closes.
+/// A request whose head was read (its body read ahead timed out or was cut short) is logged
+/// as such once the answer is sent, as the other models log it; a head that was not is logged
+/// with its first line now.
 pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
     log::info!("{}: {status} {reason}", conn.info.peer);
-    conn::log_refused(&conn.app, conn.info.client().ip(), conn.rbuf.data(), status);
+    let req = match std::mem::replace(&mut conn.phase, Phase::Head) {
+        Phase::Body { req, .. } | Phase::Ready(req) => Some(req),
+        _ => {
+            conn::log_refused(&conn.app, conn.info.client().ip(), conn.rbuf.data(), status);
+            None
+        }
+    };
     let enc = conn::encode_response(&mut conn.wbuf, conn::failure(status), None, false, b"");
     conn.phase = Phase::Send(Out {
         tail: enc.tail,
@@ -382,9 +395,9 @@ pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
         sent: 0,
         keep_alive: false,
         status,
-        body_len: 0,
+        body_len: enc.body_len,
         first_out: None,
-        req: None,
+        req,
     });
     Next::Send(conn)
 }
