@@ -164,6 +164,7 @@ fn serve_with<T: Transport>(
                 crate::limits_ip::conn_limit(cfg, &info.listener),
                 info.client().ip()
             );
+            super::log_refused(app, info.client().ip(), rbuf.data(), 503);
             let bytes =
                 write_response(stream, wbuf, failure(503), None, false, b"").map_or(0, |s| s.0);
             info.listener.response(503, bytes);

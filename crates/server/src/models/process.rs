@@ -75,10 +75,6 @@ use crate::sys_process::{self as sp, Exit, Forked, Pid};
 
 /// How often the master looks for exited children while it waits at shutdown.
 const REAP_EVERY: Duration = Duration::from_millis(10);
-/// Answer to a client whose child could not be forked.
-const UNAVAILABLE: &[u8] =
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-
 /// Forks the master of the process listeners. Returns its pid in the calling process; in the
 /// master, serves until shutdown and exits (never returns). `close_in_master`: descriptors of
 /// the other models' sockets, which the master must not hold.
@@ -668,8 +664,10 @@ impl Master {
                     let h = &self.held[&fd];
                     let lm = h.lm.clone();
                     gate.warn(|| format!("{}: cannot fork a connection process: {e}", lm.addr));
-                    let _ = (&h.stream).write(UNAVAILABLE);
-                    lm.response(503, UNAVAILABLE.len() as u64);
+                    // A TLS client could not read a plaintext answer: it gets the close alone.
+                    if !lm.tls() {
+                        answer_held(app, h, 503, "no connection process could be forked");
+                    }
                     self.close(fd);
                     std::thread::sleep(ACCEPT_BACKOFF);
                 }
@@ -812,20 +810,29 @@ impl Master {
                 true
             }
             Err(_) => {
-                log::info!(
-                    "{}: 503 more than {} connections open from {client}",
-                    h.peer,
-                    crate::limits_ip::conn_limit(&app.cfg, &h.lm)
-                );
-                // A TLS client cannot read a plaintext answer before its handshake (and the
-                // master never holds a session): it gets the close alone.
-                let sent = if h.lm.tls() {
-                    0
+                let limit = crate::limits_ip::conn_limit(&app.cfg, &h.lm);
+                if h.lm.tls() {
+                    // A TLS client cannot read a plaintext answer before its handshake (and
+                    // the master never holds a session): it gets the close alone, which is
+                    // no response to count or log as one.
+                    log::info!(
+                        "{}: more than {limit} connections open from {client}; closed",
+                        h.peer
+                    );
+                    let _ = h.stream.shutdown(std::net::Shutdown::Write);
                 } else {
-                    (&h.stream).write(UNAVAILABLE).unwrap_or(0)
-                };
-                h.lm.response(503, sent as u64);
-                let _ = h.stream.shutdown(std::net::Shutdown::Write);
+                    // The other models' answer, and their log lines.
+                    log::info!(
+                        "{}: 503 more than {limit} connections open from {client}",
+                        h.peer
+                    );
+                    conn::log_refused(app, client, &h.buf, 503);
+                    let mut wbuf = Vec::new();
+                    conn::encode_response(&mut wbuf, conn::failure(503), None, false, b"");
+                    let sent = (&h.stream).write(&wbuf).unwrap_or(0);
+                    h.lm.response(503, sent as u64);
+                    let _ = h.stream.shutdown(std::net::Shutdown::Write);
+                }
                 self.close(fd);
                 false
             }

@@ -39,8 +39,11 @@ fn metric(srv: &Server, name: &str) -> u64 {
 
 #[test]
 fn conn_per_ip_answers_503_past_the_limit_and_frees_on_close() {
-    let srv = Builder::new("guards-conn")
-        .args(&["--conn-per-ip", "2", "--status"])
+    let b = Builder::new("guards-conn");
+    let access = b.dir().join("access.log");
+    let srv = b
+        .args(&["--conn-per-ip", "2", "--status", "--access-log"])
+        .args(&[access.to_str().unwrap()])
         .start();
     let mut a = srv.connect();
     served(&mut a);
@@ -51,6 +54,8 @@ fn conn_per_ip_answers_503_past_the_limit_and_frees_on_close() {
     let r = third.read_response().expect("an answer past the limit");
     assert_eq!(r.status, 503, "{r:?}");
     assert!(r.closes(), "a refused connection is closed: {r:?}");
+    // The same answer as every other error of every model: dated, with a page.
+    assert!(r.header("Date").is_some() && !r.body.is_empty(), "{r:?}");
     // The two held connections are still served.
     served(&mut a);
     served(&mut b);
@@ -75,6 +80,19 @@ fn conn_per_ip_answers_503_past_the_limit_and_frees_on_close() {
     served(&mut other);
     assert!(metric(&srv, "weft_limit_conn_rejected_total") >= 1);
     assert!(srv.log().contains("503 more than limits.conn_per_ip = 2"));
+    // And an access-log line (flushed within a second).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !std::fs::read_to_string(&access)
+        .unwrap_or_default()
+        .contains(" 503 ")
+    {
+        assert!(
+            std::time::Instant::now() < end,
+            "no 503 in the access log: {}",
+            std::fs::read_to_string(&access).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Behind a balancer with the PROXY protocol the count is per client, not per balancer.
