@@ -699,6 +699,10 @@ pub fn content_type(rel: &[u8]) -> &'static str {
         _ => return "application/octet-stream",
     };
     let ext = std::str::from_utf8(ext).unwrap_or("");
+    // JavaScript modules are JavaScript (RFC 9239: text/javascript, as for `.js`).
+    if ext.eq_ignore_ascii_case("mjs") {
+        return "text/javascript";
+    }
     mime_guess::from_ext(ext)
         .first_raw()
         .unwrap_or("application/octet-stream")
@@ -782,6 +786,9 @@ mod tests {
         assert_eq!(content_type(b"x.png"), "image/png");
         assert_eq!(content_type(b"noext"), "application/octet-stream");
         assert_eq!(content_type(b".hidden"), "application/octet-stream");
+        assert_eq!(content_type(b"app.js"), "text/javascript");
+        assert_eq!(content_type(b"mod.mjs"), "text/javascript");
+        assert_eq!(content_type(b"MOD.MJS"), "text/javascript");
     }
 
     #[test]
