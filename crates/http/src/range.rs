@@ -68,7 +68,15 @@ fn parse_one(p: &[u8]) -> Option<Raw> {
         return Some(Raw::FromTo(start, None));
     }
     let end = num(b)?;
-    (end >= start).then_some(Raw::FromTo(start, Some(end)))
+    // Compared as written: two positions past u64 both read as u64::MAX.
+    (digits_cmp(b, a) != std::cmp::Ordering::Less).then_some(Raw::FromTo(start, Some(end)))
+}
+
+/// Two runs of ASCII digits compared as the numbers they write, of any length.
+fn digits_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let strip = |d: &[u8]| -> usize { d.iter().position(|&c| c != b'0').unwrap_or(d.len()) };
+    let (a, b) = (&a[strip(a)..], &b[strip(b)..]);
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 fn resolve(r: Raw, size: u64) -> Option<(u64, u64)> {
@@ -83,11 +91,17 @@ fn resolve(r: Raw, size: u64) -> Option<(u64, u64)> {
     }
 }
 
+/// `1*DIGIT` as a position or length; one past `u64::MAX` reads as `u64::MAX`, which is past
+/// any representation's end (RFC 9110 §14.1.1 bounds neither: a last position past the end
+/// means the end, a first one past it is unsatisfiable, a suffix longer than the whole is
+/// the whole).
 fn num(d: &[u8]) -> Option<u64> {
-    if d.is_empty() || d.len() > 19 || !d.iter().all(u8::is_ascii_digit) {
+    if d.is_empty() || !d.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(d.iter().fold(0u64, |n, &b| n * 10 + u64::from(b - b'0')))
+    Some(d.iter().fold(0u64, |n, &b| {
+        n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+    }))
 }
 
 fn trim(mut b: &[u8]) -> &[u8] {
@@ -154,7 +168,32 @@ mod tests {
         assert_eq!(parse_range(b"bytes=abc", 1000), Full);
         assert_eq!(parse_range(b"items=0-1", 1000), Full);
         assert_eq!(parse_range(b"bytes=", 1000), Full);
-        assert_eq!(parse_range(b"bytes=99999999999999999999-", 1000), Full);
+        // Positions past u64: a first one is past the end, a last one means the end, a suffix
+        // that long is the whole; the order of two such is still checked as written.
+        assert_eq!(
+            parse_range(b"bytes=99999999999999999999-", 1000),
+            Unsatisfiable
+        );
+        assert_eq!(
+            parse_range(b"bytes=0-99999999999999999999999", 1000),
+            Single { start: 0, end: 999 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=-99999999999999999999999", 1000),
+            Single { start: 0, end: 999 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=99999999999999999999-99999999999999999998", 1000),
+            Full
+        );
+        assert_eq!(
+            parse_range(b"bytes=00099999999999999999998-99999999999999999999", 1000),
+            Unsatisfiable
+        );
+        assert_eq!(
+            parse_range(b"bytes=18446744073709551615-", u64::MAX),
+            Unsatisfiable
+        );
         let many = format!("bytes={}", vec!["0-1"; 17].join(","));
         assert_eq!(parse_range(many.as_bytes(), 1000), Full);
     }
