@@ -10,6 +10,48 @@ use std::time::Duration;
 
 use crate::sys;
 
+/// The error that ended a response after `sent` bytes of its body had gone out (a client that
+/// went away, a send timeout, a file that shrank): the access log records those bytes, as
+/// nginx's `$body_bytes_sent`. The error's kind is its source's.
+#[derive(Debug)]
+pub(crate) struct Cut {
+    sent: u64,
+    source: io::Error,
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (after {} body bytes)", self.source, self.sent)
+    }
+}
+
+impl std::error::Error for Cut {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// `e`, noting that `sent` bytes of the body went out before it (nothing to note for none).
+pub(crate) fn cut(sent: u64, e: io::Error) -> io::Error {
+    if sent == 0 || e.get_ref().is_some_and(|r| r.is::<Cut>()) {
+        e
+    } else {
+        io::Error::new(e.kind(), Cut { sent, source: e })
+    }
+}
+
+/// The body bytes that went out before the error `e` ended a response ([`cut`]).
+pub(crate) fn body_bytes_before(e: &io::Error) -> u64 {
+    e.get_ref()
+        .and_then(|r| r.downcast_ref::<Cut>())
+        .map_or(0, |c| c.sent)
+}
+
+/// Bytes of the second buffer among the first `off` of `a` then it.
+fn body_sent(off: usize, a: &[u8]) -> u64 {
+    off.saturating_sub(a.len()) as u64
+}
+
 /// A bidirectional byte stream with timeouts and a zero-copy file path.
 pub trait Transport: Read + Write {
     /// Bounds the next reads: a read that waits longer fails with `WouldBlock` or `TimedOut`.
@@ -31,36 +73,49 @@ pub trait Transport: Read + Write {
         self.write_all(head)
     }
 
-    /// Writes all of `bufs` (e.g. a head and a body) with as few system calls as possible.
+    /// Writes all of `bufs` (e.g. a head and a body) with as few system calls as possible. An
+    /// error after part of `b` went out says how much ([`cut`]).
     fn write_all_vectored2(&mut self, a: &[u8], b: &[u8]) -> io::Result<()> {
         let mut off = 0usize;
         let total = a.len() + b.len();
         while off < total {
             let n = if off < a.len() {
-                self.write_vectored(&[IoSlice::new(&a[off..]), IoSlice::new(b)])?
+                self.write_vectored(&[IoSlice::new(&a[off..]), IoSlice::new(b)])
             } else {
-                self.write(&b[off - a.len()..])?
+                self.write(&b[off - a.len()..])
             };
-            if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
+            match n {
+                Ok(0) => return Err(cut(body_sent(off, a), io::ErrorKind::WriteZero.into())),
+                Ok(n) => off += n,
+                Err(e) => return Err(cut(body_sent(off, a), e)),
             }
-            off += n;
         }
         Ok(())
     }
 
     /// Sends `len` bytes of `file` from `offset`. The default copies through user space;
-    /// socket transports override it with `sendfile(2)`.
+    /// socket transports override it with `sendfile(2)`. An error after part of it went out
+    /// says how much ([`cut`]), as every override does.
     fn send_file(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
-        use std::io::{Seek, SeekFrom};
-        let mut f = file;
-        f.seek(SeekFrom::Start(offset))?;
-        let copied = io::copy(&mut f.take(len), self)?;
-        if copied < len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "file shrank while being sent",
-            ));
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut sent = 0u64;
+        while sent < len {
+            let want = usize::try_from(len - sent).map_or(buf.len(), |n| n.min(buf.len()));
+            let n = match file.read_at(&mut buf[..want], offset + sent) {
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    );
+                    return Err(cut(sent, e));
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(cut(sent, e)),
+            };
+            self.write_all(&buf[..n]).map_err(|e| cut(sent, e))?;
+            sent += n as u64;
         }
         Ok(())
     }
@@ -90,14 +145,20 @@ impl BlockingStream {
         }
     }
 
-    fn send_file_nonblocking(&mut self, file: &File, mut offset: u64, len: u64) -> io::Result<()> {
+    fn send_file_nonblocking(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        let mut at = offset;
+        self.send_file_loop(file, &mut at, offset + len)
+            .map_err(|e| cut(at - offset, e))
+    }
+
+    /// Sends the file from `*offset` (advanced as bytes go out) to `end`.
+    fn send_file_loop(&mut self, file: &File, offset: &mut u64, end: u64) -> io::Result<()> {
         let fd = self.inner.as_raw_fd();
-        let end = offset + len;
-        while offset < end {
-            let chunk = usize::try_from(end - offset)
+        while *offset < end {
+            let chunk = usize::try_from(end - *offset)
                 .unwrap_or(usize::MAX)
                 .min(1 << 30);
-            match sys::sendfile(fd, file, &mut offset, chunk) {
+            match sys::sendfile(fd, file, offset, chunk) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,

@@ -245,7 +245,11 @@ fn serve_with<T: Transport>(
                 body_len
             }
             Err(e) => {
-                log::debug!("{}: write failed: {e}", info.peer);
+                // Cut short (the client went away, or stopped reading past the send
+                // timeout): logged with the body bytes that went out, as nginx logs it.
+                let sent = crate::net::body_bytes_before(&e);
+                log::info!("{}: {status} response cut short: {e}", info.peer);
+                log_access(app, req, status, sent);
                 return Ok(Served::Closed);
             }
         };

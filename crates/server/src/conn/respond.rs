@@ -189,16 +189,17 @@ fn send_stream<T: Transport>(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        sent += n as u64;
-        if chunked {
+        let written = if chunked {
             let mut line = [0u8; 18];
             let k = weft_http::chunked::encode_size_line(n, &mut line);
             buf[PAD - k..PAD].copy_from_slice(&line[..k]);
             buf[PAD + n..PAD + n + 2].copy_from_slice(weft_http::chunked::CHUNK_END);
-            stream.write_all(&buf[PAD - k..PAD + n + 2])?;
+            stream.write_all(&buf[PAD - k..PAD + n + 2])
         } else {
-            stream.write_all(&buf[PAD..PAD + n])?;
-        }
+            stream.write_all(&buf[PAD..PAD + n])
+        };
+        written.map_err(|e| crate::net::cut(sent, e))?;
+        sent += n as u64;
     }
     if limit.is_some_and(|l| sent < l) {
         return Err(io::Error::new(

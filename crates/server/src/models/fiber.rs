@@ -254,7 +254,23 @@ impl crate::net::Transport for FiberStream {
     }
 
     fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
-        self.sendfile_all(file, offset, len)
+        // `sendfile_all`, counting what went out for an error's `net::cut`.
+        let mut sent = 0u64;
+        while sent < len {
+            let chunk = usize::try_from(len - sent).unwrap_or(usize::MAX);
+            match self.sendfile(file, offset + sent, chunk) {
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file ended before the requested range",
+                    );
+                    return Err(crate::net::cut(sent, e));
+                }
+                Ok(n) => sent += n as u64,
+                Err(e) => return Err(crate::net::cut(sent, e)),
+            }
+        }
+        Ok(())
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {

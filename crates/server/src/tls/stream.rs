@@ -356,10 +356,24 @@ impl<T: Transport> TlsStream<'_, T> {
         &mut self,
         buf: &mut [u8],
         file: &File,
-        mut offset: u64,
+        offset: u64,
         len: u64,
     ) -> io::Result<()> {
-        let end = offset + len;
+        let mut at = offset;
+        self.send_file_from(buf, file, &mut at, offset + len)
+            .map_err(|e| crate::net::cut(at - offset, e))
+    }
+
+    /// Sends the file from `*offset` (advanced as bytes are handed to the session) to `end`.
+    fn send_file_from(
+        &mut self,
+        buf: &mut [u8],
+        file: &File,
+        offset: &mut u64,
+        end: u64,
+    ) -> io::Result<()> {
+        let offset_ref = offset;
+        let mut offset = *offset_ref;
         while offset < end {
             let want = usize::try_from(end - offset).map_or(buf.len(), |n| n.min(buf.len()));
             let n = match file.read_at(&mut buf[..want], offset) {
@@ -375,6 +389,7 @@ impl<T: Transport> TlsStream<'_, T> {
             };
             self.write_all(&buf[..n])?;
             offset += n as u64;
+            *offset_ref = offset;
         }
         // The head alone, for an empty range.
         self.flush_tls()

@@ -243,3 +243,62 @@ fn a_body_that_stops_or_is_cut_short_is_answered_and_logged() {
         "{errors}"
     );
 }
+
+/// A response cut short, by a client that stops reading (past the send timeout) or that goes
+/// away, is logged with the body bytes that went out (as nginx's `$body_bytes_sent`), and the
+/// error log says why.
+#[test]
+fn a_response_cut_short_is_logged_with_the_bytes_sent() {
+    use std::io::Read;
+    const SIZE: usize = 24 << 20;
+    let big: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    let b = Builder::new("access-cut")
+        .config("[timeouts]\nsend = \"1s\"\n")
+        .file("big.bin", &big);
+    let log = b.dir().join("access.log");
+    let srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
+    let fetch_some = |target: &str| {
+        let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+        s.write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut got = vec![0u8; 64 * 1024];
+        s.read_exact(&mut got).unwrap();
+        s
+    };
+    use std::io::Write;
+    // Stops reading: the send timeout ends the response.
+    let stalled = fetch_some("/big.bin?stalled");
+    // Goes away.
+    drop(fetch_some("/big.bin?gone"));
+    let end = Instant::now() + Duration::from_secs(15);
+    let lines = loop {
+        let lines = wait_for_lines(&log, 2, Duration::from_secs(1));
+        if lines.len() >= 2 || Instant::now() > end {
+            break lines;
+        }
+    };
+    drop(stalled);
+    assert_eq!(lines.len(), 2, "{lines:?}\n{}", srv.log());
+    for which in ["stalled", "gone"] {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("\"GET /big.bin?{which} HTTP/1.1\" 200 ")))
+            .unwrap_or_else(|| panic!("no line for {which}: {lines:?}"));
+        let bytes: u64 = line
+            .split("\" 200 ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(
+            bytes > 0 && bytes < SIZE as u64,
+            "{which}: {bytes} bytes: {line}"
+        );
+    }
+    let errors = srv.log();
+    assert_eq!(
+        errors.matches("200 response cut short").count(),
+        2,
+        "{errors}"
+    );
+}

@@ -376,7 +376,10 @@ fn expire(p: &Pipeline) {
             }
             // An idle connection closes silently (no 408 between requests).
             Wait::Request => {}
-            Wait::Writable => log::debug!("{}: send timeout", conn.info.peer),
+            Wait::Writable => match &conn.phase {
+                super::Phase::Send(out) => super::stages::log_cut(&conn, out, &"send timeout"),
+                _ => log::debug!("{}: send timeout", conn.info.peer),
+            },
             Wait::Linger => {}
         }
     }

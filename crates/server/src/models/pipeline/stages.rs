@@ -493,7 +493,11 @@ fn respond<T: Transport>(
                 out.body_len = body_len;
             }
             Err(e) => {
-                log::debug!("{}: streamed response failed: {e}", c.info.peer);
+                // Logged with the body bytes that went out, as the other models log it.
+                log::info!("{}: {status} response cut short: {e}", c.info.peer);
+                if let Some(req) = &out.req {
+                    conn::log_access(app, req, status, crate::net::body_bytes_before(&e));
+                }
                 return None;
             }
         }
@@ -501,6 +505,20 @@ fn respond<T: Transport>(
         out.tail = enc.tail;
     }
     Some(out)
+}
+
+/// A response cut short (the client went away, or stopped reading past the send timeout):
+/// logged with the body bytes that went out, as the other models log it.
+pub(crate) fn log_cut(conn: &Conn, out: &Out, why: &dyn std::fmt::Display) {
+    log::info!(
+        "{}: {} response cut short: {why}",
+        conn.info.peer,
+        out.status
+    );
+    if let Some(req) = &out.req {
+        let head = out.total - out.body_len;
+        conn::log_access(&conn.app, req, out.status, out.sent.saturating_sub(head));
+    }
 }
 
 /// Send: writes as much of the response as the socket takes (vectored head and body, or head
@@ -536,7 +554,7 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
-                log::debug!("{}: write failed: {e}", conn.info.peer);
+                log_cut(&conn, &out, &e);
                 return Next::Close(conn);
             }
         }
