@@ -375,10 +375,9 @@ fn over_conn_per_ip(conn: &Conn) -> String {
     )
 }
 
-/// Answers `status` to a request head that could not be read, then closes.
-/// A request whose head was read (its body read ahead timed out or was cut short) is logged
-/// as such once the answer is sent, as the other models log it; a head that was not is logged
-/// with its first line now.
+/// Answers `status` to a request that could not be read (its head, or the body read ahead),
+/// then closes. A request whose head was read is logged as such once the answer is sent, as
+/// the other models log it; a head that was not is logged with its first line now.
 pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
     log::info!("{}: {status} {reason}", conn.info.peer);
     let req = match std::mem::replace(&mut conn.phase, Phase::Head) {
