@@ -497,7 +497,20 @@ fn hsts_on_tls_responses_only_and_redirect_https_from_plain() {
             "[[listen]]\naddr = \"127.0.0.1:0\"\nmodel = \"{model}\"\nredirect_https = true\n\
              [[listen]]\naddr = \"127.0.0.1:0\"\nmodel = \"{model}\"\ntls = true\n"
         );
-        let mut cmd_server = Server::start(model, &dir, &cert, &config, &[]);
+        let challenge = dir.join("root/.well-known/acme-challenge");
+        std::fs::create_dir_all(&challenge).unwrap();
+        std::fs::write(challenge.join("tok-1"), b"tok-1.key\n").unwrap();
+        let mut cmd_server = Server::start(model, &dir, &cert, &config, &["--health", "/healthz"]);
+        // The health check and ACME's HTTP-01 challenge are answered over plain HTTP.
+        for (path, body) in [
+            ("/healthz", &b"ok\n"[..]),
+            ("/.well-known/acme-challenge/tok-1", b"tok-1.key\n"),
+        ] {
+            let mut s = TcpStream::connect(cmd_server.http).unwrap();
+            s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+            let r = get(&mut s, path, true);
+            assert_eq!((r.status, r.body.as_slice()), (200, body), "{model} {path}");
+        }
         let mut plain = TcpStream::connect(cmd_server.http).unwrap();
         plain.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         write!(

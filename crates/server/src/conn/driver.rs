@@ -206,7 +206,7 @@ fn serve_with<T: Transport>(
         refill_request(req, parser, rbuf, head_len, info, &cfg.real_ip_from);
         let req = &*req;
         let mut keep_alive = false;
-        let resp = match crate::tls::redirect(info, req, &mut keep_alive) {
+        let resp = match crate::tls::redirect(app, info, req, &mut keep_alive) {
             Some(redirect) => redirect,
             None => handle(stream, rbuf, app, req, limits, &mut times, &mut keep_alive),
         };

@@ -177,7 +177,7 @@ impl StaticFiles {
                 return Response::error(400);
             }
         };
-        if norm.has_dot_segment && !self.cfg.dotfiles {
+        if norm.has_dot_segment && !self.cfg.dotfiles && !well_known(&norm.rel) {
             return Response::error(403);
         }
         let rel: &[u8] = if norm.rel.is_empty() { b"." } else { &norm.rel };
@@ -690,6 +690,14 @@ fn directory_location(rel: &[u8], query: Option<&str>) -> String {
     out
 }
 
+/// True for a path under `/.well-known/` (RFC 8615: ACME's HTTP-01 challenges, security.txt)
+/// with no other dot segment: served although dotfiles are not, as nginx setups that deny
+/// dotfiles keep `location ^~ /.well-known/` open.
+fn well_known(rel: &[u8]) -> bool {
+    let mut segments = rel.split(|&b| b == b'/');
+    segments.next() == Some(b".well-known") && segments.all(|s| s.first() != Some(&b'.'))
+}
+
 /// The MIME type from the file extension; `application/octet-stream` when unknown.
 /// Text types carry no charset, as nginx's defaults.
 pub fn content_type(rel: &[u8]) -> &'static str {
@@ -777,6 +785,18 @@ mod tests {
         ] {
             assert_eq!(with_charset(content_type(file.as_bytes())), ct, "{file}");
         }
+    }
+
+    #[test]
+    fn well_known_paths_are_not_dotfiles() {
+        assert!(well_known(b".well-known/acme-challenge/tok-EN_1"));
+        assert!(well_known(b".well-known/security.txt"));
+        assert!(well_known(b".well-known"));
+        assert!(!well_known(b".well-known/.secret"));
+        assert!(!well_known(b".well-known/a/.git/config"));
+        assert!(!well_known(b".git/config"));
+        assert!(!well_known(b"a/.well-known/x"));
+        assert!(!well_known(b".well-knownx/y"));
     }
 
     #[test]

@@ -473,16 +473,41 @@ pub(crate) fn extra_headers<'a>(app: &'a crate::App, info: &ConnInfo) -> &'a [u8
 /// request body is not read: the connection closes after the answer, as nginx's `return 308`
 /// discards it). `None` elsewhere, `keep_alive` untouched.
 #[inline]
-pub(crate) fn redirect(info: &ConnInfo, req: &Request, keep_alive: &mut bool) -> Option<Response> {
+pub(crate) fn redirect(
+    app: &crate::App,
+    info: &ConnInfo,
+    req: &Request,
+    keep_alive: &mut bool,
+) -> Option<Response> {
     // Meant to be inlined: the usual answer (no redirect on this listener) costs no call.
     if !info.listener.redirect_https() || info.tls.get().is_some() {
         return None;
     }
-    Some(redirect_to_https(info, req, keep_alive))
+    redirect_to_https(app, info, req, keep_alive)
 }
 
-/// The 308 of [`redirect`], and whether the connection may stay open (`keep_alive`).
-fn redirect_to_https(info: &ConnInfo, req: &Request, keep_alive: &mut bool) -> Response {
+/// Paths a plain listener with `redirect_https` still serves over plain HTTP: ACME's
+/// HTTP-01 challenges (a certificate is fetched over port 80 before there is one to redirect
+/// to, as nginx setups keep a `location /.well-known/acme-challenge/` in the port-80 server).
+const PLAIN_PREFIXES: &[&str] = &["/.well-known/acme-challenge/"];
+
+/// The 308 of [`redirect`], and whether the connection may stay open (`keep_alive`); `None`
+/// for the health check (a load balancer probes the port it balances, and counts a 3xx as
+/// down) and ACME challenges ([`PLAIN_PREFIXES`]).
+#[cold]
+fn redirect_to_https(
+    app: &crate::App,
+    info: &ConnInfo,
+    req: &Request,
+    keep_alive: &mut bool,
+) -> Option<Response> {
+    let path = req.path();
+    let health = &app.cfg.health.path;
+    if (!health.is_empty() && path == health.as_str())
+        || PLAIN_PREFIXES.iter().any(|p| path.starts_with(p))
+    {
+        return None;
+    }
     // The effective host: an absolute-form target's authority before the Host field.
     let host = req
         .host()
@@ -509,7 +534,7 @@ fn redirect_to_https(info: &ConnInfo, req: &Request, keep_alive: &mut bool) -> R
         resp.close = true;
     }
     *keep_alive = no_body && req.keep_alive();
-    resp
+    Some(resp)
 }
 
 /// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.

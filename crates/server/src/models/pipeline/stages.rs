@@ -461,7 +461,7 @@ fn respond<T: Transport>(
     let cfg = &app.cfg;
     let limits = cfg.limits.http();
     let mut keep_alive = false;
-    let resp = match crate::tls::redirect(c.info, &req, &mut keep_alive) {
+    let resp = match crate::tls::redirect(app, c.info, &req, &mut keep_alive) {
         Some(redirect) => redirect,
         None => conn::handle(stream, c.rbuf, app, &req, &limits, c.times, &mut keep_alive),
     };
