@@ -149,9 +149,10 @@ pub fn kill_group(pgid: Pid, sig: libc::c_int) -> io::Result<()> {
         // kill(0) or kill(-1) would signal our own group or every process we may signal.
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
-    // SAFETY: kill takes no pointers. Callers pass the id of an unreaped child they started as
-    // the leader of its own group (`process_group(0)`): while the leader is unreaped its id
-    // cannot be reused, so the group is the one that child made.
+    // SAFETY: kill takes no pointers. Callers pass the id of a child they started as the
+    // leader of its own group (`process_group(0)`), unreaped or reaped just before: while the
+    // leader is unreaped, or any member of its group lives, the id cannot be reused, so the
+    // group is the one that child made (with no member left the call fails with ESRCH).
     match cvt(unsafe { libc::kill(-pgid, sig) }) {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
         r => r.map(drop),

@@ -187,7 +187,9 @@ fn send_stream<T: Transport>(
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            // The body's source failed (an upstream that closed or timed out, a script
+            // killed): the response ends cut, with what went out noted for the log.
+            Err(e) => return Err(crate::net::cut(sent, e)),
         };
         let written = if chunked {
             let mut line = [0u8; 18];
@@ -202,13 +204,16 @@ fn send_stream<T: Transport>(
         sent += n as u64;
     }
     if limit.is_some_and(|l| sent < l) {
-        return Err(io::Error::new(
+        let e = io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "streamed body shorter than its length",
-        ));
+        );
+        return Err(crate::net::cut(sent, e));
     }
     if chunked {
-        stream.write_all(weft_http::chunked::LAST_CHUNK)?;
+        stream
+            .write_all(weft_http::chunked::LAST_CHUNK)
+            .map_err(|e| crate::net::cut(sent, e))?;
     }
     Ok(sent)
 }

@@ -641,17 +641,20 @@ impl Drop for Running {
 }
 
 /// SIGKILL to the child's process group, then waits for the child (a killed process exits at
-/// once; the short wait goes to the blocking pool on a fiber).
+/// once; the short wait goes to the blocking pool on a fiber). Called for a script given up on
+/// (past its deadline, or its answer abandoned), never after a clean end of output: the group
+/// dies even when the script itself has exited, since what it left running there (`cmd &`)
+/// may be what holds the output open. Its group id stays taken while any member lives, so the
+/// signal reaches nothing else.
 fn kill_and_reap(mut child: Child) {
-    // Exited already: try_wait has reaped it. (What it left running in its group lives on,
-    // as with any server that does not track a script's descendants after a clean exit.)
-    if !matches!(child.try_wait(), Ok(None)) {
-        return;
-    }
+    let exited = !matches!(child.try_wait(), Ok(None));
     let pid = libc::pid_t::try_from(child.id()).unwrap_or(0);
     if let Err(e) = sys_process::kill_group(pid, libc::SIGKILL) {
         log::error!("cgi: killing process group {pid}: {e}");
         let _ = child.kill();
+    }
+    if exited {
+        return;
     }
     weft_fiber::spawn_blocking(move || {
         let _ = child.wait();

@@ -128,6 +128,12 @@ fn start(name: &str, timeout: Option<&str>) -> (Server, PathBuf) {
         "slow.sh",
         "#!/bin/sh\necho $$ > slow.pid\nsleep 30 &\necho $! > slow-child.pid\nwait\n",
     );
+    // Answers, leaves a child in its group holding its output open, and exits.
+    script(
+        &cgi,
+        "bgchild.sh",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nbg\\n'\nsleep 30 &\necho $! > bgchild.pid\nexit 0\n",
+    );
     // Starts its response, then stalls.
     script(
         &cgi,
@@ -542,6 +548,19 @@ fn a_script_past_its_timeout_is_killed_with_its_children_and_gets_504() {
         "stalled script {stall} still runs"
     );
     assert!(srv.log().contains("timed out"), "{}", srv.log());
+    // A script that exited leaving a child that holds its output open: the output never ends,
+    // and at the timeout its group (the child) is killed too.
+    let mut c = srv.connect();
+    c.send(b"GET /cgi-bin/bgchild.sh HTTP/1.1\r\nHost: x\r\n\r\n");
+    match c.read_response() {
+        Err(ReadError::Truncated(_)) => {}
+        other => panic!("expected a truncated response, got {other:?}"),
+    }
+    let bg = read_pid(&cgi.join("bgchild.pid"));
+    assert!(
+        gone_within(bg, Duration::from_secs(5)),
+        "the exited script's child {bg} still runs"
+    );
     srv.assert_alive();
 }
 

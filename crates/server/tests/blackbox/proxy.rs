@@ -1096,3 +1096,96 @@ fn request_buffering_keeps_bad_bodies_from_the_upstream() {
     let log = s.log();
     assert!(log.contains("nothing went upstream"), "{log}");
 }
+
+/// An idle pooled upstream connection is closed once `idle_timeout` has passed, whether or not
+/// another request comes (as nginx's upstream `keepalive_timeout`), so the upstream is not left
+/// holding it, nor the proxy a connection the upstream closed.
+#[test]
+fn idle_pooled_connections_close_on_time_without_another_request() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        // One request, answered keep-alive.
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(
+                s.read(&mut b).unwrap(),
+                1,
+                "the proxy closed before its request"
+            );
+            head.push(b[0]);
+        }
+        s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .unwrap();
+        let answered = Instant::now();
+        // Then nothing: the proxy's close (EOF) or the read timeout ends this.
+        let end = s.read(&mut b);
+        let _ = tx.send((end.map_err(|e| e.kind()), answered.elapsed()));
+    });
+    let s = proxy_config(
+        "proxy-idle-close",
+        &addr.to_string(),
+        "idle_timeout = \"1s\"",
+    );
+    let r = s.get("/up/x");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
+    let (end, after) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(end, Ok(0), "not closed by the proxy (after {after:?})");
+    // A process-model connection process takes its pool with it when its client leaves.
+    let kept = model_name() != "process";
+    assert!(
+        (!kept || after >= Duration::from_millis(900)) && after < Duration::from_secs(8),
+        "closed {after:?} after the answer (idle_timeout 1 s)"
+    );
+}
+
+/// An upstream that ends a response early: the client's body is cut (never presented as
+/// whole) and the access log has the body bytes that went out, as nginx's.
+#[test]
+fn a_response_the_upstream_cuts_is_logged_with_the_bytes_sent() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b).unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(b[0]);
+        }
+        // 100,000 promised, 30,000 sent, then the connection ends.
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+        let _ = s.write_all(&[b'x'; 30_000]);
+    });
+    let b = Builder::new("proxy-cut-log");
+    let log = b.dir().join("access.log");
+    let mut srv = b
+        .config(&format!(
+            "[[proxy]]\nprefix = \"/up/\"\nupstream = \"http://{addr}\"\n"
+        ))
+        .args(&["--access-log", log.to_str().unwrap()])
+        .start();
+    let mut c = srv.connect();
+    c.send(b"GET /up/cut HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(
+        c.read_response().is_err(),
+        "a cut body must not read as a whole response"
+    );
+    srv.signal(libc::SIGTERM);
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("\"GET /up/cut HTTP/1.1\" 200 30000 "),
+        "{text}\n{}",
+        srv.log()
+    );
+}

@@ -34,7 +34,7 @@ pub struct Upstream {
     pub(super) connect_timeout: Duration,
     pub(super) read_timeout: Duration,
     limits: Limits,
-    pub(super) pool: Pool,
+    pub(super) pool: std::sync::Arc<Pool>,
     /// `request_buffering`: the whole body is read before the upstream is contacted.
     buffering: bool,
 }
