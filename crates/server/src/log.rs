@@ -20,7 +20,12 @@ impl log::Log for StderrLogger {
         if self.enabled(r.metadata()) {
             let date = weft_http::date::now();
             let date = std::str::from_utf8(&date).unwrap_or("");
-            let _ = writeln!(io::stderr().lock(), "{date} [{}] {}", r.level(), r.args());
+            // One write(2) per line: the process model's connection processes share stderr,
+            // and a line written in pieces could be interleaved with another process's
+            // (writes up to PIPE_BUF to a pipe, and any write to an O_APPEND file, land whole).
+            let mut line = Vec::with_capacity(160);
+            let _ = writeln!(line, "{date} [{}] {}", r.level(), r.args());
+            let _ = io::stderr().lock().write_all(&line);
         }
     }
     fn flush(&self) {}

@@ -191,12 +191,38 @@ impl Read for BlockingStream {
     }
 }
 
+impl BlockingStream {
+    /// Runs `send` (a non-blocking send) until it takes bytes, waiting for room up to the
+    /// write timeout each time it finds none: `timeouts.send` bounds each wait without
+    /// progress, as nginx's `send_timeout`. (`SO_SNDTIMEO` restarts with every call and lets
+    /// a call that took some bytes before the wait count as progress, so a reader that
+    /// stopped held the thread two or three times as long.)
+    fn send_waiting(
+        &mut self,
+        mut send: impl FnMut(RawFd) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let fd = self.inner.as_raw_fd();
+        loop {
+            match send(fd) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let wait = self.write_timeout.unwrap_or(Duration::MAX);
+                    if !sys::poll_writable(fd, wait)? {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout"));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+}
+
 impl Write for BlockingStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(buf)
+        self.send_waiting(|fd| sys::send_nowait(fd, buf, 0))
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.inner.write_vectored(bufs)
+        self.send_waiting(|fd| sys::sendmsg_nowait(fd, bufs))
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -229,11 +255,9 @@ impl Transport for BlockingStream {
 
     fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
         while !head.is_empty() {
-            match sys::send_more(self.inner.as_raw_fd(), head) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => head = &head[n..],
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+            match self.send_waiting(|fd| sys::send_nowait(fd, head, libc::MSG_MORE))? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => head = &head[n..],
             }
         }
         Ok(())

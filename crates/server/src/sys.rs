@@ -49,6 +49,42 @@ pub fn send_more(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// `send(2)` that never blocks (`MSG_DONTWAIT`, whatever the socket's mode), with `flags`
+/// added (`MSG_MORE`); `MSG_NOSIGNAL`: a closed peer is an error, not SIGPIPE.
+pub fn send_nowait(fd: RawFd, buf: &[u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `buf` is a valid readable slice of `buf.len()` bytes; `fd` is borrowed from a live
+    // socket by the caller.
+    let n = unsafe {
+        libc::send(
+            fd,
+            buf.as_ptr().cast(),
+            buf.len(),
+            flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// `sendmsg(2)` of `bufs`, never blocking, as [`send_nowait`].
+pub fn sendmsg_nowait(fd: RawFd, bufs: &[std::io::IoSlice<'_>]) -> io::Result<usize> {
+    // SAFETY: msghdr is plain old data; all-zero is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSlice is guaranteed ABI-compatible with iovec on Unix; sendmsg only reads them.
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    // SAFETY: `msg` points at `bufs`, valid for the call; `fd` is borrowed from a live socket.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// `shutdown(2)` with `how` = `libc::SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`. Used to wake a
 /// thread blocked reading an idle connection during graceful shutdown.
 pub fn shutdown(fd: RawFd, how: libc::c_int) -> io::Result<()> {

@@ -642,3 +642,37 @@ fn status_counts_the_connections_the_master_holds() {
     }
     drop(conns);
 }
+
+/// Connection processes share the server's stderr: each error-log line is written whole, so
+/// lines from many at once never interleave.
+#[test]
+fn error_log_lines_of_concurrent_connection_processes_stay_whole() {
+    let srv = Builder::new("process-log-lines").start();
+    for _ in 0..5 {
+        let clients: Vec<_> = (0..40)
+            .map(|_| {
+                let mut c = srv.connect();
+                // No Host: each connection process answers 400 and logs why.
+                c.send(
+                    b"GET /index.html HTTP/1.1\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
+                );
+                c
+            })
+            .collect();
+        for mut c in clients {
+            assert_eq!(c.read_response().expect("an answer").status, 400);
+        }
+    }
+    let log = srv.log();
+    let refused = log.lines().filter(|l| l.contains("without Host")).count();
+    assert!(refused >= 200, "{refused} lines for 200 refusals:\n{log}");
+    for line in log.lines() {
+        let days = [
+            "Mon, ", "Tue, ", "Wed, ", "Thu, ", "Fri, ", "Sat, ", "Sun, ",
+        ];
+        assert!(
+            days.iter().any(|d| line.starts_with(d)) && line.matches(" GMT [").count() == 1,
+            "a broken line: {line:?}"
+        );
+    }
+}

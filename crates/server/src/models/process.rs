@@ -532,13 +532,13 @@ impl Master {
         match (&h.stream).read(&mut chunk[..want]) {
             Ok(0) => {
                 if matches!(h.stage, Stage::Body { .. }) {
-                    // As the other models: the request's 400, on the half-closed connection.
-                    answer_held(
-                        app,
-                        h,
-                        400,
-                        "request body cut short: the client closed its side",
-                    );
+                    // The client closed its side before the end of the body: a child serves
+                    // the request as the other models do (a handler that reads the body
+                    // meets its end and answers 400; one that does not answers as usual).
+                    h.stage = Stage::Queued;
+                    let _ = self.epoll.delete(fd);
+                    self.queue.push_back(fd);
+                    return;
                 } else if had > 0 {
                     log::debug!("{}: closed in the middle of a request head", h.peer);
                 }
@@ -826,7 +826,7 @@ impl Master {
                         "{}: 503 more than {limit} connections open from {client}",
                         h.peer
                     );
-                    conn::log_refused(app, client, &h.buf, 503);
+                    log_refused_now(app, client, &h.buf, 503);
                     let mut wbuf = Vec::new();
                     conn::encode_response(&mut wbuf, conn::failure(503), None, false, b"");
                     let sent = (&h.stream).write(&wbuf).unwrap_or(0);
@@ -932,6 +932,16 @@ impl Master {
     }
 }
 
+/// The access-log line of a request the master refused, written out at once: a line left in
+/// the master's buffer would be copied into every child forked after it and written again by
+/// each (the children flush what they inherit).
+fn log_refused_now(app: &App, client: std::net::IpAddr, received: &[u8], status: u16) {
+    conn::log_refused(app, client, received, status);
+    if let Some(l) = &app.access_log {
+        l.flush();
+    }
+}
+
 /// Answers `status` (408, 400) on a connection the master holds and is about to close, with
 /// the log lines every model writes: the reason in the error log, the access-log line with
 /// the head's first line. Best effort: a client that sends this slowly has room for a few
@@ -941,7 +951,7 @@ fn answer_held(app: &App, h: &Held, status: u16, why: &str) {
     log::info!("{}: {status} {why}", h.peer);
     // The PROXY header's client where the listener takes one, as the other models.
     let client = h.proxied.flatten().unwrap_or(h.peer).ip();
-    conn::log_refused(app, client, &h.buf, status);
+    log_refused_now(app, client, &h.buf, status);
     let mut wbuf = Vec::new();
     let out = conn::encode_response(&mut wbuf, conn::failure(status), None, false, b"");
     debug_assert!(matches!(out.tail, conn::Tail::None));

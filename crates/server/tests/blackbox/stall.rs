@@ -90,3 +90,55 @@ fn a_stalled_reader_delays_no_one_and_is_closed_by_the_send_timeout() {
     );
     srv.assert_alive();
 }
+
+/// The send timeout bounds each wait without progress, whatever writes the response (cached
+/// bodies go out with vectored writes, files with sendfile): a reader that stops is dropped
+/// about `timeouts.send` after the server's buffer filled, not two or three times that (the
+/// thread model's blocking writes under SO_SNDTIMEO restarted the timer with each call).
+#[test]
+fn the_send_timeout_bounds_a_stalled_reader_of_cached_bodies() {
+    // 2 MiB, within the response cache's object limit: once settled it is served from memory.
+    let body: Vec<u8> = (0..2u32 << 20).map(|i| (i % 251) as u8).collect();
+    let b = Builder::new("stall-cached")
+        .config("[timeouts]\nsend = \"3s\"\n")
+        .file("two.bin", &body);
+    // The cache takes a file once it has not changed for a second.
+    std::thread::sleep(Duration::from_millis(1100));
+    let srv = b.start();
+    assert_eq!(srv.get("/two.bin").body.len(), body.len());
+    assert_eq!(srv.get("/two.bin").body.len(), body.len());
+    let stalled = std::net::TcpStream::connect(srv.addr).unwrap();
+    // A small receive window: the server's writes block soon.
+    let small: libc::c_int = 4096;
+    // SAFETY: setsockopt reads `small`, a valid c_int, for its size.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&stalled),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    let started = Instant::now();
+    let request = b"GET /two.bin HTTP/1.1\r\nHost: test\r\n\r\n".repeat(16);
+    std::io::Write::write_all(&mut &stalled, &request).unwrap();
+    // Never read: wait for the server's line about the cut.
+    while !srv.log().contains("response cut short") {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the stalled reader was never dropped:\n{}",
+            srv.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = started.elapsed();
+    // Filling the buffers takes a moment; the wait after that is one send timeout (3 s), not
+    // two (6 s).
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_millis(4700),
+        "dropped after {took:?}"
+    );
+    drop(stalled);
+    srv.assert_alive();
+}

@@ -338,12 +338,15 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
         }
         match c.rbuf.fill(&mut c.stream, max) {
             Ok(0) => {
-                // As the other models: the request's 400, on the half-closed connection.
-                return fail(
-                    conn,
-                    400,
-                    "request body cut short: the client closed its side",
-                );
+                // The client closed its side before the end of the body: process serves the
+                // request as the other models do (a handler that reads the body meets its
+                // end and answers 400; one that does not answers as usual).
+                c.phase = match std::mem::replace(&mut c.phase, Phase::Head) {
+                    Phase::Body { req, .. } => Phase::Ready(req),
+                    other => other,
+                };
+                c.late = None;
+                return Next::Process(conn);
             }
             Ok(_) => {
                 c.maybe_unread = c.rbuf.is_full(max);
