@@ -207,8 +207,8 @@ impl Reaper {
             pools.push(Arc::downgrade(pool));
         }
         let at = self.nanos(expires);
-        if at < self.wakes_at.load(SeqCst) {
-            self.wakes_at.store(at, SeqCst);
+        // The plain load first: in steady use nothing changes and no locked operation runs.
+        if at < self.wakes_at.load(SeqCst) && self.wakes_at.fetch_min(at, SeqCst) > at {
             self.wake.notify();
         }
     }
