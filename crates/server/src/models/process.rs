@@ -822,16 +822,8 @@ impl Master {
                     let _ = h.stream.shutdown(std::net::Shutdown::Write);
                 } else {
                     // The other models' answer, and their log lines.
-                    log::info!(
-                        "{}: 503 more than {limit} connections open from {client}",
-                        h.peer
-                    );
-                    log_refused_now(app, client, &h.buf, 503);
-                    let mut wbuf = Vec::new();
-                    conn::encode_response(&mut wbuf, conn::failure(503), None, false, b"");
-                    let sent = (&h.stream).write(&wbuf).unwrap_or(0);
-                    h.lm.response(503, sent as u64);
-                    let _ = h.stream.shutdown(std::net::Shutdown::Write);
+                    let why = format!("more than {limit} connections open from {client}");
+                    answer_held(app, h, 503, &why);
                 }
                 self.close(fd);
                 false
@@ -942,7 +934,7 @@ fn log_refused_now(app: &App, client: std::net::IpAddr, received: &[u8], status:
     }
 }
 
-/// Answers `status` (408, 400) on a connection the master holds and is about to close, with
+/// Answers `status` (408, 503) on a connection the master holds and is about to close, with
 /// the log lines every model writes: the reason in the error log, the access-log line with
 /// the head's first line. Best effort: a client that sends this slowly has room for a few
 /// hundred bytes; what it sent since is read (bounded: the socket is non-blocking) so that
