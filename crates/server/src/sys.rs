@@ -28,29 +28,10 @@ pub fn sendfile(out: RawFd, file: &File, offset: &mut u64, count: usize) -> io::
     weft_fiber::sys::sendfile(out, file.as_raw_fd(), offset, count)
 }
 
-/// `send(2)` with `MSG_MORE`: tells the kernel more data follows (the body after a head), so
-/// head and first body bytes leave in one segment. `MSG_NOSIGNAL`: a closed peer is an error,
-/// not SIGPIPE.
-pub fn send_more(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is a valid readable slice of `buf.len()` bytes; `fd` is borrowed from a live
-    // socket by the caller.
-    let n = unsafe {
-        libc::send(
-            fd,
-            buf.as_ptr().cast(),
-            buf.len(),
-            libc::MSG_MORE | libc::MSG_NOSIGNAL,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
 /// `send(2)` that never blocks (`MSG_DONTWAIT`, whatever the socket's mode), with `flags`
-/// added (`MSG_MORE`); `MSG_NOSIGNAL`: a closed peer is an error, not SIGPIPE.
+/// added: `MSG_MORE` tells the kernel more data follows at once (the body after a head), so
+/// head and first body bytes leave in one segment. `MSG_NOSIGNAL`: a closed peer is an
+/// error, not SIGPIPE.
 pub fn send_nowait(fd: RawFd, buf: &[u8], flags: libc::c_int) -> io::Result<usize> {
     // SAFETY: `buf` is a valid readable slice of `buf.len()` bytes; `fd` is borrowed from a live
     // socket by the caller.
@@ -574,7 +555,7 @@ mod tests {
     }
 
     #[test]
-    fn sendfile_and_send_more_over_a_socket_pair() {
+    fn sendfile_and_send_nowait_over_a_socket_pair() {
         let d = tmpdir("sendfile");
         std::fs::write(d.join("f"), b"0123456789").unwrap();
         let f = File::open(d.join("f")).unwrap();
@@ -582,7 +563,7 @@ mod tests {
         let mut off = 3;
         assert_eq!(sendfile(b.as_raw_fd(), &f, &mut off, 4).unwrap(), 4);
         assert_eq!(off, 7);
-        assert_eq!(send_more(b.as_raw_fd(), b"!").unwrap(), 1);
+        assert_eq!(send_nowait(b.as_raw_fd(), b"!", libc::MSG_MORE).unwrap(), 1);
         shutdown(b.as_raw_fd(), libc::SHUT_WR).unwrap();
         let mut got = Vec::new();
         a.read_to_end(&mut got).unwrap();

@@ -595,7 +595,7 @@ fn write_some(conn: &Conn, out: &Out) -> io::Result<Option<usize>> {
         return match &out.tail {
             Tail::None => s.write(rest),
             Tail::Bytes(b) => s.write_vectored(&[IoSlice::new(rest), IoSlice::new(b)]),
-            Tail::File { .. } => sys::send_more(conn.stream.as_raw_fd(), rest),
+            Tail::File { .. } => sys::send_nowait(conn.stream.as_raw_fd(), rest, libc::MSG_MORE),
             Tail::Stream { .. } => Err(io::Error::other("a streamed body is written by process")),
         }
         .map(Some);
