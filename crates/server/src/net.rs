@@ -47,6 +47,35 @@ pub(crate) fn body_bytes_before(e: &io::Error) -> u64 {
         .map_or(0, |c| c.sent)
 }
 
+/// Writes `len` bytes of `file` from `offset` to `out` through `buf`; an error after part of
+/// them went out says how much ([`cut`]).
+pub(crate) fn copy_file<W: Write + ?Sized>(
+    out: &mut W,
+    buf: &mut [u8],
+    file: &File,
+    offset: u64,
+    len: u64,
+) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut sent = 0u64;
+    while sent < len {
+        let want = usize::try_from(len - sent).map_or(buf.len(), |n| n.min(buf.len()));
+        let n = match file.read_at(&mut buf[..want], offset + sent) {
+            Ok(0) => {
+                let e =
+                    io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being sent");
+                return Err(cut(sent, e));
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(cut(sent, e)),
+        };
+        out.write_all(&buf[..n]).map_err(|e| cut(sent, e))?;
+        sent += n as u64;
+    }
+    Ok(())
+}
+
 /// Bytes of the second buffer among the first `off` of `a` then it.
 fn body_sent(off: usize, a: &[u8]) -> u64 {
     off.saturating_sub(a.len()) as u64
@@ -93,31 +122,11 @@ pub trait Transport: Read + Write {
         Ok(())
     }
 
-    /// Sends `len` bytes of `file` from `offset`. The default copies through user space;
-    /// socket transports override it with `sendfile(2)`. An error after part of it went out
-    /// says how much ([`cut`]), as every override does.
+    /// Sends `len` bytes of `file` from `offset`. The default copies through user space
+    /// ([`copy_file`]); socket transports override it with `sendfile(2)`. An error after part
+    /// of it went out says how much ([`cut`]), as every override does.
     fn send_file(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut sent = 0u64;
-        while sent < len {
-            let want = usize::try_from(len - sent).map_or(buf.len(), |n| n.min(buf.len()));
-            let n = match file.read_at(&mut buf[..want], offset + sent) {
-                Ok(0) => {
-                    let e = io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shrank while being sent",
-                    );
-                    return Err(cut(sent, e));
-                }
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(cut(sent, e)),
-            };
-            self.write_all(&buf[..n]).map_err(|e| cut(sent, e))?;
-            sent += n as u64;
-        }
-        Ok(())
+        copy_file(self, &mut vec![0u8; 64 * 1024], file, offset, len)
     }
 
     /// Closes the sending direction (the peer reads end of stream) after all data is out.

@@ -11,7 +11,6 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use super::session::Session;
@@ -359,39 +358,8 @@ impl<T: Transport> TlsStream<'_, T> {
         offset: u64,
         len: u64,
     ) -> io::Result<()> {
-        let mut at = offset;
-        self.send_file_from(buf, file, &mut at, offset + len)
-            .map_err(|e| crate::net::cut(at - offset, e))
-    }
-
-    /// Sends the file from `*offset` (advanced as bytes are handed to the session) to `end`.
-    fn send_file_from(
-        &mut self,
-        buf: &mut [u8],
-        file: &File,
-        offset: &mut u64,
-        end: u64,
-    ) -> io::Result<()> {
-        let offset_ref = offset;
-        let mut offset = *offset_ref;
-        while offset < end {
-            let want = usize::try_from(end - offset).map_or(buf.len(), |n| n.min(buf.len()));
-            let n = match file.read_at(&mut buf[..want], offset) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shrank while being sent",
-                    ))
-                }
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            self.write_all(&buf[..n])?;
-            offset += n as u64;
-            *offset_ref = offset;
-        }
-        // The head alone, for an empty range.
-        self.flush_tls()
+        crate::net::copy_file(self, buf, file, offset, len)?;
+        // The head alone, for an empty range; what the session holds goes out now.
+        self.flush_tls().map_err(|e| crate::net::cut(len, e))
     }
 }
