@@ -470,7 +470,7 @@ fn check_rate(
     rate: Rate,
     req: &crate::Request,
 ) -> Option<crate::Response> {
-    if !cfg.health.path.is_empty() && req.path() == cfg.health.path {
+    if cfg.health.is(req.path()) {
         return None;
     }
     let ip = req.peer_addr().ip();

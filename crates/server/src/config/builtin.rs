@@ -40,6 +40,13 @@ pub struct HealthConfig {
     pub log: bool,
 }
 
+impl HealthConfig {
+    /// True if the check is mounted and `path` (a request's, still encoded) is its path.
+    pub fn is(&self, path: &str) -> bool {
+        !self.path.is_empty() && path == self.path
+    }
+}
+
 /// The status page and metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

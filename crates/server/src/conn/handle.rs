@@ -125,7 +125,7 @@ pub(crate) fn log_access(app: &App, req: &Request, status: u16, body_len: u64) {
 
 fn write_access(app: &App, log: &crate::log::AccessLog, req: &Request, status: u16, body_len: u64) {
     let health = &app.cfg.health;
-    if !health.log && !health.path.is_empty() && req.path() == health.path {
+    if !health.log && health.is(req.path()) {
         return;
     }
     let head_only = req.method() == Method::Head;

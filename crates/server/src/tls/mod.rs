@@ -502,10 +502,7 @@ fn redirect_to_https(
     keep_alive: &mut bool,
 ) -> Option<Response> {
     let path = req.path();
-    let health = &app.cfg.health.path;
-    if (!health.is_empty() && path == health.as_str())
-        || PLAIN_PREFIXES.iter().any(|p| path.starts_with(p))
-    {
+    if app.cfg.health.is(path) || PLAIN_PREFIXES.iter().any(|p| path.starts_with(p)) {
         return None;
     }
     // The effective host: an absolute-form target's authority before the Host field.
@@ -520,7 +517,7 @@ fn redirect_to_https(
     };
     // The path and query as sent (still percent-encoded), of an origin-form or absolute-form
     // target alike; `*` (OPTIONS) and authority-form (CONNECT) go to `/`.
-    let path = match (req.path(), req.query()) {
+    let path = match (path, req.query()) {
         (p, _) if !p.starts_with('/') => "/".to_string(),
         (p, Some(q)) => format!("{p}?{q}"),
         (p, None) => p.to_string(),
