@@ -248,8 +248,7 @@ fn serve_with<T: Transport>(
                 // Cut short (the client went away, or stopped reading past the send
                 // timeout): logged with the body bytes that went out, as nginx logs it.
                 let sent = crate::net::body_bytes_before(&e);
-                log::info!("{}: {status} response cut short: {e}", info.peer);
-                log_access(app, req, status, sent);
+                super::log_cut(app, info.peer, Some(req), status, sent, &e);
                 return Ok(Served::Closed);
             }
         };

@@ -123,6 +123,23 @@ pub(crate) fn log_access(app: &App, req: &Request, status: u16, body_len: u64) {
     }
 }
 
+/// A response cut short (the client went away, stopped reading past the send timeout, or the
+/// body's source failed): the error-log line saying why, and the access-log line with the body
+/// bytes that went out (`sent`), as nginx logs them. Every model's writer calls it.
+pub(crate) fn log_cut(
+    app: &App,
+    peer: std::net::SocketAddr,
+    req: Option<&Request>,
+    status: u16,
+    sent: u64,
+    why: &dyn std::fmt::Display,
+) {
+    log::info!("{peer}: {status} response cut short: {why}");
+    if let Some(req) = req {
+        log_access(app, req, status, sent);
+    }
+}
+
 fn write_access(app: &App, log: &crate::log::AccessLog, req: &Request, status: u16, body_len: u64) {
     let health = &app.cfg.health;
     if !health.log && health.is(req.path()) {

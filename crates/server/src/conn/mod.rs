@@ -29,7 +29,9 @@ use crate::net::Transport;
 use crate::shutdown::Registration;
 
 use driver::serve_inner;
-pub(crate) use handle::{failure, handle, log_access, log_refused, recycle_request, take_request};
+pub(crate) use handle::{
+    failure, handle, log_access, log_cut, log_refused, recycle_request, take_request,
+};
 pub(crate) use head::{
     head_late, head_step, idle_timeout, mark_busy, mark_idle, HeadDue, HeadStep,
 };

@@ -495,11 +495,8 @@ fn respond<T: Transport>(
                 out.body_len = body_len;
             }
             Err(e) => {
-                // Logged with the body bytes that went out, as the other models log it.
-                log::info!("{}: {status} response cut short: {e}", c.info.peer);
-                if let Some(req) = &out.req {
-                    conn::log_access(app, req, status, crate::net::body_bytes_before(&e));
-                }
+                let sent = crate::net::body_bytes_before(&e);
+                conn::log_cut(app, c.info.peer, out.req.as_ref(), status, sent, &e);
                 return None;
             }
         }
@@ -509,18 +506,12 @@ fn respond<T: Transport>(
     Some(out)
 }
 
-/// A response cut short (the client went away, or stopped reading past the send timeout):
-/// logged with the body bytes that went out, as the other models log it.
+/// [`conn::log_cut`] for a response the send stage was writing: the body bytes sent are what
+/// went out past its head.
 pub(crate) fn log_cut(conn: &Conn, out: &Out, why: &dyn std::fmt::Display) {
-    log::info!(
-        "{}: {} response cut short: {why}",
-        conn.info.peer,
-        out.status
-    );
-    if let Some(req) = &out.req {
-        let head = out.total - out.body_len;
-        conn::log_access(&conn.app, req, out.status, out.sent.saturating_sub(head));
-    }
+    let sent = out.sent.saturating_sub(out.total - out.body_len);
+    let req = out.req.as_ref();
+    conn::log_cut(&conn.app, conn.info.peer, req, out.status, sent, why);
 }
 
 /// Send: writes as much of the response as the socket takes (vectored head and body, or head
