@@ -132,6 +132,16 @@ impl Entry {
         &self.fields
     }
 
+    /// The head's fields as (name, value) pairs, `Content-Length` included: [`Entry::fields`]
+    /// read back (the cache wrote them, one `Name: value` line each).
+    pub fn header_fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields.split(|&b| b == b'\n').filter_map(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let colon = line.iter().position(|&b| b == b':')?;
+            Some((&line[..colon], line[colon + 1..].trim_ascii()))
+        })
+    }
+
     /// The whole body.
     pub fn body(&self) -> &Bytes {
         &self.body
@@ -687,6 +697,19 @@ mod tests {
         assert!(fields.starts_with("Last-Modified: "), "{fields}");
         assert!(fields.contains("\r\nContent-Type: text/plain\r\nAccept-Ranges: bytes\r\n"));
         assert!(fields.ends_with("Content-Length: 11\r\n"), "{fields}");
+        // Read back as pairs, in order.
+        let pairs: Vec<(&[u8], &[u8])> = e.header_fields().collect();
+        let names: Vec<&[u8]> = pairs.iter().map(|(n, _)| *n).collect();
+        let want: [&[u8]; 5] = [
+            b"Last-Modified",
+            b"ETag",
+            b"Content-Type",
+            b"Accept-Ranges",
+            b"Content-Length",
+        ];
+        assert_eq!(names, want);
+        assert_eq!(pairs[2].1, b"text/plain");
+        assert_eq!(pairs[4].1, b"11");
         match c.lookup(b"a.txt") {
             Lookup::Fresh(hit) => assert!(Arc::ptr_eq(&hit, &e)),
             other => panic!("{other:?}"),

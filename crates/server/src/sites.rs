@@ -1182,12 +1182,7 @@ fn unprepared(resp: Response) -> Response {
         return resp;
     };
     let mut out = Response::new(resp.status);
-    for line in entry.fields().split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            continue;
-        };
-        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+    for (name, value) in entry.header_fields() {
         if name.eq_ignore_ascii_case(b"Content-Length") {
             continue;
         }
