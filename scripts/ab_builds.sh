@@ -18,10 +18,20 @@
 # SERVER_CORES (default 0), wrk -tWRK_THREADS on CLIENT_CORES (default 1), e.g. THREADS=8
 # SERVER_CORES=0-7 CLIENT_CORES=8-15 WRK_THREADS=8. Started as root, weft gets --allow-root and
 # nginx `user root;`.
+# CLIENT=lean drives the servers with scripts/pipeline_client.c instead of wrk (built here; needs
+# cc), LEAN_DEPTH requests per write (default 1: no pipelining): about 0.7x wrk's CPU per
+# answer, so on a 2-core machine the server's core, not the client's, is the limit, and the
+# server's CPU per request is its work rather than its work plus the sleeps a server that
+# waits for its client pays (BENCHMARKS.md, "A client that is not the limit at /echo c=50").
 set -u
 out=$1; runs=$2; c=$3; path=$4; shift 4
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
+if [[ ${CLIENT:-wrk} == lean ]]; then
+  cc -O2 -o "$work/lean" scripts/pipeline_client.c || { echo "ab_builds: CLIENT=lean needs cc" >&2; exit 2; }
+elif [[ ${CLIENT:-wrk} != wrk ]]; then
+  echo "ab_builds: CLIENT is wrk or lean, not ${CLIENT}" >&2; exit 2
+fi
 declare -A PID PORT
 port=18300; i=0
 threads=${THREADS:-1}; score=${SERVER_CORES:-0}; ccore=${CLIENT_CORES:-1}; wrkt=${WRK_THREADS:-1}
@@ -57,8 +67,12 @@ for r in $(seq 1 "$runs"); do
   if ((r % 2 == 0)); then order=$(tac <<<"$names"); fi
   for n in $order; do
     read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
-    o=$(taskset -c "$ccore" wrk -t"$wrkt" -c"$c" -d"${DURATION:-3}s" ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} \
-      "http://127.0.0.1:${PORT[$n]}$path" ${WRK_SCRIPT:+-- ${WRK_SCRIPT_ARGS:-}})
+    if [[ ${CLIENT:-wrk} == lean ]]; then
+      o=$(taskset -c "$ccore" "$work/lean" "127.0.0.1:${PORT[$n]}" "$path" "$c" "${LEAN_DEPTH:-1}" "${DURATION:-3}")
+    else
+      o=$(taskset -c "$ccore" wrk -t"$wrkt" -c"$c" -d"${DURATION:-3}s" ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} \
+        "http://127.0.0.1:${PORT[$n]}$path" ${WRK_SCRIPT:+-- ${WRK_SCRIPT_ARGS:-}})
+    fi
     read -r u1 s1 < <(cpu_ticks "${PID[$n]}")
     reqs=$(awk '/requests in/ {print $1}' <<<"$o"); rps=$(awk '/Requests\/sec/ {print $2}' <<<"$o")
     awk -v n="$n" -v r="$r" -v rps="$rps" -v u=$((u1 - u0)) -v k=$((s1 - s0)) -v q="$reqs" -v hz="$HZ" \

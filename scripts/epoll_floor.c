@@ -13,6 +13,11 @@
  *
  * Only `--listen 127.0.0.1:PORT[=model]` is read; every other argument is ignored. It is a
  * measuring instrument, not a server: it never closes an idle connection and trusts its client.
+ *
+ * FLOOR_SPIN_US=N (default 0: the loop above, unchanged): when a look finds nothing ready, keep
+ * looking without blocking (epoll_wait with a zero timeout) for up to N microseconds before a
+ * blocking wait: what polling a little before sleeping would save or cost a server that is
+ * idle now and then (BENCHMARKS.md, "Two kernel-side levers ruled out").
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -24,6 +29,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char RESPONSE[] = "HTTP/1.1 200 OK\r\nServer: weft\r\n"
@@ -39,6 +45,12 @@ static int listen_port(int argc, char **argv) {
         }
     }
     return -1;
+}
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 int main(int argc, char **argv) {
@@ -62,8 +74,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "epoll_floor: listening on 127.0.0.1:%d\n", port);
     struct epoll_event events[512];
     char buf[16384];
+    const char *spin_env = getenv("FLOOR_SPIN_US");
+    long long spin_ns = spin_env ? atoll(spin_env) * 1000 : 0;
     for (;;) {
-        int n = epoll_wait(ep, events, 512, -1);
+        int n = epoll_wait(ep, events, 512, spin_ns > 0 ? 0 : -1);
+        if (n == 0 && spin_ns > 0) {
+            long long end = now_ns() + spin_ns;
+            while (n == 0 && now_ns() < end) {
+                n = epoll_wait(ep, events, 512, 0);
+            }
+            if (n == 0) {
+                n = epoll_wait(ep, events, 512, -1);
+            }
+        }
         if (n < 0 && errno != EINTR) {
             perror("epoll_floor: epoll_wait");
             return 1;

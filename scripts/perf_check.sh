@@ -8,7 +8,8 @@
 #
 # The /echo c=50 rounds also run the floor under that figure, where a C compiler is installed:
 # scripts/epoll_floor.c, a bare epoll loop that answers with /echo's bytes and does nothing else
-# (printed as an info row, no target).
+# (printed as an info row, no target); and the same rounds again from a client that is not the
+# limit (CLIENT=lean in scripts/ab_builds.sh; info rows).
 #
 # Last, where valgrind is installed, user-space instructions per request
 # (scripts/instr_per_request.sh: 16-deep pipelined /plaintext through the techempower example
@@ -71,6 +72,15 @@ if command -v cc >/dev/null && cc -O2 -o "$floor_dir/epoll_floor" scripts/epoll_
   floor=("$floor_dir/epoll_floor")
 fi
 r=$(table "/echo c=50" echo-c50.csv 50 /echo "" "" "${floor[@]}"); add "/echo c=50 CPU/request vs nginx" "$r" "<=" 0.9
+# The same load from a client that is not the limit (CLIENT=lean: scripts/pipeline_client.c, one
+# request per write), where a C compiler is installed: with wrk the client's core is the limit
+# at c=50, so each server also pays the sleeps and wake-ups of waiting for it; here the
+# server's core is, and CPU per request is the server's work (info row, no target; BENCHMARKS.md,
+# "A client that is not the limit at /echo c=50").
+lean=""
+if ((${#floor[@]})); then
+  lean=$(CLIENT=lean table "/echo c=50, lean client" echo-c50-lean.csv 50 /echo "" "" "${floor[@]}")
+fi
 r=$(table "/echo c=1000" echo-c1000.csv 1000 /echo); add "/echo c=1000 CPU/request vs nginx" "$r" "<=" 0.9
 r=$(table "10,541 B page c=50" page-c50.csv 50 /haewelmann.html); add "page c=50 CPU/request vs nginx" "$r" "<=" 1.0
 r=$(table "/echo c=50, 16 pipelined per write" pipelined-c50.csv 50 /echo scripts/pipeline.lua 16)
@@ -120,6 +130,9 @@ PY
   }
   info+=("$(printf '%-46s %10s' "weft / floor, /echo c=50 (same rounds)" "$(over_floor w1)")")
   info+=("$(printf '%-46s %10s' "nginx / floor, /echo c=50 (same rounds)" "$(over_floor nginx)")")
+  info+=("$(printf '%-46s %10s' "/echo c=50, lean client: weft vs nginx" "$lean")")
+  info+=("$(printf '%-46s %10s' "/echo c=50, lean client: floor vs nginx" \
+    "$(awk '/^w2 \/nginx median/ {print $4}' "$out/echo-c50-lean.txt")")")
 else
   info+=("floor (scripts/epoll_floor.c): skipped, no C compiler (cc)")
 fi
