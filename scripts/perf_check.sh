@@ -82,6 +82,10 @@ if ((${#floor[@]})); then
   lean=$(CLIENT=lean table "/echo c=50, lean client" echo-c50-lean.csv 50 /echo "" "" "${floor[@]}")
 fi
 r=$(table "/echo c=1000" echo-c1000.csv 1000 /echo); add "/echo c=1000 CPU/request vs nginx" "$r" "<=" 0.9
+lean1000=""
+if ((${#floor[@]})); then
+  lean1000=$(CLIENT=lean table "/echo c=1000, lean client" echo-c1000-lean.csv 1000 /echo)
+fi
 r=$(table "10,541 B page c=50" page-c50.csv 50 /haewelmann.html); add "page c=50 CPU/request vs nginx" "$r" "<=" 1.0
 r=$(table "/echo c=50, 16 pipelined per write" pipelined-c50.csv 50 /echo scripts/pipeline.lua 16)
 add "pipelined /echo (16) c=50 CPU/request vs nginx" "$r" "<=" 0.3
@@ -133,6 +137,7 @@ PY
   info+=("$(printf '%-46s %10s' "/echo c=50, lean client: weft vs nginx" "$lean")")
   info+=("$(printf '%-46s %10s' "/echo c=50, lean client: floor vs nginx" \
     "$(awk '/^w2 \/nginx median/ {print $4}' "$out/echo-c50-lean.txt")")")
+  info+=("$(printf '%-46s %10s' "/echo c=1000, lean client: weft vs nginx" "$lean1000")")
 else
   info+=("floor (scripts/epoll_floor.c): skipped, no C compiler (cc)")
 fi
