@@ -17,7 +17,10 @@
 # compiler is installed, also plaintext-pipelined-lean: the pipelined test with
 # scripts/pipeline_client.c as the client (the same requests; about 0.7x wrk's CPU per
 # answer, so that on a 2-core machine the server's core, not the client's, is the limit; one
-# client thread whatever WRK_THREADS, so its client_busy is of one core among CLIENT_CORES).
+# client thread whatever WRK_THREADS, so its client_busy is of one core among CLIENT_CORES);
+# and plaintext-lean and json-lean: plaintext and json from that client with one request per
+# write, where with wrk at c=256 the client's core is the limit (CPU per request is then the
+# server's work, not its work plus the sleeps of waiting for wrk).
 set -u
 out=${1:?usage: scripts/rust_peers.sh OUT.csv}
 runs=${RUNS:-5}; dur=${DURATION:-3}; c=${CONNS:-256}
@@ -33,9 +36,9 @@ ulimit -n 20000 2>/dev/null || true
 work=$(mktemp -d)
 tests=(plaintext-pipelined plaintext json)
 if command -v cc >/dev/null && cc -O2 -o "$work/pipeline_client" scripts/pipeline_client.c; then
-  tests+=(plaintext-pipelined-lean)
+  tests+=(plaintext-pipelined-lean plaintext-lean json-lean)
 else
-  echo "rust_peers: no C compiler (cc): plaintext-pipelined-lean skipped" >&2
+  echo "rust_peers: no C compiler (cc): the -lean tests skipped" >&2
 fi
 declare -A PID PORT
 start() { # NAME PORT CMD...
@@ -66,8 +69,10 @@ for r in $(seq 1 "$runs"); do
         json) url=/json; script=(); sargs=() ;;
         plaintext-pipelined-lean) # HOST:PORT PATH CONNS DEPTH SECONDS
           client=("$work/pipeline_client" "127.0.0.1:${PORT[$n]}" /plaintext "$c" 16 "$dur") ;;
+        plaintext-lean | json-lean) # one request per write: the server's core is the limit
+          client=("$work/pipeline_client" "127.0.0.1:${PORT[$n]}" "/${t%-lean}" "$c" 1 "$dur") ;;
       esac
-      [[ $t == plaintext-pipelined-lean ]] ||
+      [[ $t == *-lean ]] ||
         client+=("${script[@]}" "http://127.0.0.1:${PORT[$n]}$url" "${sargs[@]}")
       read -r u0 s0 < <(cpu_ticks "${PID[$n]}")
       # wrk's own user and system time and the wall time, from bash's `time` (last line).
@@ -93,7 +98,8 @@ for r in rows:
 print("%-24s %-13s %12s %12s %18s %18s %12s %12s" % ("test", "server", "req/s", "us CPU/req",
       "weft/it CPU", "weft/it req/s", "server busy", "client busy"))
 bound = []
-for t in ("plaintext-pipelined", "plaintext", "json", "plaintext-pipelined-lean"):
+for t in ("plaintext-pipelined", "plaintext", "json", "plaintext-pipelined-lean", "plaintext-lean",
+          "json-lean"):
     for n in ("weft", "may_minihttp", "actix"):
         rs = by[(t, n)]
         if not rs:

@@ -780,6 +780,34 @@ fn fallback_forwards_what_is_not_a_file() {
     assert!(r.text().starts_with("PURGE /cache HTTP/1.1"));
 }
 
+/// TRACE is answered 405 by the proxy, as nginx does, and never reaches the upstream: an
+/// upstream that answers it would echo the request back with the credentials a browser
+/// attached to it (cross-site tracing). Both forms of mount: a prefix and the fallback.
+#[test]
+fn trace_is_refused_and_not_forwarded() {
+    let up = Upstream::echo();
+    let s = Builder::new("proxy-trace")
+        .args(&["--proxy", &format!("/up/=http://{}", up.addr)])
+        .args(&["--proxy", &format!("*=http://{}", up.addr)])
+        .start();
+    for target in ["/up/x", "/elsewhere"] {
+        let r = s.send(
+            format!(
+                "TRACE {target} HTTP/1.1\r\nHost: t\r\nCookie: session=secret\r\n\
+                 Connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        assert_eq!(r.status, 405, "{target}: {r:?}");
+        assert!(!r.text().contains("secret"), "{target}: echoed: {r:?}");
+    }
+    // Other methods still go through, on the same mounts.
+    let r = s.send(b"OPTIONS /up/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert!(r.text().starts_with("OPTIONS /up/x HTTP/1.1"), "{r:?}");
+    assert_eq!(up.accepts(), 1, "only the OPTIONS reached the upstream");
+    assert!(s.log().contains("TRACE is not forwarded"), "{}", s.log());
+}
+
 /// Preconditions belong to the origin server (RFC 9110 §13.2.1): a proxied request reaches the
 /// upstream with its precondition fields as sent and weft evaluates none of them, while a file
 /// weft serves itself answers them (412 here).
@@ -1171,7 +1199,9 @@ fn a_response_the_upstream_cuts_is_logged_with_the_bytes_sent() {
         ))
         .args(&["--access-log", log.to_str().unwrap()])
         .start();
-    let mut c = srv.connect();
+    let stream = TcpStream::connect(srv.addr).unwrap();
+    let client = stream.local_addr().unwrap();
+    let mut c = Conn::from_stream(stream);
     c.send(b"GET /up/cut HTTP/1.1\r\nHost: t\r\n\r\n");
     assert!(
         c.read_response().is_err(),
@@ -1188,4 +1218,7 @@ fn a_response_the_upstream_cuts_is_logged_with_the_bytes_sent() {
         "{text}\n{}",
         srv.log()
     );
+    // The warning names the client whose response was cut, as every other line of a request.
+    let warn = format!("{client}: proxy http://{addr}: response body cut");
+    assert!(srv.log().contains(&warn), "no {warn:?} in\n{}", srv.log());
 }

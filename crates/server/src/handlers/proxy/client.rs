@@ -124,6 +124,11 @@ impl Upstream {
         if req.method() == Method::Connect {
             return Err(Failure::new(405, "CONNECT is not forwarded"));
         }
+        // An upstream that answers TRACE echoes the request back, with whatever credentials
+        // the client's browser attached (cross-site tracing); nginx answers it 405 itself.
+        if req.method() == Method::Trace {
+            return Err(Failure::new(405, "TRACE is not forwarded"));
+        }
         let mut framing = req.head().framing();
         // nginx's proxy_request_buffering: the whole body, its framing checked and its size
         // bounded by `limits.max_body` (the body reader's limit), before any upstream
@@ -353,13 +358,14 @@ impl Upstream {
                 Body::Bytes(bytes)
             }
             ResponseFraming::Length(n) => Body::Stream(BodyStream::with_len(
-                UpstreamBody::new(self.clone(), conn, State::Length(n)),
+                UpstreamBody::new(self.clone(), req.peer_addr(), conn, State::Length(n)),
                 n,
             )),
             ResponseFraming::Chunked => {
                 let decoder = ChunkedDecoder::new(&self.limits);
                 Body::Stream(BodyStream::new(UpstreamBody::new(
                     self.clone(),
+                    req.peer_addr(),
                     conn,
                     State::Chunked {
                         decoder,
@@ -371,6 +377,7 @@ impl Upstream {
                 conn.keep = false;
                 Body::Stream(BodyStream::new(UpstreamBody::new(
                     self.clone(),
+                    req.peer_addr(),
                     conn,
                     State::Close,
                 )))
@@ -452,14 +459,22 @@ enum State {
 /// ended the connection goes back to the pool (if it may); dropped before that, it closes.
 struct UpstreamBody {
     upstream: Arc<Upstream>,
+    /// The client the body goes to, for the log line of a body cut short.
+    peer: std::net::SocketAddr,
     conn: Option<Conn>,
     state: State,
 }
 
 impl UpstreamBody {
-    fn new(upstream: Arc<Upstream>, conn: Conn, state: State) -> UpstreamBody {
+    fn new(
+        upstream: Arc<Upstream>,
+        peer: std::net::SocketAddr,
+        conn: Conn,
+        state: State,
+    ) -> UpstreamBody {
         UpstreamBody {
             upstream,
+            peer,
             conn: Some(conn),
             state,
         }
@@ -569,7 +584,11 @@ impl Read for UpstreamBody {
             return Ok(0);
         }
         self.read_inner(out).inspect_err(|e| {
-            log::warn!("proxy {}: response body cut: {e}", self.upstream.url);
+            log::warn!(
+                "{}: proxy {}: response body cut: {e}",
+                self.peer,
+                self.upstream.url
+            );
             // Whatever was in flight makes the connection useless.
             self.conn = None;
             self.state = State::Done;
