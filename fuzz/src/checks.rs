@@ -140,6 +140,11 @@ fn decode(limits: &Limits, input: &[u8], sizes: &[usize]) -> Decoded {
     let mut at = 0;
     let mut end = 0;
     let mut sizes = sizes.iter().cycle();
+    // The body the size lines announce so far (what a reader checks against its limit before
+    // the bytes come): it never shrinks, and it is the body once the decoder is done.
+    let announced =
+        |d: &ChunkedDecoder, data: &[u8]| (data.len() as u64).saturating_add(d.data_left());
+    let mut before = 0;
     while end < input.len() {
         end = match sizes.next() {
             Some(n) => (end + n).min(input.len()),
@@ -152,6 +157,9 @@ fn decode(limits: &Limits, input: &[u8], sizes: &[usize]) -> Decoded {
                     assert!(step.consumed <= end - at);
                     assert_eq!(step.done, d.is_done());
                     data.extend_from_slice(&input[at + step.data.0..at + step.data.1]);
+                    let now = announced(&d, &data);
+                    assert!(now >= before, "announced {before} then {now}");
+                    before = now;
                     at += step.consumed;
                     if step.consumed == 0 {
                         break;
@@ -163,6 +171,13 @@ fn decode(limits: &Limits, input: &[u8], sizes: &[usize]) -> Decoded {
         if d.is_done() {
             break;
         }
+    }
+    if d.is_done() {
+        assert_eq!(
+            announced(&d, &data),
+            data.len() as u64,
+            "announced more than the body"
+        );
     }
     (data, Some(at), None, d.is_done())
 }

@@ -122,6 +122,16 @@ impl ChunkedDecoder {
         self.state == State::Done
     }
 
+    /// Bytes of the current chunk its size line announced that have not been decoded yet
+    /// (0 between chunks): with the data already decoded, what the body will be at least, so
+    /// a reader can refuse a body over its limit at the size line, before the bytes come.
+    pub fn data_left(&self) -> u64 {
+        match self.state {
+            State::Data(left) => left,
+            _ => 0,
+        }
+    }
+
     /// Decode from `input`. Stops after the first run of data so the caller can take it.
     pub fn decode(&mut self, input: &[u8]) -> Result<Step, Error> {
         let mut i = 0;
@@ -404,6 +414,26 @@ mod tests {
         }
         assert!(d.is_done());
         assert_eq!(out, b"0123456789Z");
+    }
+
+    #[test]
+    fn data_left_is_what_the_size_line_announced_less_what_was_decoded() {
+        let mut d = ChunkedDecoder::new(&Limits::default());
+        assert_eq!(d.data_left(), 0, "before any size line");
+        // The size line alone: the whole chunk is still to come.
+        let step = d.decode(b"ffffffffffffffff\r\n").unwrap();
+        assert_eq!((step.consumed, step.data.1 - step.data.0), (18, 0));
+        assert_eq!(d.data_left(), u64::MAX);
+        let mut d = ChunkedDecoder::new(&Limits::default());
+        let step = d.decode(b"a;x=1\r\n0123").unwrap();
+        assert_eq!(step.data, (7, 11));
+        assert_eq!(d.data_left(), 6);
+        let step = d.decode(b"456789\r\n").unwrap();
+        assert_eq!(step.data, (0, 6));
+        assert_eq!(d.data_left(), 0, "the chunk is whole");
+        let step = d.decode(b"\r\n0\r\n\r\n").unwrap();
+        assert!(step.done);
+        assert_eq!(d.data_left(), 0);
     }
 
     #[test]

@@ -486,6 +486,15 @@ impl<'a> RequestBody<'a> {
                         .decode(self.rbuf.data())
                         .map_err(BodyError::Malformed)?;
                     let (d0, d1) = step.data;
+                    // What the size lines so far announce: over the limit is a 413 now, not
+                    // once the client has sent that much (nginx checks each chunk's size).
+                    let announced = self
+                        .received
+                        .saturating_add((d1 - d0) as u64)
+                        .saturating_add(decoder.data_left());
+                    if announced > self.max {
+                        return Err(BodyError::TooLarge);
+                    }
                     if d1 > d0 {
                         // Data is always the tail of what a step consumed.
                         debug_assert_eq!(d1, step.consumed);

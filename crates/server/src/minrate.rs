@@ -26,8 +26,8 @@ use crate::config::Timeouts;
 /// bytes after the head so far, before it is given what a slow body would hold (a process
 /// model child, a pipeline process thread): true while a body of at most `bound` bytes
 /// (`limits.client_body_buffer`) is incomplete. A larger body, a chunked one past `bound`
-/// bytes, a client that waits for `100 Continue`, or chunked framing that is already broken
-/// (the handler's reader answers 400) goes on at once.
+/// bytes or whose chunk-size lines announce more, a client that waits for `100 Continue`, or
+/// chunked framing that is already broken (the handler's reader answers 400) goes on at once.
 pub(crate) fn wait_for_body(
     head: &RequestHead,
     body: &[u8],
@@ -46,11 +46,21 @@ pub(crate) fn wait_for_body(
             }
             let mut dec = ChunkedDecoder::new(limits);
             let mut at = 0;
+            let mut data = 0u64;
             while at < body.len() {
                 match dec.decode(&body[at..]) {
                     Ok(step) if step.done => return false,
                     Ok(step) if step.consumed == 0 => return true,
-                    Ok(step) => at += step.consumed,
+                    Ok(step) => {
+                        at += step.consumed;
+                        data += (step.data.1 - step.data.0) as u64;
+                        // Its size lines already announce more than `bound`: it will not
+                        // fit, so it goes on (a body over `limits.max_body` is then refused
+                        // by the handler's reader at once, not after the wait).
+                        if data.saturating_add(dec.data_left()) > bound as u64 {
+                            return false;
+                        }
+                    }
                     Err(_) => return false,
                 }
             }
@@ -147,6 +157,15 @@ mod tests {
         assert!(waits(h, "5\r\nabcde\r\n", 64));
         assert!(!waits(h, "5\r\nabcde\r\n0\r\n\r\n", 64));
         assert!(!waits(h, "5\r\nabcde\r\n", 8));
+        // A chunk whose size line takes the body past the bound goes on at once (one over the
+        // body limit is then refused at that line), one that does not is awaited.
+        assert!(!waits(h, "41\r\nab", 64));
+        assert!(waits(h, "40\r\nab", 64));
+        assert!(!waits(
+            h,
+            "20\r\n0123456789abcdef0123456789abcdef\r\n21\r\n",
+            64
+        ));
         // Broken framing goes on to be answered 400 by the body reader.
         assert!(!waits(h, "zz\r\n", 64));
     }

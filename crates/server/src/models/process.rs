@@ -509,7 +509,7 @@ impl Master {
             return;
         };
         let max = if let Stage::Body { head_len, .. } = h.stage {
-            head_len + app.cfg.limits.client_body_buffer
+            head_len + app.cfg.limits.read_ahead()
         } else if h.lm.proxy_protocol() && h.proxied.is_none() {
             conn::proxy_read_max(&app.cfg)
         } else {
@@ -564,7 +564,7 @@ impl Master {
         {
             // nginx's client_body_timeout: between two reads.
             *deadline = Instant::now() + app.cfg.timeouts.body_read;
-            let (head_len, bound) = (*head_len, app.cfg.limits.client_body_buffer);
+            let (head_len, bound) = (*head_len, app.cfg.limits.read_ahead());
             self.parser.reset();
             let waits = matches!(self.parser.parse(&h.buf), Ok(Some(_)))
                 && minrate::wait_for_body(
@@ -623,7 +623,7 @@ impl Master {
         };
         if let Ok(Some(head_len)) = parsed {
             let limits = app.cfg.limits.http();
-            let bound = app.cfg.limits.client_body_buffer;
+            let bound = app.cfg.limits.read_ahead();
             if minrate::wait_for_body(self.parser.head(), &h.buf[head_len..], &limits, bound) {
                 let now = Instant::now();
                 h.stage = Stage::Body {

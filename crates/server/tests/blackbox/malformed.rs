@@ -1,6 +1,8 @@
 //! Malformed and over-limit requests: each gets its own status (and, where the connection can
 //! no longer be trusted, `Connection: close`), and the server goes on serving fresh clients.
 
+use std::time::{Duration, Instant};
+
 use crate::common::{chunked, Builder, Server};
 
 /// A request that must be refused with `status`. `closes`: the response must also close the
@@ -447,6 +449,45 @@ fn unread_malformed_chunked_body_gives_400_not_the_handlers_status() {
     assert!(!r.closes());
     c.send(&post_file(b"3\r\nabc\r\n0\r\n\r\n"));
     assert_eq!(c.read_response().unwrap().status, 405);
+}
+
+/// A chunk whose size line alone takes the body over `limits.max_body` is refused at that line
+/// (as nginx does), not once the client has sent that much: a client announcing a huge chunk
+/// and trickling it gets its 413 at once. Also when the chunks before it were within the limit.
+#[test]
+fn a_chunk_size_over_max_body_is_refused_at_its_size_line() {
+    let srv = Builder::new("chunk-size-over")
+        .config("[limits]\nmax_body = 100\n")
+        .start();
+    for (what, body) in [
+        ("one huge chunk", &b"1000000\r\nabc"[..]),
+        ("the limit's worth, then more", &b"50\r\n"[..]),
+    ] {
+        let mut raw = post_echo_with("Transfer-Encoding: chunked\r\n", body);
+        if what.starts_with("the limit") {
+            // 0x50 = 80 bytes within the limit, then a chunk of 0x30 = 48 announced.
+            raw.extend_from_slice(&[b'z'; 0x50]);
+            raw.extend_from_slice(b"\r\n30\r\nab");
+        }
+        let mut c = srv.connect();
+        c.send(&raw);
+        let started = Instant::now();
+        let r = c
+            .read_response()
+            .unwrap_or_else(|e| panic!("{what}: no answer: {e:?}"));
+        assert_eq!(r.status, 413, "{what}: {r:?}");
+        assert!(r.closes(), "{what}: {r:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{what}: answered late"
+        );
+    }
+    // A body exactly at the limit, in chunks, is still taken.
+    let mut raw = post_echo_with("Transfer-Encoding: chunked\r\nConnection: close\r\n", b"");
+    raw.extend_from_slice(&chunked(&[b'y'; 100], 64));
+    let r = srv.send(&raw);
+    assert_eq!((r.status, r.body.len()), (200, 100), "{r:?}");
+    srv.assert_alive();
 }
 
 /// The same for a body over `limits.max_body` that the handler did not read.

@@ -219,7 +219,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     c.head_due = conn::HeadDue::default();
                     c.late = None;
                     c.start = Start::Resumed;
-                    let bound = cfg.limits.client_body_buffer;
+                    let bound = cfg.limits.read_ahead();
                     if minrate::wait_for_body(req.head(), c.rbuf.data(), &cfg.limits.http(), bound)
                     {
                         let now = Instant::now();
@@ -301,7 +301,7 @@ fn wait_for_request(mut conn: Box<Conn>) -> Next {
 fn receive_body(mut conn: Box<Conn>) -> Next {
     let app = conn.app.clone();
     let cfg = &app.cfg;
-    let bound = cfg.limits.client_body_buffer;
+    let bound = cfg.limits.read_ahead();
     let limits = cfg.limits.http();
     // Room for the whole body and the start of a pipelined request after it.
     let max = bound + conn::READ_BUF;
