@@ -28,9 +28,10 @@ out=$1; runs=$2; c=$3; path=$4; shift 4
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 if [[ ${CLIENT:-wrk} == lean ]]; then
-  cc -O2 -o "$work/lean" scripts/pipeline_client.c || { echo "ab_builds: CLIENT=lean needs cc" >&2; exit 2; }
+  cc -O2 -o "$work/lean" scripts/pipeline_client.c ||
+    { echo "ab_builds: CLIENT=lean needs cc" >&2; rm -rf "$work"; exit 2; }
 elif [[ ${CLIENT:-wrk} != wrk ]]; then
-  echo "ab_builds: CLIENT is wrk or lean, not ${CLIENT}" >&2; exit 2
+  echo "ab_builds: CLIENT is wrk or lean, not ${CLIENT}" >&2; rm -rf "$work"; exit 2
 fi
 declare -A PID PORT
 port=18300; i=0

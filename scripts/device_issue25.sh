@@ -12,7 +12,8 @@
 #   scripts/device_issue25.sh OUT_DIR        RUNS=5 DURATION=3 CLIENT_CORES=8-15 WRK_THREADS=8
 #                                            MC_RUNS=3 MC_DURATION=3 PARTS="A D" (empty: skip 2)
 #
-# weft is $WEFT (default target/release/weft); the floor is $FLOOR if set (a binary built from
+# weft is $WEFT (default target/release/weft; WEFT and FLOOR relative to the repository root);
+# the floor is $FLOOR if set (a binary built from
 # scripts/epoll_floor.c on this machine, `cc -O2 -static -o FLOOR scripts/epoll_floor.c`, since
 # the lent machine may have no compiler), else it is built here where cc exists, else left out.
 # wrk, nginx, taskset and python3 come from PATH (on a machine with no network, the bundle of
@@ -29,6 +30,7 @@ done
 floor=${FLOOR:-}
 if [[ -z $floor ]] && command -v cc >/dev/null; then
   floor=$(mktemp /tmp/epoll_floor.XXXXXX)
+  trap 'rm -f "$floor"' EXIT
   cc -O2 -o "$floor" scripts/epoll_floor.c || floor=""
 fi
 builds=("$weft")

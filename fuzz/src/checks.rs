@@ -141,10 +141,12 @@ fn decode(limits: &Limits, input: &[u8], sizes: &[usize]) -> Decoded {
     let mut end = 0;
     let mut sizes = sizes.iter().cycle();
     // The body the size lines announce so far (what a reader checks against its limit before
-    // the bytes come): it never shrinks, and it is the body once the decoder is done.
+    // the bytes come): it never shrinks, it stays put while a chunk's data arrives, and once
+    // the chunk is whole the data decoded is what its size line announced.
     let announced =
         |d: &ChunkedDecoder, data: &[u8]| (data.len() as u64).saturating_add(d.data_left());
     let mut before = 0;
+    let mut promised: Option<u64> = None;
     while end < input.len() {
         end = match sizes.next() {
             Some(n) => (end + n).min(input.len()),
@@ -160,6 +162,15 @@ fn decode(limits: &Limits, input: &[u8], sizes: &[usize]) -> Decoded {
                     let now = announced(&d, &data);
                     assert!(now >= before, "announced {before} then {now}");
                     before = now;
+                    match promised {
+                        Some(p) if d.data_left() == 0 => {
+                            assert_eq!(data.len() as u64, p, "a chunk's data against its size");
+                            promised = None;
+                        }
+                        Some(p) => assert_eq!(now, p, "the announced size moved within a chunk"),
+                        None if d.data_left() > 0 => promised = Some(now),
+                        None => {}
+                    }
                     at += step.consumed;
                     if step.consumed == 0 {
                         break;
@@ -171,13 +182,6 @@ fn decode(limits: &Limits, input: &[u8], sizes: &[usize]) -> Decoded {
         if d.is_done() {
             break;
         }
-    }
-    if d.is_done() {
-        assert_eq!(
-            announced(&d, &data),
-            data.len() as u64,
-            "announced more than the body"
-        );
     }
     (data, Some(at), None, d.is_done())
 }

@@ -26,20 +26,23 @@ use crate::config::Timeouts;
 /// bytes after the head so far, before it is given what a slow body would hold (a process
 /// model child, a pipeline process thread): true while a body of at most `bound` bytes
 /// (`limits.client_body_buffer`) is incomplete. A larger body, a chunked one past `bound`
-/// bytes or whose chunk-size lines announce more, a client that waits for `100 Continue`, or
-/// chunked framing that is already broken (the handler's reader answers 400) goes on at once.
+/// bytes or whose chunk-size lines announce more, one over `max_body` (`limits.max_body`: by
+/// its Content-Length or its chunk-size lines; the handler's reader refuses it with 413 at
+/// once, so it is not awaited), a client that waits for `100 Continue`, or chunked framing
+/// that is already broken (the handler's reader answers 400) goes on at once.
 pub(crate) fn wait_for_body(
     head: &RequestHead,
     body: &[u8],
     limits: &Limits,
     bound: usize,
+    max_body: u64,
 ) -> bool {
     if head.expect() != Expect::None {
         return false;
     }
     match head.framing() {
         BodyFraming::None => false,
-        BodyFraming::Length(n) => n <= bound as u64 && (body.len() as u64) < n,
+        BodyFraming::Length(n) => n <= bound as u64 && n <= max_body && (body.len() as u64) < n,
         BodyFraming::Chunked => {
             if body.len() >= bound {
                 return false;
@@ -54,10 +57,11 @@ pub(crate) fn wait_for_body(
                     Ok(step) => {
                         at += step.consumed;
                         data += (step.data.1 - step.data.0) as u64;
-                        // Its size lines already announce more than `bound`: it will not
-                        // fit, so it goes on (a body over `limits.max_body` is then refused
-                        // by the handler's reader at once, not after the wait).
-                        if data.saturating_add(dec.data_left()) > bound as u64 {
+                        // Its size lines already announce more than `bound` (it will not
+                        // fit) or than `max_body` (refused by the handler's reader at the
+                        // size line): it goes on now, not after the wait.
+                        let announced = data.saturating_add(dec.data_left());
+                        if announced > bound as u64 || announced > max_body {
                             return false;
                         }
                     }
@@ -135,7 +139,13 @@ mod tests {
         let mut p = weft_http::Parser::new(Limits::default());
         let n = p.parse(head.as_bytes()).unwrap().expect("a whole head");
         assert_eq!(n, head.len());
-        wait_for_body(p.head(), body.as_bytes(), &Limits::default(), bound)
+        wait_for_body(
+            p.head(),
+            body.as_bytes(),
+            &Limits::default(),
+            bound,
+            u64::MAX,
+        )
     }
 
     #[test]
@@ -168,6 +178,24 @@ mod tests {
         ));
         // Broken framing goes on to be answered 400 by the body reader.
         assert!(!waits(h, "zz\r\n", 64));
+    }
+
+    #[test]
+    fn a_body_over_max_body_is_not_awaited() {
+        let max = |head: &str, body: &str, max_body: u64| {
+            let mut p = weft_http::Parser::new(Limits::default());
+            p.parse(head.as_bytes()).unwrap().expect("a whole head");
+            wait_for_body(p.head(), body.as_bytes(), &Limits::default(), 64, max_body)
+        };
+        let h = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n";
+        assert!(max(h, "", 11));
+        assert!(!max(h, "", 10), "its length is over the limit");
+        let h = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert!(max(h, "8\r\n01234567\r\n3\r\nab", 11), "exactly the limit");
+        assert!(
+            !max(h, "8\r\n01234567\r\n4\r\nab", 11),
+            "a size line past it"
+        );
     }
 
     #[test]

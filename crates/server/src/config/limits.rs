@@ -49,17 +49,6 @@ pub struct LimitsConfig {
     pub max_discard_body: u64,
 }
 
-impl LimitsConfig {
-    /// How much of a request body the process model's master and the pipeline's receive stage
-    /// wait for before handing the request on: `client_body_buffer`, or `max_body` where that
-    /// is smaller (a body over it is refused by the handler's reader at once, Content-Length
-    /// or chunk-size line, so it is not awaited).
-    pub(crate) fn read_ahead(&self) -> usize {
-        self.client_body_buffer
-            .min(usize::try_from(self.max_body).unwrap_or(usize::MAX))
-    }
-}
-
 impl Default for LimitsConfig {
     fn default() -> Self {
         let h = weft_http::Limits::default();

@@ -509,7 +509,7 @@ impl Master {
             return;
         };
         let max = if let Stage::Body { head_len, .. } = h.stage {
-            head_len + app.cfg.limits.read_ahead()
+            head_len + app.cfg.limits.client_body_buffer
         } else if h.lm.proxy_protocol() && h.proxied.is_none() {
             conn::proxy_read_max(&app.cfg)
         } else {
@@ -564,7 +564,7 @@ impl Master {
         {
             // nginx's client_body_timeout: between two reads.
             *deadline = Instant::now() + app.cfg.timeouts.body_read;
-            let (head_len, bound) = (*head_len, app.cfg.limits.read_ahead());
+            let (head_len, bound) = (*head_len, app.cfg.limits.client_body_buffer);
             self.parser.reset();
             let waits = matches!(self.parser.parse(&h.buf), Ok(Some(_)))
                 && minrate::wait_for_body(
@@ -572,6 +572,7 @@ impl Master {
                     &h.buf[head_len..],
                     &app.cfg.limits.http(),
                     bound,
+                    app.cfg.limits.max_body,
                 );
             if !waits {
                 h.stage = Stage::Queued;
@@ -623,8 +624,14 @@ impl Master {
         };
         if let Ok(Some(head_len)) = parsed {
             let limits = app.cfg.limits.http();
-            let bound = app.cfg.limits.read_ahead();
-            if minrate::wait_for_body(self.parser.head(), &h.buf[head_len..], &limits, bound) {
+            let bound = app.cfg.limits.client_body_buffer;
+            if minrate::wait_for_body(
+                self.parser.head(),
+                &h.buf[head_len..],
+                &limits,
+                bound,
+                app.cfg.limits.max_body,
+            ) {
                 let now = Instant::now();
                 h.stage = Stage::Body {
                     deadline: now + app.cfg.timeouts.body_read,

@@ -219,9 +219,14 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     c.head_due = conn::HeadDue::default();
                     c.late = None;
                     c.start = Start::Resumed;
-                    let bound = cfg.limits.read_ahead();
-                    if minrate::wait_for_body(req.head(), c.rbuf.data(), &cfg.limits.http(), bound)
-                    {
+                    let bound = cfg.limits.client_body_buffer;
+                    if minrate::wait_for_body(
+                        req.head(),
+                        c.rbuf.data(),
+                        &cfg.limits.http(),
+                        bound,
+                        cfg.limits.max_body,
+                    ) {
                         let now = Instant::now();
                         let due = (
                             now + cfg.timeouts.body_read,
@@ -301,7 +306,7 @@ fn wait_for_request(mut conn: Box<Conn>) -> Next {
 fn receive_body(mut conn: Box<Conn>) -> Next {
     let app = conn.app.clone();
     let cfg = &app.cfg;
-    let bound = cfg.limits.read_ahead();
+    let bound = cfg.limits.client_body_buffer;
     let limits = cfg.limits.http();
     // Room for the whole body and the start of a pipelined request after it.
     let max = bound + conn::READ_BUF;
@@ -315,7 +320,13 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
             return Next::Process(conn);
         };
         let (deadline, rate) = (*deadline, *rate);
-        if !minrate::wait_for_body(req.head(), c.rbuf.data(), &limits, bound) {
+        if !minrate::wait_for_body(
+            req.head(),
+            c.rbuf.data(),
+            &limits,
+            bound,
+            cfg.limits.max_body,
+        ) {
             c.phase = match std::mem::replace(&mut c.phase, Phase::Head) {
                 Phase::Body { req, .. } => Phase::Ready(req),
                 other => other,
