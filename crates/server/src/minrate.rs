@@ -18,36 +18,33 @@
 
 use std::time::{Duration, Instant};
 
-use weft_http::{BodyFraming, ChunkedDecoder, Expect, Limits, RequestHead};
+use weft_http::{BodyFraming, ChunkedDecoder, Expect, RequestHead};
 
-use crate::config::Timeouts;
+use crate::config::{LimitsConfig, Timeouts};
 
 /// Whether a request whose head is `head` should wait for more of its body, `body` being the
 /// bytes after the head so far, before it is given what a slow body would hold (a process
-/// model child, a pipeline process thread): true while a body of at most `bound` bytes
-/// (`limits.client_body_buffer`) is incomplete. A larger body, a chunked one past `bound`
-/// bytes or whose chunk-size lines announce more, one over `max_body` (`limits.max_body`: by
-/// its Content-Length or its chunk-size lines; the handler's reader refuses it with 413 at
-/// once, so it is not awaited), a client that waits for `100 Continue`, or chunked framing
-/// that is already broken (the handler's reader answers 400) goes on at once.
-pub(crate) fn wait_for_body(
-    head: &RequestHead,
-    body: &[u8],
-    limits: &Limits,
-    bound: usize,
-    max_body: u64,
-) -> bool {
+/// model child, a pipeline process thread): true while a body of at most
+/// `limits.client_body_buffer` bytes is incomplete. A larger body, a chunked one past that many
+/// bytes or whose chunk-size lines announce more, one over `limits.max_body` (by its
+/// Content-Length or its chunk-size lines; the handler's reader refuses it with 413 at once, so
+/// it is not awaited), a client that waits for `100 Continue`, or chunked framing that is
+/// already broken (the handler's reader answers 400) goes on at once.
+pub(crate) fn wait_for_body(head: &RequestHead, body: &[u8], limits: &LimitsConfig) -> bool {
+    let bound = limits.client_body_buffer;
+    // What a body may announce and still be awaited.
+    let most = (bound as u64).min(limits.max_body);
     if head.expect() != Expect::None {
         return false;
     }
     match head.framing() {
         BodyFraming::None => false,
-        BodyFraming::Length(n) => n <= bound as u64 && n <= max_body && (body.len() as u64) < n,
+        BodyFraming::Length(n) => n <= most && (body.len() as u64) < n,
         BodyFraming::Chunked => {
             if body.len() >= bound {
                 return false;
             }
-            let mut dec = ChunkedDecoder::new(limits);
+            let mut dec = ChunkedDecoder::new(&limits.http());
             let mut at = 0;
             let mut data = 0u64;
             while at < body.len() {
@@ -60,8 +57,7 @@ pub(crate) fn wait_for_body(
                         // Its size lines already announce more than `bound` (it will not
                         // fit) or than `max_body` (refused by the handler's reader at the
                         // size line): it goes on now, not after the wait.
-                        let announced = data.saturating_add(dec.data_left());
-                        if announced > bound as u64 || announced > max_body {
+                        if data.saturating_add(dec.data_left()) > most {
                             return false;
                         }
                     }
@@ -136,16 +132,20 @@ mod tests {
     use super::*;
 
     fn waits(head: &str, body: &str, bound: usize) -> bool {
-        let mut p = weft_http::Parser::new(Limits::default());
+        waits_within(head, body, bound, u64::MAX)
+    }
+
+    /// `wait_for_body` with `client_body_buffer = bound` and `max_body`.
+    fn waits_within(head: &str, body: &str, bound: usize, max_body: u64) -> bool {
+        let mut p = weft_http::Parser::new(weft_http::Limits::default());
         let n = p.parse(head.as_bytes()).unwrap().expect("a whole head");
         assert_eq!(n, head.len());
-        wait_for_body(
-            p.head(),
-            body.as_bytes(),
-            &Limits::default(),
-            bound,
-            u64::MAX,
-        )
+        let limits = LimitsConfig {
+            client_body_buffer: bound,
+            max_body,
+            ..LimitsConfig::default()
+        };
+        wait_for_body(p.head(), body.as_bytes(), &limits)
     }
 
     #[test]
@@ -182,11 +182,7 @@ mod tests {
 
     #[test]
     fn a_body_over_max_body_is_not_awaited() {
-        let max = |head: &str, body: &str, max_body: u64| {
-            let mut p = weft_http::Parser::new(Limits::default());
-            p.parse(head.as_bytes()).unwrap().expect("a whole head");
-            wait_for_body(p.head(), body.as_bytes(), &Limits::default(), 64, max_body)
-        };
+        let max = |head: &str, body: &str, max_body: u64| waits_within(head, body, 64, max_body);
         let h = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n";
         assert!(max(h, "", 11));
         assert!(!max(h, "", 10), "its length is over the limit");

@@ -564,16 +564,10 @@ impl Master {
         {
             // nginx's client_body_timeout: between two reads.
             *deadline = Instant::now() + app.cfg.timeouts.body_read;
-            let (head_len, bound) = (*head_len, app.cfg.limits.client_body_buffer);
+            let head_len = *head_len;
             self.parser.reset();
             let waits = matches!(self.parser.parse(&h.buf), Ok(Some(_)))
-                && minrate::wait_for_body(
-                    self.parser.head(),
-                    &h.buf[head_len..],
-                    &app.cfg.limits.http(),
-                    bound,
-                    app.cfg.limits.max_body,
-                );
+                && minrate::wait_for_body(self.parser.head(), &h.buf[head_len..], &app.cfg.limits);
             if !waits {
                 h.stage = Stage::Queued;
                 let _ = self.epoll.delete(fd);
@@ -623,15 +617,7 @@ impl Master {
             self.parser.parse(&h.buf)
         };
         if let Ok(Some(head_len)) = parsed {
-            let limits = app.cfg.limits.http();
-            let bound = app.cfg.limits.client_body_buffer;
-            if minrate::wait_for_body(
-                self.parser.head(),
-                &h.buf[head_len..],
-                &limits,
-                bound,
-                app.cfg.limits.max_body,
-            ) {
+            if minrate::wait_for_body(self.parser.head(), &h.buf[head_len..], &app.cfg.limits) {
                 let now = Instant::now();
                 h.stage = Stage::Body {
                     deadline: now + app.cfg.timeouts.body_read,

@@ -219,14 +219,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     c.head_due = conn::HeadDue::default();
                     c.late = None;
                     c.start = Start::Resumed;
-                    let bound = cfg.limits.client_body_buffer;
-                    if minrate::wait_for_body(
-                        req.head(),
-                        c.rbuf.data(),
-                        &cfg.limits.http(),
-                        bound,
-                        cfg.limits.max_body,
-                    ) {
+                    if minrate::wait_for_body(req.head(), c.rbuf.data(), &cfg.limits) {
                         let now = Instant::now();
                         let due = (
                             now + cfg.timeouts.body_read,
@@ -307,7 +300,6 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
     let app = conn.app.clone();
     let cfg = &app.cfg;
     let bound = cfg.limits.client_body_buffer;
-    let limits = cfg.limits.http();
     // Room for the whole body and the start of a pipelined request after it.
     let max = bound + conn::READ_BUF;
     loop {
@@ -320,13 +312,7 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
             return Next::Process(conn);
         };
         let (deadline, rate) = (*deadline, *rate);
-        if !minrate::wait_for_body(
-            req.head(),
-            c.rbuf.data(),
-            &limits,
-            bound,
-            cfg.limits.max_body,
-        ) {
+        if !minrate::wait_for_body(req.head(), c.rbuf.data(), &cfg.limits) {
             c.phase = match std::mem::replace(&mut c.phase, Phase::Head) {
                 Phase::Body { req, .. } => Phase::Ready(req),
                 other => other,
