@@ -29,13 +29,13 @@ fns = "".join(
 work = ("static void work(void) {\n#ifdef SPREAD\n" + "".join(" f%d();\n" % i for i in range(lines))
         + "#else\n for (int i = 0; i < %d; i++) { __asm__ volatile(%s); }\n#endif\n}\n" % (lines, body))
 src = open(src_path).read()
-anchor = "static const char RESPONSE[]"
+anchor = "int main("
 send = "send(fd, RESPONSE,"
 assert anchor in src and send in src, "epoll_floor.c changed: update code_footprint.sh"
 src = src.replace(anchor, fns + work + anchor).replace(send, "work(); " + send)
 open(out_path, "w").write(src)
 PY
 cc -O2 -o "$work/floor" scripts/epoll_floor.c
-cc -O2 -o "$work/floor_compact" "$work/floor_fp.c"
-cc -O2 -DSPREAD -o "$work/floor_spread" "$work/floor_fp.c"
+cc -O2 -I scripts -o "$work/floor_compact" "$work/floor_fp.c"
+cc -O2 -I scripts -DSPREAD -o "$work/floor_spread" "$work/floor_fp.c"
 scripts/ab_builds.sh "$out" "$runs" 50 /echo "$work/floor" "$work/floor_compact" "$work/floor_spread"

@@ -20,32 +20,13 @@
  * idle now and then (BENCHMARKS.md, "Two kernel-side levers ruled out").
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-static const char RESPONSE[] = "HTTP/1.1 200 OK\r\nServer: weft\r\n"
-                               "Date: Fri, 27 Nov 2026 13:07:15 GMT\r\n"
-                               "Content-Type: text/plain\r\nContent-Length: 4\r\n\r\necho";
-
-/* The port of `--listen HOST:PORT[=model]`, or -1. */
-static int listen_port(int argc, char **argv) {
-    for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--listen") == 0) {
-            const char *colon = strrchr(argv[i + 1], ':');
-            return colon ? atoi(colon + 1) : -1;
-        }
-    }
-    return -1;
-}
+#include "floor.h"
 
 static long long now_ns(void) {
     struct timespec t;
@@ -54,24 +35,11 @@ static long long now_ns(void) {
 }
 
 int main(int argc, char **argv) {
-    int port = listen_port(argc, argv);
-    if (port <= 0) {
-        fprintf(stderr, "usage: epoll_floor [serve ...] --listen 127.0.0.1:PORT[=model]\n");
-        return 2;
-    }
     int one = 1;
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(port)};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 4096) != 0) {
-        perror("epoll_floor: bind/listen");
-        return 1;
-    }
+    int lfd = floor_listen("epoll_floor", argc, argv, SOCK_NONBLOCK);
     int ep = epoll_create1(0);
     struct epoll_event lev = {.events = EPOLLIN, .data.fd = lfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev);
-    fprintf(stderr, "epoll_floor: listening on 127.0.0.1:%d\n", port);
     struct epoll_event events[512];
     char buf[16384];
     const char *spin_env = getenv("FLOOR_SPIN_US");
@@ -110,10 +78,8 @@ int main(int argc, char **argv) {
                     }
                     break;
                 }
-                /* A head ends with CRLF CRLF; a client of this floor sends no bodies and never
-                 * splits a head across reads at these sizes. */
                 for (ssize_t k = 3; k < r; k++) {
-                    if (buf[k] == '\n' && buf[k - 1] == '\r' && buf[k - 2] == '\n' && buf[k - 3] == '\r') {
+                    if (head_ends_at(buf, k)) {
                         send(fd, RESPONSE, sizeof RESPONSE - 1, MSG_NOSIGNAL);
                     }
                 }

@@ -15,36 +15,18 @@
  * Only `--listen 127.0.0.1:PORT[=model]` is read, as in the epoll floor.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <liburing.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-static const char RESPONSE[] = "HTTP/1.1 200 OK\r\nServer: weft\r\n"
-                               "Date: Fri, 27 Nov 2026 13:07:15 GMT\r\n"
-                               "Content-Type: text/plain\r\nContent-Length: 4\r\n\r\necho";
+#include "floor.h"
 
 enum { ACCEPT = 1, RECV = 2 };
 #define BUFS 4096
 #define BUF_SIZE 2048
 #define GROUP 0
-
-static int listen_port(int argc, char **argv) {
-    for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--listen") == 0) {
-            const char *colon = strrchr(argv[i + 1], ':');
-            return colon ? atoi(colon + 1) : -1;
-        }
-    }
-    return -1;
-}
 
 static struct io_uring ring;
 static struct io_uring_buf_ring *br;
@@ -68,20 +50,8 @@ static void arm_recv(int fd) {
 }
 
 int main(int argc, char **argv) {
-    int port = listen_port(argc, argv);
-    if (port <= 0) {
-        fprintf(stderr, "usage: uring_floor [serve ...] --listen 127.0.0.1:PORT[=model]\n");
-        return 2;
-    }
     int one = 1;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(port)};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 4096) != 0) {
-        perror("uring_floor: bind/listen");
-        return 1;
-    }
+    int lfd = floor_listen("uring_floor", argc, argv, 0);
     struct io_uring_params p = {0};
     p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN;
     p.flags |= IORING_SETUP_CQSIZE;
@@ -109,7 +79,6 @@ int main(int argc, char **argv) {
     struct io_uring_sqe *s = sqe();
     io_uring_prep_multishot_accept(s, lfd, NULL, NULL, 0);
     io_uring_sqe_set_data64(s, (unsigned long long)ACCEPT << 32);
-    fprintf(stderr, "uring_floor: listening on 127.0.0.1:%d\n", port);
 
     for (;;) {
         rc = io_uring_submit_and_wait(&ring, 1);
@@ -149,7 +118,7 @@ int main(int argc, char **argv) {
             int bid = (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
             const char *buf = bufs + (size_t)bid * BUF_SIZE;
             for (int k = 3; k < cqe->res; k++) {
-                if (buf[k] == '\n' && buf[k - 1] == '\r' && buf[k - 2] == '\n' && buf[k - 3] == '\r') {
+                if (head_ends_at(buf, k)) {
                     struct io_uring_sqe *w = sqe();
                     io_uring_prep_send(w, fd, RESPONSE, sizeof RESPONSE - 1, MSG_NOSIGNAL);
                     w->flags |= IOSQE_CQE_SKIP_SUCCESS;
