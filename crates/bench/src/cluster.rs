@@ -38,7 +38,7 @@ use crate::plot;
 use crate::procstat;
 use crate::response::{ReadBuf, ResponseParser};
 use crate::schedule::Schedule;
-use crate::stats::ErrorKind;
+use crate::stats::{median, percentile, ErrorKind};
 use crate::target::{BadInput, RequestSpec, Target};
 
 /// weft instances behind the balancer.
@@ -773,16 +773,6 @@ pub fn failures_between(samples: &[Sample], from_ms: f64, to_ms: f64) -> (u64, u
     r
 }
 
-/// Percentile `q` (0..=1) of `v` (sorted here); NaN when empty.
-pub fn percentile(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
-}
-
 /// CPU time of this process (all its threads, not its children), seconds.
 fn self_cpu_s() -> f64 {
     // SAFETY: rusage is plain data, zeroed is valid, and getrusage only writes into it.
@@ -1045,17 +1035,6 @@ pub fn round_ratios(scale: &[(usize, &str, ScaleRun)]) -> Vec<f64> {
         .collect()
 }
 
-/// The median of `v` (the mean of the middle two for an even count); NaN when empty.
-pub fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// The scaling target: three instances give at least this many times one's throughput.
 pub const SCALE_TARGET: f64 = 2.7;
 
@@ -1095,14 +1074,7 @@ pub fn run(a: &ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
         return Ok(());
     };
-    let weft = experiment::weft_binary(a);
-    if !weft.is_file() {
-        return Err(BadInput(format!(
-            "{}: no weft binary (build it: cargo build --release -p weft, or pass --weft)",
-            weft.display()
-        ))
-        .into());
-    }
+    let weft = experiment::built_weft(a)?;
     let cpus = allowed_cpus();
     let ncores = cpus.len();
     let layout = Layout::for_cpus(&cpus);
@@ -1422,12 +1394,12 @@ fn run_with(
     let start = Instant::now() + Duration::from_millis(200);
     let load = {
         let plan = plan.clone();
-        let ns_path = format!("/var/run/netns/{}", client_ns.name);
+        let ns_name = client_ns.name.clone();
         let cores = layout.client.clone();
         std::thread::spawn(move || -> io::Result<Vec<Sample>> {
             pin_self(&cores)?;
-            let target = fs::File::open(ns_path)?;
-            enter_for_good(&target)?;
+            // The load's runtime workers are born in the client's namespace.
+            Netns::enter_for_good(&ns_name)?;
             open_loop(targets, start, &plan)
         })
     };
@@ -1544,19 +1516,6 @@ fn run_with(
     report(
         a, plan, dir, ncores, layout, net, model, &hcfg, &scale, &done, &samples, &hlog, &clients,
     )
-}
-
-/// Moves this thread (and the threads it starts) into the namespace of `ns` for the rest of
-/// its life: the load thread's runtime workers are born there.
-fn enter_for_good(ns: &fs::File) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: `ns` is an open namespace file for the call; setns changes only this thread's
-    // network namespace and reads no memory of ours.
-    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 fn dir_file(dir: &Path, quick: bool, name: &str) -> io::Result<PathBuf> {
@@ -2175,12 +2134,7 @@ mod tests {
     }
 
     #[test]
-    fn percentiles_and_access_log_clients() {
-        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
-        v.reverse();
-        assert_eq!(percentile(&mut v, 0.99), 99.0);
-        assert_eq!(percentile(&mut v, 0.5), 50.0);
-        assert!(percentile(&mut [], 0.99).is_nan());
+    fn access_log_clients() {
         assert_eq!(
             access_log_client("10.214.3.2 - - [25/Nov/2026:07:00:00 +0000] \"GET /echo HTTP/1.1\" 200 4 \"-\" \"-\""),
             Some("10.214.3.2")

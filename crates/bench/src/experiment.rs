@@ -42,6 +42,7 @@ use crate::load::{self, LoadConfig, Stop};
 use crate::plot;
 use crate::procstat;
 use crate::specweb::{self, SpecwebConfig};
+use crate::stats::median;
 use crate::target::{BadInput, RequestSpec, Target};
 
 pub mod charts;
@@ -161,6 +162,18 @@ pub(crate) fn weft_binary(a: &ExperimentArgs) -> PathBuf {
             .and_then(|p| p.parent().map(|d| d.join("weft")))
             .unwrap_or_else(|| PathBuf::from("weft"))
     })
+}
+
+/// [`weft_binary`], refused where it is not a file.
+pub(crate) fn built_weft(a: &ExperimentArgs) -> Result<PathBuf, BadInput> {
+    let weft = weft_binary(a);
+    if !weft.is_file() {
+        return Err(BadInput(format!(
+            "{}: no weft binary (build it: cargo build --release -p weft, or pass --weft)",
+            weft.display()
+        )));
+    }
+    Ok(weft)
 }
 
 /// The servers of an experiment: weft's models (each with the cache on and off when
@@ -435,21 +448,6 @@ fn missing(spec: &Spec) -> io::Result<Option<Server>> {
     Ok(None)
 }
 
-/// Median of `v` (the mean of the middle two for an even count); NaN when empty.
-pub fn median(v: &[f64]) -> f64 {
-    let mut v: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Servers in the order of run `run`: rotated by one each run, so that no server always
 /// comes first (or right after the same neighbour's load).
 pub fn rotation<T: Clone>(servers: &[T], run: usize) -> Vec<T> {
@@ -497,14 +495,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Before anything is started or written: a quick run never replaces a full one's results.
     let dir = out_dir(&a);
     check_overwrite(&dir, a.quick)?;
-    let weft = weft_binary(&a);
-    if !weft.is_file() {
-        return Err(BadInput(format!(
-            "{}: no weft binary (build it: cargo build --release -p weft, or pass --weft)",
-            weft.display()
-        ))
-        .into());
-    }
+    let weft = built_weft(&a)?;
     let root = fs::canonicalize(&a.root)
         .or_else(|_| fs::create_dir_all(&a.root).and_then(|()| fs::canonicalize(&a.root)))?;
     let status = Command::new(&weft).arg("fileset").arg(&root).output()?;
@@ -1332,14 +1323,6 @@ mod tests {
         assert_eq!(written_by_quick_run(&dir), Some(false));
         assert!(check_overwrite(&dir, true).is_err());
         fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(&[]).is_nan());
-        assert_eq!(median(&[f64::NAN, 5.0]), 5.0);
     }
 
     #[test]

@@ -128,9 +128,15 @@ impl Netns {
     /// afterwards) opens are the namespace's. The guard moves it back.
     pub fn enter(&self) -> io::Result<NsGuard> {
         let home = File::open("/proc/thread-self/ns/net")?;
-        let target = File::open(format!("/var/run/netns/{}", self.name))?;
-        setns(&target)?;
+        setns(&File::open(ns_path(&self.name))?)?;
         Ok(NsGuard { home })
+    }
+
+    /// Moves the calling thread into namespace `name` for the rest of its life (no guard
+    /// moves it back): the threads it starts afterwards are born there. For a thread that
+    /// outlives the borrow of its [`Netns`], such as the cluster's open-loop load.
+    pub(crate) fn enter_for_good(name: &str) -> io::Result<()> {
+        setns(&File::open(ns_path(name))?)
     }
 }
 
@@ -169,6 +175,11 @@ impl Drop for Bridge {
     fn drop(&mut self) {
         let _ = ip(&["link", "del", &self.name]);
     }
+}
+
+/// Where `ip netns` keeps namespace `name`.
+fn ns_path(name: &str) -> String {
+    format!("/var/run/netns/{name}")
 }
 
 fn setns(f: &File) -> io::Result<()> {

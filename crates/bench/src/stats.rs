@@ -1,6 +1,9 @@
 //! What a run records: latencies in an HDR histogram (nanoseconds, 3 significant digits, so
 //! every percentile is within 0.1% of the recorded value), completed requests and bytes, and
 //! errors by kind. One [`Recorder`] per worker thread; they are merged at the end.
+//!
+//! Also the crate's statistics of plain samples: [`median`] (of an experiment's runs, of the
+//! cluster's same-round ratios) and [`percentile`] (of the cluster's latencies in a second).
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -191,9 +194,51 @@ impl Percentiles {
     }
 }
 
+/// The median of `v` (the mean of the middle two for an even count), NaNs left out; NaN when
+/// nothing is left.
+pub(crate) fn median(v: &[f64]) -> f64 {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Percentile `q` (0..=1) of `v` (sorted here): the smallest value with at least that share
+/// of `v` at or below it; NaN when empty.
+pub(crate) fn percentile(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[1.0, 4.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        // A failed run's NaN is left out, not sorted in.
+        assert_eq!(median(&[f64::NAN, 5.0, 1.0]), 3.0);
+        assert!(median(&[f64::NAN]).is_nan());
+    }
+
+    #[test]
+    fn percentiles_of_samples() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        v.reverse();
+        assert_eq!(percentile(&mut v, 0.99), 99.0);
+        assert_eq!(percentile(&mut v, 0.5), 50.0);
+        assert!(percentile(&mut [], 0.99).is_nan());
+    }
 
     /// Within the histogram's precision (3 significant digits: 0.1%).
     fn close(got: f64, want: f64) -> bool {
