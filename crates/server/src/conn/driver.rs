@@ -13,12 +13,12 @@ use crate::gather::{Gather, GATHER_RESPONSES};
 use crate::net::Transport;
 use crate::Request;
 
-use super::handle::{failure, handle, log_access, refill_request};
+use super::handle::{handle, log_access, refill_request};
 use super::head::{head_late, head_step, idle_timeout, mark_busy, mark_idle, HeadDue, HeadStep};
-use super::proxy_header::read_proxy_header;
-use super::respond::write_response;
+use super::prelude::{refuse, Prelude, Protocol, Reason, Step};
+use super::respond::{write_encoded, write_response};
 use super::timing::{Stamped, Times};
-use super::{admit, encode_append, ConnInfo, OnIdle, Served, Start, READ_BUF};
+use super::{encode_append, ConnInfo, OnIdle, Served, Start, READ_BUF};
 
 /// How a head read ended.
 enum HeadRead {
@@ -154,22 +154,18 @@ fn serve_with<T: Transport>(
     let mut batch: u32 = 0;
     if start == Start::Fresh {
         stream.set_write_timeout(Some(cfg.timeouts.send))?;
-        if info.awaits_proxy_header() && !read_proxy_header(stream, rbuf, app, info)? {
-            return Ok(Served::Closed);
-        }
-        if !admit(app, info) {
-            log::info!(
-                "{}: 503 more than {} connections open from {}",
-                info.peer,
-                crate::limits_ip::conn_limit(cfg, &info.listener),
-                info.client().ip()
-            );
-            super::log_refused(app, info.client().ip(), rbuf.data(), 503);
-            let bytes =
-                write_response(stream, wbuf, failure(503), None, false, b"").map_or(0, |s| s.0);
-            info.listener.response(503, bytes);
-            linger(stream, rbuf, app.cfg.timeouts.lingering_time);
-            return Ok(Served::Closed);
+        let mut prelude = Prelude::resume(info, &cfg.timeouts, Instant::now());
+        match open(stream, rbuf, wbuf, &mut prelude, app, info)? {
+            Opened::Open(Protocol::Http1) => {}
+            Opened::Handshake { .. } => {
+                // TLS listeners run their handshake before this driver (`tls::start`).
+                log::error!(
+                    "{}: a TLS handshake reached the HTTP driver; closed",
+                    info.peer
+                );
+                return Ok(Served::Closed);
+            }
+            Opened::Closed => return Ok(Served::Closed),
         }
     }
     let timed = cfg.timing.on();
@@ -186,12 +182,7 @@ fn serve_with<T: Transport>(
             Ok(HeadRead::Idle) => return Ok(Served::Idle),
             Ok(HeadRead::Closed) => return Ok(Served::Closed),
             Ok(HeadRead::Fail(status, reason)) => {
-                log::info!("{}: {status} {reason}", info.peer);
-                super::log_refused(app, info.client().ip(), rbuf.data(), status);
-                let bytes = write_response(stream, wbuf, failure(status), None, false, b"")
-                    .map_or(0, |s| s.0);
-                info.listener.response(status, bytes);
-                linger(stream, rbuf, app.cfg.timeouts.lingering_time);
+                answer(stream, rbuf, wbuf, app, info, status, &Reason::Rule(reason));
                 return Ok(Served::Closed);
             }
             Err(e) => return Err(e),
@@ -319,7 +310,7 @@ fn read_head<T: Transport>(
         stream.set_read_timeout(Some(timeout))?;
         match rbuf.fill(stream, max) {
             Ok(0) if !empty => {
-                log::debug!("{}: closed in the middle of a request head", info.peer);
+                Reason::HeadCut.log(info.peer, None);
                 return Ok(HeadRead::Closed);
             }
             Ok(0) => return Ok(HeadRead::Closed),
@@ -358,6 +349,108 @@ fn read_head<T: Transport>(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// How a connection's prelude ended on a blocking transport ([`open`]).
+pub(crate) enum Opened {
+    /// Requests follow in this protocol (the first bytes of one may be buffered).
+    Open(Protocol),
+    /// The buffer begins a ClientHello: the caller runs the TLS handshake with it by `until`.
+    Handshake { until: Instant },
+    /// The connection is to be closed (answered and logged where that was due).
+    Closed,
+}
+
+/// Drives a connection's prelude (PROXY header, the first bytes of TLS, the count against
+/// `limits.conn_per_ip`) over a blocking transport, reading into `rbuf` within each stage's
+/// deadline. A refusal is answered from `wbuf` and logged here.
+pub(crate) fn open<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut ReadBuf,
+    wbuf: &mut Vec<u8>,
+    prelude: &mut Prelude,
+    app: &App,
+    info: &ConnInfo,
+) -> io::Result<Opened> {
+    loop {
+        let now = Instant::now();
+        match prelude.step(rbuf.data(), &app.cfg, now) {
+            Step::Read { max, until } => {
+                // Zero: the deadline passed since the step; the next step says so.
+                let left = until
+                    .saturating_duration_since(now)
+                    .max(Duration::from_millis(1));
+                stream.set_read_timeout(Some(left))?;
+                match rbuf.fill(stream, max) {
+                    Ok(0) => {
+                        if let Some(why) = prelude.ended(rbuf.len()) {
+                            why.log(info.peer, None);
+                        }
+                        return Ok(Opened::Closed);
+                    }
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::Interrupted
+                                | io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(e) => {
+                        log::debug!("{}: before its first request: {e}", info.peer);
+                        return Ok(Opened::Closed);
+                    }
+                }
+            }
+            Step::Proxied { len, client } => {
+                rbuf.consume(len);
+                let _ = info.proxied.set(client);
+            }
+            Step::Admit => {
+                if let Err(why) = prelude.admit(app, info) {
+                    answer(stream, rbuf, wbuf, app, info, 503, &why);
+                    return Ok(Opened::Closed);
+                }
+            }
+            Step::Handshake { until } => return Ok(Opened::Handshake { until }),
+            Step::Open(protocol) => return Ok(Opened::Open(protocol)),
+            Step::Answer(status, why) => {
+                answer(stream, rbuf, wbuf, app, info, status, &why);
+                return Ok(Opened::Closed);
+            }
+            Step::Close(why) => {
+                why.log(info.peer, None);
+                return Ok(Opened::Closed);
+            }
+        }
+    }
+}
+
+/// Answers `status` to a request that could not be read (or a connection refused before one),
+/// logged once as every model logs it, then closes with a lingering close.
+#[cold]
+fn answer<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut ReadBuf,
+    wbuf: &mut Vec<u8>,
+    app: &App,
+    info: &ConnInfo,
+    status: u16,
+    why: &Reason,
+) {
+    let received = Some(rbuf.data());
+    let enc = refuse(
+        app,
+        info.peer,
+        info.client().ip(),
+        received,
+        status,
+        why,
+        wbuf,
+    );
+    let bytes = write_encoded(stream, wbuf, enc).map_or(0, |s| s.0);
+    info.listener.response(status, bytes);
+    linger(stream, rbuf, app.cfg.timeouts.lingering_time);
 }
 
 /// Whether the connection can be closed at once after answering `req`, without the half-close

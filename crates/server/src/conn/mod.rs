@@ -8,13 +8,15 @@
 //! The pieces: [`driver`] (the keep-alive loop and the head read), [`head`] (the request-head
 //! rules without I/O, which the pipeline's receive stage applies too), [`handle`] (one request:
 //! handler, body, access log), [`respond`] (encoding a response and writing it), [`timing`]
-//! (`[timing]` clock readings) and [`proxy_header`] (the PROXY protocol header). The models
-//! and TLS use them through the names re-exported here.
+//! (`[timing]` clock readings). Before all of them, [`prelude`]: what a new connection must
+//! say before it carries requests (PROXY header, TLS's first bytes, the count against
+//! `limits.conn_per_ip`), one state machine that every model drives. The models and TLS use
+//! them through the names re-exported here.
 
 mod driver;
 mod handle;
 mod head;
-mod proxy_header;
+mod prelude;
 mod respond;
 mod timing;
 
@@ -29,13 +31,16 @@ use crate::net::Transport;
 use crate::shutdown::Registration;
 
 use driver::serve_inner;
+pub(crate) use driver::{open, Opened};
 pub(crate) use handle::{
     failure, handle, log_access, log_cut, log_refused, recycle_request, take_request,
 };
 pub(crate) use head::{
     head_late, head_step, idle_timeout, mark_busy, mark_idle, HeadDue, HeadStep,
 };
-pub(crate) use proxy_header::{proxy_read_max, read_proxy_header, take_proxy_header, ProxyStep};
+pub(crate) use prelude::{
+    count, proxy_read_max, refuse, BodyDue, BodyStep, Prelude, Protocol, Reason, Step,
+};
 pub(crate) use respond::{encode_append, encode_response, write_encoded, Encoded, Tail};
 pub(crate) use timing::Times;
 
@@ -67,27 +72,6 @@ impl ConnInfo {
     /// The client's address: the PROXY protocol header's, else the socket's peer.
     pub fn client(&self) -> SocketAddr {
         self.proxied.get().copied().flatten().unwrap_or(self.peer)
-    }
-
-    /// True while a PROXY protocol header is still to be read before the first request.
-    pub(crate) fn awaits_proxy_header(&self) -> bool {
-        self.listener.proxy_protocol() && self.proxied.get().is_none()
-    }
-}
-
-/// Counts the connection against `limits.conn_per_ip` by its client address (the PROXY
-/// header's, once read); false if that address has as many open already: the caller answers
-/// 503, logs it, and closes. True at once for a connection already counted.
-pub(crate) fn admit(app: &App, info: &ConnInfo) -> bool {
-    if info.client_slot.get().is_some() {
-        return true;
-    }
-    match crate::limits_ip::admit(&app.clients, &app.cfg, &info.listener, info.client().ip()) {
-        Ok(slot) => {
-            let _ = info.client_slot.set(slot);
-            true
-        }
-        Err(_) => false,
     }
 }
 

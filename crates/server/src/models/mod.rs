@@ -5,6 +5,7 @@ pub mod fiber;
 pub mod pipeline;
 pub mod process;
 pub mod thread;
+pub(crate) mod wheel;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};

@@ -65,11 +65,12 @@ use std::time::{Duration, Instant};
 
 use weft_http::Parser;
 
+use super::wheel::Wheel;
 use super::{AcceptGate, ACCEPT_BACKOFF};
 use crate::app::{App, LiveApp};
 use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::ListenerMetrics;
-use crate::minrate::{self, MinRate};
+use crate::minrate::MinRate;
 use crate::net::{BlockingStream, Transport};
 use crate::sys_process::{self as sp, Exit, Forked, Pid};
 
@@ -142,6 +143,9 @@ struct Child {
 /// Where a connection the master holds stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
+    /// Its prelude (`conn::Prelude`: PROXY header, the first bytes of TLS, the count) is not
+    /// done; its deadline is the prelude's.
+    Prelude,
     /// Reading a request head (none, or part of one, has arrived); answered 408 past the
     /// deadline if a part has arrived, closed silently if none has.
     Head { deadline: Instant },
@@ -150,11 +154,7 @@ enum Stage {
     /// A whole head whose body (at most `limits.client_body_buffer` bytes) is still arriving:
     /// the master reads it too, so a slow body holds no child (issue 24). Answered 408 at the
     /// deadline: the body-read timeout since the last bytes, or the minimum rate's.
-    Body {
-        deadline: Instant,
-        rate: MinRate,
-        head_len: usize,
-    },
+    Body { due: conn::BodyDue, head_len: usize },
     /// A whole head (or bytes a child must answer with an error) waits for a free child.
     Queued,
     /// A child serves it; the master keeps its copy of the descriptor and takes the
@@ -173,6 +173,9 @@ struct Held {
     accepted: Option<Instant>,
     /// The connection has been served before (its next child records no accept phase).
     resumed: bool,
+    /// Its prelude, stepped by the master until a child takes over (a TLS handshake) or
+    /// requests may be read.
+    prelude: conn::Prelude,
     /// What its PROXY protocol header said (`[[listen]] proxy_protocol`): `None` until it has
     /// been read; then the client's address, or `None` for a header that named none.
     proxied: Option<Option<SocketAddr>>,
@@ -181,6 +184,9 @@ struct Held {
     /// Its count against `limits.conn_per_ip`, held by the master for the connection's whole
     /// life (children serve it in turns); released when the master closes it.
     client_slot: Option<crate::limits_ip::ConnSlot>,
+    /// Its entry in the master's deadlines ([`Master::timers`]), parked under [`Held::due`]
+    /// while it has one.
+    timer: u64,
 }
 
 impl Held {
@@ -190,6 +196,8 @@ impl Held {
     fn due(&self) -> Option<(Instant, &'static str)> {
         let received = self.buf.len() as u64;
         match self.stage {
+            // What its lateness means is the prelude's to say ([`Master::advance`]).
+            Stage::Prelude => self.prelude.deadline().map(|d| (d, "")),
             Stage::Head { deadline } => {
                 let (d, slow) = match self.head_rate {
                     Some(r) if !self.buf.is_empty() => r.earliest(received, deadline),
@@ -198,24 +206,14 @@ impl Held {
                 Some((d, conn::head_late(slow)))
             }
             Stage::Idle { deadline } => Some((deadline, "idle connection closed")),
-            Stage::Body {
-                deadline,
-                rate,
-                head_len,
-            } => {
-                let body = received.saturating_sub(head_len as u64);
-                let (d, slow) = rate.earliest(body, deadline);
-                Some((
-                    d,
-                    if slow {
-                        "request body below timeouts.body_min_rate"
-                    } else {
-                        "request body not received in time"
-                    },
-                ))
-            }
+            Stage::Body { due, head_len } => Some(due.due(self.buf.len().saturating_sub(head_len))),
             Stage::Queued | Stage::Served => None,
         }
+    }
+
+    /// The client's address: the PROXY header's where the listener takes one.
+    fn client(&self) -> std::net::IpAddr {
+        self.proxied.flatten().unwrap_or(self.peer).ip()
     }
 }
 
@@ -223,6 +221,9 @@ impl Held {
 struct Master {
     epoll: sp::Epoll,
     held: HashMap<RawFd, Held>,
+    /// The held connections' deadlines, by descriptor: expiring them costs what expires, not
+    /// a scan of every connection held (the pipeline's poller keeps its own the same way).
+    timers: Wheel<RawFd>,
     queue: VecDeque<RawFd>,
     children: HashMap<Pid, Child>,
     /// Live children, read by lingering children to see the pressure.
@@ -278,6 +279,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     let mut m = Master {
         epoll,
         held: HashMap::new(),
+        timers: Wheel::new(Instant::now()),
         queue: VecDeque::new(),
         children: HashMap::new(),
         live: sp::Shared::new(),
@@ -470,6 +472,7 @@ impl Master {
                     }
                     lm.accepted.fetch_add(1, Relaxed);
                     lm.open.fetch_add(1, Relaxed);
+                    let timer = self.timers.alloc();
                     self.held.insert(
                         fd,
                         Held {
@@ -477,19 +480,19 @@ impl Master {
                             peer,
                             lm: lm.clone(),
                             buf: Vec::new(),
-                            stage: Stage::Head {
-                                deadline: Instant::now() + app.cfg.timeouts.header_read,
-                            },
+                            stage: Stage::Prelude,
                             accepted,
                             resumed: false,
+                            prelude: conn::Prelude::new(lm, &app.cfg.timeouts, Instant::now()),
                             proxied: None,
                             head_rate: None,
                             client_slot: None,
+                            timer,
                         },
                     );
-                    if !lm.proxy_protocol() {
-                        self.admit(app, fd, peer.ip());
-                    }
+                    // A plain listener's connection is counted at once.
+                    self.advance(app, fd);
+                    self.arm(fd);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
@@ -502,25 +505,36 @@ impl Master {
         }
     }
 
-    /// Reads what a held connection sent; queues it for a child once its head is whole (or
-    /// is bad or too large: the child answers it as every model does).
+    /// Reads what a held connection sent and puts it under its new deadline.
     fn read_head(&mut self, app: &App, fd: RawFd) {
+        self.read(app, fd);
+        self.arm(fd);
+    }
+
+    /// Puts held connection `fd` under its current deadline ([`Held::due`]; none while it is
+    /// queued for a child or with one).
+    fn arm(&mut self, fd: RawFd) {
+        let Some(h) = self.held.get(&fd) else {
+            return;
+        };
+        self.timers.remove(h.timer);
+        if let Some((deadline, _)) = h.due() {
+            let _ = self.timers.park(h.timer, fd, deadline);
+        }
+    }
+
+    /// Reads what a held connection sent; steps its prelude, and queues it for a child once
+    /// its head is whole (or is bad or too large: the child answers it as every model does).
+    fn read(&mut self, app: &App, fd: RawFd) {
         let Some(h) = self.held.get_mut(&fd) else {
             return;
         };
-        let max = if let Stage::Body { head_len, .. } = h.stage {
-            head_len + app.cfg.limits.client_body_buffer
-        } else if h.lm.proxy_protocol() && h.proxied.is_none() {
-            conn::proxy_read_max(&app.cfg)
-        } else {
-            app.cfg.limits.max_head_bytes + 1
+        let max = match h.stage {
+            Stage::Body { head_len, .. } => head_len + app.cfg.limits.client_body_buffer,
+            Stage::Prelude => conn::proxy_read_max(&app.cfg),
+            Stage::Head { .. } | Stage::Idle { .. } => app.cfg.limits.max_head_bytes + 1,
+            Stage::Queued | Stage::Served => return,
         };
-        if !matches!(
-            h.stage,
-            Stage::Head { .. } | Stage::Idle { .. } | Stage::Body { .. }
-        ) {
-            return;
-        }
         let had = h.buf.len();
         let want = (max - had.min(max)).min(conn::READ_BUF);
         if want == 0 {
@@ -535,12 +549,9 @@ impl Master {
                     // The client closed its side before the end of the body: a child serves
                     // the request as the other models do (a handler that reads the body
                     // meets its end and answers 400; one that does not answers as usual).
-                    h.stage = Stage::Queued;
-                    let _ = self.epoll.delete(fd);
-                    self.queue.push_back(fd);
-                    return;
-                } else if had > 0 {
-                    log::debug!("{}: closed in the middle of a request head", h.peer);
+                    return self.enqueue(fd);
+                } else if let Some(why) = h.prelude.ended(had) {
+                    why.log(h.peer, None);
                 }
                 return self.close(fd);
             }
@@ -552,84 +563,117 @@ impl Master {
                 return self.close(fd);
             }
         }
-        if let Stage::Idle { .. } = h.stage {
-            h.stage = Stage::Head {
-                deadline: Instant::now() + app.cfg.timeouts.header_read,
-            };
-            h.head_rate = None;
-        }
-        if let Stage::Body {
-            deadline, head_len, ..
-        } = &mut h.stage
-        {
-            // nginx's client_body_timeout: between two reads.
-            *deadline = Instant::now() + app.cfg.timeouts.body_read;
-            let head_len = *head_len;
-            self.parser.reset();
-            let waits = matches!(self.parser.parse(&h.buf), Ok(Some(_)))
-                && minrate::wait_for_body(self.parser.head(), &h.buf[head_len..], &app.cfg.limits);
-            if !waits {
-                h.stage = Stage::Queued;
-                let _ = self.epoll.delete(fd);
-                self.queue.push_back(fd);
+        match &mut h.stage {
+            Stage::Prelude => self.advance(app, fd),
+            Stage::Body { due, head_len } => {
+                let now = Instant::now();
+                due.progressed(&app.cfg.timeouts, now);
+                let head_len = *head_len;
+                self.parser.reset();
+                let waits = matches!(self.parser.parse(&h.buf), Ok(Some(_)))
+                    && due.step(self.parser.head(), &h.buf[head_len..], &app.cfg, now)
+                        != conn::BodyStep::Ready;
+                if !waits {
+                    self.enqueue(fd);
+                }
             }
-            return;
+            Stage::Idle { .. } => {
+                h.stage = Stage::Head {
+                    deadline: Instant::now() + app.cfg.timeouts.header_read,
+                };
+                h.head_rate = None;
+                self.parse_head(app, fd);
+            }
+            _ => self.parse_head(app, fd),
         }
-        if h.head_rate.is_none() {
-            h.head_rate = Some(MinRate::head(&app.cfg.timeouts, Instant::now()));
-        }
-        if h.lm.proxy_protocol() && h.proxied.is_none() {
-            use weft_http::proxy_protocol::{parse, Parsed, Proxied};
-            match parse(&h.buf) {
-                // Within the header-read deadline, as the head itself.
-                Ok(Parsed::Partial) => return,
-                Ok(Parsed::Done { proxied, len }) => {
+    }
+
+    /// Steps a held connection's prelude as far as its bytes allow: a TLS connection goes to
+    /// a child with its first bytes (part of a ClientHello), since the child runs the handshake
+    /// and keeps the connection to its end (a TLS session cannot be handed back to the master
+    /// between requests); a plain one goes on to its first head.
+    fn advance(&mut self, app: &App, fd: RawFd) {
+        loop {
+            let Some(h) = self.held.get_mut(&fd) else {
+                return;
+            };
+            let now = Instant::now();
+            match h.prelude.step(&h.buf, &app.cfg, now) {
+                conn::Step::Read { .. } => return,
+                conn::Step::Proxied { len, client } => {
                     h.buf.drain(..len);
-                    h.proxied = Some(match proxied {
-                        Proxied::Tcp { source, .. } => Some(source),
-                        Proxied::Local => None,
-                    });
-                    let client = h.proxied.flatten().unwrap_or(h.peer).ip();
+                    h.proxied = Some(client);
+                }
+                conn::Step::Admit => {
+                    let client = h.client();
                     if !self.admit(app, fd, client) {
                         return;
                     }
-                    if self.held.get(&fd).is_none_or(|h| h.buf.is_empty()) {
-                        return;
+                    if let Some(h) = self.held.get_mut(&fd) {
+                        h.prelude.counted();
                     }
                 }
-                Err(e) => {
-                    log::info!("{}: {e}; connection closed", h.peer);
+                conn::Step::Handshake { .. } => {
+                    // The master keeps the count for the connection's life, so it counts a
+                    // TLS connection before its child takes over (over the limit, it is closed:
+                    // the master cannot answer before a handshake).
+                    let client = h.client();
+                    if h.client_slot.is_none() && !self.admit(app, fd, client) {
+                        return;
+                    }
+                    return self.enqueue(fd);
+                }
+                conn::Step::Open(conn::Protocol::Http1) => {
+                    h.stage = Stage::Head {
+                        deadline: now + app.cfg.timeouts.header_read,
+                    };
+                    if !h.buf.is_empty() {
+                        self.parse_head(app, fd);
+                    }
+                    return;
+                }
+                conn::Step::Answer(status, why) => {
+                    answer_held(app, h, status, &why);
+                    return self.close(fd);
+                }
+                conn::Step::Close(why) => {
+                    why.log(h.peer, None);
                     return self.close(fd);
                 }
             }
         }
+    }
+
+    /// Parses the head a held connection has sent so far: a whole head with a small body to
+    /// come waits for the body; a whole one, a bad one or one at the limit goes to a child.
+    fn parse_head(&mut self, app: &App, fd: RawFd) {
         let Some(h) = self.held.get_mut(&fd) else {
             return;
         };
-        // A TLS connection goes to a child with its first bytes (part of a ClientHello): the
-        // child runs the handshake and keeps the connection to its end, since a TLS session
-        // cannot be handed back to the master between requests.
-        let tls = h.lm.tls() && !h.buf.is_empty();
+        let now = Instant::now();
+        if h.head_rate.is_none() {
+            h.head_rate = Some(MinRate::head(&app.cfg.timeouts, now));
+        }
         self.parser.reset();
-        let parsed = if tls {
-            Ok(None)
-        } else {
-            self.parser.parse(&h.buf)
-        };
+        let parsed = self.parser.parse(&h.buf);
         if let Ok(Some(head_len)) = parsed {
-            if minrate::wait_for_body(self.parser.head(), &h.buf[head_len..], &app.cfg.limits) {
-                let now = Instant::now();
-                h.stage = Stage::Body {
-                    deadline: now + app.cfg.timeouts.body_read,
-                    rate: MinRate::body(&app.cfg.timeouts, now),
-                    head_len,
-                };
+            let body = &h.buf[head_len..];
+            if let Some(due) = conn::BodyDue::begin(self.parser.head(), body, &app.cfg, now) {
+                h.stage = Stage::Body { due, head_len };
                 return;
             }
         }
-        let whole = tls || !matches!(parsed, Ok(None)) || h.buf.len() >= max;
-        if whole {
+        let max = app.cfg.limits.max_head_bytes + 1;
+        if !matches!(parsed, Ok(None)) || h.buf.len() >= max {
+            self.enqueue(fd);
+        }
+    }
+
+    /// Queues held connection `fd` for a child; the master stops watching it.
+    fn enqueue(&mut self, fd: RawFd) {
+        if let Some(h) = self.held.get_mut(&fd) {
             h.stage = Stage::Queued;
+            self.timers.remove(h.timer);
             let _ = self.epoll.delete(fd);
             self.queue.push_back(fd);
         }
@@ -659,7 +703,12 @@ impl Master {
                     gate.warn(|| format!("{}: cannot fork a connection process: {e}", lm.addr));
                     // A TLS client could not read a plaintext answer: it gets the close alone.
                     if !lm.tls() {
-                        answer_held(app, h, 503, "no connection process could be forked");
+                        answer_held(
+                            app,
+                            h,
+                            503,
+                            &conn::Reason::Rule("no connection process could be forked"),
+                        );
                     }
                     self.close(fd);
                     std::thread::sleep(ACCEPT_BACKOFF);
@@ -748,6 +797,7 @@ impl Master {
                 };
                 h.resumed = true;
                 if self.epoll.add(fd, CONN_TAG | fd as u64).is_ok() {
+                    self.arm(fd);
                     return;
                 }
             }
@@ -759,33 +809,36 @@ impl Master {
     /// one that never sent a byte is closed.
     /// The earliest time a held connection is due to be closed (see [`Held::due`]).
     fn earliest_due(&self) -> Option<Instant> {
-        self.held
-            .values()
-            .filter_map(|h| h.due())
-            .map(|(d, _)| d)
-            .min()
+        self.timers.next_due_exact()
     }
 
     fn sweep(&mut self, app: &App) {
         let now = Instant::now();
+        let mut fired = Vec::new();
+        self.timers.expire(now, &mut fired);
         // Each connection past a deadline, with the reason its 408 gives.
-        let expired: Vec<(RawFd, &'static str)> = self
-            .held
-            .iter()
-            .filter_map(|(&fd, h)| h.due().filter(|&(d, _)| d <= now).map(|(_, w)| (fd, w)))
-            .collect();
+        let mut expired = Vec::with_capacity(fired.len());
+        for fd in fired {
+            match self.held.get(&fd).and_then(Held::due) {
+                Some((d, why)) if d <= now => expired.push((fd, why)),
+                // Its deadline moved since it was armed.
+                _ => self.arm(fd),
+            }
+        }
         for (fd, why) in expired {
             let h = &self.held[&fd];
             let answers = match h.stage {
+                // The prelude says what its lateness means (no 408: not an HTTP client yet).
+                Stage::Prelude => {
+                    self.advance(app, fd);
+                    continue;
+                }
                 Stage::Head { .. } => !h.buf.is_empty(),
                 Stage::Body { .. } => true,
                 _ => false,
             };
-            if h.lm.proxy_protocol() && h.proxied.is_none() {
-                // Not an HTTP client (yet): no 408, as the other models.
-                log::info!("{}: no PROXY header in time; connection closed", h.peer);
-            } else if answers {
-                answer_held(app, h, 408, why);
+            if answers {
+                answer_held(app, h, 408, &conn::Reason::Rule(why));
             }
             self.close(fd);
         }
@@ -797,25 +850,20 @@ impl Master {
         let Some(h) = self.held.get_mut(&fd) else {
             return false;
         };
-        match crate::limits_ip::admit(&app.clients, &app.cfg, &h.lm, client) {
+        match conn::count(app, &h.lm, client) {
             Ok(slot) => {
                 h.client_slot = Some(slot);
                 true
             }
-            Err(_) => {
-                let limit = crate::limits_ip::conn_limit(&app.cfg, &h.lm);
+            Err(why) => {
                 if h.lm.tls() {
                     // A TLS client cannot read a plaintext answer before its handshake (and
                     // the master never holds a session): it gets the close alone, which is
                     // no response to count or log as one.
-                    log::info!(
-                        "{}: more than {limit} connections open from {client}; closed",
-                        h.peer
-                    );
+                    log::info!("{}: {why}; closed", h.peer);
                     let _ = h.stream.shutdown(std::net::Shutdown::Write);
                 } else {
                     // The other models' answer, and their log lines.
-                    let why = format!("more than {limit} connections open from {client}");
                     answer_held(app, h, 503, &why);
                 }
                 self.close(fd);
@@ -827,6 +875,7 @@ impl Master {
     /// Forgets and closes a held connection.
     fn close(&mut self, fd: RawFd) {
         if let Some(h) = self.held.remove(&fd) {
+            self.timers.release(h.timer);
             let _ = self.epoll.delete(fd);
             h.lm.open.fetch_sub(1, Relaxed);
             drop(h);
@@ -853,7 +902,7 @@ impl Master {
             .filter(|(_, h)| match h.stage {
                 Stage::Idle { .. } => true,
                 Stage::Head { .. } => h.buf.is_empty() && h.resumed,
-                Stage::Body { .. } | Stage::Queued | Stage::Served => false,
+                Stage::Prelude | Stage::Body { .. } | Stage::Queued | Stage::Served => false,
             })
             .map(|(&fd, _)| fd)
             .collect();
@@ -864,7 +913,7 @@ impl Master {
             m.held.values().any(|h| {
                 matches!(
                     h.stage,
-                    Stage::Head { .. } | Stage::Body { .. } | Stage::Queued
+                    Stage::Prelude | Stage::Head { .. } | Stage::Body { .. } | Stage::Queued
                 )
             })
         };
@@ -917,29 +966,28 @@ impl Master {
     }
 }
 
-/// The access-log line of a request the master refused, written out at once: a line left in
-/// the master's buffer would be copied into every child forked after it and written again by
-/// each (the children flush what they inherit).
-fn log_refused_now(app: &App, client: std::net::IpAddr, received: &[u8], status: u16) {
-    conn::log_refused(app, client, received, status);
+/// Answers `status` (408, 503) on a connection the master holds and is about to close, with
+/// the log lines every model writes (`conn::refuse`). The access-log line is written out at
+/// once: a line left in the master's buffer would be copied into every child forked after it
+/// and written again by each (the children flush what they inherit). Best effort: a client
+/// that sends this slowly has room for a few hundred bytes; what it sent since is read
+/// (bounded: the socket is non-blocking) so that the close sends no reset that could destroy
+/// the answer.
+fn answer_held(app: &App, h: &Held, status: u16, why: &conn::Reason) {
+    let mut wbuf = Vec::new();
+    let out = conn::refuse(
+        app,
+        h.peer,
+        h.client(),
+        Some(&h.buf),
+        status,
+        why,
+        &mut wbuf,
+    );
+    debug_assert!(matches!(out.tail, conn::Tail::None));
     if let Some(l) = &app.access_log {
         l.flush();
     }
-}
-
-/// Answers `status` (408, 503) on a connection the master holds and is about to close, with
-/// the log lines every model writes: the reason in the error log, the access-log line with
-/// the head's first line. Best effort: a client that sends this slowly has room for a few
-/// hundred bytes; what it sent since is read (bounded: the socket is non-blocking) so that
-/// the close sends no reset that could destroy the answer.
-fn answer_held(app: &App, h: &Held, status: u16, why: &str) {
-    log::info!("{}: {status} {why}", h.peer);
-    // The PROXY header's client where the listener takes one, as the other models.
-    let client = h.proxied.flatten().unwrap_or(h.peer).ip();
-    log_refused_now(app, client, &h.buf, status);
-    let mut wbuf = Vec::new();
-    let out = conn::encode_response(&mut wbuf, conn::failure(status), None, false, b"");
-    debug_assert!(matches!(out.tail, conn::Tail::None));
     let sent = (&h.stream).write(&wbuf).unwrap_or(0);
     h.lm.response(status, sent as u64);
     let _ = h.stream.shutdown(std::net::Shutdown::Write);

@@ -29,6 +29,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -426,16 +427,18 @@ pub(crate) fn start<T: crate::net::Transport>(
         log::error!("{}: TLS listener without certificates; closed", info.peer);
         return None;
     };
-    // On a `proxy_protocol` listener the PROXY header comes before the ClientHello (HAProxy's
-    // `send-proxy` in TCP mode): read it off the raw socket first, and its connection is
-    // counted against `limits.conn_per_ip` by the address it names.
+    // The prelude's first part on the raw socket: on a `proxy_protocol` listener the PROXY
+    // header (HAProxy's `send-proxy` in TCP mode), then the first bytes, which must begin a
+    // ClientHello (plain HTTP is answered 400, anything else closed).
     let mut early = crate::body::ReadBuf::new(crate::conn::READ_BUF);
-    if info.awaits_proxy_header()
-        && !crate::conn::read_proxy_header(stream, &mut early, app, info).unwrap_or(false)
-    {
-        return None;
+    let mut wbuf = Vec::new();
+    let mut prelude = crate::conn::Prelude::resume(info, &app.cfg.timeouts, Instant::now());
+    match crate::conn::open(stream, &mut early, &mut wbuf, &mut prelude, app, info) {
+        Ok(crate::conn::Opened::Handshake { until }) => {
+            stream::handshake(stream, tls, &app.cfg, until, info, early.data())
+        }
+        Ok(_) | Err(_) => None,
     }
-    stream::handshake(stream, tls, &app.cfg.timeouts, info, early.data()).ok()
 }
 
 /// Serves a connection of a TLS listener on a model that gives it its own thread of control

@@ -22,97 +22,45 @@ use crate::net::Transport;
 /// two full TLS records per system call.
 const FILE_CHUNK: usize = 32 * 1024;
 
-/// The first read of a connection, to tell a ClientHello from plain HTTP or garbage before
-/// the bytes go to rustls.
-const FIRST_READ: usize = 2048;
-
-/// The TLS record type of a handshake message: the first byte of every ClientHello.
-pub(crate) const HANDSHAKE_RECORD: u8 = 0x16;
-
-/// Unread bytes drained (for at most `timeouts.lingering_time`) after the 400 to a plain HTTP request,
-/// so the close does not reset the answer away.
-const PLAIN_DRAIN_MAX: usize = 64 * 1024;
-
 thread_local! {
     /// One file buffer per thread, taken while a file is sent and put back after: a fiber
     /// that parks mid-file keeps it, and another fiber on the thread meanwhile makes its own.
     static FILE_BUF: Cell<Option<Box<[u8]>>> = const { Cell::new(None) };
 }
 
-/// How a connection's TLS start ended when it is not to be served.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// The client sent plain HTTP; it was answered 400.
-    PlainHttp,
-    /// Anything else: not TLS, a failed handshake, a timeout, the client gone.
-    Closed,
-}
-
-/// Runs the server side of a TLS handshake on `inner` within `timeout`
-/// (`timeouts.tls_handshake`), and records what it settled in `info.tls`. A client that sends
-/// plain HTTP gets a 400 (as nginx answers "The plain HTTP request was sent to HTTPS port");
-/// anything else that is not a ClientHello is closed at once. Every refusal is logged once.
-///
-/// `early` holds bytes already read from the socket (after a PROXY protocol header): the
-/// handshake starts with them instead of a read.
+/// Runs the server side of a TLS handshake on `inner` by `deadline`
+/// (`timeouts.tls_handshake` from the accept), starting with `early`: the first bytes of the
+/// ClientHello, which the connection's prelude read and recognised (`conn::Prelude`). Records
+/// what it settled in `info.tls`. `None` (logged once) when the connection is to be closed:
+/// a failed handshake, a timeout, the client gone.
 pub(crate) fn handshake<T: Transport>(
     inner: &mut T,
     tls: &Tls,
-    timeouts: &crate::config::Timeouts,
+    cfg: &crate::config::Config,
+    deadline: Instant,
     info: &ConnInfo,
     early: &[u8],
-) -> Result<Session, Refused> {
-    let (timeout, linger) = (timeouts.tls_handshake, timeouts.lingering_time);
+) -> Option<Session> {
     let peer = info.peer;
-    let deadline = Instant::now() + timeout;
-    let timed_out = || log::info!("{peer}: TLS handshake not done within {timeout:?}; closed");
-    let mut conn = Session::new(tls.server.clone()).map_err(|e| {
-        log::error!("{peer}: TLS session: {e}");
-        Refused::Closed
-    })?;
-    if inner.set_read_timeout(Some(timeout)).is_err()
-        || inner.set_write_timeout(Some(timeout)).is_err()
-    {
-        return Err(Refused::Closed);
+    let timed_out = || crate::conn::Prelude::handshake_late(cfg).log(peer, None);
+    let mut conn = Session::new(tls.server.clone())
+        .map_err(|e| log::error!("{peer}: TLS session: {e}"))
+        .ok()?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        timed_out();
+        return None;
     }
-    let mut first = [0u8; FIRST_READ];
-    let n = loop {
-        if !early.is_empty() {
-            break 0;
-        }
-        match inner.read(&mut first) {
-            Ok(n) => break n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                timed_out();
-                return Err(Refused::Closed);
-            }
-            Err(e) => {
-                log::debug!("{peer}: before the TLS handshake: {e}");
-                return Err(Refused::Closed);
-            }
-        }
-    };
-    let first: &[u8] = if early.is_empty() { &first[..n] } else { early };
-    if first.is_empty() {
-        log::debug!("{peer}: closed before the TLS handshake");
-        return Err(Refused::Closed);
+    if inner.set_read_timeout(Some(left)).is_err() || inner.set_write_timeout(Some(left)).is_err() {
+        return None;
     }
-    if first[0] != HANDSHAKE_RECORD {
-        if first[0].is_ascii_uppercase() {
-            answer_plain_http(inner, info, linger);
-            return Err(Refused::PlainHttp);
-        }
-        log::info!("{peer}: not a TLS handshake; connection closed");
-        return Err(Refused::Closed);
-    }
-    conn.feed(first);
+    conn.feed(early);
     loop {
         if let Err(e) = conn.process_new_packets() {
             log::info!("{peer}: TLS handshake failed: {e}");
             // The alert rustls queued tells the client why.
             let _ = flush_tls(&mut conn, inner);
-            return Err(Refused::Closed);
+            return None;
         }
         if let Err(e) = flush_tls(&mut conn, inner) {
             if is_timeout(&e) {
@@ -120,7 +68,7 @@ pub(crate) fn handshake<T: Transport>(
             } else {
                 log::debug!("{peer}: TLS handshake: {e}");
             }
-            return Err(Refused::Closed);
+            return None;
         }
         if !conn.is_handshaking() {
             break;
@@ -128,27 +76,27 @@ pub(crate) fn handshake<T: Transport>(
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || inner.set_read_timeout(Some(left)).is_err() {
             timed_out();
-            return Err(Refused::Closed);
+            return None;
         }
         match conn.read_tls(inner) {
             Ok(0) => {
-                log::debug!("{peer}: closed during the TLS handshake");
-                return Err(Refused::Closed);
+                crate::conn::Reason::TlsCut.log(peer, None);
+                return None;
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if is_timeout(&e) => {
                 timed_out();
-                return Err(Refused::Closed);
+                return None;
             }
             Err(e) => {
                 log::debug!("{peer}: TLS handshake: {e}");
-                return Err(Refused::Closed);
+                return None;
             }
         }
     }
     settle(&conn, info);
-    Ok(conn)
+    Some(conn)
 }
 
 /// Records what a finished handshake settled in `info.tls`.
@@ -171,35 +119,6 @@ fn is_timeout(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
-}
-
-/// The 400 for plain HTTP on a TLS port, then a short drain of what the client still sends.
-fn answer_plain_http<T: Transport>(inner: &mut T, info: &ConnInfo, linger: Duration) {
-    log::info!(
-        "{}: 400 plain HTTP request sent to the HTTPS port",
-        info.peer
-    );
-    let mut wbuf = Vec::new();
-    let out = crate::conn::encode_response(&mut wbuf, crate::conn::failure(400), None, false, b"");
-    if let Ok((bytes, _)) = crate::conn::write_encoded(inner, &wbuf, out) {
-        info.listener.response(400, bytes);
-    }
-    if inner.shutdown_write().is_err() {
-        return;
-    }
-    let end = Instant::now() + linger;
-    let mut scratch = [0u8; 2048];
-    let mut drained = 0usize;
-    while drained < PLAIN_DRAIN_MAX {
-        let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() || inner.set_read_timeout(Some(left)).is_err() {
-            return;
-        }
-        match inner.read(&mut scratch) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => drained += n,
-        }
-    }
 }
 
 /// Writes everything rustls has queued for the peer.

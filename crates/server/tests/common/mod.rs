@@ -721,7 +721,8 @@ pub fn quiet_window(
     while std::time::Instant::now() < end && windows.last() != Some(&0) {
         let before = switches();
         std::thread::sleep(window);
-        windows.push(switches() - before);
+        // Fewer than before: a thread or process ended in the window, so it was not quiet.
+        windows.push(switches().checked_sub(before).unwrap_or(1));
     }
     windows
 }

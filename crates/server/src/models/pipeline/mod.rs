@@ -36,7 +36,6 @@ mod poller;
 mod queue;
 mod stages;
 mod tls;
-mod wheel;
 
 use std::io;
 use std::net::TcpListener;
@@ -77,9 +76,11 @@ pub(crate) struct Conn {
     /// `Fresh` until its first request has been received (the idle wait before it uses the
     /// header-read timeout and a drain does not end it), as the blocking driver's turns.
     start: crate::conn::Start,
+    /// Its prelude (PROXY header, TLS handshake, the count against `limits.conn_per_ip`),
+    /// driven by receive until requests may be read.
+    prelude: crate::conn::Prelude,
     /// When the head being received must be complete, from its first byte: the header-read
-    /// deadline and the minimum-rate rule (`minrate.rs`); before a TLS session's first
-    /// request, the handshake's deadline.
+    /// deadline and the minimum-rate rule (`minrate.rs`).
     head_due: crate::conn::HeadDue,
     /// What a 408 at the parked deadline says, when a minimum rate or the body-read timeout
     /// set that deadline (the header-read timeout's reason otherwise).
@@ -106,7 +107,7 @@ enum Phase {
     /// body-read deadline since its last bytes and its minimum-rate rule.
     Body {
         req: Request,
-        due: (Instant, crate::minrate::MinRate),
+        due: crate::conn::BodyDue,
     },
     /// A request with its head (and any body read ahead), from receive to process.
     Ready(Request),

@@ -33,9 +33,9 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::wheel::Wheel;
 use super::{Conn, Phase, Pipeline};
-use crate::conn::Start;
+use crate::models::wheel::Wheel;
+
 use crate::sys::{Epoll, EpollEvent, EventFd};
 
 /// What a parked connection waits for.
@@ -347,12 +347,10 @@ fn expire(p: &Pipeline) {
     p.poller.lock().parked.expire(now, &mut due);
     for Parked { conn, wait, .. } in due {
         match wait {
-            // A PROXY header cut short: closed without an HTTP answer (the peer is a balancer).
-            Wait::Request if conn.start == Start::Fresh && conn.info.awaits_proxy_header() => {
-                log::info!(
-                    "{}: no PROXY header in time; connection closed",
-                    conn.info.peer
-                );
+            // A prelude past its deadline (PROXY header, TLS handshake): receive steps it
+            // again and its stage says what the lateness means.
+            Wait::Request if !conn.prelude.is_open() => {
+                p.dispatch(super::Next::Receive(conn), false)
             }
             // A body read ahead, or a head below its minimum rate (issue 24).
             Wait::Request
@@ -360,19 +358,13 @@ fn expire(p: &Pipeline) {
                     || (conn.late.is_some() && !conn.rbuf.is_empty()) =>
             {
                 let why = conn.late.unwrap_or("request body not received in time");
-                let next = super::stages::fail(conn, 408, why);
+                let next = super::stages::fail(conn, 408, &crate::conn::Reason::Rule(why));
                 p.dispatch(next, false);
             }
             Wait::Request if !conn.rbuf.is_empty() => {
-                let next = super::stages::fail(conn, 408, "request head not received in time");
+                let late = crate::conn::Reason::Rule(crate::conn::head_late(false));
+                let next = super::stages::fail(conn, 408, &late);
                 p.dispatch(next, false);
-            }
-            Wait::Request if conn.tls.as_ref().is_some_and(|t| t.handshaking()) => {
-                log::info!(
-                    "{}: TLS handshake not done within {:?}; closed",
-                    conn.info.peer,
-                    conn.app.cfg.timeouts.tls_handshake
-                );
             }
             // An idle connection closes silently (no 408 between requests).
             Wait::Request => {}

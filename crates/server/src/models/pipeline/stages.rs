@@ -13,7 +13,6 @@ use super::poller::Wait;
 use super::{Conn, Next, Out, Phase, Pipeline};
 use crate::conn::{self, ConnInfo, Start, Tail};
 use crate::metrics::OpenGuard;
-use crate::minrate::{self, MinRate};
 use crate::models::AcceptGate;
 use crate::net::Transport;
 use crate::sys;
@@ -67,17 +66,13 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
     }
     let local = crate::models::local_addr(&p.lm, || stream.local_addr());
     // A TLS listener's connection starts its session here; the handshake runs in receive.
-    let mut head_due = conn::HeadDue::default();
     let tls = if p.lm.tls() {
         let Some(t) = &app.tls else {
             log::error!("{peer}: TLS listener without certificates; closed");
             return None;
         };
         match crate::tls::Session::new(t.server.clone()) {
-            Ok(c) => {
-                head_due.deadline = Some(Instant::now() + app.cfg.timeouts.tls_handshake);
-                Some(Box::new(super::tls::Session::new(c)))
-            }
+            Ok(c) => Some(Box::new(super::tls::Session::new(c))),
             Err(e) => {
                 log::error!("{peer}: TLS session: {e}");
                 return None;
@@ -86,6 +81,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
     } else {
         None
     };
+    let prelude = conn::Prelude::new(&p.lm, &app.cfg.timeouts, Instant::now());
     let guard = OpenGuard::new(p.lm.clone());
     let registration = Some(p.app.shutdown.register(stream.as_raw_fd()));
     Some(Box::new(Conn {
@@ -106,7 +102,8 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         rbuf: crate::body::ReadBuf::new(conn::READ_BUF),
         wbuf: Vec::with_capacity(512),
         start: Start::Fresh,
-        head_due,
+        prelude,
+        head_due: conn::HeadDue::default(),
         late: None,
         phase: Phase::Head,
         times: conn::Times::default(),
@@ -125,73 +122,23 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
         Phase::Ready(_) => return Next::Process(conn),
         Phase::Head | Phase::Send(_) | Phase::Linger(_) => {}
     }
+    if !conn.prelude.is_open() {
+        conn = match open(conn) {
+            Ok(conn) => conn,
+            Err(next) => return next,
+        };
+    }
     let app = conn.app.clone();
     let cfg = &app.cfg;
-    // Room for a PROXY header (longer than a small request head) before the first request.
     let fresh = conn.start == Start::Fresh;
-    let max = if fresh && conn.info.awaits_proxy_header() {
-        conn::proxy_read_max(cfg)
-    } else {
-        cfg.limits.max_head_bytes + 1
-    };
-    if conn.tls.as_ref().is_some_and(|t| t.handshaking()) {
-        let deadline = conn.head_due.deadline.unwrap_or_else(Instant::now);
-        match super::tls::handshake(&mut conn) {
-            super::tls::Step::Done => conn.head_due = conn::HeadDue::default(),
-            super::tls::Step::Wait if deadline > Instant::now() => {
-                return Next::Park(conn, Wait::Request, deadline)
-            }
-            super::tls::Step::Wait => {
-                log::info!(
-                    "{}: TLS handshake not done within {:?}; closed",
-                    conn.info.peer,
-                    cfg.timeouts.tls_handshake
-                );
-                return Next::Close(conn);
-            }
-            super::tls::Step::PlainHttp => {
-                // Answered in plain text (as nginx), then closed.
-                conn.tls = None;
-                return fail(conn, 400, "plain HTTP request sent to the HTTPS port");
-            }
-            super::tls::Step::Closed => return Next::Close(conn),
-        }
-    }
-    if fresh && !conn.info.awaits_proxy_header() && !conn::admit(&app, &conn.info) {
-        let reason = over_conn_per_ip(&conn);
-        return fail(conn, 503, &reason);
-    }
+    let max = cfg.limits.max_head_bytes + 1;
     let timed = cfg.timing.on();
     if timed && conn.times.start.is_none() && !conn.rbuf.is_empty() {
         // Pipelined: the request was already here; its turn comes now.
         conn.times.start = Some(Instant::now());
     }
     loop {
-        if !conn.rbuf.is_empty() && fresh && conn.info.awaits_proxy_header() {
-            // A `proxy_protocol` listener: the PROXY header comes before the first request.
-            match conn::take_proxy_header(&mut conn.rbuf, &conn.info) {
-                conn::ProxyStep::Done => {
-                    if !conn::admit(&app, &conn.info) {
-                        let reason = over_conn_per_ip(&conn);
-                        return fail(conn, 503, &reason);
-                    }
-                    continue;
-                }
-                conn::ProxyStep::Bad(e) => {
-                    log::info!("{}: {e}; connection closed", conn.info.peer);
-                    return Next::Close(conn);
-                }
-                conn::ProxyStep::NeedMore => {
-                    if conn.head_due.deadline.is_some_and(|d| d <= Instant::now()) {
-                        log::info!(
-                            "{}: no PROXY header in time; connection closed",
-                            conn.info.peer
-                        );
-                        return Next::Close(conn);
-                    }
-                }
-            }
-        } else {
+        {
             // The same rules as the blocking driver's (`conn::head_step`).
             let c = &mut *conn;
             let step = conn::head_step(
@@ -219,19 +166,17 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                     c.head_due = conn::HeadDue::default();
                     c.late = None;
                     c.start = Start::Resumed;
-                    if minrate::wait_for_body(req.head(), c.rbuf.data(), &cfg.limits) {
-                        let now = Instant::now();
-                        let due = (
-                            now + cfg.timeouts.body_read,
-                            MinRate::body(&cfg.timeouts, now),
-                        );
+                    let body = c.rbuf.data();
+                    if let Some(due) = conn::BodyDue::begin(req.head(), body, cfg, Instant::now()) {
                         c.phase = Phase::Body { req, due };
                         return receive_body(conn);
                     }
                     c.phase = Phase::Ready(req);
                     return Next::Process(conn);
                 }
-                conn::HeadStep::Fail(status, reason) => return fail(conn, status, reason),
+                conn::HeadStep::Fail(status, reason) => {
+                    return fail(conn, status, &conn::Reason::Rule(reason))
+                }
                 conn::HeadStep::Partial { .. } | conn::HeadStep::Empty => {}
             }
         }
@@ -243,8 +188,8 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
         };
         match filled {
             Ok(0) => {
-                if !c.rbuf.is_empty() {
-                    log::debug!("{}: closed in the middle of a request head", c.info.peer);
+                if let Some(why) = c.prelude.ended(c.rbuf.len()) {
+                    why.log(c.info.peer, None);
                 }
                 return Next::Close(conn);
             }
@@ -252,11 +197,6 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
                 c.maybe_unread = c.rbuf.is_full(max);
                 if timed && was_empty {
                     c.times.start = Some(Instant::now());
-                }
-                // A PROXY header's deadlines are a head's, from its first byte; the request head
-                // after it keeps them. A request head's begin in `conn::head_step`.
-                if c.head_due.deadline.is_none() && fresh && c.info.awaits_proxy_header() {
-                    c.head_due.begin(&cfg.timeouts, Instant::now());
                 }
                 conn::mark_busy(&c.info);
             }
@@ -266,11 +206,70 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
-                return fail(conn, 431, "request head too large")
+                return fail(conn, 431, &conn::Reason::Rule("request head too large"))
             }
             Err(e) => {
                 log::debug!("{}: read failed: {e}", conn.info.peer);
                 return Next::Close(conn);
+            }
+        }
+    }
+}
+
+/// Drives a new connection's prelude (`conn::Prelude`: PROXY header, TLS handshake, the
+/// count against `limits.conn_per_ip`) as far as the bytes that have come allow: the
+/// connection back once requests may be read, else where it goes (parked until its next
+/// bytes or deadline, answered, closed).
+fn open(mut conn: Box<Conn>) -> Result<Box<Conn>, Next> {
+    let app = conn.app.clone();
+    loop {
+        let now = Instant::now();
+        let c = &mut *conn;
+        match c.prelude.step(c.rbuf.data(), &app.cfg, now) {
+            conn::Step::Open(conn::Protocol::Http1) => return Ok(conn),
+            conn::Step::Read { max, until } => match c.rbuf.fill(&mut &c.stream, max) {
+                Ok(0) => {
+                    if let Some(why) = c.prelude.ended(c.rbuf.len()) {
+                        why.log(c.info.peer, None);
+                    }
+                    return Err(Next::Close(conn));
+                }
+                Ok(_) => {
+                    c.maybe_unread = c.rbuf.is_full(max);
+                    conn::mark_busy(&c.info);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.maybe_unread = false;
+                    return Err(Next::Park(conn, Wait::Request, until));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    log::debug!("{}: before its first request: {e}", c.info.peer);
+                    return Err(Next::Close(conn));
+                }
+            },
+            conn::Step::Proxied { len, client } => {
+                c.rbuf.consume(len);
+                let _ = c.info.proxied.set(client);
+            }
+            conn::Step::Admit => {
+                if let Err(why) = c.prelude.admit(&app, &c.info) {
+                    return Err(fail(conn, 503, &why));
+                }
+            }
+            conn::Step::Handshake { until } => match super::tls::handshake(c, until) {
+                super::tls::Step::Done => {}
+                super::tls::Step::More => {}
+                super::tls::Step::Closed => return Err(Next::Close(conn)),
+            },
+            conn::Step::Answer(status, why) => {
+                // Plain HTTP on a TLS listener is answered in plain text (as nginx).
+                conn.tls = None;
+                return Err(fail(conn, status, &why));
+            }
+            conn::Step::Close(why) => {
+                why.log(c.info.peer, None);
+                return Err(Next::Close(conn));
             }
         }
     }
@@ -304,35 +303,25 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
     let max = bound + conn::READ_BUF;
     loop {
         let c = &mut *conn;
-        let Phase::Body {
-            req,
-            due: (deadline, rate),
-        } = &c.phase
-        else {
+        let Phase::Body { req, due } = &c.phase else {
             return Next::Process(conn);
         };
-        let (deadline, rate) = (*deadline, *rate);
-        if !minrate::wait_for_body(req.head(), c.rbuf.data(), &cfg.limits) {
-            c.phase = match std::mem::replace(&mut c.phase, Phase::Head) {
-                Phase::Body { req, .. } => Phase::Ready(req),
-                other => other,
-            };
-            c.late = None;
-            // The wait is the body phase's, as if the handler had read it (`[timing]`).
-            if let Some(head) = c.times.head {
-                c.times.add_body_wait(head.elapsed());
+        let (until, why) = match due.step(req.head(), c.rbuf.data(), cfg, Instant::now()) {
+            conn::BodyStep::Ready => {
+                c.phase = match std::mem::replace(&mut c.phase, Phase::Head) {
+                    Phase::Body { req, .. } => Phase::Ready(req),
+                    other => other,
+                };
+                c.late = None;
+                // The wait is the body phase's, as if the handler had read it (`[timing]`).
+                if let Some(head) = c.times.head {
+                    c.times.add_body_wait(head.elapsed());
+                }
+                return Next::Process(conn);
             }
-            return Next::Process(conn);
-        }
-        let (due, slow) = rate.earliest(c.rbuf.len() as u64, deadline);
-        let why = if slow {
-            "request body below timeouts.body_min_rate"
-        } else {
-            "request body not received in time"
+            conn::BodyStep::Late(why) => return fail(conn, 408, &conn::Reason::Rule(why)),
+            conn::BodyStep::Read { until, late } => (until, late),
         };
-        if due <= Instant::now() {
-            return fail(conn, 408, why);
-        }
         match c.rbuf.fill(&mut c.stream, max) {
             Ok(0) => {
                 // The client closed its side before the end of the body: process serves the
@@ -349,13 +338,13 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
                 c.maybe_unread = c.rbuf.is_full(max);
                 // nginx's client_body_timeout: between two reads.
                 if let Phase::Body { due, .. } = &mut c.phase {
-                    *due = (Instant::now() + cfg.timeouts.body_read, rate);
+                    due.progressed(&cfg.timeouts, Instant::now());
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 c.maybe_unread = false;
                 c.late = Some(why);
-                return Next::Park(conn, Wait::Request, due);
+                return Next::Park(conn, Wait::Request, until);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
@@ -366,28 +355,19 @@ fn receive_body(mut conn: Box<Conn>) -> Next {
     }
 }
 
-/// The log line's reason for a connection past `limits.conn_per_ip`.
-fn over_conn_per_ip(conn: &Conn) -> String {
-    format!(
-        "more than {} connections open from {}",
-        crate::limits_ip::conn_limit(&conn.app.cfg, &conn.info.listener),
-        conn.info.client().ip()
-    )
-}
-
 /// Answers `status` to a request that could not be read (its head, or the body read ahead),
-/// then closes. A request whose head was read is logged as such once the answer is sent, as
-/// the other models log it; a head that was not is logged with its first line now.
-pub(crate) fn fail(mut conn: Box<Conn>, status: u16, reason: &str) -> Next {
-    log::info!("{}: {status} {reason}", conn.info.peer);
+/// or to a connection refused before one, then closes. A request whose head was read is
+/// logged as such once the answer is sent, as the other models log it; a head that was not
+/// is logged with its first line now.
+pub(crate) fn fail(mut conn: Box<Conn>, status: u16, why: &conn::Reason) -> Next {
     let req = match std::mem::replace(&mut conn.phase, Phase::Head) {
         Phase::Body { req, .. } | Phase::Ready(req) => Some(req),
-        _ => {
-            conn::log_refused(&conn.app, conn.info.client().ip(), conn.rbuf.data(), status);
-            None
-        }
+        _ => None,
     };
-    let enc = conn::encode_response(&mut conn.wbuf, conn::failure(status), None, false, b"");
+    let c = &mut *conn;
+    let received = req.is_none().then(|| c.rbuf.data());
+    let (peer, client) = (c.info.peer, c.info.client().ip());
+    let enc = conn::refuse(&c.app, peer, client, received, status, why, &mut c.wbuf);
     conn.phase = Phase::Send(Out {
         tail: enc.tail,
         total: enc.bytes,

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use super::{Conn, Out};
 use crate::conn::Tail;
-use crate::tls::stream::{settle, HANDSHAKE_RECORD};
+use crate::tls::stream::settle;
 use crate::tls::Session as Tls;
 
 /// File bytes encrypted per step of send (two full TLS records).
@@ -30,16 +30,11 @@ thread_local! {
 /// A connection's TLS state.
 pub(crate) struct Session {
     pub(crate) conn: Tls,
-    /// The first bytes have been looked at (a ClientHello, not plain HTTP or garbage).
-    sniffed: bool,
 }
 
 impl Session {
     pub(crate) fn new(conn: Tls) -> Session {
-        Session {
-            conn,
-            sniffed: false,
-        }
+        Session { conn }
     }
 
     /// The plaintext side for receive: decrypted bytes, then records from the socket.
@@ -49,118 +44,45 @@ impl Session {
             stream,
         }
     }
-
-    pub(crate) fn handshaking(&self) -> bool {
-        self.conn.is_handshaking()
-    }
 }
 
 /// How a step of the handshake ended.
 pub(crate) enum Step {
     /// Done: requests may follow (some may be decrypted already).
     Done,
-    /// The socket has nothing more yet: park until readable (within the deadline).
-    Wait,
-    /// The client spoke plain HTTP: answer 400 without TLS.
-    PlainHttp,
+    /// The handshake needs more of the client's bytes.
+    More,
     /// Close (logged).
     Closed,
 }
 
-/// On a `proxy_protocol` listener: the PROXY header, read off the raw socket before the
-/// ClientHello (HAProxy's `send-proxy` in TCP mode) into the read buffer; what follows it
-/// stays there for the handshake. `None` once taken.
-fn proxy_header(conn: &mut Conn) -> Option<Step> {
-    let max = crate::conn::proxy_read_max(&conn.app.cfg);
-    loop {
-        if !conn.rbuf.is_empty() {
-            match crate::conn::take_proxy_header(&mut conn.rbuf, &conn.info) {
-                crate::conn::ProxyStep::Done => return None,
-                crate::conn::ProxyStep::Bad(e) => {
-                    log::info!("{}: {e}; connection closed", conn.info.peer);
-                    return Some(Step::Closed);
-                }
-                crate::conn::ProxyStep::NeedMore => {}
-            }
-        }
-        match conn.rbuf.fill(&mut &conn.stream, max) {
-            Ok(0) => {
-                log::info!("{}: closed before its PROXY header", conn.info.peer);
-                return Some(Step::Closed);
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(Step::Wait),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                log::info!("{}: reading its PROXY header: {e}", conn.info.peer);
-                return Some(Step::Closed);
-            }
-        }
-    }
-}
-
-/// Runs the handshake as far as the bytes that have arrived allow.
-pub(crate) fn handshake(conn: &mut Conn) -> Step {
+/// Runs the handshake as far as the bytes the prelude read (`conn.rbuf`, all of them handed
+/// to the session) allow, writing rustls's answers by `deadline`.
+pub(crate) fn handshake(conn: &mut Conn, deadline: Instant) -> Step {
     let peer = conn.info.peer;
-    let deadline = conn.head_due.deadline.unwrap_or_else(Instant::now);
-    if conn.info.awaits_proxy_header() {
-        if let Some(step) = proxy_header(conn) {
-            return step;
-        }
-    }
     let Some(s) = conn.tls.as_deref_mut() else {
         return Step::Done;
     };
-    loop {
-        if let Err(e) = flush(&mut s.conn, &conn.stream, deadline) {
-            log::debug!("{peer}: TLS handshake: {e}");
-            return Step::Closed;
-        }
-        if !s.conn.is_handshaking() {
-            settle(&s.conn, &conn.info);
-            return Step::Done;
-        }
-        let mut buf = [0u8; 4096];
-        // Bytes that came behind a PROXY header go first.
-        let early = conn.rbuf.len().min(buf.len());
-        if early > 0 {
-            buf[..early].copy_from_slice(&conn.rbuf.data()[..early]);
-            conn.rbuf.consume(early);
-        }
-        let n = match early {
-            0 => (&conn.stream).read(&mut buf),
-            n => Ok(n),
-        };
-        let n = match n {
-            Ok(0) => {
-                log::debug!("{peer}: closed during the TLS handshake");
-                return Step::Closed;
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Wait,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                log::debug!("{peer}: TLS handshake: {e}");
-                return Step::Closed;
-            }
-        };
-        if !s.sniffed {
-            s.sniffed = true;
-            if buf[0] != HANDSHAKE_RECORD {
-                if buf[0].is_ascii_uppercase() {
-                    return Step::PlainHttp;
-                }
-                log::info!("{peer}: not a TLS handshake; connection closed");
-                return Step::Closed;
-            }
-        }
-        s.conn.feed(&buf[..n]);
-        if let Err(e) = s.conn.process_new_packets() {
-            log::info!("{peer}: TLS handshake failed: {e}");
-            let _ = flush(&mut s.conn, &conn.stream, deadline);
-            return Step::Closed;
-        }
+    if !conn.rbuf.is_empty() {
+        s.conn.feed(conn.rbuf.data());
+        conn.rbuf.consume(conn.rbuf.len());
     }
+    if let Err(e) = s.conn.process_new_packets() {
+        log::info!("{peer}: TLS handshake failed: {e}");
+        // The alert rustls queued tells the client why.
+        let _ = flush(&mut s.conn, &conn.stream, deadline);
+        return Step::Closed;
+    }
+    if let Err(e) = flush(&mut s.conn, &conn.stream, deadline) {
+        log::debug!("{peer}: TLS handshake: {e}");
+        return Step::Closed;
+    }
+    if s.conn.is_handshaking() {
+        return Step::More;
+    }
+    settle(&s.conn, &conn.info);
+    conn.prelude.secured(s.conn.alpn_protocol());
+    Step::Done
 }
 
 /// Writes what rustls has queued. A handshake flight fits a new socket's send buffer, so a

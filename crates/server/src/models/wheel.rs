@@ -1,7 +1,9 @@
-//! The poller's connections: a slab of entries, one a connection from its first wait to its
-//! close, each parked one also on the list of a timing wheel slot, so parking, waking and
-//! expiring are O(1) whatever the number of connections waiting (5,000 slow clients cost the
-//! normal ones nothing per request).
+//! Per-connection deadlines outside the fiber runtime, one structure for the models that
+//! keep connections in a poller of their own: the pipeline's poller (its parked connections)
+//! and the process model's master (the connections it holds). A slab of entries, each one
+//! connection's from its first wait to its close, each parked one also on the list of a
+//! timing wheel slot, so parking, waking and expiring are O(1) whatever the number of
+//! connections waiting (5,000 slow clients cost the normal ones nothing per request).
 //!
 //! A key is a slab index and that entry's generation, so an event for an entry that has been
 //! released (and whose index was reused) is recognised as stale. An entry also keeps a

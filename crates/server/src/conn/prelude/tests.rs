@@ -1,0 +1,235 @@
+//! The prelude's steps, stage by stage, with the clock given: what each stage asks for, what
+//! its deadline means, and how a driver that starts late (a connection process, the blocking
+//! driver after `tls::start`) goes on from what its connection's facts settle.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::config::{Config, Model};
+use crate::metrics::ListenerMetrics;
+
+fn listener(proxy: bool, tls: bool) -> Arc<ListenerMetrics> {
+    let lm = ListenerMetrics::new("127.0.0.1:8080".parse().unwrap(), Model::Fiber);
+    lm.set_proxy_protocol(proxy);
+    lm.set_tls(tls, false);
+    Arc::new(lm)
+}
+
+fn cfg() -> Config {
+    let mut cfg = Config::default();
+    cfg.timeouts.header_read = Duration::from_secs(10);
+    cfg.timeouts.tls_handshake = Duration::from_secs(5);
+    cfg
+}
+
+fn info(lm: &Arc<ListenerMetrics>) -> ConnInfo {
+    ConnInfo {
+        peer: "192.0.2.7:4000".parse().unwrap(),
+        local: "127.0.0.1:8080".parse().unwrap(),
+        listener: lm.clone(),
+        registration: None,
+        accepted: None,
+        proxied: Default::default(),
+        client_slot: Default::default(),
+        tls: Default::default(),
+    }
+}
+
+const V1: &[u8] = b"PROXY TCP4 203.0.113.1 192.0.2.1 5000 80\r\n";
+
+#[test]
+fn a_plain_listener_counts_the_connection_then_opens_http1() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let mut p = Prelude::new(&listener(false, false), &cfg.timeouts, t0);
+    assert_eq!(p.stage(), Stage::Admit);
+    assert_eq!(p.deadline(), None);
+    assert!(matches!(p.step(b"", &cfg, t0), Step::Admit));
+    p.counted();
+    assert!(p.is_open());
+    assert!(matches!(
+        p.step(b"GET /", &cfg, t0),
+        Step::Open(Protocol::Http1)
+    ));
+}
+
+#[test]
+fn a_proxy_header_is_taken_before_the_count_and_its_bytes_after_stay() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let mut p = Prelude::new(&listener(true, false), &cfg.timeouts, t0);
+    assert_eq!(p.deadline(), Some(t0 + cfg.timeouts.header_read));
+    // Part of it: read more, up to room for the longest header, by the header-read deadline.
+    match p.step(&V1[..10], &cfg, t0) {
+        Step::Read { max, until } => {
+            assert_eq!(until, t0 + cfg.timeouts.header_read);
+            assert!(max >= 16 + proxy_protocol::V2_MAX_PAYLOAD, "{max}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut data = V1.to_vec();
+    data.extend_from_slice(b"GET / HTTP/1.1\r\n");
+    match p.step(&data, &cfg, t0) {
+        Step::Proxied { len, client } => {
+            assert_eq!(len, V1.len());
+            assert_eq!(client, Some("203.0.113.1:5000".parse().unwrap()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(p.step(&data[V1.len()..], &cfg, t0), Step::Admit));
+}
+
+#[test]
+fn a_proxy_header_late_or_bad_closes_without_an_answer() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let lm = listener(true, false);
+    let mut p = Prelude::new(&lm, &cfg.timeouts, t0);
+    let late = t0 + cfg.timeouts.header_read;
+    match p.step(b"PROXY TCP4", &cfg, late) {
+        Step::Close(why) => {
+            assert_eq!(why, Reason::ProxyLate(cfg.timeouts.header_read));
+            assert!(
+                why.to_string().starts_with("no PROXY header within 10s"),
+                "{why}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut p = Prelude::new(&lm, &cfg.timeouts, t0);
+    assert!(matches!(
+        p.step(b"GET / HTTP/1.1\r\n\r\n", &cfg, t0),
+        Step::Close(Reason::ProxyBad(_))
+    ));
+    assert_eq!(p.ended(3), Some(Reason::ProxyCut));
+}
+
+#[test]
+fn a_tls_listener_sniffs_the_first_byte() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let lm = listener(false, true);
+    let mut p = Prelude::new(&lm, &cfg.timeouts, t0);
+    let until = t0 + cfg.timeouts.tls_handshake;
+    assert!(matches!(p.step(b"", &cfg, t0), Step::Read { until: u, .. } if u == until));
+    assert!(matches!(
+        p.step(b"GET / HTTP/1.1", &cfg, t0),
+        Step::Answer(400, Reason::PlainHttp)
+    ));
+    assert!(matches!(
+        p.step(b"\x00\x01", &cfg, t0),
+        Step::Close(Reason::NotTls)
+    ));
+    assert!(matches!(
+        p.step(b"", &cfg, until),
+        Step::Close(Reason::TlsLate(_))
+    ));
+    // A ClientHello: the handshake, and every later byte goes to it whatever it is (a TLS 1.3
+    // client's second flight begins with a ChangeCipherSpec, 0x14).
+    assert!(
+        matches!(p.step(b"\x16\x03\x01", &cfg, t0), Step::Handshake { until: u } if u == until)
+    );
+    assert!(matches!(
+        p.step(b"\x14\x03\x03", &cfg, t0),
+        Step::Handshake { .. }
+    ));
+    assert!(matches!(p.step(b"", &cfg, t0), Step::Read { .. }));
+    assert!(matches!(
+        p.step(b"", &cfg, until),
+        Step::Close(Reason::TlsLate(_))
+    ));
+    assert_eq!(p.ended(0), Some(Reason::TlsCut));
+    assert_eq!(p.secured(None), Protocol::Http1);
+    assert!(matches!(p.step(b"", &cfg, t0), Step::Admit));
+}
+
+#[test]
+fn the_handshake_deadline_counts_from_the_end_of_the_proxy_header() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let mut p = Prelude::new(&listener(true, true), &cfg.timeouts, t0);
+    let t1 = t0 + Duration::from_secs(3);
+    assert!(matches!(p.step(V1, &cfg, t1), Step::Proxied { .. }));
+    assert_eq!(p.deadline(), Some(t1 + cfg.timeouts.tls_handshake));
+}
+
+#[test]
+fn a_late_driver_resumes_where_the_connection_facts_leave_it() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let lm = listener(true, true);
+    let info = info(&lm);
+    // The process master read the PROXY header: its child starts with the handshake.
+    info.proxied
+        .set(Some("203.0.113.1:5000".parse().unwrap()))
+        .unwrap();
+    let p = Prelude::resume(&info, &cfg.timeouts, t0);
+    assert!(matches!(p.stage(), Stage::Tls { .. }));
+    // After the handshake (`tls::start`), and counted by the master: open.
+    let _ = info.tls.set(Arc::new(crate::tls::TlsInfo {
+        sni: None,
+        alpn: Some(b"http/1.1".to_vec()),
+        version: "TLSv1.3",
+        resumed: false,
+    }));
+    assert_eq!(
+        Prelude::resume(&info, &cfg.timeouts, t0).stage(),
+        Stage::Admit
+    );
+    let _ = info.client_slot.set(crate::limits_ip::ConnSlot::Untracked);
+    assert!(Prelude::resume(&info, &cfg.timeouts, t0).is_open());
+}
+
+#[test]
+fn ends_of_a_connection_that_began_no_request_are_quiet() {
+    let cfg = cfg();
+    let mut p = Prelude::new(&listener(false, false), &cfg.timeouts, Instant::now());
+    p.counted();
+    assert_eq!(p.ended(0), None);
+    assert_eq!(p.ended(5), Some(Reason::HeadCut));
+    assert_eq!(Reason::HeadCut.level(), log::Level::Debug);
+}
+
+#[test]
+fn the_count_refusal_names_the_setting_and_the_address() {
+    let why = Reason::ConnPerIp {
+        limit: "limits.conn_per_ip = 2".into(),
+        client: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)),
+    };
+    assert_eq!(
+        why.to_string(),
+        "more than limits.conn_per_ip = 2 connections open from 192.0.2.7"
+    );
+}
+
+#[test]
+fn a_small_body_is_awaited_by_its_deadline_and_rate() {
+    let mut cfg = cfg();
+    cfg.timeouts.body_read = Duration::from_secs(4);
+    let mut parser = weft_http::Parser::new(cfg.limits.http());
+    let req = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+    assert!(matches!(parser.parse(req), Ok(Some(_))));
+    let head = parser.head();
+    let t0 = Instant::now();
+    let mut due = BodyDue::begin(head, b"abc", &cfg, t0).expect("a small body is awaited");
+    assert!(matches!(
+        due.step(head, b"abc", &cfg, t0),
+        BodyStep::Read { until, late: "request body not received in time" }
+            if until <= t0 + Duration::from_secs(4)
+    ));
+    let t1 = t0 + Duration::from_secs(3);
+    due.progressed(&cfg.timeouts, t1);
+    assert!(matches!(
+        due.step(head, b"abcdef", &cfg, t1),
+        BodyStep::Read { .. }
+    ));
+    assert_eq!(
+        due.step(head, b"abcdef", &cfg, t1 + Duration::from_secs(4)),
+        BodyStep::Late("request body not received in time")
+    );
+    assert_eq!(due.step(head, b"abcdefghij", &cfg, t1), BodyStep::Ready);
+    // The whole body already here: nothing to await.
+    assert!(BodyDue::begin(head, b"abcdefghij", &cfg, t0).is_none());
+}
