@@ -2,8 +2,8 @@
 //! every percentile is within 0.1% of the recorded value), completed requests and bytes, and
 //! errors by kind. One [`Recorder`] per worker thread; they are merged at the end.
 //!
-//! Also the crate's statistics of plain samples: [`median`] (of an experiment's runs, of the
-//! cluster's same-round ratios) and [`percentile`] (of the cluster's latencies in a second).
+//! Also the crate's statistics of plain samples: `median` (of an experiment's runs, of the
+//! cluster's same-round ratios) and `percentile` (of the cluster's latencies in a second).
 
 use hdrhistogram::Histogram;
 use serde::Serialize;

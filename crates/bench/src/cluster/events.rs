@@ -2,9 +2,10 @@
 //! event that failed, and for a drain or a kill, when HAProxy marked the instance down and
 //! last sent it a request, from its log.
 
-use super::logs::LogLine;
+use super::logs::{LogLine, Stamped};
 use super::openloop::Sample;
 use super::plan::Action;
+use super::timeline::Done;
 
 /// What happened at one event, for the report and `events.csv`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,7 +30,7 @@ pub(crate) struct EventRow {
 }
 
 /// Requests in HAProxy's log between `from` and `to` seconds that it had to retry.
-pub(crate) fn retried_between(hlog: &[(f64, LogLine, String)], from: f64, to: f64) -> u64 {
+fn retried_between(hlog: &[Stamped], from: f64, to: f64) -> u64 {
     hlog.iter()
         .filter(|(t, l, _)| {
             *t >= from && *t < to && matches!(l, LogLine::Request { retries, .. } if *retries > 0)
@@ -38,7 +39,7 @@ pub(crate) fn retried_between(hlog: &[(f64, LogLine, String)], from: f64, to: f6
 }
 
 /// Failures of the requests due in `[from_ms, to_ms)`: (keep-alive, per-request, all due).
-pub(crate) fn failures_between(samples: &[Sample], from_ms: f64, to_ms: f64) -> (u64, u64, u64) {
+fn failures_between(samples: &[Sample], from_ms: f64, to_ms: f64) -> (u64, u64, u64) {
     let mut r = (0, 0, 0);
     for s in samples
         .iter()
@@ -56,78 +57,91 @@ pub(crate) fn failures_between(samples: &[Sample], from_ms: f64, to_ms: f64) -> 
     r
 }
 
-/// The per-event rows: failures of the requests due from each event to the next, and for a
-/// drain or kill, when HAProxy marked the instance down and last sent it a request (from its
-/// log, until the instance's restart).
+/// The per-event rows: failures of the requests due from each event to the next (before the
+/// first: the steady row), and for a drain or kill, HAProxy's view ([`balancer_view`]).
 pub(crate) fn event_rows(
-    done: &[(f64, Action, String)],
+    done: &[Done],
     samples: &[Sample],
-    hlog: &[(f64, LogLine, String)],
+    hlog: &[Stamped],
     secs: f64,
 ) -> Vec<EventRow> {
-    let mut rows = Vec::new();
     let first = done.first().map_or(secs, |d| d.0);
-    let (ka, cl, n) = failures_between(samples, 0.0, first * 1e3);
-    rows.push(EventRow {
+    let (failed_ka, failed_close, requests) = failures_between(samples, 0.0, first * 1e3);
+    let mut rows = vec![EventRow {
         at_s: 0.0,
         key: "steady",
         name: "steady load, all instances up".into(),
-        failed_ka: ka,
-        failed_close: cl,
-        requests: n,
+        failed_ka,
+        failed_close,
+        requests,
         retried: retried_between(hlog, f64::NEG_INFINITY, first),
         ..EventRow::default()
-    });
+    }];
     for (k, (t, action, note)) in done.iter().enumerate() {
         let next = done.get(k + 1).map_or(secs, |d| d.0);
-        let (ka, cl, n) = failures_between(samples, t * 1e3, next * 1e3);
+        let (failed_ka, failed_close, requests) = failures_between(samples, t * 1e3, next * 1e3);
         let mut row = EventRow {
             at_s: *t,
             key: action.key(),
             name: action.name(),
-            failed_ka: ka,
-            failed_close: cl,
-            requests: n,
+            failed_ka,
+            failed_close,
+            requests,
             retried: retried_between(hlog, *t, next),
             note: note.clone(),
             ..EventRow::default()
         };
         if let Action::Drain(i) | Action::Kill(i) = action {
-            let name = format!("w{}", i + 1);
             // Until the instance is started again.
             let until = done[k + 1..]
                 .iter()
                 .find(|d| d.1 == Action::Restart(*i))
                 .map_or(f64::INFINITY, |d| d.0);
-            let down = hlog.iter().find_map(|(lt, l, _)| match l {
-                LogLine::State {
-                    backend,
-                    server,
-                    up: false,
-                } if backend == "weft" && *server == name && *lt >= *t && *lt < until => Some(*lt),
-                _ => None,
-            });
-            let last = hlog
-                .iter()
-                .filter(|(lt, l, _)| {
-                    *lt >= *t
-                        && *lt < until
-                        && matches!(l, LogLine::Request { server, .. } if *server == name)
-                })
-                .map(|(lt, _, _)| *lt)
-                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
-            row.down_after_s = down.map(|d| d - t);
-            row.last_sent_after_s = Some(last.map_or(0.0, |l| l - t));
-            row.failed_after_down = down.map(|d| {
-                samples
-                    .iter()
-                    .filter(|s| s.at_ms >= d * 1e3 && s.at_ms < next * 1e3 && s.failed())
-                    .count() as u64
-            });
+            let name = format!("w{}", i + 1);
+            balancer_view(&mut row, &name, until, next, samples, hlog);
         }
         rows.push(row);
     }
     rows
+}
+
+/// For instance `name`, stopped at the row's event: when HAProxy marked it down and last sent
+/// it a request, from its log up to `until` (the instance's restart), and how many requests
+/// due from the mark to `next` (the next event) failed.
+fn balancer_view(
+    row: &mut EventRow,
+    name: &str,
+    until: f64,
+    next: f64,
+    samples: &[Sample],
+    hlog: &[Stamped],
+) {
+    let t = row.at_s;
+    let down = hlog.iter().find_map(|(lt, l, _)| match l {
+        LogLine::State {
+            backend,
+            server,
+            up: false,
+        } if backend == "weft" && server == name && *lt >= t && *lt < until => Some(*lt),
+        _ => None,
+    });
+    let last = hlog
+        .iter()
+        .filter(|(lt, l, _)| {
+            *lt >= t
+                && *lt < until
+                && matches!(l, LogLine::Request { server, .. } if server == name)
+        })
+        .map(|(lt, _, _)| *lt)
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    row.down_after_s = down.map(|d| d - t);
+    row.last_sent_after_s = Some(last.map_or(0.0, |l| l - t));
+    row.failed_after_down = down.map(|d| {
+        samples
+            .iter()
+            .filter(|s| s.at_ms >= d * 1e3 && s.at_ms < next * 1e3 && s.failed())
+            .count() as u64
+    });
 }
 
 #[cfg(test)]

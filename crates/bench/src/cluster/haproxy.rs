@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 use std::fs;
-use std::io;
+use std::io::{self, BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -18,11 +18,66 @@ use super::{
 
 /// HAProxy, stopped on drop; its log lines come back time-stamped from the reader thread.
 pub(crate) struct Haproxy {
-    pub(crate) child: Child,
-    pub(crate) reader: Option<std::thread::JoinHandle<Vec<(Instant, String)>>>,
+    child: Child,
+    reader: Option<std::thread::JoinHandle<Vec<(Instant, String)>>>,
 }
 
 impl Haproxy {
+    /// The timeline's HAProxy on configuration file `cfg`, its stderr to `err`: a thread
+    /// reads its log (stdout), stamping each line with the time it was read.
+    pub(crate) fn start_logged(
+        bin: &Path,
+        cfg: &Path,
+        err: &Path,
+        layout: &Layout,
+    ) -> io::Result<Haproxy> {
+        let mut child = haproxy_command(bin, cfg, err, layout)?
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let out = child.stdout.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            for line in BufReader::new(out).lines() {
+                match line {
+                    Ok(l) => v.push((Instant::now(), l)),
+                    Err(_) => break,
+                }
+            }
+            v
+        });
+        Ok(Haproxy {
+            child,
+            reader: Some(reader),
+        })
+    }
+
+    /// A scaling run's HAProxy on configuration file `cfg` (which logs nothing), its stderr
+    /// to `err`.
+    pub(crate) fn start_quiet(
+        bin: &Path,
+        cfg: &Path,
+        err: &Path,
+        layout: &Layout,
+    ) -> io::Result<Haproxy> {
+        let child = haproxy_command(bin, cfg, err, layout)?
+            .stdout(Stdio::null())
+            .spawn()?;
+        Ok(Haproxy {
+            child,
+            reader: None,
+        })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub(crate) fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Stops it; the log lines the reader read (none for a quiet one).
     pub(crate) fn stop(&mut self) -> Vec<(Instant, String)> {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -42,12 +97,7 @@ impl Drop for Haproxy {
 
 /// HAProxy in the foreground on configuration `cfg`, its stderr to `err`, in a process group
 /// of its own, on the layout's HAProxy cores.
-pub(crate) fn haproxy_command(
-    bin: &Path,
-    cfg: &Path,
-    err: &Path,
-    layout: &Layout,
-) -> io::Result<Command> {
+fn haproxy_command(bin: &Path, cfg: &Path, err: &Path, layout: &Layout) -> io::Result<Command> {
     let mut cmd = Command::new(bin);
     cmd.arg("-db")
         .arg("-f")
@@ -93,9 +143,7 @@ backend weft
     default-server check inter {inter}ms fall {FALL} rise {RISE} send-proxy-v2 check-send-proxy
 "
     );
-    for (i, a) in servers.iter().enumerate() {
-        let _ = writeln!(s, "    server w{} {a}:{WEFT_PORT}", i + 1);
-    }
+    server_lines(&mut s, servers);
     let _ = write!(
         s,
         "
@@ -104,17 +152,10 @@ backend one
     http-check expect status 200
     default-server check inter {inter}ms fall {FALL} rise {RISE} send-proxy-v2 check-send-proxy
     server w1 {}:{WEFT_PORT}
-
-frontend all
-    bind {front}:{FRONT_ALL}
-    default_backend weft
-
-frontend one
-    bind {front}:{FRONT_ONE}
-    default_backend one
 ",
         servers[0]
     );
+    frontends(&mut s, front, (FRONT_ALL, "weft"), FRONT_ONE);
     s
 }
 
@@ -152,26 +193,41 @@ backend all
     balance roundrobin
 "
     );
-    for (i, a) in servers.iter().enumerate() {
-        let _ = writeln!(s, "    server w{} {a}:{WEFT_PORT}", i + 1);
-    }
+    server_lines(&mut s, servers);
     let _ = write!(
         s,
         "
 backend one
     server w1 {}:{WEFT_PORT}
-
-frontend all
-    bind {front}:{SCALE_ALL}
-    default_backend all
-
-frontend one
-    bind {front}:{SCALE_ONE}
-    default_backend one
 ",
         servers[0]
     );
+    frontends(&mut s, front, (SCALE_ALL, "all"), SCALE_ONE);
     s
+}
+
+/// A `server` line for each instance (`w1` for the first), at weft's port.
+fn server_lines(s: &mut String, servers: &[Ipv4Addr]) {
+    for (i, a) in servers.iter().enumerate() {
+        let _ = writeln!(s, "    server w{} {a}:{WEFT_PORT}", i + 1);
+    }
+}
+
+/// Frontend `all` on port `all` of `front` to backend `to_all`, and frontend `one` on port
+/// `one` to backend `one`.
+fn frontends(s: &mut String, front: Ipv4Addr, (all, to_all): (u16, &str), one: u16) {
+    let _ = write!(
+        s,
+        "
+frontend all
+    bind {front}:{all}
+    default_backend {to_all}
+
+frontend one
+    bind {front}:{one}
+    default_backend one
+"
+    );
 }
 
 #[cfg(test)]

@@ -12,27 +12,31 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::pin::pin_child;
-use super::{HEALTH, READY_WAIT, SHUTDOWN_GRACE, WEFT_PORT};
+use super::{Setup, HEALTH, READY_WAIT, SHUTDOWN_GRACE, WEFT_PORT};
 use crate::netns::Netns;
 
 /// One weft instance in its namespace.
 pub(crate) struct Instance {
+    /// `w1`, `w2`, ...: its name in HAProxy's configuration and in the report.
     pub(crate) name: String,
     pub(crate) ns: Netns,
     pub(crate) addr: Ipv4Addr,
-    pub(crate) conf: PathBuf,
-    pub(crate) log: PathBuf,
+    conf: PathBuf,
+    log: PathBuf,
+    /// weft's access log.
     pub(crate) access: PathBuf,
-    pub(crate) notify: UnixDatagram,
-    pub(crate) notify_path: PathBuf,
+    notify: UnixDatagram,
+    notify_path: PathBuf,
     /// The process serving now (a new one after each upgrade).
     pub(crate) pid: Option<i32>,
     /// Every process it has had, for reaping and the final stop.
-    pub(crate) pids: Vec<i32>,
-    /// The core it runs on ([`Layout`]); an upgrade's new process inherits it.
-    pub(crate) core: Option<usize>,
+    pids: Vec<i32>,
+    /// The core it runs on ([`Layout`](super::pin::Layout)); an upgrade's new process
+    /// inherits it.
+    core: Option<usize>,
 }
 
+/// Sends `sig` to process `pid`.
 pub(crate) fn signal(pid: i32, sig: libc::c_int) {
     // SAFETY: kill takes plain integers; `pid` is a weft process this run started (or its
     // upgrade's successor, which it learned from MAINPID), never 0 or negative.
@@ -41,7 +45,7 @@ pub(crate) fn signal(pid: i32, sig: libc::c_int) {
 
 /// Waits up to `wait` for `pid` (a child, or an orphan adopted as subreaper) to exit; its
 /// status, or `None` if it is still running or not ours to wait for.
-pub(crate) fn reap(pid: i32, wait: Duration) -> Option<i32> {
+fn reap(pid: i32, wait: Duration) -> Option<i32> {
     let end = Instant::now() + wait;
     loop {
         let mut status = 0;
@@ -68,6 +72,32 @@ pub(crate) fn describe_status(status: Option<i32>) -> String {
 }
 
 impl Instance {
+    /// Instance `i` (`w1` for 0) in namespace `ns` at `addr`: its configuration, logs and
+    /// notify socket in the setup's work folder, its core from the layout; not started.
+    pub(crate) fn new(i: usize, ns: Netns, addr: Ipv4Addr, setup: &Setup) -> io::Result<Instance> {
+        let work = &setup.work;
+        let name = format!("w{}", i + 1);
+        let conf = work.join(format!("{name}.toml"));
+        let access = work.join(format!("{name}.access.log"));
+        let config = weft_config(&work.join("site"), &access, addr, &setup.model);
+        fs::write(&conf, config)?;
+        let notify_path = work.join(format!("{name}.notify"));
+        let notify = UnixDatagram::bind(&notify_path)?;
+        Ok(Instance {
+            log: work.join(format!("{name}.log")),
+            name,
+            ns,
+            addr,
+            conf,
+            access,
+            notify,
+            notify_path,
+            pid: None,
+            pids: Vec::new(),
+            core: setup.layout.instance_core(i),
+        })
+    }
+
     /// Starts weft in the namespace and waits for `READY=1`.
     pub(crate) fn start(&mut self, weft: &Path) -> io::Result<()> {
         self.drain_notifications();
@@ -90,20 +120,9 @@ impl Instance {
         drop(child);
         self.pid = Some(pid);
         self.pids.push(pid);
-        let end = Instant::now() + READY_WAIT;
-        loop {
-            match self.recv(end)? {
-                Some(m) if m.lines().any(|l| l == "READY=1") => return Ok(()),
-                Some(_) => {}
-                None => {
-                    return Err(io::Error::other(format!(
-                        "{}: not ready within {READY_WAIT:?}; see {}",
-                        self.name,
-                        self.log.display()
-                    )))
-                }
-            }
-        }
+        self.wait_for("not ready", |m| {
+            Ok(m.lines().any(|l| l == "READY=1").then_some(()))
+        })
     }
 
     /// SIGUSR2, then waits until the old process names its ready successor (`MAINPID=`, sent
@@ -112,31 +131,42 @@ impl Instance {
         let old = self.pid.ok_or_else(|| io::Error::other("not running"))?;
         self.drain_notifications();
         signal(old, libc::SIGUSR2);
-        let end = Instant::now() + READY_WAIT;
-        loop {
-            match self.recv(end)? {
-                Some(m) => {
-                    if let Some(p) = m.lines().find_map(|l| l.strip_prefix("MAINPID=")) {
-                        let pid: i32 = p
-                            .trim()
-                            .parse()
-                            .map_err(|_| io::Error::other(format!("MAINPID={p}")))?;
-                        self.pid = Some(pid);
-                        self.pids.push(pid);
-                        return Ok(pid);
-                    }
-                }
-                None => {
-                    return Err(io::Error::other(format!(
-                        "{}: no upgraded process within {READY_WAIT:?}; see {}",
-                        self.name,
-                        self.log.display()
-                    )))
-                }
-            }
-        }
+        let pid: i32 = self.wait_for("no upgraded process", |m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MAINPID="))
+                .map(|p| {
+                    p.trim()
+                        .parse()
+                        .map_err(|_| io::Error::other(format!("MAINPID={p}")))
+                })
+                .transpose()
+        })?;
+        self.pid = Some(pid);
+        self.pids.push(pid);
+        Ok(pid)
     }
 
+    /// Waits up to [`READY_WAIT`] for a notification that `found` takes (`Some`); where none
+    /// comes, an error that says the instance is `missing` that.
+    fn wait_for<T>(
+        &self,
+        missing: &str,
+        mut found: impl FnMut(&str) -> io::Result<Option<T>>,
+    ) -> io::Result<T> {
+        let end = Instant::now() + READY_WAIT;
+        while let Some(m) = self.recv(end)? {
+            if let Some(v) = found(&m)? {
+                return Ok(v);
+            }
+        }
+        Err(io::Error::other(format!(
+            "{}: {missing} within {READY_WAIT:?}; see {}",
+            self.name,
+            self.log.display()
+        )))
+    }
+
+    /// The next notification, or `None` once `end` has passed.
     fn recv(&self, end: Instant) -> io::Result<Option<String>> {
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -158,11 +188,30 @@ impl Instance {
         }
     }
 
+    /// Drops the notifications already sent (by a process before this start or upgrade).
     fn drain_notifications(&self) {
         let _ = self.notify.set_nonblocking(true);
         let mut buf = [0u8; 512];
         while self.notify.recv(&mut buf).is_ok() {}
         let _ = self.notify.set_nonblocking(false);
+    }
+
+    /// Waits up to `wait` for process `pid` of this instance to exit; its status. One that
+    /// exited is forgotten; one that did not stays listed, for the final stop.
+    pub(crate) fn reap_one(&mut self, pid: i32, wait: Duration) -> Option<i32> {
+        let st = reap(pid, wait);
+        if st.is_some() {
+            self.pids.retain(|&p| p != pid);
+        }
+        st
+    }
+
+    /// Forgets the processes other than the serving one that have exited (a rolling
+    /// upgrade's old ones, once drained).
+    pub(crate) fn reap_old(&mut self) {
+        let cur = self.pid;
+        self.pids
+            .retain(|&p| Some(p) == cur || reap(p, Duration::from_millis(10)).is_none());
     }
 
     /// Stops every process it has had: SIGTERM, then SIGKILL to what is left.
@@ -182,7 +231,7 @@ impl Instance {
 }
 
 /// weft's configuration for instance `addr`.
-pub(crate) fn weft_config(site: &Path, access: &Path, addr: Ipv4Addr, model: &str) -> String {
+fn weft_config(site: &Path, access: &Path, addr: Ipv4Addr, model: &str) -> String {
     format!(
         "root = {site:?}
 threads = 1

@@ -45,7 +45,7 @@ impl Sample {
     }
 }
 
-pub(crate) struct LoopShared {
+struct LoopShared {
     targets: [Target; 2],
     next: AtomicU64,
     schedule: Schedule,
@@ -91,11 +91,16 @@ pub(crate) fn open_loop(
     Ok(v)
 }
 
-pub(crate) fn open_loop_connection(sh: &LoopShared, keepalive: bool, out: &Mutex<Vec<Sample>>) {
-    let t = &sh.targets[usize::from(!keepalive)];
-    let mut rb = ReadBuf::new(READ_BUFFER);
-    let mut parser = ResponseParser::new();
-    let mut conn: Option<TcpStream> = None;
+/// One connection of the open loop: takes the next request number until the run's end, waits
+/// until it is due, sends it and records its [`Sample`] in `out`.
+fn open_loop_connection(sh: &LoopShared, keepalive: bool, out: &Mutex<Vec<Sample>>) {
+    let mut c = LoopConn {
+        target: &sh.targets[usize::from(!keepalive)],
+        keepalive,
+        rb: ReadBuf::new(READ_BUFFER),
+        parser: ResponseParser::new(),
+        conn: None,
+    };
     let start = sh.schedule.intended(0);
     loop {
         let seq = sh.next.fetch_add(1, Ordering::Relaxed);
@@ -106,10 +111,6 @@ pub(crate) fn open_loop_connection(sh: &LoopShared, keepalive: bool, out: &Mutex
         if Instant::now() < due {
             weft_fiber::sleep_until(due);
         }
-        let d = Deadlines {
-            timeout: Instant::now() + REQUEST_TIMEOUT,
-            run_end: None,
-        };
         let record = |outcome: Outcome| {
             let at_ms = due.saturating_duration_since(start).as_secs_f64() * 1e3;
             let latency_ms = Instant::now().saturating_duration_since(due).as_secs_f64() * 1e3;
@@ -120,21 +121,47 @@ pub(crate) fn open_loop_connection(sh: &LoopShared, keepalive: bool, out: &Mutex
                 outcome,
             });
         };
-        let s = match conn.take() {
+        if !c.request(record) {
+            break;
+        }
+    }
+}
+
+/// A connection's side of the open loop: its target, whether it keeps its connection, and
+/// the connection (while kept) with its buffer and parser.
+struct LoopConn<'a> {
+    target: &'a Target,
+    keepalive: bool,
+    rb: ReadBuf,
+    parser: ResponseParser,
+    conn: Option<TcpStream>,
+}
+
+impl LoopConn<'_> {
+    /// One request, on the kept connection or a new one; how it ended goes to `record`
+    /// (before a connection that is not kept is closed). False when the run was cut
+    /// (nothing recorded).
+    fn request(&mut self, record: impl FnOnce(Outcome)) -> bool {
+        let t = self.target;
+        let d = Deadlines {
+            timeout: Instant::now() + REQUEST_TIMEOUT,
+            run_end: None,
+        };
+        let s = match self.conn.take() {
             Some(s) => s,
             None => match client::connect(t.addr, d) {
                 Ok(s) => {
-                    rb.clear();
+                    self.rb.clear();
                     s
                 }
                 Err(Failure::Error(kind)) => {
                     record(Outcome::Failed(kind));
-                    continue;
+                    return true;
                 }
-                Err(Failure::Cut) => break,
+                Err(Failure::Cut) => return false,
             },
         };
-        match client::exchange(&s, &t.request, t.head, &mut parser, &mut rb, d) {
+        match client::exchange(&s, &t.request, t.head, &mut self.parser, &mut self.rb, d) {
             Ok(r) => {
                 let st = r.head.status;
                 record(if (200..400).contains(&st) {
@@ -142,12 +169,16 @@ pub(crate) fn open_loop_connection(sh: &LoopShared, keepalive: bool, out: &Mutex
                 } else {
                     Outcome::Status(st)
                 });
-                if keepalive && !r.head.close {
-                    conn = Some(s);
+                if self.keepalive && !r.head.close {
+                    self.conn = Some(s);
                 }
+                true
             }
-            Err(Failure::Error(kind)) => record(Outcome::Failed(kind)),
-            Err(Failure::Cut) => break,
+            Err(Failure::Error(kind)) => {
+                record(Outcome::Failed(kind));
+                true
+            }
+            Err(Failure::Cut) => false,
         }
     }
 }

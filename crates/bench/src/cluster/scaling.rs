@@ -1,13 +1,171 @@
-//! The scaling runs' figures: one closed-loop run's throughput and CPU ([`ScaleRun`], with the
-//! readings of this process's and the machine's CPU it takes), the same-round ratios of three
-//! instances over one, and whether the client, HAProxy or the machine was the limit.
+//! The scaling runs: rounds of closed-loop load through one instance and through all, each
+//! through a HAProxy of its own; a run's throughput and CPU ([`ScaleRun`]: the client's, the
+//! balancer's, the instances' and the machine's), the same-round ratios of three instances
+//! over one, and whether the client, HAProxy or the machine was the limit.
 
+use std::error::Error;
 use std::fs;
+use std::io;
+use std::time::{Duration, Instant};
 
-use super::pin::Layout;
+use super::haproxy::{scale_haproxy_config, Haproxy};
+use super::hosts::{passive_opens, Hosts};
+use super::pin::{pin_self, Layout};
+use super::{
+    Setup, CHECK_INTER, INSTANCES, READY_WAIT, REQUEST_TIMEOUT, RISE, SCALE_ALL, SCALE_ONE,
+};
+use crate::load::{self, LoadConfig, Stop};
+use crate::netns::Netns;
+use crate::procstat;
+
+/// A scaling run: its round, its backend (`one instance`, `three instances`) and its figures.
+pub(crate) type Scaled = (usize, &'static str, ScaleRun);
+
+/// The scaling rounds: in each, the closed loop through the backend of one instance, then
+/// through that of all, each run through a HAProxy started afresh.
+pub(crate) fn rounds(setup: &Setup, hosts: &Hosts) -> Result<Vec<Scaled>, Box<dyn Error>> {
+    let spath = setup.work.join("haproxy-scale.cfg");
+    let threads = setup.layout.haproxy_threads;
+    fs::write(
+        &spath,
+        scale_haproxy_config(setup.net.bridge(), &hosts.addrs(), threads),
+    )?;
+    let mut scale = Vec::new();
+    for round in 1..=setup.plan.scale_rounds {
+        for (label, port, behind) in [
+            ("one instance", SCALE_ONE, 1),
+            ("three instances", SCALE_ALL, INSTANCES),
+        ] {
+            // A fresh HAProxy for each run (see `scale_haproxy_config`).
+            let err = setup.work.join("haproxy-scale.err");
+            let mut hap = Haproxy::start_quiet(&setup.haproxy, &spath, &err, &setup.layout)?;
+            wait_listening(setup, &hosts.client, &mut hap, port)?;
+            weft_fiber::sleep(CHECK_INTER * (RISE + 1));
+            let run = ScaleRun {
+                instances: behind,
+                ..measure(setup, hosts, hap, port)?
+            };
+            eprintln!(
+                "  round {round}, {label}: {:.0} req/s, client {:.2} cores, HAProxy {:.2}, \
+                 weft {:.2}, machine {:.0}% busy, {} connections to weft",
+                run.rps,
+                run.client_cores,
+                run.haproxy_cores,
+                run.weft_cores,
+                run.machine_busy * 100.0,
+                run.server_conns
+            );
+            scale.push((round, label, run));
+        }
+    }
+    Ok(scale)
+}
+
+/// Waits until `hap`'s frontend `port` takes a connection from the client's namespace (a bare
+/// connect, which in TCP mode HAProxy forwards before the run's count of connections begins);
+/// an error once HAProxy has exited or after [`READY_WAIT`].
+fn wait_listening(setup: &Setup, client: &Netns, hap: &mut Haproxy, port: u16) -> io::Result<()> {
+    let _in = client.enter()?;
+    let front = setup.net.bridge();
+    let end = Instant::now() + READY_WAIT;
+    while std::net::TcpStream::connect((front, port)).is_err() {
+        if Instant::now() > end || !hap.running() {
+            return Err(io::Error::other(format!(
+                "the scaling HAProxy does not listen on {front}:{port}; see {}",
+                setup.work.join("haproxy-scale.err").display()
+            )));
+        }
+        weft_fiber::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// One closed-loop run through `hap`'s frontend `port`: its throughput, and the CPU of the
+/// client, HAProxy, the instances and the machine over its wall time (`instances` left 0).
+/// `hap` is stopped once the instances' CPU is read: their closing of its connections is not
+/// the run's.
+fn measure(
+    setup: &Setup,
+    hosts: &Hosts,
+    mut hap: Haproxy,
+    port: u16,
+) -> Result<ScaleRun, Box<dyn Error>> {
+    let hz = procstat::ticks_per_second();
+    let cfg = LoadConfig {
+        targets: vec![setup.target(port, false)?],
+        connections: setup.layout.connections,
+        threads: setup.layout.client_threads,
+        stop: Stop::Duration(Duration::from_secs_f64(setup.plan.scale_secs)),
+        rate: None,
+        keepalive: true,
+        timeout: REQUEST_TIMEOUT,
+        progress: false,
+    };
+    let hpid = hap.pid();
+    let pids: Vec<u32> = hosts
+        .instances
+        .iter()
+        .filter_map(|i| i.pid)
+        .map(|p| p as u32)
+        .collect();
+    let before_w: Vec<_> = pids.iter().map(|&p| procstat::sample(p)).collect();
+    let before_h = procstat::sample(hpid)?;
+    let opens0 = accepted(hosts)?;
+    let (mb0, c0, t0) = (machine_ticks(), self_cpu_s(), Instant::now());
+    let r = client_load(&setup.layout.client, &hosts.client, &cfg)?;
+    let wall = t0.elapsed().as_secs_f64().max(1e-9);
+    let (mb1, c1) = (machine_ticks(), self_cpu_s());
+    let after_h = procstat::sample(hpid)?;
+    let server_conns = accepted(hosts)?.saturating_sub(opens0);
+    let weft_cpu = cpu_since(&pids, before_w, hz);
+    hap.stop();
+    let h = procstat::ServerCpu::between(hpid, before_h, after_h, 1, hz);
+    Ok(ScaleRun {
+        server_conns,
+        instances: 0,
+        rps: r.recorder.requests as f64 / r.elapsed.as_secs_f64().max(1e-9),
+        errors: r.recorder.errors.total(),
+        client_cores: (c1 - c0) / wall,
+        haproxy_cores: h.cpu_s / wall,
+        weft_cores: weft_cpu / wall,
+        machine_busy: (mb1.0 - mb0.0) as f64 / ((mb1.1 - mb0.1) as f64).max(1.0),
+    })
+}
+
+/// `cfg`'s load on a thread of its own, so that its cores and namespace are the client's
+/// alone (the load's threads inherit both).
+fn client_load(cores: &[usize], client: &Netns, cfg: &LoadConfig) -> io::Result<load::LoadResult> {
+    std::thread::scope(|sc| {
+        sc.spawn(|| -> io::Result<load::LoadResult> {
+            pin_self(cores)?;
+            let _in = client.enter()?;
+            load::run(cfg)
+        })
+        .join()
+    })
+    .map_err(|_| io::Error::other("the scaling load panicked"))?
+}
+
+/// TCP connections the instances have accepted so far, all together.
+fn accepted(hosts: &Hosts) -> io::Result<u64> {
+    hosts.instances.iter().map(|i| passive_opens(&i.ns)).sum()
+}
+
+/// CPU seconds of processes `pids` since samples `before` (one each; those whose sample, then
+/// or now, failed are left out).
+fn cpu_since(pids: &[u32], before: Vec<io::Result<procstat::Sample>>, hz: u64) -> f64 {
+    pids.iter()
+        .zip(before)
+        .filter_map(|(&p, b)| {
+            let b = b.ok()?;
+            let a = procstat::sample(p).ok()?;
+            Some(procstat::ServerCpu::between(p, b, a, 1, hz).cpu_s)
+        })
+        .sum()
+}
 
 /// CPU time of this process (all its threads, not its children), seconds.
-pub(crate) fn self_cpu_s() -> f64 {
+fn self_cpu_s() -> f64 {
     // SAFETY: rusage is plain data, zeroed is valid, and getrusage only writes into it.
     let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
@@ -19,7 +177,7 @@ pub(crate) fn self_cpu_s() -> f64 {
 }
 
 /// (busy, total) jiffies of the whole machine, from `/proc/stat`.
-pub(crate) fn machine_ticks() -> (u64, u64) {
+fn machine_ticks() -> (u64, u64) {
     let text = fs::read_to_string("/proc/stat").unwrap_or_default();
     let v: Vec<u64> = text
         .lines()
@@ -90,7 +248,7 @@ pub(crate) fn limit(r: &ScaleRun, cores: usize, layout: &Layout) -> Option<Strin
 }
 
 /// The same-round ratios of three instances' throughput over one's, in round order.
-pub(crate) fn round_ratios(scale: &[(usize, &str, ScaleRun)]) -> Vec<f64> {
+pub(crate) fn round_ratios(scale: &[Scaled]) -> Vec<f64> {
     let mut rounds: Vec<usize> = scale.iter().map(|x| x.0).collect();
     rounds.dedup();
     rounds
