@@ -32,7 +32,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -389,21 +389,7 @@ pub fn start(
     };
 
     let log = fs::File::create(work.join(format!("{}.log", spec.name)))?;
-    let mut cmd = match find_program("taskset").filter(|_| pin) {
-        Some(t) => {
-            let mut c = Command::new(t);
-            c.arg("-c").arg("0").arg(&program);
-            c
-        }
-        None => Command::new(&program),
-    };
-    // Its own process group, so that stopping it reaches every worker it forks.
-    cmd.process_group(0);
-    cmd.args(&args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    let child = match cmd.spawn() {
+    let child = match server_command(&program, &args, log, pin)?.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -421,26 +407,73 @@ pub fn start(
         pid: child.id(),
         child,
     };
-    let addr = SocketAddr::from((bind, port));
+    let listening = wait_listening(&mut server, |status| {
+        eprintln!(
+            "# {}: exited ({status}) before listening; see {}; skipped",
+            spec.name,
+            work.join(format!("{}.log", spec.name)).display()
+        );
+    });
+    Ok(listening.then_some(server))
+}
+
+/// A command that runs `program ARGS` as a server under test: on core 0 through `taskset`
+/// where `pin` (and taskset is installed), in a process group of its own (so that stopping it
+/// reaches every worker it forks), its output to `log`.
+pub(crate) fn server_command(
+    program: &Path,
+    args: &[String],
+    log: fs::File,
+    pin: bool,
+) -> io::Result<Command> {
+    let mut cmd = match find_program("taskset").filter(|_| pin) {
+        Some(t) => {
+            let mut c = Command::new(t);
+            c.arg("-c").arg("0").arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    cmd.process_group(0);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    Ok(cmd)
+}
+
+/// Waits up to 10 s for `server` to listen: true once it does. False where it exits first
+/// (`exited` says so, with its status) or is not listening by then (said here).
+pub(crate) fn wait_listening(server: &mut Server, exited: impl FnOnce(ExitStatus)) -> bool {
+    let addr = SocketAddr::from((server.host, server.port));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(Some(server));
+            return true;
         }
         if let Ok(Some(status)) = server.child.try_wait() {
-            eprintln!(
-                "# {}: exited ({status}) before listening; see {}; skipped",
-                spec.name,
-                work.join(format!("{}.log", spec.name)).display()
-            );
-            return Ok(None);
+            exited(status);
+            return false;
         }
         if Instant::now() > deadline {
-            eprintln!("# {}: not listening after 10 s; skipped", spec.name);
-            return Ok(None);
+            eprintln!("# {}: not listening after 10 s; skipped", server.name);
+            return false;
         }
         weft_fiber::sleep(Duration::from_millis(50));
     }
+}
+
+/// Says where the report went, and that a quick run's is a smoke check.
+pub(crate) fn say_wrote(report: &Path, quick: bool) {
+    eprintln!(
+        "# wrote {}{}",
+        report.display(),
+        if quick {
+            " (a quick run: a smoke check, not a measurement)"
+        } else {
+            ""
+        }
+    );
 }
 
 fn missing(spec: &Spec) -> io::Result<Option<Server>> {
@@ -614,15 +647,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     drop(link);
     let _ = fs::remove_dir_all(&work);
     r?;
-    eprintln!(
-        "# wrote {}{}",
-        b.dir.join("report.md").display(),
-        if b.quick {
-            " (a quick run: a smoke check, not a measurement)"
-        } else {
-            ""
-        }
-    );
+    say_wrote(&b.dir.join("report.md"), b.quick);
     Ok(())
 }
 

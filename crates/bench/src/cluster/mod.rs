@@ -135,15 +135,7 @@ pub fn run(a: &ExperimentArgs) -> Result<(), Box<dyn Error>> {
         eprintln!("# cluster: logs kept in {}", setup.work.display());
     }
     result?;
-    eprintln!(
-        "# wrote {}{}",
-        setup.dir.join("report.md").display(),
-        if a.quick {
-            " (a quick run: a smoke check, not a measurement)"
-        } else {
-            ""
-        }
-    );
+    experiment::say_wrote(&setup.dir.join("report.md"), a.quick);
     Ok(())
 }
 

@@ -219,21 +219,7 @@ fn start_tls(
     };
     let log_path = work.join(format!("{name}-tls.log"));
     let log = fs::File::create(&log_path)?;
-    let mut cmd = match find_program("taskset").filter(|_| pin) {
-        Some(t) => {
-            let mut c = Command::new(t);
-            c.arg("-c").arg("0").arg(&program);
-            c
-        }
-        None => Command::new(&program),
-    };
-    // Its own process group, so that stopping it reaches every worker it forks.
-    cmd.process_group(0);
-    cmd.args(&args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    let child = match cmd.spawn() {
+    let child = match server_command(&program, &args, log, pin)?.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("# {name}: cannot start {}: {e}; skipped", program.display());
@@ -247,33 +233,21 @@ fn start_tls(
         pid: child.id(),
         child,
     };
-    let addr = SocketAddr::from((bind, port));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(Some(server));
+    let listening = wait_listening(&mut server, |status| {
+        let log = fs::read_to_string(&log_path).unwrap_or_default();
+        if name != "nginx" && log.contains("--https") {
+            eprintln!(
+                "# {name}: this weft binary does not take --https (HTTPS is not in this \
+                 build); skipped"
+            );
+        } else {
+            eprintln!(
+                "# {name}: exited ({status}) before listening; see {}; skipped",
+                log_path.display()
+            );
         }
-        if let Ok(Some(status)) = server.child.try_wait() {
-            let log = fs::read_to_string(&log_path).unwrap_or_default();
-            if name != "nginx" && log.contains("--https") {
-                eprintln!(
-                    "# {name}: this weft binary does not take --https (HTTPS is not in this \
-                     build); skipped"
-                );
-            } else {
-                eprintln!(
-                    "# {name}: exited ({status}) before listening; see {}; skipped",
-                    log_path.display()
-                );
-            }
-            return Ok(None);
-        }
-        if Instant::now() > deadline {
-            eprintln!("# {name}: not listening after 10 s; skipped");
-            return Ok(None);
-        }
-        weft_fiber::sleep(Duration::from_millis(50));
-    }
+    });
+    Ok(listening.then_some(server))
 }
 
 fn https_url(s: &Server) -> String {
@@ -478,15 +452,7 @@ fn run_in(
     let report = b.dir.join("report.md");
     drop(b);
     r?;
-    eprintln!(
-        "# wrote {}{}",
-        report.display(),
-        if quick {
-            " (a quick run: a smoke check, not a measurement)"
-        } else {
-            ""
-        }
-    );
+    say_wrote(&report, quick);
     Ok(())
 }
 
