@@ -60,7 +60,8 @@
 #![warn(missing_docs, unnameable_types)]
 
 pub mod activation;
-pub(crate) mod app;
+pub(crate) mod routing;
+pub(crate) use routing::app;
 pub(crate) mod body;
 pub(crate) mod cache;
 // `weft calibrate`, for the binary (src/main.rs, a crate of its own); not library API.
@@ -75,7 +76,6 @@ pub(crate) mod conn;
 // `weft fileset` and the sample site, for the binary and the sample-site test; not library API.
 #[doc(hidden)]
 pub mod fileset;
-mod gather;
 pub mod handlers;
 pub mod limits_ip;
 pub mod log;
@@ -91,7 +91,7 @@ pub(crate) mod request;
 pub(crate) mod response;
 pub mod server;
 pub(crate) mod shutdown;
-pub mod sites;
+pub use routing::sites;
 pub(crate) mod sys;
 pub mod tls;
 // Fork, wait and signals, for the test harness too (its process-model and upgrade tests fork

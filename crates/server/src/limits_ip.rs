@@ -41,102 +41,15 @@ use std::sync::atomic::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
+pub use crate::config::rate_limit::{Rate, RateLimitConfig, DEFAULT_ZONE};
 use crate::config::Config;
 use crate::sys_process::{AtomicsOnly, Shared, SharedSlice};
 
 /// Slots per set: a lookup reads at most this many (one or two cache lines' worth).
 pub(crate) const WAYS: usize = 8;
-/// Default of `limits.client_zone`: 65,536 slots of 16 bytes, 1 MiB (nginx's `limit_conn_zone`
-/// and `limit_req_zone` take a size in bytes; 1 MiB there holds about 16,000 addresses).
-pub const DEFAULT_ZONE: usize = 65_536;
 /// Tries at taking a slot before an address is let through uncounted (another thread took
 /// each slot this one chose in the meantime).
 const CLAIM_TRIES: usize = 4;
-
-/// The high bit of a zone marks a listener's own connection count (`[[listen]] conn_per_ip`;
-/// the low bits are its index). Zone 0 is the server's; a site's request rate is 1 + its index.
-pub(crate) const LISTENER_ZONES: u32 = 1 << 31;
-
-/// A request rate: `N` requests per second or per minute (nginx's `100r/s`, `30r/m`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    /// Requests allowed per period.
-    pub count: u32,
-    /// The period is a minute (`r/m`); otherwise a second (`r/s`).
-    pub per_minute: bool,
-}
-
-impl Rate {
-    /// Time between two requests at this rate (T), in nanoseconds.
-    pub fn interval_ns(self) -> u64 {
-        let period: u64 = if self.per_minute {
-            60_000_000_000
-        } else {
-            1_000_000_000
-        };
-        (period / u64::from(self.count.max(1))).max(1)
-    }
-}
-
-impl std::str::FromStr for Rate {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Rate, String> {
-        let bad = || format!("expected a rate like \"100r/s\" or \"30r/m\", got {s:?}");
-        let t = s.trim();
-        let (num, per_minute) = if let Some(n) = t.strip_suffix("r/s") {
-            (n, false)
-        } else if let Some(n) = t.strip_suffix("r/m") {
-            (n, true)
-        } else {
-            return Err(bad());
-        };
-        let count: u32 = num.trim().parse().map_err(|_| bad())?;
-        if count == 0 {
-            return Err(format!("rate {s:?}: must be at least 1 request"));
-        }
-        Ok(Rate { count, per_minute })
-    }
-}
-
-impl std::fmt::Display for Rate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}r/{}",
-            self.count,
-            if self.per_minute { "m" } else { "s" }
-        )
-    }
-}
-
-fn de_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
-    let text = String::deserialize(d)?;
-    if text.is_empty() || text == "off" {
-        return Ok(None);
-    }
-    text.parse().map(Some).map_err(serde::de::Error::custom)
-}
-
-fn ser_rate<S: Serializer>(r: &Option<Rate>, s: S) -> Result<S::Ok, S::Error> {
-    match r {
-        Some(r) => s.serialize_str(&r.to_string()),
-        None => s.serialize_str("off"),
-    }
-}
-
-/// `[rate_limit]`: requests per client address (nginx `limit_req_zone ... rate=` and
-/// `limit_req ... burst= nodelay`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RateLimitConfig {
-    /// Requests per second (`"100r/s"`) or minute (`"30r/m"`) per client; `"off"` (default).
-    #[serde(deserialize_with = "de_rate", serialize_with = "ser_rate")]
-    pub rate: Option<Rate>,
-    /// Requests over the rate let through at once (nginx `burst`, default 0).
-    pub burst: u32,
-}
 
 /// One slot: `word` is the key's 32-bit fingerprint (high half, 0: empty) and the address's
 /// open connections (low half); `tat` the time its bucket is empty again (ns since the table's
@@ -496,7 +409,13 @@ pub(crate) fn too_many(wait: Duration) -> crate::Response {
 }
 
 /// Appends the counters to the Prometheus text (`/_weft/metrics`).
-pub(crate) fn prometheus(out: &mut String, table: &ClientTable) {
+impl crate::metrics::Exposed for ClientTable {
+    fn prometheus(&self, out: &mut String) {
+        prometheus(out, self);
+    }
+}
+
+fn prometheus(out: &mut String, table: &ClientTable) {
     use std::fmt::Write;
     let c = table.counters();
     for (name, kind, help, v) in [
@@ -538,6 +457,7 @@ pub(crate) fn prometheus(out: &mut String, table: &ClientTable) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::LISTENER_ZONES;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     const MS: u64 = 1_000_000;

@@ -252,8 +252,7 @@ impl ListenerMetrics {
         if let Some(limit) = limit {
             self.conn_per_ip.store(u64::from(limit), Relaxed);
             let index = u32::try_from(index).unwrap_or(u32::MAX >> 1) & (u32::MAX >> 1);
-            self.conn_zone
-                .store(crate::limits_ip::LISTENER_ZONES | index, Relaxed);
+            self.conn_zone.store(LISTENER_ZONES | index, Relaxed);
         }
     }
 
@@ -434,7 +433,7 @@ pub struct Metrics {
     /// rather than histograms that nothing fills.
     timing: AtomicBool,
     /// The per-client table, whose rejections `/_weft/metrics` reports.
-    clients: Mutex<Option<Arc<crate::limits_ip::ClientTable>>>,
+    clients: Mutex<Option<Arc<dyn Exposed>>>,
 }
 
 impl Default for Metrics {
@@ -449,6 +448,17 @@ impl Default for Metrics {
         }
     }
 }
+
+/// Counters kept by a part of the server above this module (the per-client table of
+/// `limits_ip`), which `/_weft/metrics` reports with the rest.
+pub(crate) trait Exposed: Send + Sync + std::fmt::Debug {
+    /// Appends the counters in the Prometheus text format.
+    fn prometheus(&self, out: &mut String);
+}
+
+/// The high bit of a zone marks a listener's own connection count (`[[listen]] conn_per_ip`;
+/// the low bits are its index). Zone 0 is the server's; a site's request rate is 1 + its index.
+pub(crate) const LISTENER_ZONES: u32 = 1 << 31;
 
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
@@ -469,7 +479,7 @@ impl Metrics {
     }
 
     /// Reports the per-client table's counters (`limits_ip`).
-    pub(crate) fn set_clients(&self, table: Arc<crate::limits_ip::ClientTable>) {
+    pub(crate) fn set_clients(&self, table: Arc<dyn Exposed>) {
         *self.clients.lock().unwrap_or_else(|e| e.into_inner()) = Some(table);
     }
 
@@ -716,7 +726,7 @@ impl Metrics {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
         {
-            crate::limits_ip::prometheus(&mut out, t);
+            t.prometheus(&mut out);
         }
         let stats = self.phase_stats();
         if stats.iter().any(|p| p.count > 0) {

@@ -14,7 +14,7 @@ pub struct Request {
     peer: SocketAddr,
     local: SocketAddr,
     /// What the connection's TLS handshake settled; `None` on plain HTTP.
-    tls: Option<std::sync::Arc<crate::tls::TlsInfo>>,
+    tls: Option<std::sync::Arc<TlsInfo>>,
     /// `bytes` within the target span are ASCII (the parser admits nothing else; checked
     /// once here so that the text accessors need not validate UTF-8 on every call).
     target_ascii: bool,
@@ -51,7 +51,7 @@ impl Request {
         head: RequestHead,
         peer: SocketAddr,
         local: SocketAddr,
-        tls: Option<std::sync::Arc<crate::tls::TlsInfo>>,
+        tls: Option<std::sync::Arc<TlsInfo>>,
     ) -> Request {
         let target_ascii = target_is_ascii(&bytes, &head);
         Request {
@@ -91,7 +91,7 @@ impl Request {
 
     /// What the connection's TLS handshake settled (SNI name, ALPN, version); `None` on
     /// plain HTTP.
-    pub fn tls(&self) -> Option<&crate::tls::TlsInfo> {
+    pub fn tls(&self) -> Option<&TlsInfo> {
         self.tls.as_deref()
     }
 
@@ -223,7 +223,7 @@ impl Request {
         bytes: &[u8],
         peer: SocketAddr,
         local: SocketAddr,
-        tls: Option<&std::sync::Arc<crate::tls::TlsInfo>>,
+        tls: Option<&std::sync::Arc<TlsInfo>>,
     ) {
         parser.take_head_into(&mut self.head);
         self.bytes.clear();
@@ -274,6 +274,20 @@ impl Request {
     pub fn keep_alive(&self) -> bool {
         self.head.keep_alive()
     }
+}
+
+/// What the TLS handshake settled, kept per connection in `ConnInfo::tls`.
+#[derive(Debug, Clone, Default)]
+pub struct TlsInfo {
+    /// The host name the client asked for (SNI), lower case; `None` when it sent none. The
+    /// virtual-host check (`Host` against SNI, 421) reads it here.
+    pub sni: Option<String>,
+    /// The application protocol agreed by ALPN (`http/1.1`), if the client offered any.
+    pub alpn: Option<Vec<u8>>,
+    /// `TLSv1.3` or `TLSv1.2`.
+    pub version: &'static str,
+    /// The handshake resumed an earlier session (ticket or cache).
+    pub resumed: bool,
 }
 
 #[cfg(test)]
@@ -365,7 +379,7 @@ mod tests {
             "10.0.0.3:3000".parse().unwrap(),
         ];
         let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        let tls = Arc::new(crate::tls::TlsInfo {
+        let tls = Arc::new(TlsInfo {
             sni: Some("b.example".into()),
             alpn: None,
             version: "TLSv1.3",

@@ -180,7 +180,7 @@ impl ServerBuilder {
             metrics.set_conn_per_ip(l.conn_per_ip, bound.len());
             metrics.set_tls(l.tls, l.redirect_https);
             if l.tls {
-                crate::tls::note_https_port(addr.port());
+                crate::conn::note_https_port(addr.port());
             }
             bound.push(Bound {
                 listeners,
@@ -489,7 +489,7 @@ impl Server {
             Some(
                 weft_fiber::Runtime::builder()
                     .workers(workers)
-                    .stack_size(crate::tls::fiber_stack(
+                    .stack_size(crate::models::fiber::fiber_stack(
                         app.cfg.fiber.stack_size,
                         self.bound
                             .iter()

@@ -189,10 +189,10 @@ fn entry_defaults() -> BTreeMap<&'static str, Value> {
     BTreeMap::from([
         ("listen", to_value(&listen)),
         ("proxy", to_value(&ProxyConfig::default())),
-        ("site", to_value(&crate::sites::SiteConfig::default())),
+        ("site", to_value(&super::sites::SiteConfig::default())),
         (
             "site.location",
-            to_value(&crate::sites::LocationConfig::default()),
+            to_value(&super::sites::LocationConfig::default()),
         ),
         ("site.proxy", to_value(&ProxyConfig::default())),
         // A certificate has no default: every key of an entry is the example's own.

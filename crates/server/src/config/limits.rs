@@ -62,7 +62,7 @@ impl Default for LimitsConfig {
             max_trailer_bytes: h.max_trailer_bytes,
             client_body_buffer: 16 * 1024,
             conn_per_ip: 0,
-            client_zone: crate::limits_ip::DEFAULT_ZONE,
+            client_zone: super::rate_limit::DEFAULT_ZONE,
             max_internal_redirects: 10,
             max_discard_body: 64 * 1024,
         }

@@ -171,6 +171,7 @@ mod builtin;
 mod cache;
 mod cgi;
 mod cidr;
+pub(crate) mod compression;
 mod de;
 mod fiber;
 mod limits;
@@ -179,9 +180,12 @@ mod logging;
 mod pipeline;
 mod process;
 mod proxy;
+pub(crate) mod rate_limit;
+pub(crate) mod sites;
 mod static_files;
 mod thread;
 mod timeouts;
+pub(crate) mod tls;
 
 pub use builtin::{EchoConfig, HealthConfig, StatusConfig, DEFAULT_ECHO_PATH};
 pub use cache::CacheConfig;
@@ -256,14 +260,14 @@ pub struct Config {
     /// other hosts can reach).
     pub allow_root: bool,
     /// Requests per client address (nginx `limit_req`).
-    pub rate_limit: crate::limits_ip::RateLimitConfig,
+    pub rate_limit: rate_limit::RateLimitConfig,
     /// Virtual hosts (`[[site]]`, see `sites.rs`); none: the settings above serve every host.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub site: Vec<crate::sites::SiteConfig>,
+    pub site: Vec<sites::SiteConfig>,
     /// Content codings (`[compression]`, see `compress.rs`).
-    pub compression: crate::compress::CompressionConfig,
+    pub compression: compression::CompressionConfig,
     /// Certificates and settings of the TLS listeners (`[tls]`, `crate::tls`).
-    pub tls: crate::tls::TlsConfig,
+    pub tls: tls::TlsConfig,
     /// The thread and pipeline models' threads.
     pub thread: ThreadConfig,
 }
@@ -294,7 +298,7 @@ impl Default for Config {
             rate_limit: Default::default(),
             site: Vec::new(),
             compression: Default::default(),
-            tls: crate::tls::TlsConfig::default(),
+            tls: tls::TlsConfig::default(),
             thread: ThreadConfig::default(),
         }
     }
@@ -304,18 +308,10 @@ impl Default for Config {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
 impl Config {
-    /// Parses a TOML configuration.
-    pub fn from_toml(text: &str) -> Result<Config, String> {
-        let cfg: Config = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
-        crate::sites::check(text, &cfg.site)?;
-        Ok(cfg)
-    }
-
-    /// Reads and parses a configuration file.
-    pub fn load(path: &std::path::Path) -> Result<Config, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    /// Parses a TOML configuration's syntax and types; [`Config::from_toml`] (in
+    /// `crate::sites`, whose rules a configuration's sites must also pass) is the whole check.
+    pub(crate) fn parse_toml(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| toml_error(text, &e))
     }
 
     /// The configuration as a TOML file that `from_toml` reads back to the same value

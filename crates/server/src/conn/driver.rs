@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use weft_http::{BodyFraming, Parser};
 
+use super::gather::{Gather, GATHER_RESPONSES};
 use crate::app::App;
 use crate::body::ReadBuf;
-use crate::gather::{Gather, GATHER_RESPONSES};
 use crate::net::Transport;
 use crate::Request;
 
@@ -79,7 +79,7 @@ fn give_scratch(mut s: Box<Scratch>) {
     if s.wbuf.capacity() > 64 * 1024 {
         s.wbuf = Vec::with_capacity(512);
     }
-    if s.out.capacity() > 2 * crate::gather::GATHER_BYTES {
+    if s.out.capacity() > 2 * super::gather::GATHER_BYTES {
         s.out = Vec::new();
     }
     s.req.release(crate::body::SPARE_HEAD_MAX);
@@ -158,7 +158,7 @@ fn serve_with<T: Transport>(
         match open(stream, rbuf, wbuf, &mut prelude, app, info)? {
             Opened::Open(Protocol::Http1) => {}
             Opened::Handshake { .. } => {
-                // TLS listeners run their handshake before this driver (`tls::start`).
+                // TLS listeners run their handshake before this driver (`start_tls`).
                 log::error!(
                     "{}: a TLS handshake reached the HTTP driver; closed",
                     info.peer
@@ -197,7 +197,7 @@ fn serve_with<T: Transport>(
         refill_request(req, parser, rbuf, head_len, info, &cfg.real_ip_from);
         let req = &*req;
         let mut keep_alive = false;
-        let resp = match crate::tls::redirect(app, info, req, &mut keep_alive) {
+        let resp = match super::redirect(app, info, req, &mut keep_alive) {
             Some(redirect) => redirect,
             None => handle(stream, rbuf, app, req, limits, &mut times, &mut keep_alive),
         };
@@ -213,7 +213,7 @@ fn serve_with<T: Transport>(
             } else {
                 Vec::new()
             };
-            extra.extend_from_slice(crate::tls::extra_headers(app, info));
+            extra.extend_from_slice(super::extra_headers(app, info));
             let mut out = Stamped {
                 inner: &mut *stream,
                 first: None,
@@ -222,7 +222,7 @@ fn serve_with<T: Transport>(
             times.record_out(info, out.first);
             r
         } else {
-            let extra = crate::tls::extra_headers(app, info);
+            let extra = super::extra_headers(app, info);
             // Encoded straight after the responses gathered before it.
             stream.write_encoding(|out| encode_append(out, resp, Some(req), keep_alive, extra))
         };

@@ -14,10 +14,13 @@
 //! them through the names re-exported here.
 
 mod driver;
+mod gather;
 mod handle;
 mod head;
+mod policy;
 mod prelude;
 mod respond;
+mod secure;
 mod timing;
 
 use std::io;
@@ -38,10 +41,12 @@ pub(crate) use handle::{
 pub(crate) use head::{
     head_late, head_step, idle_timeout, mark_busy, mark_idle, HeadDue, HeadStep,
 };
+pub(crate) use policy::{extra_headers, note_https_port, redirect};
 pub(crate) use prelude::{
     count, proxy_read_max, refuse, BodyDue, BodyStep, Prelude, Protocol, Reason, Step,
 };
 pub(crate) use respond::{encode_append, encode_response, write_encoded, Encoded, Tail};
+pub(crate) use secure::{serve_tls, settle, start_tls};
 pub(crate) use timing::Times;
 
 /// Initial read buffer per connection; grows to the head limit for large heads.

@@ -1,10 +1,10 @@
 //! The driver's batching of pipelined responses, over a recorded transport.
 
+use super::gather::{Recorder, GATHER_RESPONSES};
 use super::*;
 use crate::app::Route;
 use crate::body::RequestBody;
 use crate::config::{Config, Model};
-use crate::gather::{Recorder, GATHER_RESPONSES};
 use crate::response::Response;
 use crate::Request;
 

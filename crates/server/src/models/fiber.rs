@@ -186,7 +186,7 @@ fn start_tls(
     app: &App,
     info: &ConnInfo,
 ) -> Option<Box<crate::tls::Session>> {
-    crate::tls::start(stream, app, info).map(Box::new)
+    conn::start_tls(stream, app, info).map(Box::new)
 }
 
 /// [`serve_on`] through the connection's TLS session; out of line for the same reason.
@@ -275,5 +275,37 @@ impl crate::net::Transport for FiberStream {
 
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.shutdown(std::net::Shutdown::Write)
+    }
+}
+
+/// The least fiber stack when a fiber listener serves TLS: rustls' handshake (key exchange,
+/// signing, certificate encoding) runs on the connection's fiber and needs more than the
+/// plain driver's default 64 KiB (an unoptimised build more than twice as much). Stack
+/// pages are touched lazily; what a handshake touched goes back by the stack pool's decay.
+pub(crate) const TLS_FIBER_STACK: usize = if cfg!(debug_assertions) {
+    256 * 1024
+} else {
+    128 * 1024
+};
+
+/// The fiber stack size: `configured`, raised to [`TLS_FIBER_STACK`] when a fiber listener
+/// serves TLS.
+pub(crate) fn fiber_stack(configured: usize, fiber_tls: bool) -> usize {
+    if fiber_tls {
+        configured.max(TLS_FIBER_STACK)
+    } else {
+        configured
+    }
+}
+
+#[cfg(test)]
+mod tls_stack_tests {
+    use super::{fiber_stack, TLS_FIBER_STACK};
+
+    #[test]
+    fn fiber_stack_is_raised_only_for_tls() {
+        assert_eq!(fiber_stack(64 * 1024, false), 64 * 1024);
+        assert_eq!(fiber_stack(64 * 1024, true), TLS_FIBER_STACK);
+        assert_eq!(fiber_stack(1 << 20, true), 1 << 20);
     }
 }

@@ -1057,7 +1057,7 @@ fn serve_child(
         tls: Default::default(),
     };
     let served = if info.listener.tls() {
-        crate::tls::serve(&mut stream, app, &info).map(|()| Served::Closed)
+        conn::serve_tls(&mut stream, app, &info).map(|()| Served::Closed)
     } else {
         conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive)
     };

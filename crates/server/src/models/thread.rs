@@ -53,7 +53,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                             tls: Default::default(),
                         };
                         let served = if info.listener.tls() {
-                            crate::tls::serve(&mut stream, &app, &info)
+                            crate::conn::serve_tls(&mut stream, &app, &info)
                         } else {
                             conn::serve(&mut stream, &app, &info)
                         };

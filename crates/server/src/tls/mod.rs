@@ -26,10 +26,8 @@ pub(crate) use stream::{pending, TlsStream};
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU16, Ordering::Relaxed};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -37,118 +35,21 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
-use serde::{Deserialize, Serialize};
 
+pub use crate::config::tls::{SniCert, TlsConfig, DEFAULT_SESSION_CACHE};
 use crate::config::Config;
-use crate::conn::ConnInfo;
-use crate::response::Response;
-use crate::Request;
+pub use crate::request::TlsInfo;
 
 /// Application protocols offered in ALPN, in preference order. HTTP/2 would be added here
 /// together with a driver for it; a connection's choice is in [`TlsInfo::alpn`].
 pub(crate) const ALPN: &[&[u8]] = &[b"http/1.1"];
-
-/// The least fiber stack when a fiber listener serves TLS: rustls' handshake (key exchange,
-/// signing, certificate encoding) runs on the connection's fiber and needs more than the
-/// plain driver's default 64 KiB (an unoptimised build more than twice as much). Stack
-/// pages are touched lazily; what a handshake touched goes back by the stack pool's decay.
-pub(crate) const TLS_FIBER_STACK: usize = if cfg!(debug_assertions) {
-    256 * 1024
-} else {
-    128 * 1024
-};
-
-/// The fiber stack size: `configured`, raised to [`TLS_FIBER_STACK`] when a fiber listener
-/// serves TLS.
-pub(crate) fn fiber_stack(configured: usize, fiber_tls: bool) -> usize {
-    if fiber_tls {
-        configured.max(TLS_FIBER_STACK)
-    } else {
-        configured
-    }
-}
-
-/// Default entries of the server-side session cache (nginx's `ssl_session_cache
-/// shared:SSL:1m` holds about 4,000 sessions; an entry here is a few hundred bytes).
-pub const DEFAULT_SESSION_CACHE: usize = 4096;
-
-/// The `[tls]` section.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TlsConfig {
-    /// PEM certificate chain, leaf first (nginx `ssl_certificate`): the default certificate,
-    /// served when no `[[tls.sni]]` entry matches the name the client asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cert: Option<PathBuf>,
-    /// PEM private key: PKCS#8, RSA (PKCS#1) or EC (SEC1) (nginx `ssl_certificate_key`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<PathBuf>,
-    /// A DER OCSP response stapled to the default certificate's handshakes (nginx
-    /// `ssl_stapling_file`); re-read on SIGHUP like the certificates.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ocsp: Option<PathBuf>,
-    /// The `Strict-Transport-Security` value sent on every response over TLS, e.g.
-    /// `"max-age=63072000"`; empty (the default): none.
-    pub hsts: String,
-    /// Session tickets (stateless resumption; nginx `ssl_session_tickets on`).
-    pub session_tickets: bool,
-    /// Entries of the server-side session cache (stateful resumption; nginx
-    /// `ssl_session_cache`); 0 turns it off.
-    pub session_cache: usize,
-    /// More certificates, chosen by the name the client sends (SNI).
-    pub sni: Vec<SniCert>,
-}
-
-impl Default for TlsConfig {
-    fn default() -> Self {
-        TlsConfig {
-            cert: None,
-            key: None,
-            ocsp: None,
-            hsts: String::new(),
-            session_tickets: true,
-            session_cache: DEFAULT_SESSION_CACHE,
-            sni: Vec::new(),
-        }
-    }
-}
-
-/// One `[[tls.sni]]` entry: a certificate for the names listed (nginx: a `server` block's
-/// `server_name` with its own `ssl_certificate`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SniCert {
-    /// Host names, exact (`www.example.com`) or one leading wildcard label (`*.example.com`).
-    pub names: Vec<String>,
-    /// PEM certificate chain for these names, leaf first.
-    pub cert: PathBuf,
-    /// PEM private key of the certificate.
-    pub key: PathBuf,
-    /// A DER OCSP response stapled to this certificate's handshakes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ocsp: Option<PathBuf>,
-}
-
-/// What the TLS handshake settled, kept per connection in `ConnInfo::tls`.
-#[derive(Debug, Clone, Default)]
-pub struct TlsInfo {
-    /// The host name the client asked for (SNI), lower case; `None` when it sent none. The
-    /// virtual-host check (`Host` against SNI, 421) reads it here.
-    pub sni: Option<String>,
-    /// The application protocol agreed by ALPN (`http/1.1`), if the client offered any.
-    pub alpn: Option<Vec<u8>>,
-    /// `TLSv1.3` or `TLSv1.2`.
-    pub version: &'static str,
-    /// The handshake resumed an earlier session (ticket or cache).
-    pub resumed: bool,
-}
 
 /// One generation's TLS settings: the rustls configuration every new connection of every TLS
 /// listener starts from.
 pub(crate) struct Tls {
     pub(crate) server: Arc<ServerConfig>,
     /// `Strict-Transport-Security: ...\r\n`, or empty.
-    hsts_line: Vec<u8>,
+    pub(crate) hsts_line: Vec<u8>,
 }
 
 impl fmt::Debug for Tls {
@@ -413,147 +314,6 @@ impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         session::hello_name(hello.server_name());
         Some(self.pick(hello.server_name()).clone())
-    }
-}
-
-/// Starts TLS on a new connection of a TLS listener: the handshake under
-/// `timeouts.tls_handshake`. `None` (logged) when the connection is to be closed.
-pub(crate) fn start<T: crate::net::Transport>(
-    stream: &mut T,
-    app: &crate::App,
-    info: &ConnInfo,
-) -> Option<Session> {
-    let Some(tls) = &app.tls else {
-        log::error!("{}: TLS listener without certificates; closed", info.peer);
-        return None;
-    };
-    // The prelude's first part on the raw socket: on a `proxy_protocol` listener the PROXY
-    // header (HAProxy's `send-proxy` in TCP mode), then the first bytes, which must begin a
-    // ClientHello (plain HTTP is answered 400, anything else closed).
-    let mut early = crate::body::ReadBuf::new(crate::conn::READ_BUF);
-    let mut wbuf = Vec::new();
-    let mut prelude = crate::conn::Prelude::resume(info, &app.cfg.timeouts, Instant::now());
-    match crate::conn::open(stream, &mut early, &mut wbuf, &mut prelude, app, info) {
-        Ok(crate::conn::Opened::Handshake { until }) => {
-            stream::handshake(stream, tls, &app.cfg, until, info, early.data())
-        }
-        Ok(_) | Err(_) => None,
-    }
-}
-
-/// Serves a connection of a TLS listener on a model that gives it its own thread of control
-/// to the end (thread, process): handshake, then the connection driver over TLS.
-pub(crate) fn serve<T: crate::net::Transport>(
-    stream: &mut T,
-    app: &crate::App,
-    info: &ConnInfo,
-) -> std::io::Result<()> {
-    let Some(mut session) = start(stream, app, info) else {
-        return Ok(());
-    };
-    crate::conn::serve(&mut TlsStream::new(stream, &mut session), app, info)
-}
-
-/// The port a plain listener's `redirect_https` sends clients to: the first TLS listener's
-/// (set when it is bound, so port 0 resolves).
-static HTTPS_PORT: AtomicU16 = AtomicU16::new(0);
-
-/// Records the bound port of a TLS listener (the first one wins).
-pub(crate) fn note_https_port(port: u16) {
-    let _ = HTTPS_PORT.compare_exchange(0, port, Relaxed, Relaxed);
-}
-
-/// Header lines every response on `info`'s connection gets from the TLS settings (HSTS).
-pub(crate) fn extra_headers<'a>(app: &'a crate::App, info: &ConnInfo) -> &'a [u8] {
-    match &app.tls {
-        Some(t) if info.tls.get().is_some() => &t.hsts_line,
-        _ => b"",
-    }
-}
-
-/// On a plain listener with `redirect_https`: the 308 to the same URL over https, with
-/// whether the connection may stay open set in `keep_alive`, as `conn::handle` sets it (a
-/// request body is not read: the connection closes after the answer, as nginx's `return 308`
-/// discards it). `None` elsewhere, `keep_alive` untouched.
-#[inline]
-pub(crate) fn redirect(
-    app: &crate::App,
-    info: &ConnInfo,
-    req: &Request,
-    keep_alive: &mut bool,
-) -> Option<Response> {
-    // Meant to be inlined: the usual answer (no redirect on this listener) costs no call.
-    if !info.listener.redirect_https() || info.tls.get().is_some() {
-        return None;
-    }
-    redirect_to_https(app, info, req, keep_alive)
-}
-
-/// Paths a plain listener with `redirect_https` still serves over plain HTTP: ACME's
-/// HTTP-01 challenges (a certificate is fetched over port 80 before there is one to redirect
-/// to, as nginx setups keep a `location /.well-known/acme-challenge/` in the port-80 server).
-const PLAIN_PREFIXES: &[&str] = &["/.well-known/acme-challenge/"];
-
-/// The 308 of [`redirect`], and whether the connection may stay open (`keep_alive`); `None`
-/// for the health check (a load balancer probes the port it balances, and counts a 3xx as
-/// down) and ACME challenges ([`PLAIN_PREFIXES`]).
-#[cold]
-fn redirect_to_https(
-    app: &crate::App,
-    info: &ConnInfo,
-    req: &Request,
-    keep_alive: &mut bool,
-) -> Option<Response> {
-    let path = req.path();
-    if app.cfg.health.is(path) || PLAIN_PREFIXES.iter().any(|p| path.starts_with(p)) {
-        return None;
-    }
-    // The effective host: an absolute-form target's authority before the Host field.
-    let host = req
-        .host()
-        .map(strip_port)
-        .filter(|h| !h.is_empty() && h.bytes().all(host_byte))
-        .map_or_else(|| url_host(info.local.ip()), str::to_string);
-    let port = match HTTPS_PORT.load(Relaxed) {
-        0 | 443 => String::new(),
-        p => format!(":{p}"),
-    };
-    // The path and query as sent (still percent-encoded), of an origin-form or absolute-form
-    // target alike; `*` (OPTIONS) and authority-form (CONNECT) go to `/`.
-    let path = match (path, req.query()) {
-        (p, _) if !p.starts_with('/') => "/".to_string(),
-        (p, Some(q)) => format!("{p}?{q}"),
-        (p, None) => p.to_string(),
-    };
-    let mut resp = Response::error(308).header("Location", format!("https://{host}{port}{path}"));
-    let no_body = matches!(
-        req.head().framing(),
-        weft_http::BodyFraming::None | weft_http::BodyFraming::Length(0)
-    );
-    if !no_body {
-        resp.close = true;
-    }
-    *keep_alive = no_body && req.keep_alive();
-    Some(resp)
-}
-
-/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host.find(']').map_or(host, |i| &host[..=i]);
-    }
-    host.rsplit_once(':').map_or(host, |(h, _)| h)
-}
-
-/// Bytes a host in a Location may hold (anything else and the local address is used).
-fn host_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'[' | b']' | b':' | b'_')
-}
-
-fn url_host(ip: std::net::IpAddr) -> String {
-    match ip {
-        std::net::IpAddr::V4(v4) => v4.to_string(),
-        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
     }
 }
 

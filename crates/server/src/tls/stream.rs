@@ -11,11 +11,9 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::session::Session;
-use super::{Tls, TlsInfo};
-use crate::conn::ConnInfo;
 use crate::net::Transport;
 
 /// Bytes of a file read per write when a file goes out over TLS (sendfile cannot encrypt):
@@ -28,101 +26,8 @@ thread_local! {
     static FILE_BUF: Cell<Option<Box<[u8]>>> = const { Cell::new(None) };
 }
 
-/// Runs the server side of a TLS handshake on `inner` by `deadline`
-/// (`timeouts.tls_handshake` from the accept), starting with `early`: the first bytes of the
-/// ClientHello, which the connection's prelude read and recognised (`conn::Prelude`). Records
-/// what it settled in `info.tls`. `None` (logged once) when the connection is to be closed:
-/// a failed handshake, a timeout, the client gone.
-pub(crate) fn handshake<T: Transport>(
-    inner: &mut T,
-    tls: &Tls,
-    cfg: &crate::config::Config,
-    deadline: Instant,
-    info: &ConnInfo,
-    early: &[u8],
-) -> Option<Session> {
-    let peer = info.peer;
-    let timed_out = || crate::conn::Prelude::handshake_late(cfg).log(peer, None);
-    let mut conn = Session::new(tls.server.clone())
-        .map_err(|e| log::error!("{peer}: TLS session: {e}"))
-        .ok()?;
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        timed_out();
-        return None;
-    }
-    if inner.set_read_timeout(Some(left)).is_err() || inner.set_write_timeout(Some(left)).is_err() {
-        return None;
-    }
-    conn.feed(early);
-    loop {
-        if let Err(e) = conn.process_new_packets() {
-            log::info!("{peer}: TLS handshake failed: {e}");
-            // The alert rustls queued tells the client why.
-            let _ = flush_tls(&mut conn, inner);
-            return None;
-        }
-        if let Err(e) = flush_tls(&mut conn, inner) {
-            if is_timeout(&e) {
-                timed_out();
-            } else {
-                log::debug!("{peer}: TLS handshake: {e}");
-            }
-            return None;
-        }
-        if !conn.is_handshaking() {
-            break;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || inner.set_read_timeout(Some(left)).is_err() {
-            timed_out();
-            return None;
-        }
-        match conn.read_tls(inner) {
-            Ok(0) => {
-                crate::conn::Reason::TlsCut.log(peer, None);
-                return None;
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                timed_out();
-                return None;
-            }
-            Err(e) => {
-                log::debug!("{peer}: TLS handshake: {e}");
-                return None;
-            }
-        }
-    }
-    settle(&conn, info);
-    Some(conn)
-}
-
-/// Records what a finished handshake settled in `info.tls`.
-pub(crate) fn settle(conn: &Session, info: &ConnInfo) {
-    let version = match conn.protocol_version() {
-        Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
-        Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
-        _ => "TLS",
-    };
-    let _ = info.tls.set(std::sync::Arc::new(TlsInfo {
-        sni: conn.server_name().map(str::to_string),
-        alpn: conn.alpn_protocol().map(<[u8]>::to_vec),
-        version,
-        resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
-    }));
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
 /// Writes everything rustls has queued for the peer.
-fn flush_tls<T: Write>(conn: &mut Session, inner: &mut T) -> io::Result<()> {
+pub(crate) fn flush_tls<T: Write>(conn: &mut Session, inner: &mut T) -> io::Result<()> {
     while conn.wants_write() {
         match conn.write_tls(inner) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

@@ -51,21 +51,6 @@ fn sni_exact_then_longest_wildcard_then_default() {
 }
 
 #[test]
-fn strip_port_keeps_ipv6_brackets() {
-    assert_eq!(strip_port("example.com:8080"), "example.com");
-    assert_eq!(strip_port("example.com"), "example.com");
-    assert_eq!(strip_port("[::1]:8080"), "[::1]");
-    assert_eq!(strip_port("[::1]"), "[::1]");
-}
-
-#[test]
-fn fiber_stack_is_raised_only_for_tls() {
-    assert_eq!(fiber_stack(64 * 1024, false), 64 * 1024);
-    assert_eq!(fiber_stack(64 * 1024, true), TLS_FIBER_STACK);
-    assert_eq!(fiber_stack(1 << 20, true), 1 << 20);
-}
-
-#[test]
 fn tls_settings_parse_with_defaults() {
     let c = Config::from_toml(
         "[[listen]]\naddr = \"127.0.0.1:8443\"\ntls = true\n\

@@ -441,7 +441,7 @@ fn respond<T: Transport>(
     let cfg = &app.cfg;
     let limits = cfg.limits.http();
     let mut keep_alive = false;
-    let resp = match crate::tls::redirect(app, c.info, &req, &mut keep_alive) {
+    let resp = match conn::redirect(app, c.info, &req, &mut keep_alive) {
         Some(redirect) => redirect,
         None => conn::handle(stream, c.rbuf, app, &req, &limits, c.times, &mut keep_alive),
     };
@@ -451,7 +451,7 @@ fn respond<T: Transport>(
     } else {
         Vec::new()
     };
-    extra.extend_from_slice(crate::tls::extra_headers(app, c.info));
+    extra.extend_from_slice(conn::extra_headers(app, c.info));
     let enc = conn::encode_response(c.wbuf, resp, Some(&req), keep_alive, &extra);
     let mut out = Out {
         total: enc.bytes,

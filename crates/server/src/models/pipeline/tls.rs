@@ -14,8 +14,8 @@ use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
 use super::{Conn, Out};
+use crate::conn::settle;
 use crate::conn::Tail;
-use crate::tls::stream::settle;
 use crate::tls::Session as Tls;
 
 /// File bytes encrypted per step of send (two full TLS records).

@@ -26,13 +26,12 @@
 //! site's number (`\0N\0`, a byte no request path has), so two roots never share an entry.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use weft_http::path::normalize;
 use weft_http::{site_name, Parser, MAX_SITE_NAME};
 
@@ -40,82 +39,30 @@ use crate::app::{App, HandlersRef};
 use crate::body::RequestBody;
 use crate::cache::ResponseCache;
 use crate::compress::Compression;
-use crate::config::{CgiConfig, Config, ProxyConfig, StaticConfig};
+pub use crate::config::sites::{LocationConfig, SiteConfig};
+use crate::config::{CgiConfig, Config, ProxyConfig};
 use crate::handlers::cgi::Cgi;
 use crate::handlers::proxy::Proxy;
 use crate::handlers::static_files::StaticFiles;
 use crate::response::{Body, Response};
 use crate::Request;
 
-/// One `[[site]]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SiteConfig {
-    /// Names this site answers (nginx `server_name`): exact (`example.test`) or a wildcard
-    /// (`*.example.test`: any name ending in `.example.test`), compared without case, port or
-    /// trailing dot.
-    pub hosts: Vec<String>,
-    /// Answers requests whose host no site names (nginx `default_server`); at most one site.
-    /// Without one, the top-level settings answer them.
-    pub default: bool,
-    /// The site's document root; none: the site serves no files (only its proxies, CGI and
-    /// redirects).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub root: Option<PathBuf>,
-    /// How the site's files are served; not set: as the top-level `[static_files]`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub static_files: Option<StaticConfig>,
-    /// The site's CGI scripts, as the top-level `[cgi]`; not set: none.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cgi: Option<CgiConfig>,
-    /// The site's proxy mounts, as the top-level `[[proxy]]`; not set: none.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub proxy: Vec<ProxyConfig>,
-    /// `[[site.location]]`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub location: Vec<LocationConfig>,
-    /// Custom error pages: status (`"404"`) to a path under the site root (nginx
-    /// `error_page 404 /404.html`, Caddy `handle_errors`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub errors: BTreeMap<String, String>,
-    /// `[site.rate_limit]`: the site's own request rate per client address, as the top-level
-    /// `[rate_limit]` but counted apart from it and from every other site's (nginx: a
-    /// `limit_req` in the `server` block with a zone of its own); `rate = "off"` exempts the
-    /// site. Not set: the top-level `[rate_limit]` applies.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<crate::limits_ip::RateLimitConfig>,
-}
+// Reading a configuration is defined here, above `config`: a configuration is whole only once
+// its sites pass the router's rules ([`check`]), and those rules are this module's.
+impl Config {
+    /// Parses a TOML configuration and checks it whole (its `[[site]]` entries included).
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        let cfg = Config::parse_toml(text)?;
+        check(text, &cfg.site)?;
+        Ok(cfg)
+    }
 
-/// One `[[site.location]]`: an exact `path` or a `prefix`, and what to do there.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LocationConfig {
-    /// Paths starting with this (nginx `location /x/`); the longest matching prefix wins.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
-    /// This path only (nginx `location = /y`); beats every prefix.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// Response header fields added, or replacing one of the same name, on every answer of
-    /// the location (Caddy `header`, nginx `add_header ... always`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, String>,
-    /// `"STATUS TARGET"`, e.g. `"301 https://example.test$path?$query"` (nginx `return`,
-    /// Caddy `redir`); STATUS one of 301, 302, 303, 307, 308.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub redirect: Option<String>,
-    /// Files tried in order under the site root (nginx and Caddy `try_files`); the last entry
-    /// may instead be a URI served by an internal redirect, or `=CODE`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub try_files: Vec<String>,
-    /// Forward the location's requests to this upstream (`http://HOST:PORT`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<String>,
-    /// Run the executable files of this directory as CGI scripts under the location's prefix.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cgi: Option<PathBuf>,
-    /// Refuse the location's requests with 403 (nginx `deny all`).
-    pub deny: bool,
+    /// Reads and parses a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
 }
 
 /// Statuses a `redirect` may have.

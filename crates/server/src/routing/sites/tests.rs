@@ -344,7 +344,7 @@ fn headers_replace_and_add() {
 /// The example in `deploy/` is a configuration weft reads, routed as its comments say.
 #[test]
 fn the_deploy_example_reads_and_routes_as_documented() {
-    let text = include_str!("../../../../deploy/sites.toml");
+    let text = include_str!("../../../../../deploy/sites.toml");
     let c = cfg(text).expect("deploy/sites.toml is valid");
     assert_eq!(c.site.len(), 3);
     let r = Router::new(&c.site).expect("compiles");
@@ -373,7 +373,7 @@ fn the_deploy_example_reads_and_routes_as_documented() {
 /// The README's "Sites" example is a configuration weft reads.
 #[test]
 fn the_readmes_sites_example_reads() {
-    let readme = include_str!("../../../../README.md");
+    let readme = include_str!("../../../../../README.md");
     let section = &readme[readme.find("\n## Sites\n").expect("a Sites section")..];
     let start = section.find("```toml\n").expect("its TOML block") + "```toml\n".len();
     let len = section[start..].find("```").unwrap();

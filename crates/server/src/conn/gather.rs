@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::time::Duration;
 
-use crate::conn::{Encoded, Tail};
+use super::{Encoded, Tail};
 use crate::net::Transport;
 
 /// Most bytes gathered before they are written anyway (nginx `postpone_output` is 1460 bytes
@@ -59,7 +59,7 @@ impl<'a, T: Transport> Gather<'a, T> {
     /// Writes a response that `encode` appends straight after the bytes gathered so far (no
     /// copy through a separate buffer): held back while gathering if it is whole in memory
     /// and fits, else written at once together with them, then whatever follows its head (a
-    /// file, a stream). Returns what [`crate::conn::write_encoded`] does.
+    /// file, a stream). Returns what [`super::write_encoded`] does.
     #[inline]
     pub(crate) fn write_encoding(
         &mut self,
@@ -74,7 +74,7 @@ impl<'a, T: Transport> Gather<'a, T> {
             }
             _ => {}
         }
-        let r = crate::conn::write_encoded(self.inner, &self.out, enc);
+        let r = super::write_encoded(self.inner, &self.out, enc);
         self.out.clear();
         r
     }
