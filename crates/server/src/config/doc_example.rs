@@ -57,7 +57,7 @@ fn readme_sites_example() -> String {
 fn fields(headers: &str) -> Option<BTreeSet<String>> {
     let probe = format!("{headers}\nweft_probe_key = \"x\"\n");
     // A map takes the key (or refuses its value for another reason).
-    let err = Config::from_toml(&probe).err()?;
+    let err = Config::from_toml(&probe).err()?.to_string();
     let list = err
         .split_once("unknown field `weft_probe_key`, expected")?
         .1;

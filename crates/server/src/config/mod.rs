@@ -173,6 +173,7 @@ mod cgi;
 mod cidr;
 pub(crate) mod compression;
 mod de;
+mod error;
 mod fiber;
 mod limits;
 mod listen;
@@ -194,6 +195,7 @@ pub use cidr::Cidr;
 pub(crate) use de::de_size;
 use de::de_threads;
 pub use de::{format_duration, parse_duration, parse_size};
+pub use error::ConfigError;
 pub use fiber::{AcceptMode, FiberConfig};
 pub use limits::LimitsConfig;
 pub(crate) use listen::default_backlog;
@@ -310,7 +312,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 impl Config {
     /// Parses a TOML configuration's syntax and types; [`Config::from_toml`] (in
     /// `crate::sites`, whose rules a configuration's sites must also pass) is the whole check.
-    pub(crate) fn parse_toml(text: &str) -> Result<Config, String> {
+    pub(crate) fn parse_toml(text: &str) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|e| toml_error(text, &e))
     }
 
@@ -362,23 +364,21 @@ pub fn listen_conflicts(listeners: &[Listen]) -> Result<(), String> {
     Ok(())
 }
 
-/// `line L, column C: KEY: MESSAGE` for a TOML error, the key as dotted path (`[[listen]]`
-/// entries and array elements as `[i]`), found by walking the document's spans.
-fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim_end();
+/// The [`ConfigError`] of a TOML error: its line and column, and the key as a dotted path
+/// (`[[listen]]` entries and array elements as `[i]`), found by walking the document's spans.
+fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
+    let err = ConfigError::new(e.message().trim_end());
     let Some(at) = e.span().map(|s| s.start) else {
-        return msg.to_string();
+        return err;
     };
-    let before = &text[..at.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     let mut path = String::new();
     let found =
         toml_edit::ImDocument::parse(text).is_ok_and(|doc| key_at(doc.as_table(), at, &mut path));
-    if found && !path.is_empty() {
-        format!("line {line}, column {column}: {path}: {msg}")
+    let err = err.at(text, at);
+    if found {
+        err.key(path)
     } else {
-        format!("line {line}, column {column}: {msg}")
+        err
     }
 }
 

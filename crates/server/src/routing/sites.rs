@@ -40,7 +40,7 @@ use crate::body::RequestBody;
 use crate::cache::ResponseCache;
 use crate::compress::Compression;
 pub use crate::config::sites::{LocationConfig, SiteConfig};
-use crate::config::{CgiConfig, Config, ProxyConfig};
+use crate::config::{CgiConfig, Config, ConfigError, ProxyConfig};
 use crate::handlers::cgi::Cgi;
 use crate::handlers::proxy::Proxy;
 use crate::handlers::static_files::StaticFiles;
@@ -51,17 +51,17 @@ use crate::Request;
 // its sites pass the router's rules ([`check`]), and those rules are this module's.
 impl Config {
     /// Parses a TOML configuration and checks it whole (its `[[site]]` entries included).
-    pub fn from_toml(text: &str) -> Result<Config, String> {
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
         let cfg = Config::parse_toml(text)?;
         check(text, &cfg.site)?;
         Ok(cfg)
     }
 
     /// Reads and parses a configuration file.
-    pub fn load(path: &std::path::Path) -> Result<Config, String> {
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|e| ConfigError::new(format!("cannot read: {e}")).in_file(path))?;
+        Config::from_toml(&text).map_err(|e| e.in_file(path))
     }
 }
 
@@ -122,17 +122,13 @@ impl Problem {
         out
     }
 
-    /// `line L, column C: KEY: MESSAGE`, the position found in `text`, the file the
-    /// configuration was read from.
-    pub fn in_file(&self, text: &str) -> String {
+    /// The refusal as a [`ConfigError`], at the position of its setting in `text`, the
+    /// configuration's source.
+    pub fn in_file(&self, text: &str) -> ConfigError {
+        let err = ConfigError::new(self.msg.clone()).key(self.key());
         match span_of(text, &self.at) {
-            Some(at) => {
-                let before = &text[..at.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-                format!("line {line}, column {column}: {self}")
-            }
-            None => self.to_string(),
+            Some(at) => err.at(text, at),
+            None => err,
         }
     }
 }
@@ -190,7 +186,7 @@ fn keyed<'a>(
 
 /// Checks the `[[site]]` entries of a configuration read from `text`: the refusal, if any,
 /// as `line L, column C: KEY: MESSAGE`.
-pub(crate) fn check(text: &str, sites: &[SiteConfig]) -> Result<(), String> {
+pub(crate) fn check(text: &str, sites: &[SiteConfig]) -> Result<(), ConfigError> {
     Router::new(sites).map(drop).map_err(|p| p.in_file(text))
 }
 

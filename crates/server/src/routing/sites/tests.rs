@@ -1,7 +1,7 @@
 use super::*;
 
 fn cfg(text: &str) -> Result<Config, String> {
-    Config::from_toml(text)
+    Config::from_toml(text).map_err(|e| e.to_string())
 }
 
 fn router(text: &str) -> Router {
