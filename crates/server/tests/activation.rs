@@ -4,7 +4,6 @@
 //! the test binds).
 
 mod common;
-mod handover;
 
 /// Read by `common` (its `Builder` is not used here).
 const MODEL: &str = "thread";
@@ -14,9 +13,8 @@ use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 
-use common::INDEX_HTML;
-use handover::{get_index, recv_notify, site, Weft, WAIT};
-use weft::sys_process::Exit;
+use common::handover::{get_index, recv_notify, site, WAIT};
+use common::{Launch, INDEX_HTML};
 
 #[test]
 fn a_socket_handed_over_is_matched_by_address_and_served() {
@@ -26,17 +24,14 @@ fn a_socket_handed_over_is_matched_by_address_and_served() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let root = dir.join("root");
-    let server = Weft::start(
-        &dir,
-        &[
-            "--listen",
-            &format!("{addr}=thread"),
-            "--root",
-            root.to_str().unwrap(),
-        ],
-        &[listener.as_raw_fd()],
-        &["LISTEN_FDNAMES=http".into()],
-    );
+    let server = Launch::serve(&dir)
+        .arg("--listen")
+        .arg(format!("{addr}=thread"))
+        .arg("--root")
+        .arg(&root)
+        .hand_over(&[listener.as_raw_fd()])
+        .env("LISTEN_FDNAMES", "http")
+        .start();
     let r = get_index(addr, &server);
     assert_eq!(r.status, 200, "log:\n{}", server.log());
     assert_eq!(r.body, INDEX_HTML);
@@ -63,12 +58,13 @@ fn a_socket_handed_over_is_matched_by_name_on_the_fiber_model() {
     )
     .unwrap();
     let config = dir.join("weft.toml");
-    let server = Weft::start(
-        &dir,
-        &["--config", config.to_str().unwrap(), "--threads", "2"],
-        &[listener.as_raw_fd()],
-        &["LISTEN_FDNAMES=web".into()],
-    );
+    let server = Launch::serve(&dir)
+        .arg("--config")
+        .arg(&config)
+        .args(["--threads", "2"])
+        .hand_over(&[listener.as_raw_fd()])
+        .env("LISTEN_FDNAMES", "web")
+        .start();
     // Several connections: with two workers sharing the one socket, all are served.
     for _ in 0..4 {
         let r = get_index(addr, &server);
@@ -86,13 +82,13 @@ fn a_descriptor_that_is_not_a_listening_socket_stops_the_start_with_a_clear_erro
     let file = fs::File::open(dir.join("root/index.html")).unwrap();
     let root = dir.join("root");
     for fd in [udp.as_raw_fd(), unlistened.as_raw_fd(), file.as_raw_fd()] {
-        let mut server = Weft::start(
-            &dir,
-            &["--listen", "127.0.0.1:0", "--root", root.to_str().unwrap()],
-            &[fd],
-            &[],
-        );
-        assert_eq!(server.wait_exit(), Exit::Code(1), "log:\n{}", server.log());
+        let mut server = Launch::serve(&dir)
+            .args(["--listen", "127.0.0.1:0", "--root"])
+            .arg(&root)
+            .hand_over(&[fd])
+            .start();
+        let exit = server.exit_within(WAIT);
+        assert_eq!(exit.code(), Some(1), "log:\n{}", server.log());
         assert!(
             server
                 .log()
@@ -108,13 +104,13 @@ fn names_that_do_not_match_the_count_stop_the_start() {
     let dir = site("activation-names");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let root = dir.join("root");
-    let mut server = Weft::start(
-        &dir,
-        &["--listen", "127.0.0.1:0", "--root", root.to_str().unwrap()],
-        &[listener.as_raw_fd()],
-        &["LISTEN_FDNAMES=a:b".into()],
-    );
-    assert_eq!(server.wait_exit(), Exit::Code(1));
+    let mut server = Launch::serve(&dir)
+        .args(["--listen", "127.0.0.1:0", "--root"])
+        .arg(&root)
+        .hand_over(&[listener.as_raw_fd()])
+        .env("LISTEN_FDNAMES", "a:b")
+        .start();
+    assert_eq!(server.exit_within(WAIT).code(), Some(1));
     assert!(
         server
             .log()
@@ -133,17 +129,14 @@ fn sd_notify_tells_ready_reloading_and_stopping() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let root = dir.join("root");
-    let mut server = Weft::start(
-        &dir,
-        &[
-            "--listen",
-            &format!("{addr}=thread"),
-            "--root",
-            root.to_str().unwrap(),
-        ],
-        &[listener.as_raw_fd()],
-        &[format!("NOTIFY_SOCKET={}", path.display())],
-    );
+    let mut server = Launch::serve(&dir)
+        .arg("--listen")
+        .arg(format!("{addr}=thread"))
+        .arg("--root")
+        .arg(&root)
+        .hand_over(&[listener.as_raw_fd()])
+        .env("NOTIFY_SOCKET", &path)
+        .start();
     assert_eq!(recv_notify(&sock, &server).trim(), "READY=1");
     assert_eq!(get_index(addr, &server).status, 200);
     server.signal(libc::SIGHUP);
@@ -159,7 +152,7 @@ fn sd_notify_tells_ready_reloading_and_stopping() {
     assert_eq!(recv_notify(&sock, &server).trim(), "READY=1");
     server.signal(libc::SIGTERM);
     assert_eq!(recv_notify(&sock, &server).trim(), "STOPPING=1");
-    assert_eq!(server.wait_exit(), Exit::Code(0));
+    assert_eq!(server.exit_within(WAIT).code(), Some(0));
 }
 
 /// In this process (the only test here that touches the environment): the variables are

@@ -1,10 +1,10 @@
 //! What `weft serve` says about bad input before it serves anything: a document root that is
 //! missing or a file, and configuration values of the wrong type, in the user's terms.
 
-use std::process::Command;
-
-#[path = "common/mod.rs"]
 mod common;
+
+use common::launch::RUN_LIMIT;
+use common::Launch;
 
 /// The model the shared helpers would start servers with (none is started here).
 const MODEL: &str = "fiber";
@@ -12,14 +12,12 @@ const MODEL: &str = "fiber";
 /// Runs `weft serve ARGS` (on port 0, should it get that far) and returns its stderr; the
 /// command must fail.
 fn refused(args: &[&std::ffi::OsStr]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+    let out = Launch::new()
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
-        .output()
-        .expect("run weft");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "weft started: {err}");
-    err
+        .run(RUN_LIMIT);
+    assert!(!out.success(), "weft started: {}", out.stderr);
+    out.stderr
 }
 
 #[test]
@@ -115,19 +113,14 @@ fn friendly_listen_addresses_name_what_is_bound() {
     )
     .unwrap();
     // `:0` reaches other hosts: started as root (as CI may be), weft wants a choice.
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+    let out = Launch::new()
         .args(["check", "--allow-root", "--config"])
         .arg(&cfg)
         .arg("--root")
         .arg(dir.join("root"))
-        .output()
-        .expect("run weft check");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run(RUN_LIMIT);
+    let text = &out.stdout;
+    assert!(out.success(), "{text}{}", out.stderr);
     assert!(text.contains("addr = \"127.0.0.1:0\""), "{text}");
     assert!(text.contains("addr = \"0.0.0.0:0\""), "{text}");
     for (given, bound) in [
@@ -191,19 +184,14 @@ fn listeners_that_cannot_both_bind_are_named() {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+    let out = Launch::new()
         .args(["check", "--allow-root", "--config"])
         .arg(&cfg)
         .arg("--root")
         .arg(&root)
-        .output()
-        .expect("run weft check");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!out.status.success(), "{text}");
+        .run(RUN_LIMIT);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(!out.success(), "{text}");
     assert!(
         text.contains("is configured twice (listeners 1 and 2)"),
         "{text}"

@@ -14,13 +14,19 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use toml::{Table, Value};
 use weft::Config;
 
+mod common;
 #[path = "common/doc_commands.rs"]
 mod doc_commands;
+
+/// Read by `common` (its `Builder` is not used here).
+const MODEL: &str = "fiber";
+
+use common::launch::RUN_LIMIT;
+use common::Launch;
 
 use doc_commands::{commands, invocation, repo_root, words, DocCommand};
 
@@ -101,14 +107,8 @@ fn all_commands() -> Vec<DocCommand> {
 
 /// `weft ARGS --help`, or `None` if weft refuses it (no such subcommand).
 fn help(args: &[&str]) -> Option<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .arg("--help")
-        .output()
-        .expect("run weft");
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = Launch::new().args(args).arg("--help").run(RUN_LIMIT);
+    out.success().then_some(out.stdout)
 }
 
 /// True if `help` lists `flag` (as a whole word: `--root` is not `--root-dir`).

@@ -294,15 +294,14 @@ fn an_allocation_over_threads_total_is_refused_at_start() {
         "[pipeline]\nthreads_total = 5\naccept = 1\nreceive = 2\nprocess = 2\nsend = 2\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+    let out = common::Launch::new()
         .args(["serve", "--listen", "127.0.0.1:0=pipeline", "--root"])
         .arg(dir.join("root"))
         .arg("--config")
         .arg(dir.join("weft.toml"))
-        .output()
-        .expect("run weft");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+        .run(common::launch::RUN_LIMIT);
+    assert!(!out.success());
+    let err = out.stderr;
     assert!(err.contains("threads_total"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,15 +11,12 @@ mod common;
 const MODEL: &str = "thread";
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{descendants, unique_dir, Conn};
+use common::{descendants, unique_dir, Conn, Launch, Weft};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -53,68 +50,14 @@ fn runnable(test: &str) -> Option<(u32, u32)> {
     ids
 }
 
-/// A `weft serve` with `args`, its stdout read for the addresses it serves.
-struct Weft {
-    child: Child,
-    addrs: Vec<(SocketAddr, String)>,
-    log: std::path::PathBuf,
-}
-
-impl Weft {
-    fn start(dir: &Path, args: &[&str]) -> Result<Weft, String> {
-        let log = dir.join("server.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
-            .arg("serve")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(fs::File::create(&log).unwrap()))
-            .spawn()
-            .expect("spawn weft");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                // `weft: serving ROOT on http://ADDR/ (model: M)`
-                let Some(rest) = line.split(" on http://").nth(1) else {
-                    continue;
-                };
-                let Some((addr, model)) = rest.split_once("/ (model: ") else {
-                    continue;
-                };
-                let _ = tx.send((addr.parse().unwrap(), model.trim_end_matches(')').into()));
-            }
-        });
-        let want = args.iter().filter(|a| **a == "--listen").count().max(1);
-        let mut addrs = Vec::new();
-        let end = Instant::now() + WAIT;
-        while addrs.len() < want {
-            match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-                Ok(a) => addrs.push(a),
-                Err(_) => {
-                    let _ = child.kill();
-                    let status = child.wait().unwrap();
-                    return Err(format!(
-                        "{status}: {}",
-                        fs::read_to_string(&log).unwrap_or_default()
-                    ));
-                }
-            }
-        }
-        Ok(Weft { child, addrs, log })
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Weft {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `weft serve ARGS` in `dir`, once it serves on every `--listen` address of `args` (at least
+/// one); else how it ended and its log.
+fn start(dir: &Path, args: &[&str]) -> Result<Weft, String> {
+    let listeners = args.iter().filter(|a| **a == "--listen").count().max(1);
+    Launch::serve(dir)
+        .args(args)
+        .listeners(listeners)
+        .try_start()
 }
 
 /// The ids of a process from /proc: (real, effective, saved, filesystem) uids and gids, and
@@ -192,9 +135,10 @@ fn every_process_of_every_model_runs_as_the_user() {
     ] {
         args.extend(["--listen", l]);
     }
-    let weft = Weft::start(&dir, &args).expect("weft serves as nobody");
+    let weft = start(&dir, &args).expect("weft serves as nobody");
     let mut held = Vec::new();
-    for (addr, model) in weft.addrs.clone() {
+    for serving in weft.serving() {
+        let (addr, model) = (serving.addr, &serving.model);
         let (r, _) = get(addr, "/", false);
         assert_eq!(r.status, 200, "{model}: the root is readable as nobody");
         // A CGI script reports the ids it was started with.
@@ -214,7 +158,7 @@ fn every_process_of_every_model_runs_as_the_user() {
         assert_eq!(r.status, 200);
         held.push(c);
     }
-    let pid = weft.child.id();
+    let pid = weft.pid();
     assert_runs_as(pid, ids, "the server");
     let all = descendants(pid);
     // The process model's master, and at least one connection process under it.
@@ -240,9 +184,7 @@ fn root_is_refused_on_an_exposed_address_without_user_or_allow_root() {
     let dir = site("privdrop-refuse");
     let root = dir.join("root");
     let base = ["--root", root.to_str().unwrap(), "--listen", "0.0.0.0:0"];
-    let e = Weft::start(&dir, &base)
-        .err()
-        .expect("root on 0.0.0.0 is refused");
+    let e = start(&dir, &base).expect_err("root on 0.0.0.0 is refused");
     assert!(
         e.contains("--user") && e.contains("--allow-root") && e.contains("0.0.0.0:0"),
         "{e}"
@@ -250,21 +192,19 @@ fn root_is_refused_on_an_exposed_address_without_user_or_allow_root() {
     // Either choice serves: as root when allowed, as the user otherwise.
     let mut allowed = base.to_vec();
     allowed.push("--allow-root");
-    let weft = Weft::start(&dir, &allowed).expect("--allow-root serves");
-    let (u, _, _) = proc_ids(weft.child.id()).unwrap();
+    let weft = start(&dir, &allowed).expect("--allow-root serves");
+    let (u, _, _) = proc_ids(weft.pid()).unwrap();
     assert_eq!(u, [0; 4]);
     drop(weft);
     let mut user = base.to_vec();
     user.extend(["--user", "nobody"]);
-    let weft = Weft::start(&dir, &user).expect("--user nobody serves");
-    assert_ne!(proc_ids(weft.child.id()).unwrap().0[0], 0);
+    let weft = start(&dir, &user).expect("--user nobody serves");
+    assert_ne!(proc_ids(weft.pid()).unwrap().0[0], 0);
     drop(weft);
     // A user that does not exist is refused before anything is bound.
     let mut unknown = base.to_vec();
     unknown.extend(["--user", "no-such-user-weft"]);
-    let e = Weft::start(&dir, &unknown)
-        .err()
-        .expect("an unknown user is refused");
+    let e = start(&dir, &unknown).expect_err("an unknown user is refused");
     assert!(e.contains("user `no-such-user-weft` does not exist"), "{e}");
     fs::remove_dir_all(&dir).ok();
 }
@@ -288,9 +228,7 @@ fn a_root_the_user_cannot_search_is_refused_at_start() {
         "--user",
         "nobody",
     ];
-    let e = Weft::start(&dir, &args)
-        .err()
-        .expect("a root nobody cannot search is refused");
+    let e = start(&dir, &args).expect_err("a root nobody cannot search is refused");
     assert!(
         e.contains(&format!(
             "document root {} cannot be searched by user `nobody`",
@@ -302,21 +240,17 @@ fn a_root_the_user_cannot_search_is_refused_at_start() {
     fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
     fs::write(root.join("secret.txt"), b"root only\n").unwrap();
     fs::set_permissions(root.join("secret.txt"), fs::Permissions::from_mode(0o600)).unwrap();
-    let weft = Weft::start(&dir, &args).expect("a searchable root serves");
-    let addr = weft.addrs[0].0;
+    let weft = start(&dir, &args).expect("a searchable root serves");
+    let addr = weft.serving()[0].addr;
     let mut c = Conn::connect(addr);
     c.send(b"GET /secret.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(c.read_response().expect("an answer").status, 403);
     let deadline = Instant::now() + WAIT;
-    while !fs::read_to_string(&weft.log)
-        .unwrap_or_default()
+    while !weft
+        .log()
         .contains("open \"secret.txt\" failed: Permission denied")
     {
-        assert!(
-            Instant::now() < deadline,
-            "no log line: {}",
-            fs::read_to_string(&weft.log).unwrap_or_default()
-        );
+        assert!(Instant::now() < deadline, "no log line: {}", weft.log());
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(weft);
@@ -340,11 +274,10 @@ fn an_upgrade_after_the_drop_serves_as_the_user() {
         "--user",
         "nobody",
     ];
-    let mut weft = Weft::start(&dir, &args).expect("weft serves as nobody");
-    let addr = weft.addrs[0].0;
-    let old = weft.child.id();
-    // SAFETY: kill takes no pointers; `old` is our own child, not yet reaped.
-    assert_eq!(unsafe { libc::kill(old as i32, libc::SIGUSR2) }, 0);
+    let mut weft = start(&dir, &args).expect("weft serves as nobody");
+    let addr = weft.serving()[0].addr;
+    let old = weft.pid();
+    weft.signal(libc::SIGUSR2);
     let end = Instant::now() + WAIT;
     // The old process names the new one in its log (it may have drained and exited by the
     // time this looks, and the new one is then no longer its descendant).
@@ -371,7 +304,7 @@ fn an_upgrade_after_the_drop_serves_as_the_user() {
     let _stop = Stop(new);
     assert_runs_as(new, ids, "the upgraded process");
     // The old process drains and exits; the new one serves on the same port.
-    let status = weft.child.wait().unwrap();
+    let status = weft.exit_within(WAIT);
     assert!(status.success(), "old: {status}; log:\n{}", weft.log());
     let (r, _) = get(addr, "/", false);
     assert_eq!(r.status, 200);

@@ -3,13 +3,20 @@
 //! rustls client; curl, `openssl s_client` and Python's ssl module when installed (each test
 //! that needs one prints a line and skips when it is missing).
 
+mod common;
+
+/// Read by `common` (its `Builder` is not used here).
+const MODEL: &str = "fiber";
+
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use common::launch::RUN_LIMIT;
+use common::{Launch, Weft};
 
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
@@ -20,12 +27,9 @@ const MODELS: &[&str] = &["fiber", "thread", "process", "pipeline"];
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 const INDEX: &[u8] = b"<!DOCTYPE html>\n<title>weft tls test</title>\n";
 
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
+/// A test directory with `root/index.html` ([`INDEX`]).
 fn unique_dir(name: &str) -> PathBuf {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("weft-tls-{}-{name}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::unique_dir(&format!("tls-{name}"));
     std::fs::create_dir_all(dir.join("root")).expect("create test dir");
     std::fs::write(dir.join("root/index.html"), INDEX).expect("write index");
     dir
@@ -56,85 +60,49 @@ fn make_cert(dir: &Path, stem: &str, names: &[&str]) -> Cert {
     }
 }
 
-/// A running server with an https listener (and a plain one), killed on drop.
+/// A running server with an https listener and a plain one, killed on drop.
 struct Server {
-    child: Child,
+    weft: Weft,
     https: SocketAddr,
     http: SocketAddr,
-    dir: PathBuf,
 }
 
 impl Server {
     /// Starts `weft serve` on `model` with `cert` and the extra `args`; `config` is written as
     /// the configuration file when given.
     fn start(model: &str, dir: &Path, cert: &Cert, config: &str, args: &[&str]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
-        cmd.arg("serve").args(["--root"]).arg(dir.join("root"));
+        let mut launch = Launch::serve(dir)
+            .owns_dir()
+            .arg("--root")
+            .arg(dir.join("root"));
         // A configuration with its own listeners keeps them.
         if !config.contains("[[listen]]") {
-            cmd.args(["--https", &format!("127.0.0.1:0={model}")])
+            launch = launch
+                .args(["--https", &format!("127.0.0.1:0={model}")])
                 .args(["--listen", &format!("127.0.0.1:0={model}")]);
         }
-        cmd.arg("--tls-cert")
+        launch = launch
+            .arg("--tls-cert")
             .arg(&cert.cert)
             .arg("--tls-key")
             .arg(&cert.key);
         if !config.is_empty() {
-            let path = dir.join("weft.toml");
-            std::fs::write(&path, config).expect("write config");
-            cmd.arg("--config").arg(path);
+            launch = launch.config(config);
         }
-        cmd.args(args);
-        let log = std::fs::File::create(dir.join("server.log")).expect("log");
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .env("WEFT_LOG", "debug");
-        let mut child = cmd.spawn().expect("spawn weft");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        let (mut https, mut http) = (None, None);
-        let end = Instant::now() + Duration::from_secs(20);
-        while https.is_none() || http.is_none() {
-            let left = end.saturating_duration_since(Instant::now());
-            let Ok(line) = rx.recv_timeout(left) else {
-                let _ = child.kill();
-                let _ = child.wait();
-                let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-                panic!("weft did not print its addresses; its log:\n{log}");
-            };
-            let addr = |scheme: &str| -> Option<SocketAddr> {
-                let at = line.find(scheme)? + scheme.len();
-                let rest = &line[at..];
-                rest[..rest.find('/')?].parse().ok()
-            };
-            if let Some(a) = addr(" on https://") {
-                https = Some(a);
-            } else if let Some(a) = addr(" on http://") {
-                http = Some(a);
-            }
-        }
+        let weft = launch.args(args).listeners(2).start();
         Server {
-            child,
-            https: https.unwrap(),
-            http: http.unwrap(),
-            dir: dir.to_path_buf(),
+            https: weft.addr_of("https"),
+            http: weft.addr_of("http"),
+            weft,
         }
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        self.weft.log()
     }
 
     fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.weft.pid() as i32
     }
 
     /// Descriptors the server process (the process model: its master) has open.
@@ -152,18 +120,6 @@ impl Server {
             .find_map(|l| l.strip_prefix("VmRSS:"))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("server log kept in {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
     }
 }
 
@@ -500,7 +456,7 @@ fn hsts_on_tls_responses_only_and_redirect_https_from_plain() {
         let challenge = dir.join("root/.well-known/acme-challenge");
         std::fs::create_dir_all(&challenge).unwrap();
         std::fs::write(challenge.join("tok-1"), b"tok-1.key\n").unwrap();
-        let mut cmd_server = Server::start(model, &dir, &cert, &config, &["--health", "/healthz"]);
+        let cmd_server = Server::start(model, &dir, &cert, &config, &["--health", "/healthz"]);
         // The health check and ACME's HTTP-01 challenge are answered over plain HTTP.
         for (path, body) in [
             ("/healthz", &b"ok\n"[..]),
@@ -545,7 +501,7 @@ fn hsts_on_tls_responses_only_and_redirect_https_from_plain() {
             Some(format!("https://a.test:{https_port}/deep/path?q=1").as_str()),
             "{model}"
         );
-        let _ = cmd_server.child.kill();
+        drop(cmd_server);
     }
 }
 
@@ -669,17 +625,15 @@ fn sighup_reloads_certificates_and_open_connections_stay() {
 
 /// Runs `weft serve` with TLS settings that must not start; returns its error output.
 fn refused(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+    let out = Launch::new()
         .arg("serve")
         .arg("--root")
         .arg(dir.join("root"))
         .args(["--https", "127.0.0.1:0"])
         .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run weft");
-    assert!(!out.status.success(), "started with {args:?}");
-    String::from_utf8_lossy(&out.stderr).to_string()
+        .run(RUN_LIMIT);
+    assert!(!out.success(), "started with {args:?}");
+    out.stderr
 }
 
 #[test]
@@ -1292,7 +1246,7 @@ fn a_stapled_ocsp_response_is_sent_and_a_malformed_one_refused() {
         )
         .unwrap();
         for cmd in ["check", "serve"] {
-            let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+            let out = Launch::new()
                 .args([cmd, "--allow-root", "--root"])
                 .arg(dir.join("root"))
                 .args(["--https", "127.0.0.1:0", "--tls-cert"])
@@ -1301,11 +1255,9 @@ fn a_stapled_ocsp_response_is_sent_and_a_malformed_one_refused() {
                 .arg(&cert.key)
                 .arg("--config")
                 .arg(&config)
-                .stdin(Stdio::null())
-                .output()
-                .expect("run weft");
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(!out.status.success(), "{cmd} {name}: {err}");
+                .run(RUN_LIMIT);
+            let err = &out.stderr;
+            assert!(!out.success(), "{cmd} {name}: {err}");
             assert!(
                 err.contains(&format!("OCSP response {}: ", ocsp.display())) && err.contains(says),
                 "{cmd} {name}: {err}"

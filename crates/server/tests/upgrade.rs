@@ -6,7 +6,6 @@
 //! (RFC 9112 §9.3.1); anything else counts as a failure.
 
 mod common;
-mod handover;
 
 /// Read by `common` (its `Builder` is not used here).
 const MODEL: &str = "thread";
@@ -20,9 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Conn, ReadError, INDEX_HTML};
-use handover::{become_subreaper, recv_notify, site, Weft, WAIT};
-use weft::sys_process::Exit;
+use common::handover::{self, become_subreaper, recv_notify, site, WAIT};
+use common::{Conn, Launch, ReadError, Weft, INDEX_HTML};
 
 /// Requests per client thread at most (the load is bounded whatever happens).
 const MAX_REQUESTS: u64 = 20_000;
@@ -148,19 +146,15 @@ fn upgrade_under_load(model: &str) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let root = dir.join("root");
-    let mut old = Weft::start(
-        &dir,
-        &[
-            "--listen",
-            &format!("{addr}={model}"),
-            "--root",
-            root.to_str().unwrap(),
-            "--threads",
-            "2",
-        ],
-        &[listener.as_raw_fd()],
-        &[format!("NOTIFY_SOCKET={}", notify_path.display())],
-    );
+    let mut old = Launch::serve(&dir)
+        .arg("--listen")
+        .arg(format!("{addr}={model}"))
+        .arg("--root")
+        .arg(&root)
+        .args(["--threads", "2"])
+        .hand_over(&[listener.as_raw_fd()])
+        .env("NOTIFY_SOCKET", &notify_path)
+        .start();
     // From here only weft holds the socket: were it ever closed, connecting would be refused.
     drop(listener);
     assert_eq!(recv_notify(&notify, &old).trim(), "READY=1");
@@ -194,14 +188,15 @@ fn upgrade_under_load(model: &str) {
     for _ in 0..4 {
         let msg = recv_notify(&notify, &old);
         if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
-            new_pid = Some(pid.parse::<i32>().expect("pid"));
+            new_pid = Some(pid.parse::<u32>().expect("pid"));
             break;
         }
     }
     let new_pid = new_pid.unwrap_or_else(|| panic!("no MAINPID; old log:\n{}", old.log()));
     let mut new = Weft::adopt(new_pid, &dir);
-    assert_ne!(new_pid, old.pid);
-    assert_eq!(old.wait_exit(), Exit::Code(0), "old log:\n{}", old.log());
+    assert_ne!(new_pid, old.pid());
+    let exit = old.exit_within(WAIT);
+    assert_eq!(exit.code(), Some(0), "old log:\n{}", old.log());
     // The new process alone serves now.
     let after_exit = tally.ok.load(SeqCst);
     wait_answers(&tally, after_exit, 200, "after the old process exited");
@@ -228,7 +223,8 @@ fn upgrade_under_load(model: &str) {
         tally.retried.load(SeqCst)
     );
     new.signal(libc::SIGTERM);
-    assert_eq!(new.wait_exit(), Exit::Code(0), "log:\n{}", new.log());
+    let exit = new.exit_within(WAIT);
+    assert_eq!(exit.code(), Some(0), "log:\n{}", new.log());
     fs::remove_dir_all(&dir).ok();
 }
 
@@ -261,17 +257,13 @@ fn a_new_process_that_fails_to_start_leaves_the_old_one_serving() {
     let root = dir.join("root");
     let config = dir.join("weft.toml");
     fs::write(&config, format!("root = {:?}\n", root.to_str().unwrap())).unwrap();
-    let mut old = Weft::start(
-        &dir,
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--listen",
-            &format!("{addr}=thread"),
-        ],
-        &[listener.as_raw_fd()],
-        &[],
-    );
+    let mut old = Launch::serve(&dir)
+        .arg("--config")
+        .arg(&config)
+        .arg("--listen")
+        .arg(format!("{addr}=thread"))
+        .hand_over(&[listener.as_raw_fd()])
+        .start();
     drop(listener);
     assert_eq!(handover::get_index(addr, &old).status, 200);
     // The new process reads the same arguments, so the same file: now one it refuses.
@@ -299,7 +291,8 @@ fn a_new_process_that_fails_to_start_leaves_the_old_one_serving() {
         assert_eq!(r.status, 200);
     }
     old.signal(libc::SIGTERM);
-    assert_eq!(old.wait_exit(), Exit::Code(0), "log:\n{}", old.log());
+    let exit = old.exit_within(WAIT);
+    assert_eq!(exit.code(), Some(0), "log:\n{}", old.log());
 }
 
 #[test]
@@ -309,7 +302,7 @@ fn the_binary_on_disk_is_started_not_the_running_one() {
     // The server runs from its own name for the binary (a hard link: no copy), which is then
     // replaced, as an install does, by a script that leaves a mark and runs the real binary.
     let exe = dir.join("weft");
-    let real = std::path::Path::new(env!("CARGO_BIN_EXE_weft"));
+    let real = common::launch::exe();
     if fs::hard_link(real, &exe).is_err() {
         fs::copy(real, &exe).unwrap();
     }
@@ -319,18 +312,15 @@ fn the_binary_on_disk_is_started_not_the_running_one() {
     let notify_path = dir.join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).unwrap();
     notify.set_read_timeout(Some(WAIT)).unwrap();
-    let mut old = Weft::start_exe(
-        &exe,
-        &dir,
-        &[
-            "--listen",
-            &format!("{addr}=thread"),
-            "--root",
-            root.to_str().unwrap(),
-        ],
-        &[listener.as_raw_fd()],
-        &[format!("NOTIFY_SOCKET={}", notify_path.display())],
-    );
+    let mut old = Launch::serve(&dir)
+        .exe(&exe)
+        .arg("--listen")
+        .arg(format!("{addr}=thread"))
+        .arg("--root")
+        .arg(&root)
+        .hand_over(&[listener.as_raw_fd()])
+        .env("NOTIFY_SOCKET", &notify_path)
+        .start();
     drop(listener);
     assert_eq!(recv_notify(&notify, &old).trim(), "READY=1");
     let marker = dir.join("started-from-disk");
@@ -351,13 +341,14 @@ fn the_binary_on_disk_is_started_not_the_running_one() {
     for _ in 0..4 {
         let msg = recv_notify(&notify, &old);
         if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
-            new_pid = Some(pid.parse::<i32>().expect("pid"));
+            new_pid = Some(pid.parse::<u32>().expect("pid"));
             break;
         }
     }
     let new_pid = new_pid.unwrap_or_else(|| panic!("no MAINPID; log:\n{}", old.log()));
     let mut new = Weft::adopt(new_pid, &dir);
-    assert_eq!(old.wait_exit(), Exit::Code(0), "log:\n{}", old.log());
+    let exit = old.exit_within(WAIT);
+    assert_eq!(exit.code(), Some(0), "log:\n{}", old.log());
     assert!(
         marker.exists(),
         "the replaced file was not run; log:\n{}",
@@ -365,7 +356,8 @@ fn the_binary_on_disk_is_started_not_the_running_one() {
     );
     assert_eq!(handover::get_index(addr, &new).status, 200);
     new.signal(libc::SIGTERM);
-    assert_eq!(new.wait_exit(), Exit::Code(0), "log:\n{}", new.log());
+    let exit = new.exit_within(WAIT);
+    assert_eq!(exit.code(), Some(0), "log:\n{}", new.log());
     fs::remove_dir_all(&dir).ok();
 }
 
@@ -375,28 +367,24 @@ fn the_process_models_master_survives_a_sigusr2_meant_for_the_server() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let root = dir.join("root");
-    let mut server = Weft::start(
-        &dir,
-        &[
-            "--listen",
-            &format!("{addr}=process"),
-            "--root",
-            root.to_str().unwrap(),
-        ],
-        &[listener.as_raw_fd()],
-        &[],
-    );
+    let mut server = Launch::serve(&dir)
+        .arg("--listen")
+        .arg(format!("{addr}=process"))
+        .arg("--root")
+        .arg(&root)
+        .hand_over(&[listener.as_raw_fd()])
+        .start();
     drop(listener);
     assert_eq!(handover::get_index(addr, &server).status, 200);
     // The master is the server's only child (no request is in flight to fork others).
-    let children = fs::read_to_string(format!("/proc/{0}/task/{0}/children", server.pid))
+    let children = fs::read_to_string(format!("/proc/{0}/task/{0}/children", server.pid()))
         .expect("children of the server");
-    let master: i32 = children
+    let master: u32 = children
         .split_whitespace()
         .next()
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no master in {children:?}"));
-    weft::sys_process::kill(master, libc::SIGUSR2).unwrap();
+    common::launch::signal(master, libc::SIGUSR2);
     // Still serving, through the same master (a dead master ends the server).
     for _ in 0..3 {
         let mut c = Conn::connect(addr);
@@ -410,5 +398,6 @@ fn the_process_models_master_survives_a_sigusr2_meant_for_the_server() {
     );
     assert!(!server.log().contains("master exited"), "{}", server.log());
     server.signal(libc::SIGTERM);
-    assert_eq!(server.wait_exit(), Exit::Code(0), "log:\n{}", server.log());
+    let exit = server.exit_within(WAIT);
+    assert_eq!(exit.code(), Some(0), "log:\n{}", server.log());
 }

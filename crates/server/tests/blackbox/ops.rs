@@ -1,9 +1,8 @@
 //! Operating weft: safe defaults (a port in use, the sample site, charsets).
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{model_name, Builder};
+use crate::common::{model_name, Builder, Launch};
 
 /// Runs `weft ARGS` to its end (killed after `limit`: a server that started instead of
 /// failing); returns its exit code (`None` if it had to be killed) and its stderr.
@@ -14,32 +13,8 @@ fn run_weft(args: &[String], limit: Duration) -> (Option<i32>, String) {
 
 /// `run_weft`, with its stdout too: (exit code, stdout, stderr).
 fn run_weft_out(args: &[String], limit: Duration) -> (Option<i32>, String, String) {
-    let dir = crate::common::unique_dir("run");
-    let err_path = dir.join("stderr");
-    let out_path = dir.join("stdout");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
-        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
-        .spawn()
-        .expect("spawn weft");
-    let end = Instant::now() + limit;
-    let code = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status.code();
-        }
-        if Instant::now() >= end {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let out = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    (code, out, err)
+    let ran = Launch::new().args(args).run(limit);
+    (ran.code(), ran.stdout, ran.stderr)
 }
 
 fn strings(args: &[&str]) -> Vec<String> {
