@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs the commands of README.md's shell blocks, in order, as a newcomer would on a fresh
-# clone, shortened; each must exit 0 with no failed request in its report, and the committed
-# results under results/ must be byte for byte what they were before.
+# Runs the commands of the shell blocks of README.md and then of docs/*.md (in name order), in
+# order, as a newcomer would on a fresh clone, shortened; each must exit 0 with no failed request
+# in its report, and the committed results under results/ must be byte for byte what they were
+# before.
 #
 #   scripts/readme_commands.sh                      # from anywhere in the repository
-#   PORT=18080 scripts/readme_commands.sh           # README's 127.0.0.1:8080 is taken here
+#   PORT=18080 scripts/readme_commands.sh           # the documents' 127.0.0.1:8080 is taken here
 #   EXPERIMENTS=0 scripts/readme_commands.sh        # leave out `weft-bench experiment`
 #   TESTS=1 scripts/readme_commands.sh              # also `cargo test --workspace` (long)
 #   DRY=1 scripts/readme_commands.sh                # only print the commands it would run
@@ -14,7 +15,7 @@
 #   --connections 50 becomes 5 and --step 1,5,2 (a smaller SPECweb file set): a check, not a
 #   measurement;
 # - 127.0.0.1:8080, :8081 and :9000 become $PORT, $PORT2 and $BACKEND_PORT (defaults: the
-#   README's), and a `serve` without --listen gets --listen 127.0.0.1:$PORT;
+#   documents'), and a `serve` without --listen gets --listen 127.0.0.1:$PORT;
 # - `cargo install` installs under a scratch --root (with this checkout's target/, so it
 #   reuses the release build), which goes first on the PATH: nothing is written to ~/.cargo;
 # - `$(pgrep -nx weft)` becomes the pid of the server this script started (other weft
@@ -26,12 +27,12 @@
 #   --link (root, a network namespace) is left out unless LINK=1; --root /tmp/sw becomes a
 #   scratch folder that is removed at the end;
 # - `cargo test --workspace` runs only with TESTS=1;
-# - the HTTPS section's `weft serve --https 127.0.0.1:8443 --tls-cert cert.pem ...` (a plain
+# - docs/https.md's `weft serve --https 127.0.0.1:8443 --tls-cert cert.pem ...` (a plain
 #   block) starts before the first command that needs it, with a certificate made here by
-#   the README's openssl recipe; 8443 and 8079 become $TLS_PORT and $SHIM_PORT; testssl.sh
+#   that page's openssl recipe; 8443 and 8079 become $TLS_PORT and $SHIM_PORT; testssl.sh
 #   is left out where it is not installed; `sudo` is dropped when run as root, and the cluster
 #   experiment is left out without haproxy;
-# - the deployment's `weft check --config /etc/weft/weft.toml && systemctl reload weft` checks
+# - docs/operations.md's `weft check --config /etc/weft/weft.toml && systemctl reload weft` checks
 #   the repository's deploy/weft.toml instead (with the sample site and $PORT: no /etc/weft,
 #   no systemd here), and reloads nothing.
 set -euo pipefail
@@ -95,10 +96,16 @@ wait_port() {
   exit 1
 }
 
-# `LINE<TAB>COMMAND` for every line of the README's ```sh blocks.
+# The documents whose commands run, in order: README.md, then the pages of docs/.
+docs=(README.md docs/*.md)
+
+# `FILE:LINE<TAB>COMMAND` for every line of the documents' ```sh blocks.
 commands() {
-  awk '/^```sh$/ { inside = 1; next } /^```/ { inside = 0; next }
-       inside && $0 !~ /^[ \t]*(#|$)/ { print NR "\t" $0 }' README.md
+  local f
+  for f in "${docs[@]}"; do
+    awk -v f="$f" '/^```sh$/ { inside = 1; next } /^```/ { inside = 0; next }
+         inside && $0 !~ /^[ \t]*(#|$)/ { print f ":" NR "\t" $0 }' "$f"
+  done
 }
 
 shorten() {
@@ -121,33 +128,36 @@ shorten() {
     -e "s#^weft check --config /etc/weft/weft.toml && systemctl reload weft\$#weft check --config deploy/weft.toml --root www --listen 127.0.0.1:$PORT#"
 }
 
-# readme_line CMD: the README line that shows CMD (a code span may go on over a line break:
-# '(over two lines)'); fails, saying so, when the README no longer shows it.
-readme_line() {
-  local line
-  line=$( (grep -nF -- "$1" README.md || true) | head -1 | cut -d: -f1)
-  if [ -z "$line" ] && tr '\n' ' ' <README.md | grep -qF -- "$1"; then
-    line='(over two lines)'
-  fi
-  if [ -z "$line" ]; then
-    echo "README.md no longer shows \`$1\`: update this script" >&2
-    return 1
-  fi
-  printf '%s' "$line"
+# doc_line CMD: `FILE:LINE`, the first line of the documents that shows CMD (a code span may
+# go on over a line break: `FILE:(over two lines)`); fails, saying so, when none shows it.
+doc_line() {
+  local f line
+  for f in "${docs[@]}"; do
+    line=$( (grep -nF -- "$1" "$f" || true) | head -1 | cut -d: -f1)
+    if [ -z "$line" ] && tr '\n' ' ' <"$f" | grep -qF -- "$1"; then
+      line='(over two lines)'
+    fi
+    if [ -n "$line" ]; then
+      printf '%s:%s' "$f" "$line"
+      return 0
+    fi
+  done
+  echo "neither README.md nor docs/ shows \`$1\` any more: update this script" >&2
+  return 1
 }
 
-# The HTTPS section's server (its command is in a plain block), started before the first
-# command that needs it, with the certificate the section's openssl recipe makes (run here,
-# in the scratch folder: cert.pem, key.pem).
+# docs/https.md's server (its command is in a plain block), started before the first command
+# that needs it, with the certificate that page's openssl recipe makes (run here, in the
+# scratch folder: cert.pem, key.pem).
 https_server=0
 start_https() {
   local cmd='weft serve --https 127.0.0.1:8443 --tls-cert cert.pem --tls-key key.pem' line recipe
   https_server=1
-  line=$(readme_line "$cmd")
+  line=$(doc_line "$cmd")
   # The recipe: from its `openssl req` line to the first line not continued by a backslash.
-  recipe=$(awk '/^openssl req -x509 /{p=1} p{print} p && !/\\$/{exit}' README.md)
+  recipe=$(awk '/^openssl req -x509 /{p=1} p{print} p && !/\\$/{exit}' docs/https.md)
   if [ -z "$recipe" ]; then
-    echo "README.md no longer shows the HTTPS section's \`openssl req -x509\` recipe: update this script" >&2
+    echo "docs/https.md no longer shows the \`openssl req -x509\` recipe: update this script" >&2
     exit 1
   fi
   if [ "$DRY" != 1 ]; then
@@ -157,11 +167,11 @@ start_https() {
   run_command "$line" "$cmd" 0
 }
 
-# run_command LINE COMMAND STOP: runs README.md's COMMAND from LINE, shortened; a server
-# runs in the background, and is stopped once it answered if STOP is 1.
+# run_command WHERE COMMAND STOP: runs the COMMAND shown at WHERE (FILE:LINE), shortened; a
+# server runs in the background, and is stopped once it answered if STOP is 1.
 run_command() {
-  local line=$1 cmd=$2 stop_after=$3 run background port pid
-  # The README's trailing comments (no README command has a `#` of its own).
+  local line=$1 cmd=$2 stop_after=$3 run background port pid log
+  # The documents' trailing comments (no command there has a `#` of its own).
   cmd=$(printf '%s' "$cmd" | sed -E 's/[[:space:]]+#.*$//; s/[[:space:]]+$//')
   run=$(printf '%s' "$cmd" | shorten)
   background=0
@@ -173,28 +183,28 @@ run_command() {
     'sudo '*)
       # The cluster experiment: root (network namespaces) and haproxy.
       if ! command -v haproxy >/dev/null; then
-        echo "README.md:$line: skipped (haproxy is not installed: apt-get install haproxy): $cmd"
+        echo "$line: skipped (haproxy is not installed: apt-get install haproxy): $cmd"
         return
       fi
       if [ "$(id -u)" = 0 ]; then
         run=${run#sudo }
       elif ! command -v sudo >/dev/null; then
-        echo "README.md:$line: skipped (needs root, and sudo is not installed): $cmd"
+        echo "$line: skipped (needs root, and sudo is not installed): $cmd"
         return
       fi ;;
   esac
   case "$run" in
     'scripts/testssl.sh'*)
       if ! command -v testssl >/dev/null && ! command -v testssl.sh >/dev/null; then
-        echo "README.md:$line: skipped (testssl.sh is not installed: apt-get install testssl.sh): $cmd"
+        echo "$line: skipped (testssl.sh is not installed: apt-get install testssl.sh): $cmd"
         return
       fi ;;
     'cargo test'*)
-      if [ "$TESTS" != 1 ]; then echo "README.md:$line: skipped (TESTS=1 runs it): $cmd"; return; fi ;;
+      if [ "$TESTS" != 1 ]; then echo "$line: skipped (TESTS=1 runs it): $cmd"; return; fi ;;
     *'weft-bench experiment'*)
-      if [ "$EXPERIMENTS" != 1 ]; then echo "README.md:$line: skipped (EXPERIMENTS=0): $cmd"; return; fi
+      if [ "$EXPERIMENTS" != 1 ]; then echo "$line: skipped (EXPERIMENTS=0): $cmd"; return; fi
       case "$run" in *--link*)
-        if [ "$LINK" != 1 ]; then echo "README.md:$line: skipped (LINK=1 runs it, as root): $cmd"; return; fi ;;
+        if [ "$LINK" != 1 ]; then echo "$line: skipped (LINK=1 runs it, as root): $cmd"; return; fi ;;
       esac
       case "$run" in *--quick*) ;; *) run="$run --quick" ;; esac
       case "$run" in
@@ -214,28 +224,29 @@ run_command() {
     *'weft-bench backend'*) port=$BACKEND_PORT ;;
     *'--example hello'*)
       # The example listens on 127.0.0.1:8080 itself.
-      if [ "$PORT" != 8080 ]; then echo "README.md:$line: skipped (it binds port 8080; PORT is $PORT): $cmd"; return; fi
+      if [ "$PORT" != 8080 ]; then echo "$line: skipped (it binds port 8080; PORT is $PORT): $cmd"; return; fi
       port=8080
       background=1 ;;
     *) port= ;;
   esac
   n=$((n + 1))
-  echo "README.md:$line: $run$([ "$background" = 1 ] && echo ' (in the background)')"
+  echo "$line: $run$([ "$background" = 1 ] && echo ' (in the background)')"
   [ "$DRY" = 1 ] && return
   if [ "$background" = 1 ]; then
     # exec: the pid is the server's own (for --server-pid and for stopping it).
-    setsid bash -c "exec $run" </dev/null >"$scratch/bg-$line.log" 2>&1 &
+    log="$scratch/bg-${line//[\/:]/_}.log"
+    setsid bash -c "exec $run" </dev/null >"$log" 2>&1 &
     pid=$!
     pids+=("$pid")
     if [ -n "$port" ]; then
-      wait_port "$port" "$pid" "$scratch/bg-$line.log"
+      wait_port "$port" "$pid" "$log"
       if [ "$port" = "$TLS_PORT" ]; then
         if ! curl -s --cacert "$scratch/cert.pem" -o /dev/null "https://127.0.0.1:$port/"; then
-          echo "README.md:$line: no HTTPS answer on port $port" >&2; exit 1
+          echo "$line: no HTTPS answer on port $port" >&2; exit 1
         fi
       elif (exec 3<>"/dev/tcp/127.0.0.1/$port"; printf 'GET / HTTP/1.0\r\n\r\n' >&3; head -c 12 <&3) |
         grep -q 'HTTP/1.1 [0-9]'; then :; else
-        echo "README.md:$line: no HTTP answer on port $port" >&2; exit 1
+        echo "$line: no HTTP answer on port $port" >&2; exit 1
       fi
     fi
     case "$run" in
@@ -251,13 +262,13 @@ run_command() {
     esac
   elif ! timeout 900 bash -c "$run" </dev/null >"$scratch/out" 2>&1; then
     cat "$scratch/out" >&2
-    echo "README.md:$line: failed: $run" >&2
+    echo "$line: failed: $run" >&2
     exit 1
   elif grep -Eq '(^|[[:space:]])errors[[:space:]]+[1-9]|"(connect|read|write|timeout|status)": [1-9]' \
       "$scratch/out"; then
     # weft-bench, like wrk, exits 0 whatever the answers were: its report says.
     cat "$scratch/out" >&2
-    echo "README.md:$line: requests failed: $run" >&2
+    echo "$line: requests failed: $run" >&2
     exit 1
   fi
 }
@@ -279,7 +290,7 @@ for cmd in \
   'weft fileset DIR' \
   'weft serve --cgi DIR' \
   'cargo run --release -p weft --example hello'; do
-  line=$(readme_line "$cmd")
+  line=$(doc_line "$cmd")
   run_command "$line" "${cmd//DIR/$scratch/dir}" 1
 done
 
@@ -290,4 +301,4 @@ if [ "$before" != "$after" ]; then
   diff <(echo "$before") <(echo "$after") >&2 || true
   exit 1
 fi
-echo "ok: $n README commands ran; results/ is unchanged"
+echo "ok: $n commands of README.md and docs/ ran; results/ is unchanged"
