@@ -4,7 +4,7 @@
 //! answer, so every place that serves a representation (a file from disk, a cached response,
 //! a built-in page) decides the same way.
 //!
-//! Choices where the RFC leaves room (README, "HTTP behaviour", compares them with nginx):
+//! Choices where the RFC leaves room (docs/http.md, "HTTP behaviour", compares them with nginx):
 //! - An entity-tag list that does not parse (§8.8.3 grammar) matches nothing: a broken
 //!   `If-Match` fails (412), a broken `If-None-Match` passes. `*` counts only alone.
 //! - A date that does not parse, or a date field sent more than once, is ignored (§13.1.3,

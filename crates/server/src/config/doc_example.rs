@@ -1,6 +1,6 @@
-//! The annotated configuration examples — the `config` module's doc (`config/mod.rs`) and
-//! README.md's "Configuration" and "Sites" sections — name every setting weft reads, and show
-//! its default.
+//! The annotated configuration examples — the `config` module's doc (`config/mod.rs`),
+//! docs/configuration.md's whole file and docs/sites.md's example — name every setting weft
+//! reads, and show its default.
 //!
 //! Two checks per example, each reporting by key so that a drift names itself:
 //! - **every key is there**: the fields of each section are asked of serde itself (a probe key
@@ -40,16 +40,17 @@ fn module_doc_example() -> String {
     toml_block_after(&doc, "")
 }
 
-const README: &str = include_str!("../../../../README.md");
+const CONFIGURATION: &str = include_str!("../../../../docs/configuration.md");
+const SITES: &str = include_str!("../../../../docs/sites.md");
 
-/// README.md's first ```toml block under "## Configuration".
-fn readme_example() -> String {
-    toml_block_after(README, "\n## Configuration\n")
+/// docs/configuration.md's ```toml block under "## The configuration file".
+fn docs_example() -> String {
+    toml_block_after(CONFIGURATION, "\n## The configuration file\n")
 }
 
-/// README.md's ```toml block under "## Sites".
-fn readme_sites_example() -> String {
-    toml_block_after(README, "\n## Sites\n")
+/// docs/sites.md's ```toml block (its first).
+fn docs_sites_example() -> String {
+    toml_block_after(SITES, "")
 }
 
 /// The fields serde takes in the section opened by `headers` (`[timeouts]`, `[[site]]\n
@@ -277,8 +278,8 @@ fn non_defaults(example: &str, deliberate: &[(&str, &str, &str)]) -> Vec<String>
     wrong
 }
 
-/// Keys whose contents the configuration examples leave to README's "Sites" section.
-const SITES_ELSEWHERE: &[(&str, &str)] = &[("site", "README.md, \"Sites\"")];
+/// Keys whose contents the configuration examples leave to docs/sites.md.
+const SITES_ELSEWHERE: &[(&str, &str)] = &[("site", "docs/sites.md")];
 
 /// Settings both configuration examples give on purpose: there is no default to show, or the
 /// default is "none" and the example shows what a value looks like.
@@ -336,10 +337,10 @@ fn the_module_doc_example_names_every_setting_with_its_default() {
 }
 
 #[test]
-fn the_readmes_configuration_names_every_setting_with_its_default() {
-    let example = readme_example();
+fn the_docs_configuration_file_names_every_setting_with_its_default() {
+    let example = docs_example();
     assert_none(
-        "keys README's configuration leaves out",
+        "keys docs/configuration.md's example leaves out",
         missing_keys(&example, SITES_ELSEWHERE),
     );
     let mut deliberate = SHOWN_ON_PURPOSE.to_vec();
@@ -355,13 +356,13 @@ fn the_readmes_configuration_names_every_setting_with_its_default() {
         ("tls.sni[0].key", "\"/etc/weft/org.key\"", "no default"),
     ]);
     assert_none(
-        "README's configuration against the defaults",
+        "docs/configuration.md's example against the defaults",
         non_defaults(&example, &deliberate),
     );
 }
 
 #[test]
-fn the_readmes_sites_example_names_every_site_and_location_setting() {
+fn the_docs_sites_example_names_every_site_and_location_setting() {
     // A site's static_files, cgi and proxy take the top-level sections' settings, which the
     // configuration examples check.
     let elsewhere = [
@@ -369,11 +370,11 @@ fn the_readmes_sites_example_names_every_site_and_location_setting() {
         ("site.cgi", "[cgi]"),
         ("site.proxy", "[[proxy]]"),
     ];
-    let missing: Vec<String> = missing_keys(&readme_sites_example(), &elsewhere)
+    let missing: Vec<String> = missing_keys(&docs_sites_example(), &elsewhere)
         .into_iter()
         .filter(|k| k.starts_with("site"))
         .collect();
-    assert_none("keys README's \"Sites\" example leaves out", missing);
+    assert_none("keys docs/sites.md's example leaves out", missing);
 }
 
 #[test]

@@ -160,7 +160,7 @@
 //! brotli_level = 6            # 0-11
 //! zstd_level = 3              # 1-19
 //!
-//! # [[site]]                  # virtual hosts and their locations: see sites.rs, README "Sites"
+//! # [[site]]                  # virtual hosts and their locations: see sites.rs, docs/sites.md
 //! ```
 
 use std::path::PathBuf;

@@ -370,14 +370,13 @@ fn the_deploy_example_reads_and_routes_as_documented() {
     assert_eq!(r.site(b"example.test"), Some(0));
 }
 
-/// The README's "Sites" example is a configuration weft reads.
+/// docs/sites.md's example is a configuration weft reads.
 #[test]
-fn the_readmes_sites_example_reads() {
-    let readme = include_str!("../../../../../README.md");
-    let section = &readme[readme.find("\n## Sites\n").expect("a Sites section")..];
+fn the_docs_sites_example_reads() {
+    let section = include_str!("../../../../../docs/sites.md");
     let start = section.find("```toml\n").expect("its TOML block") + "```toml\n".len();
     let len = section[start..].find("```").unwrap();
-    let c = cfg(&section[start..start + len]).unwrap_or_else(|e| panic!("README's sites: {e}"));
+    let c = cfg(&section[start..start + len]).unwrap_or_else(|e| panic!("docs/sites.md: {e}"));
     assert_eq!(c.site.len(), 2);
     assert!(c.site[1].default);
     let r = Router::new(&c.site).expect("compiles");
