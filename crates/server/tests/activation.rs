@@ -5,9 +5,6 @@
 
 mod common;
 
-/// Read by `common` (its `Builder` is not used here).
-const MODEL: &str = "thread";
-
 use std::fs;
 use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;

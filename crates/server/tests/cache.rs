@@ -8,9 +8,8 @@
 //! tests poll the `fills` counter until a file is in the cache instead of assuming it is.
 
 /// The model every server of this binary is started with (the default one).
-const MODEL: &str = "fiber";
+const MODEL: Model = Model::FIBER;
 
-#[path = "common/mod.rs"]
 mod common;
 
 use std::fs;
@@ -19,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{Builder, Conn, Response, Server};
+use common::{Builder, Conn, Model, Response, Server};
 
 /// Longest wait for a file to settle and be cached (the settle time is 1 s).
 const CACHE_DEADLINE: Duration = Duration::from_secs(10);
@@ -132,7 +131,7 @@ fn assert_fresh_within_revalidate(srv: &Server, path: &str, old: &[u8], new: &[u
 /// A server with `revalidate` at [`REVALIDATE`] and `page.txt` = `body` in its root, with
 /// `page.txt` already in the cache.
 fn server_with_cached_page(name: &str, body: &[u8]) -> Server {
-    let srv = Builder::new(name)
+    let srv = Builder::new(MODEL, name)
         .config(&format!(
             "[cache]\nrevalidate = \"{}ms\"\n",
             REVALIDATE.as_millis()
@@ -278,7 +277,7 @@ fn reader(
 
 #[test]
 fn concurrent_readers_of_an_invalidated_entry_get_a_whole_old_or_new_body() {
-    let srv = Builder::new("cache-readers")
+    let srv = Builder::new(MODEL, "cache-readers")
         .config(&format!(
             "[cache]\nrevalidate = \"{}ms\"\n",
             REVALIDATE.as_millis()
@@ -361,7 +360,7 @@ fn bounded_server(
     max_object: u64,
     files: &[(String, Vec<u8>)],
 ) -> Server {
-    let mut b = Builder::new(name)
+    let mut b = Builder::new(MODEL, name)
         .config(&format!(
             "[cache]\nmax_bytes = {max_bytes}\nmax_object_bytes = {max_object}\n"
         ))
@@ -505,7 +504,7 @@ fn assert_served_without_cache(mut srv: Server) {
 
 #[test]
 fn cache_off_on_the_command_line_counts_nothing_and_serves_files() {
-    let srv = Builder::new("cache-off-cli")
+    let srv = Builder::new(MODEL, "cache-off-cli")
         .args(&["--status", "--cache", "off"])
         .start();
     assert_served_without_cache(srv);
@@ -513,7 +512,7 @@ fn cache_off_on_the_command_line_counts_nothing_and_serves_files() {
 
 #[test]
 fn cache_off_in_the_config_counts_nothing_and_serves_files() {
-    let srv = Builder::new("cache-off-config")
+    let srv = Builder::new(MODEL, "cache-off-config")
         .config("[cache]\nenabled = false\n")
         .args(&["--status"])
         .start();
@@ -654,7 +653,7 @@ fn cached_responses_are_the_responses_sent_from_disk() {
     // every file in it.
     let mtime = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let start = |name: &str, args: &[&str]| {
-        let b = Builder::new(name)
+        let b = Builder::new(MODEL, name)
             .args(args)
             .file("page.html", &body)
             .file("dir/index.html", index);

@@ -6,9 +6,6 @@ mod common;
 use common::launch::RUN_LIMIT;
 use common::Launch;
 
-/// The model the shared helpers would start servers with (none is started here).
-const MODEL: &str = "fiber";
-
 /// Runs `weft serve ARGS` (on port 0, should it get that far) and returns its stderr; the
 /// command must fail.
 fn refused(args: &[&std::ffi::OsStr]) -> String {

@@ -22,12 +22,8 @@ mod common;
 #[path = "common/doc_commands.rs"]
 mod doc_commands;
 
-/// Read by `common` (its `Builder` is not used here).
-const MODEL: &str = "fiber";
-
 use common::launch::RUN_LIMIT;
 use common::Launch;
-
 use doc_commands::{commands, invocation, repo_root, words, DocCommand};
 
 /// The Markdown files directly under `dir` (relative to the repository's root), sorted, as

@@ -3,14 +3,13 @@
 //! handlers on the smallest fiber stack weft documents (issue 4).
 
 /// The model every server of this binary is started with.
-const MODEL: &str = "fiber";
+const MODEL: Model = Model::FIBER;
 
-#[path = "common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Builder, Conn};
+use common::{Builder, Conn, Model};
 
 const CONNECTIONS: usize = 10_000;
 
@@ -45,7 +44,7 @@ fn ten_thousand_keep_alive_connections_each_served_once() {
         limit as usize > CONNECTIONS + 100,
         "open-file limit {limit} too low for this test"
     );
-    let srv = Builder::new("scale")
+    let srv = Builder::new(MODEL, "scale")
         .config("[limits]\nmax_connections = 20000\n")
         .args(&["--status"])
         .start();
@@ -86,7 +85,7 @@ const SMALLEST_STACK: usize = if cfg!(debug_assertions) {
 
 #[test]
 fn built_in_handlers_fit_the_smallest_documented_stack() {
-    let srv = Builder::new("small-stack")
+    let srv = Builder::new(MODEL, "small-stack")
         .file("page.html", &[b'x'; 10_541])
         .mkdir("dir")
         .config(&format!("[fiber]\nstack_size = {SMALLEST_STACK}\n"))
@@ -116,7 +115,7 @@ fn built_in_handlers_fit_the_smallest_documented_stack() {
 
 #[test]
 fn one_acceptor_dispatching_to_two_workers_serves_every_connection() {
-    let srv = Builder::new("dispatch")
+    let srv = Builder::new(MODEL, "dispatch")
         .config("threads = 2\n[fiber]\naccept = \"dispatch\"\n")
         .start();
     let mut conns: Vec<Conn> = (0..8).map(|_| srv.connect()).collect();
@@ -134,7 +133,7 @@ fn one_acceptor_dispatching_to_two_workers_serves_every_connection() {
 #[test]
 fn keep_alive_requests_are_served_before_during_and_after_the_linger_period() {
     for linger in ["200ms", "0s"] {
-        let srv = Builder::new("linger")
+        let srv = Builder::new(MODEL, "linger")
             .config(&format!("[fiber]\nlinger = \"{linger}\"\n"))
             .start();
         let mut c = srv.connect();

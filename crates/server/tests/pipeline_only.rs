@@ -4,12 +4,11 @@
 //! receive goes through the poller).
 
 /// The model every server of this binary is started with.
-const MODEL: &str = "pipeline";
+const MODEL: Model = Model::PIPELINE;
 
-#[path = "common/mod.rs"]
 mod common;
 
-use common::{Builder, Conn, Server};
+use common::{Builder, Conn, Model, Server};
 
 const STAGES: [&str; 4] = ["accept", "receive", "process", "send"];
 
@@ -60,7 +59,7 @@ fn pipelined_batch(c: &mut Conn, n: usize, tag: usize) {
 
 #[test]
 fn status_shows_each_stage_with_threads_and_queue_and_w_r_u() {
-    let srv = Builder::new("pipe-status")
+    let srv = Builder::new(MODEL, "pipe-status")
         .config("[pipeline]\nthreads_total = 10\nperiod = \"50ms\"\n")
         .args(&["--status"])
         .start();
@@ -123,7 +122,7 @@ fn quiet_window(srv: &Server, ms: u64) -> Vec<u64> {
 #[test]
 fn the_monitor_sleeps_through_a_quiet_spell_and_wakes_for_the_next_load() {
     // c1 large enough that one request in a period shows in U (rounded to 0.001 there).
-    let srv = Builder::new("pipe-quiet")
+    let srv = Builder::new(MODEL, "pipe-quiet")
         .config("[pipeline]\nperiod = \"50ms\"\nc1 = 0.01\n")
         .args(&["--status"])
         .start();
@@ -163,7 +162,7 @@ fn the_monitor_sleeps_through_a_quiet_spell_and_wakes_for_the_next_load() {
 /// comes round (40 connections woke it about 4 times a second that way).
 #[test]
 fn idle_keep_alive_connections_let_the_pipeline_sleep() {
-    let srv = Builder::new("pipe-idle-ka").start();
+    let srv = Builder::new(MODEL, "pipe-idle-ka").start();
     let mut conns: Vec<Conn> = (0..40).map(|_| Conn::connect(srv.addr)).collect();
     for (i, c) in conns.iter_mut().enumerate() {
         c.send(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -191,7 +190,7 @@ fn idle_keep_alive_connections_let_the_pipeline_sleep() {
 
 #[test]
 fn controller_off_keeps_the_initial_allocation() {
-    let srv = Builder::new("pipe-off")
+    let srv = Builder::new(MODEL, "pipe-off")
         .config("[pipeline]\nthreads_total = 12\naccept = 1\nreceive = 1\nprocess = 1\nsend = 1\nqueue = 2\nperiod = \"20ms\"\n")
         .args(&["--status", "--pipeline-controller", "off"])
         .start();
@@ -223,7 +222,7 @@ fn controller_off_keeps_the_initial_allocation() {
 fn smallest_pools_and_queues_serve_many_pipelining_clients_in_order() {
     // One thread per stage, room for one task per queue, a controller with no room to move:
     // every hand-off waits for the next stage, and none of it may deadlock or reorder.
-    let srv = Builder::new("pipe-tiny")
+    let srv = Builder::new(MODEL, "pipe-tiny")
         .config("[pipeline]\nthreads_total = 4\naccept = 1\nreceive = 1\nprocess = 1\nsend = 1\nqueue = 1\n")
         .start();
     let clients: Vec<_> = (0..40)
@@ -245,7 +244,7 @@ fn smallest_pools_and_queues_serve_many_pipelining_clients_in_order() {
 
 #[test]
 fn stage_threads_are_started_once_and_parked_not_created_under_load() {
-    let srv = Builder::new("pipe-threads")
+    let srv = Builder::new(MODEL, "pipe-threads")
         .config("[pipeline]\nthreads_total = 8\nperiod = \"20ms\"\n")
         .args(&["--status"])
         .start();
@@ -451,7 +450,7 @@ fn a_blocking_handler_grows_the_process_stage_and_the_allocation_returns_when_lo
 #[test]
 fn edge_triggered_waits_lose_no_bytes() {
     let big: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
-    let srv = Builder::new("pipe-edge")
+    let srv = Builder::new(MODEL, "pipe-edge")
         .config("[pipeline]\nthreads_total = 4\naccept = 1\nreceive = 1\nprocess = 1\nsend = 1\n")
         .file("big.bin", &big)
         .start();

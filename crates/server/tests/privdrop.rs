@@ -4,11 +4,7 @@
 //! `/proc/PID/status`; root refuses to serve on an address other hosts reach unless `user` or
 //! `allow_root` says how. Skipped, with a line, when the tests do not run as root.
 
-#[path = "common/mod.rs"]
 mod common;
-
-/// Read by `common` (its `Builder` is not used here).
-const MODEL: &str = "thread";
 
 use std::fs;
 use std::net::SocketAddr;

@@ -7,14 +7,13 @@
 //! read from `/proc/<pid>/stat` (parent id and state).
 
 /// The model every server of this binary is started with.
-const MODEL: &str = "process";
+const MODEL: Model = Model::PROCESS;
 
-#[path = "common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Builder, Server, INDEX_HTML};
+use common::{Builder, Model, Server, INDEX_HTML};
 
 /// Longest wait for the process tree to reach an expected shape.
 const TREE_DEADLINE: Duration = Duration::from_secs(5);
@@ -98,7 +97,7 @@ fn gone(pid: i32) -> bool {
 
 #[test]
 fn every_connection_process_is_reaped() {
-    let srv = Server::start("process-reap");
+    let srv = Server::start(MODEL, "process-reap");
     let master = master(&srv);
     // Connections closed by the client after one request, by the server (Connection: close),
     // and after several keep-alive requests.
@@ -131,7 +130,7 @@ fn every_connection_process_is_reaped() {
 
 #[test]
 fn max_children_holds_a_third_request_until_a_child_is_free() {
-    let srv = Builder::new("process-limit")
+    let srv = Builder::new(MODEL, "process-limit")
         .config("[process]\nmax_children = 2\n[limits]\nclient_body_buffer = 0\n")
         .start();
     let master = master(&srv);
@@ -184,7 +183,7 @@ fn max_children_holds_a_third_request_until_a_child_is_free() {
 #[test]
 fn a_lingering_child_sleeps_until_its_client_or_the_pressure_comes() {
     // Pressure from 3 live children (three quarters of 4).
-    let srv = Builder::new("process-linger")
+    let srv = Builder::new(MODEL, "process-linger")
         .config("[process]\nmax_children = 4\n[limits]\nclient_body_buffer = 0\n")
         .start();
     let master = master(&srv);
@@ -240,7 +239,7 @@ fn a_lingering_child_sleeps_until_its_client_or_the_pressure_comes() {
 fn sigterm_reaches_connection_processes_and_the_server_waits_for_them() {
     // A grace period far longer than the test may take: an exit within it that is also well
     // under it shows the children ended on SIGTERM, not killed when the grace ran out.
-    let mut srv = Builder::new("process-sigterm")
+    let mut srv = Builder::new(MODEL, "process-sigterm")
         .config("[timeouts]\nshutdown_grace = \"20s\"\n")
         .start();
     let master = master(&srv);
@@ -282,7 +281,7 @@ fn sigterm_reaches_connection_processes_and_the_server_waits_for_them() {
 #[test]
 fn sigterm_to_the_master_or_the_group_is_a_graceful_stop() {
     for whole_group in [false, true] {
-        let mut srv = Builder::new("process-group-term").start();
+        let mut srv = Builder::new(MODEL, "process-group-term").start();
         let master = master(&srv);
         let mut c = srv.connect();
         c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -321,7 +320,7 @@ fn cache_status(srv: &Server) -> serde_json::Value {
 #[test]
 fn connection_processes_fill_no_cache_and_count_their_misses() {
     let body = b"served by a connection process\n".repeat(10);
-    let srv = Builder::new("process-cache")
+    let srv = Builder::new(MODEL, "process-cache")
         .args(&["--status"])
         .file("page.txt", &body)
         .start();
@@ -438,7 +437,7 @@ fn idle_and_partial_connections_do_not_exhaust_the_children() {
     const IDLE: usize = 1000;
     const PARTIAL: usize = 1000;
     raise_nofile((IDLE + PARTIAL) as u64 + 256);
-    let srv = Builder::new("process-idle")
+    let srv = Builder::new(MODEL, "process-idle")
         .config("[process]\nmax_children = 16\n")
         .start();
     let master = master(&srv);
@@ -521,7 +520,7 @@ fn idle_and_partial_connections_do_not_exhaust_the_children() {
 fn the_master_times_out_partial_heads_and_idle_connections() {
     // max_children = 1: the one child is always scarce, so it gives its connection back to
     // the master as soon as the response is out.
-    let srv = Builder::new("process-timeouts")
+    let srv = Builder::new(MODEL, "process-timeouts")
         .config(
             "[process]\nmax_children = 1\n[timeouts]\nheader_read = \"1s\"\nkeepalive = \"1s\"\n",
         )
@@ -556,7 +555,7 @@ fn the_master_times_out_partial_heads_and_idle_connections() {
 /// close`); then the server exits without waiting for the grace period.
 #[test]
 fn sigterm_closes_idle_connections_and_answers_begun_heads() {
-    let mut srv = Builder::new("process-held-sigterm")
+    let mut srv = Builder::new(MODEL, "process-held-sigterm")
         .config("[process]\nmax_children = 1\n[timeouts]\nshutdown_grace = \"20s\"\n")
         .start();
     let master = master(&srv);
@@ -604,7 +603,7 @@ fn sigterm_closes_idle_connections_and_answers_begun_heads() {
 /// serve.
 #[test]
 fn status_counts_the_connections_the_master_holds() {
-    let srv = Builder::new("process-held-status")
+    let srv = Builder::new(MODEL, "process-held-status")
         .args(&["--status"])
         .config("[process]\nmax_children = 1\n")
         .start();
@@ -647,7 +646,7 @@ fn status_counts_the_connections_the_master_holds() {
 /// lines from many at once never interleave.
 #[test]
 fn error_log_lines_of_concurrent_connection_processes_stay_whole() {
-    let srv = Builder::new("process-log-lines").start();
+    let srv = Builder::new(MODEL, "process-log-lines").start();
     for _ in 0..5 {
         let clients: Vec<_> = (0..40)
             .map(|_| {

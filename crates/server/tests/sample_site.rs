@@ -4,11 +4,10 @@
 
 use std::path::Path;
 
-#[path = "common/mod.rs"]
 mod common;
 
 /// The model every server of this binary is started with.
-const MODEL: &str = "fiber";
+const MODEL: common::Model = common::Model::FIBER;
 
 /// The `href` values of `html`, in order.
 fn links(html: &str) -> Vec<String> {
@@ -22,7 +21,7 @@ fn links(html: &str) -> Vec<String> {
 fn every_link_on_the_sample_index_answers_with_status_on() {
     let www = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www");
     let index = std::fs::read_to_string(www.join("index.html")).expect("www/index.html");
-    let b = common::Builder::new("sample")
+    let b = common::Builder::new(MODEL, "sample")
         .file("index.html", index.as_bytes())
         .file(
             "haewelmann.html",

@@ -5,9 +5,6 @@
 
 mod common;
 
-/// Read by `common` (its `Builder` is not used here).
-const MODEL: &str = "fiber";
-
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

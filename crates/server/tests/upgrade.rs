@@ -7,9 +7,6 @@
 
 mod common;
 
-/// Read by `common` (its `Builder` is not used here).
-const MODEL: &str = "thread";
-
 use std::fs;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -2,7 +2,15 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{Builder, INDEX_HTML};
+use crate::common::{Builder, Model, INDEX_HTML};
+
+per_model! {
+    combined_log_format_flushed_within_a_second_and_at_exit,
+    sigusr1_reopens_the_log_at_its_path_after_a_rename,
+    refused_heads_are_logged_with_their_first_line,
+    a_body_that_stops_or_is_cut_short_is_answered_and_logged,
+    a_response_cut_short_is_logged_with_the_bytes_sent,
+}
 
 /// Checks one Combined Log Format line:
 /// `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 2326 "ref" "agent"`.
@@ -45,9 +53,8 @@ fn wait_for_lines(path: &std::path::Path, n: usize, within: Duration) -> Vec<Str
     }
 }
 
-#[test]
-fn combined_log_format_flushed_within_a_second_and_at_exit() {
-    let b = Builder::new("access");
+fn combined_log_format_flushed_within_a_second_and_at_exit(model: Model) {
+    let b = Builder::new(model, "access");
     let log = b.dir().join("access.log");
     let mut srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
     srv.send(b"GET /index.html?q=1 HTTP/1.1\r\nHost: x\r\nReferer: http://ref.example/\r\nUser-Agent: weft-test/1.0\r\nConnection: close\r\n\r\n");
@@ -88,9 +95,8 @@ fn combined_log_format_flushed_within_a_second_and_at_exit() {
     check_line(find("\"HEAD / "), "HEAD / HTTP/1.0", 200, 0, "-", "a\\x22b");
 }
 
-#[test]
-fn sigusr1_reopens_the_log_at_its_path_after_a_rename() {
-    let b = Builder::new("reopen");
+fn sigusr1_reopens_the_log_at_its_path_after_a_rename(model: Model) {
+    let b = Builder::new(model, "reopen");
     let log = b.dir().join("access.log");
     let rotated = b.dir().join("access.log.1");
     let srv = b
@@ -132,9 +138,8 @@ fn sigusr1_reopens_the_log_at_its_path_after_a_rename() {
 /// A head refused before it was read whole (no Host, an unsupported version, a header field
 /// too large, one too slow) gets its access-log line too, as nginx logs them: the first line
 /// as received and the error answer's body bytes.
-#[test]
-fn refused_heads_are_logged_with_their_first_line() {
-    let b = Builder::new("access-refused").config("[timeouts]\nheader_read = \"1s\"\n");
+fn refused_heads_are_logged_with_their_first_line(model: Model) {
+    let b = Builder::new(model, "access-refused").config("[timeouts]\nheader_read = \"1s\"\n");
     let log = b.dir().join("access.log");
     let mut srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
     let cases: [(&[u8], &str, u16); 3] = [
@@ -203,9 +208,8 @@ fn refused_heads_are_logged_with_their_first_line() {
 /// A request whose body stops coming (408) or is cut short by the client closing its side
 /// (400) is answered and logged the same on every model: the answer, an error-log line, an
 /// access-log line with the request line.
-#[test]
-fn a_body_that_stops_or_is_cut_short_is_answered_and_logged() {
-    let b = Builder::new("access-body").config("[timeouts]\nbody_read = \"1s\"\n");
+fn a_body_that_stops_or_is_cut_short_is_answered_and_logged(model: Model) {
+    let b = Builder::new(model, "access-body").config("[timeouts]\nbody_read = \"1s\"\n");
     let log = b.dir().join("access.log");
     let mut srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
     let head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc";
@@ -247,12 +251,11 @@ fn a_body_that_stops_or_is_cut_short_is_answered_and_logged() {
 /// A response cut short, by a client that stops reading (past the send timeout) or that goes
 /// away, is logged with the body bytes that went out (as nginx's `$body_bytes_sent`), and the
 /// error log says why.
-#[test]
-fn a_response_cut_short_is_logged_with_the_bytes_sent() {
+fn a_response_cut_short_is_logged_with_the_bytes_sent(model: Model) {
     use std::io::Read;
     const SIZE: usize = 24 << 20;
     let big: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
-    let b = Builder::new("access-cut")
+    let b = Builder::new(model, "access-cut")
         .config("[timeouts]\nsend = \"1s\"\n")
         .file("big.bin", &big);
     let log = b.dir().join("access.log");

@@ -10,7 +10,20 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::{chunked, descendants, Builder, ReadError, Server, INDEX_HTML};
+use crate::common::{chunked, descendants, Builder, Model, ReadError, Server, INDEX_HTML};
+
+per_model! {
+    except fiber_nocache:
+    meta_variables_of_rfc_3875_and_a_clean_environment,
+    get_with_query_and_post_with_either_framing,
+    status_local_and_client_redirects,
+    bad_scripts_get_502_and_bad_paths_404_or_403,
+    a_script_past_its_timeout_is_killed_with_its_children_and_gets_504,
+    no_zombie_or_stray_process_is_left,
+    the_writes_of_a_streamed_response_are_not_held_back,
+    scripts_by_file_ending_under_the_document_root,
+    header_and_redirect_limits_come_from_the_configuration,
+}
 
 /// Prints the environment, then the body it was given (`CONTENT_LENGTH` bytes).
 const ENV_SH: &str = r#"#!/bin/sh
@@ -74,8 +87,8 @@ fn python_script(dir: &Path, name: &str, body: &str) -> bool {
 
 /// A server with `cgi/` mounted at `/cgi-bin/` holding every script of these tests;
 /// `timeout`: through the config file with that `cgi.timeout`, else with `--cgi DIR`.
-fn start(name: &str, timeout: Option<&str>) -> (Server, PathBuf) {
-    let b = Builder::new(name);
+fn start(model: Model, name: &str, timeout: Option<&str>) -> (Server, PathBuf) {
+    let b = Builder::new(model, name);
     let cgi = b.dir().join("cgi");
     fs::create_dir_all(cgi.join("sub")).unwrap();
     script(&cgi, "env.sh", ENV_SH);
@@ -179,9 +192,8 @@ const REQUEST_HEADERS: &str = "Host: cgi.test:8080\r\nProxy: http://evil.example
      Authorization: Basic c2VjcmV0\r\nX-Custom: one\r\nX-Custom: two\r\nX_Under: smuggled\r\n\
      User-Agent: weft-test\r\nConnection: close\r\n";
 
-#[test]
-fn meta_variables_of_rfc_3875_and_a_clean_environment() {
-    let (srv, _) = start("cgi-env", None);
+fn meta_variables_of_rfc_3875_and_a_clean_environment(model: Model) {
+    let (srv, _) = start(model, "cgi-env", None);
     let mut scripts = vec!["env.sh"];
     if python3().is_some() {
         scripts.push("env.py");
@@ -330,13 +342,12 @@ pub fn paper_body() -> Vec<u8> {
     body
 }
 
-#[test]
-fn get_with_query_and_post_with_either_framing() {
+fn get_with_query_and_post_with_either_framing(model: Model) {
     if python3().is_none() {
         eprintln!("no python3: the Python echo script is skipped; shell tests cover CGI");
         return;
     }
-    let (srv, _) = start("cgi-echo", None);
+    let (srv, _) = start(model, "cgi-echo", None);
     let body = paper_body();
     let mut c = srv.connect();
     // Keep-alive across CGI responses, whatever their framing.
@@ -399,9 +410,8 @@ fn get_with_query_and_post_with_either_framing() {
     assert_eq!(c.read_response().unwrap().text(), "GET after-head 0\n");
 }
 
-#[test]
-fn status_local_and_client_redirects() {
-    let (srv, _) = start("cgi-redirect", None);
+fn status_local_and_client_redirects(model: Model) {
+    let (srv, _) = start(model, "cgi-redirect", None);
     let r = srv.get("/cgi-bin/status.sh");
     assert_eq!((r.status, r.text().as_str()), (418, "short and stout\n"));
     assert_eq!(r.header("X-Script"), Some("yes"));
@@ -434,9 +444,8 @@ fn status_local_and_client_redirects() {
     assert_eq!(srv.get("/cgi-bin/sub/inner.sh").text(), "inner\n");
 }
 
-#[test]
-fn bad_scripts_get_502_and_bad_paths_404_or_403() {
-    let (srv, _) = start("cgi-502", None);
+fn bad_scripts_get_502_and_bad_paths_404_or_403(model: Model) {
+    let (srv, _) = start(model, "cgi-502", None);
     let r = srv.get("/cgi-bin/fail.sh");
     assert_eq!(r.status, 502, "{r:?}");
     assert_eq!(srv.get("/cgi-bin/badheader.sh").status, 502);
@@ -506,9 +515,8 @@ fn gone_within(pid: u32, timeout: Duration) -> bool {
     true
 }
 
-#[test]
-fn a_script_past_its_timeout_is_killed_with_its_children_and_gets_504() {
-    let (srv, cgi) = start("cgi-504", Some("1s"));
+fn a_script_past_its_timeout_is_killed_with_its_children_and_gets_504(model: Model) {
+    let (srv, cgi) = start(model, "cgi-504", Some("1s"));
     let t = Instant::now();
     let r = srv.get("/cgi-bin/slow.sh");
     let took = t.elapsed();
@@ -564,9 +572,8 @@ fn a_script_past_its_timeout_is_killed_with_its_children_and_gets_504() {
     srv.assert_alive();
 }
 
-#[test]
-fn no_zombie_or_stray_process_is_left() {
-    let (srv, _) = start("cgi-zombies", Some("1s"));
+fn no_zombie_or_stray_process_is_left(model: Model) {
+    let (srv, _) = start(model, "cgi-zombies", Some("1s"));
     let pid = srv.pid();
     srv.assert_alive();
     std::thread::sleep(Duration::from_millis(200));
@@ -626,9 +633,8 @@ fn no_zombie_or_stray_process_is_left() {
 /// A streamed response goes out in several writes (head, then each chunk, then the last
 /// chunk): with Nagle's algorithm on the server, the small last chunk would wait for the
 /// client's delayed ACK of the chunk before it (up to 40 ms). TCP_NODELAY sends it at once.
-#[test]
-fn the_writes_of_a_streamed_response_are_not_held_back() {
-    let b = Builder::new("cgi-nodelay");
+fn the_writes_of_a_streamed_response_are_not_held_back(model: Model) {
+    let b = Builder::new(model, "cgi-nodelay");
     let cgi = b.dir().join("cgi");
     fs::create_dir_all(&cgi).unwrap();
     script(
@@ -670,9 +676,8 @@ fn the_writes_of_a_streamed_response_are_not_held_back() {
 
 /// `[cgi] extensions`: an executable file with a script ending anywhere under the document
 /// root runs as CGI (its source is never served), other files stay static.
-#[test]
-fn scripts_by_file_ending_under_the_document_root() {
-    let b = Builder::new("cgi-ext")
+fn scripts_by_file_ending_under_the_document_root(model: Model) {
+    let b = Builder::new(model, "cgi-ext")
         .config("[cgi]\nextensions = [\".cgi\"]\n")
         .mkdir("app")
         .mkdir("app/tools.cgi")
@@ -720,10 +725,9 @@ fn scripts_by_file_ending_under_the_document_root() {
 
 /// `cgi.max_header_bytes` and `limits.max_internal_redirects` are read from the configuration:
 /// the same scripts pass under one setting and are refused under a smaller one.
-#[test]
-fn header_and_redirect_limits_come_from_the_configuration() {
+fn header_and_redirect_limits_come_from_the_configuration(model: Model) {
     let start = |name: &str, max_header_bytes: &str, max_internal_redirects: u32| {
-        let b = Builder::new(name);
+        let b = Builder::new(model, name);
         let cgi = b.dir().join("cgi");
         fs::create_dir_all(&cgi).unwrap();
         // A 20,000-byte header field: more than one pipe read before its blank line.

@@ -8,15 +8,24 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 
-use crate::common::{Builder, Response, Server};
+use crate::common::{Builder, Model, Response, Server};
+
+per_model! {
+    every_coding_decodes_to_the_file_and_negotiation_follows_q_values,
+    head_304_and_ranges_stay_right,
+    precompressed_siblings_are_preferred,
+    a_hot_file_is_compressed_once,
+    cgi_responses_are_compressed_when_allowed,
+    proxied_responses_are_compressed_when_allowed,
+}
 
 const ON: &str = "[compression]\nenabled = true\n";
 
 /// True when this binary's servers fill no response cache (every variant is then compressed
 /// as it is sent): with it off, and in the `process` model, whose connection processes do
 /// not fill it (`ResponseCache::set_fills`).
-fn no_cache() -> bool {
-    crate::MODEL.contains("--cache off") || crate::common::model_name() == "process"
+fn no_cache(model: Model) -> bool {
+    model.cache_off() || model.name == "process"
 }
 
 /// About 10 KB of HTML, the size the benchmarks use.
@@ -68,8 +77,8 @@ fn get(srv: &Server, path: &str, fields: &str) -> Response {
     srv.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n{fields}\r\n").as_bytes())
 }
 
-fn site(extra: &str) -> Server {
-    Builder::new("compress")
+fn site(model: Model, extra: &str) -> Server {
+    Builder::new(model, "compress")
         .config(&format!("{ON}{extra}"))
         .args(&["--status"])
         .file("page.html", &page())
@@ -85,9 +94,8 @@ fn cache_counter(srv: &Server, name: &str) -> u64 {
     v["cache"][name].as_u64().unwrap_or(0)
 }
 
-#[test]
-fn every_coding_decodes_to_the_file_and_negotiation_follows_q_values() {
-    let srv = site("");
+fn every_coding_decodes_to_the_file_and_negotiation_follows_q_values(model: Model) {
+    let srv = site(model, "");
     let identity = get(&srv, "/page.html", "");
     assert_eq!(identity.status, 200, "{identity:?}");
     assert_eq!(identity.body, page());
@@ -163,9 +171,8 @@ fn every_coding_decodes_to_the_file_and_negotiation_follows_q_values() {
     srv.assert_alive();
 }
 
-#[test]
-fn head_304_and_ranges_stay_right() {
-    let srv = site("");
+fn head_304_and_ranges_stay_right(model: Model) {
+    let srv = site(model, "");
     let g = get(&srv, "/page.html", "Accept-Encoding: gzip\r\n");
     assert_eq!(g.header("Content-Encoding"), Some("gzip"));
     let tag = g.header("ETag").unwrap().to_string();
@@ -211,12 +218,11 @@ fn head_304_and_ranges_stay_right() {
     srv.assert_alive();
 }
 
-#[test]
-fn precompressed_siblings_are_preferred() {
+fn precompressed_siblings_are_preferred(model: Model) {
     // The siblings hold other text than the file: what comes back shows which was sent.
     let from_gz = b"<p>from the .gz sibling</p>\n".repeat(20);
     let from_br = b"<p>from the .br sibling</p>\n".repeat(20);
-    let srv = Builder::new("compress-static")
+    let srv = Builder::new(model, "compress-static")
         .config(&format!("{ON}precompressed = true\n"))
         .file("page.html", &page())
         .file("page.html.gz", &gzip(&from_gz))
@@ -262,9 +268,8 @@ fn precompressed_siblings_are_preferred() {
     srv.assert_alive();
 }
 
-#[test]
-fn a_hot_file_is_compressed_once() {
-    let srv = site("");
+fn a_hot_file_is_compressed_once(model: Model) {
+    let srv = site(model, "");
     // The cache takes a file only once its ctime is a second old (`cache::SETTLE`).
     std::thread::sleep(std::time::Duration::from_millis(1300));
     // Pipelined on one connection: in the process model one child, with its own cache,
@@ -282,7 +287,7 @@ fn a_hot_file_is_compressed_once() {
         cache_counter(&srv, "compressions"),
         cache_counter(&srv, "variant_hits"),
     );
-    if no_cache() {
+    if no_cache(model) {
         assert_eq!((fills, compressions, variant_hits), (0, 0, 0));
     } else {
         // The first request read the file into the cache and made the variant; the other
@@ -294,9 +299,9 @@ fn a_hot_file_is_compressed_once() {
 }
 
 /// `[cgi] extensions` scripts under the root, compressed on their way out (chunked).
-#[test]
-fn cgi_responses_are_compressed_when_allowed() {
-    let b = Builder::new("compress-cgi").config(&format!("{ON}[cgi]\nextensions = [\".cgi\"]\n"));
+fn cgi_responses_are_compressed_when_allowed(model: Model) {
+    let b = Builder::new(model, "compress-cgi")
+        .config(&format!("{ON}[cgi]\nextensions = [\".cgi\"]\n"));
     let root = b.dir().join("root");
     let text = "line of script output that compresses well\n".repeat(100);
     for (name, head) in [
@@ -365,8 +370,7 @@ fn upstream(response: Vec<u8>) -> std::net::SocketAddr {
     addr
 }
 
-#[test]
-fn proxied_responses_are_compressed_when_allowed() {
+fn proxied_responses_are_compressed_when_allowed(model: Model) {
     let body = b"{\"key\": \"a value that repeats\"}\n".repeat(64);
     let mut resp = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nETag: \"up1\"\r\nConnection: close\r\n\r\n",
@@ -375,7 +379,7 @@ fn proxied_responses_are_compressed_when_allowed() {
     .into_bytes();
     resp.extend_from_slice(&body);
     let up = upstream(resp);
-    let srv = Builder::new("compress-proxy")
+    let srv = Builder::new(model, "compress-proxy")
         .config(&format!(
             "{ON}[[proxy]]\nprefix = \"/up/\"\nupstream = \"http://{up}\"\n"
         ))

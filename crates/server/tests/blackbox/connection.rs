@@ -3,14 +3,28 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{Builder, ReadError, Server, INDEX_HTML};
+use crate::common::{Builder, Model, ReadError, Server, INDEX_HTML};
+
+per_model! {
+    http11_keeps_alive_by_default,
+    http10_keep_alive_only_when_asked,
+    pipelined_requests_are_answered_in_order,
+    a_pipelined_body_still_on_its_way_does_not_hold_back_earlier_answers,
+    not_modified_and_head_answers_in_a_pipelined_batch,
+    a_slow_reader_of_a_pipelined_batch_gets_every_response_whole,
+    pipelined_requests_split_across_writes,
+    expect_100_continue,
+    unknown_expectation_gives_417,
+    slow_request_head_gets_408_and_close,
+    idle_keep_alive_connection_is_closed_after_keepalive_timeout,
+    a_partial_head_behind_a_pipelined_request_gets_the_header_read_timeout,
+}
 
 /// Generous bound for "the server closes promptly" (the configured timeouts are 1 s).
 const PROMPTLY: Duration = Duration::from_secs(5);
 
-#[test]
-fn http11_keeps_alive_by_default() {
-    let srv = Server::start("ka11");
+fn http11_keeps_alive_by_default(model: Model) {
+    let srv = Server::start(model, "ka11");
     let mut c = srv.connect();
     for i in 0..5 {
         c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -34,9 +48,8 @@ fn http11_keeps_alive_by_default() {
     );
 }
 
-#[test]
-fn http10_keep_alive_only_when_asked() {
-    let srv = Server::start("ka10");
+fn http10_keep_alive_only_when_asked(model: Model) {
+    let srv = Server::start(model, "ka10");
     let mut c = srv.connect();
     for _ in 0..3 {
         c.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
@@ -66,9 +79,10 @@ fn http10_keep_alive_only_when_asked() {
     srv.assert_alive();
 }
 
-#[test]
-fn pipelined_requests_are_answered_in_order() {
-    let srv = Builder::new("pipeline").file("a.txt", b"AAA").start();
+fn pipelined_requests_are_answered_in_order(model: Model) {
+    let srv = Builder::new(model, "pipeline")
+        .file("a.txt", b"AAA")
+        .start();
     let mut c = srv.connect();
     let mut batch = Vec::new();
     batch.extend_from_slice(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -102,9 +116,10 @@ fn pipelined_requests_are_answered_in_order() {
 
 /// Responses of pipelined requests are gathered into one write; a request whose body has not
 /// arrived yet must not hold back the answers before it (the client may wait for them).
-#[test]
-fn a_pipelined_body_still_on_its_way_does_not_hold_back_earlier_answers() {
-    let srv = Builder::new("pipebody").file("a.txt", b"AAA").start();
+fn a_pipelined_body_still_on_its_way_does_not_hold_back_earlier_answers(model: Model) {
+    let srv = Builder::new(model, "pipebody")
+        .file("a.txt", b"AAA")
+        .start();
     let mut c = srv.connect();
     c.send(
         b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\
@@ -123,9 +138,8 @@ fn a_pipelined_body_still_on_its_way_does_not_hold_back_earlier_answers() {
     assert_eq!(c.read_response().unwrap().body, b"AAA");
 }
 
-#[test]
-fn not_modified_and_head_answers_in_a_pipelined_batch() {
-    let srv = Builder::new("pipe304").file("a.txt", b"AAA").start();
+fn not_modified_and_head_answers_in_a_pipelined_batch(model: Model) {
+    let srv = Builder::new(model, "pipe304").file("a.txt", b"AAA").start();
     let etag = srv.get("/a.txt").header("ETag").expect("ETag").to_string();
     let mut c = srv.connect();
     let mut batch = Vec::new();
@@ -154,10 +168,9 @@ fn not_modified_and_head_answers_in_a_pipelined_batch() {
 
 /// A client that pipelines many requests for a larger file and reads slowly: the gathered
 /// writes block on a full send buffer like any other, and every response arrives whole.
-#[test]
-fn a_slow_reader_of_a_pipelined_batch_gets_every_response_whole() {
+fn a_slow_reader_of_a_pipelined_batch_gets_every_response_whole(model: Model) {
     let body: Vec<u8> = (0..20_000u32).map(|i| b'a' + (i % 26) as u8).collect();
-    let srv = Builder::new("pipeslow").file("b.txt", &body).start();
+    let srv = Builder::new(model, "pipeslow").file("b.txt", &body).start();
     let mut c = srv.connect();
     let n = 100;
     let one = b"GET /b.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /echo-none HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -174,9 +187,8 @@ fn a_slow_reader_of_a_pipelined_batch_gets_every_response_whole() {
     srv.assert_alive();
 }
 
-#[test]
-fn pipelined_requests_split_across_writes() {
-    let srv = Server::start("pipesplit");
+fn pipelined_requests_split_across_writes(model: Model) {
+    let srv = Server::start(model, "pipesplit");
     let mut c = srv.connect();
     // One byte at a time over a request boundary.
     let batch: &[u8] = b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nokGET / HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -188,9 +200,8 @@ fn pipelined_requests_split_across_writes() {
     assert_eq!(c.read_response().unwrap().body, INDEX_HTML);
 }
 
-#[test]
-fn expect_100_continue() {
-    let srv = Server::start("expect");
+fn expect_100_continue(model: Model) {
+    let srv = Server::start(model, "expect");
     let mut c = srv.connect();
     c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
     let interim = c.read_response().unwrap();
@@ -217,9 +228,8 @@ fn expect_100_continue() {
     srv.assert_alive();
 }
 
-#[test]
-fn unknown_expectation_gives_417() {
-    let srv = Server::start("expect417");
+fn unknown_expectation_gives_417(model: Model) {
+    let srv = Server::start(model, "expect417");
     let r = srv.send(b"GET / HTTP/1.1\r\nHost: x\r\nExpect: the-unexpected\r\n\r\n");
     assert_eq!(r.status, 417, "{r:?}");
     srv.assert_alive();
@@ -236,15 +246,14 @@ fn unknown_expectation_gives_417() {
     assert_eq!(c.read_response().unwrap().body, b"echo");
 }
 
-fn timeouts_server(name: &str) -> Server {
-    Builder::new(name)
+fn timeouts_server(model: Model, name: &str) -> Server {
+    Builder::new(model, name)
         .config("[timeouts]\nheader_read = \"1s\"\nkeepalive = \"1s\"\n")
         .start()
 }
 
-#[test]
-fn slow_request_head_gets_408_and_close() {
-    let srv = timeouts_server("header408");
+fn slow_request_head_gets_408_and_close(model: Model) {
+    let srv = timeouts_server(model, "header408");
     let mut c = srv.connect();
     let start = Instant::now();
     c.send(b"GET / HTTP/1.1\r\nHost: x\r\n");
@@ -277,9 +286,8 @@ fn slow_request_head_gets_408_and_close() {
     srv.assert_alive();
 }
 
-#[test]
-fn idle_keep_alive_connection_is_closed_after_keepalive_timeout() {
-    let srv = timeouts_server("keepalive");
+fn idle_keep_alive_connection_is_closed_after_keepalive_timeout(model: Model) {
+    let srv = timeouts_server(model, "keepalive");
     let mut c = srv.connect();
     c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(c.read_response().unwrap().status, 200);
@@ -313,9 +321,8 @@ fn idle_keep_alive_connection_is_closed_after_keepalive_timeout() {
 /// Part of a head behind a pipelined request is a head begun: it has the header-read timeout
 /// from when it is seen, not the keep-alive timeout of a connection between requests, on every
 /// model (the pipeline's receive once gave it the keep-alive timeout).
-#[test]
-fn a_partial_head_behind_a_pipelined_request_gets_the_header_read_timeout() {
-    let srv = Builder::new("pipelined-partial")
+fn a_partial_head_behind_a_pipelined_request_gets_the_header_read_timeout(model: Model) {
+    let srv = Builder::new(model, "pipelined-partial")
         .config("[timeouts]\nheader_read = \"1s\"\nkeepalive = \"60s\"\n")
         .start();
     let mut c = srv.connect();

@@ -1,11 +1,21 @@
 //! The echo function: `GET` answers `echo`, `POST` answers its body byte for byte (with either
 //! framing), including the request of the CGI paper; the mount point comes from the config.
 
-use crate::common::{chunked, Builder, Server};
+use crate::common::{chunked, Builder, Model, Server};
 
-#[test]
-fn get_echo_answers_echo() {
-    let srv = Server::start("echo-get");
+per_model! {
+    get_echo_answers_echo,
+    post_echo_returns_the_body,
+    cgi_paper_request_is_echoed,
+    echo_path_comes_from_the_config,
+    echo_reflects_no_client_content_type,
+    echo_is_not_mounted_on_a_users_root_unless_configured,
+    echo_refuses_other_methods_with_allow,
+    echo_evaluates_preconditions,
+}
+
+fn get_echo_answers_echo(model: Model) {
+    let srv = Server::start(model, "echo-get");
     let r = srv.get("/echo");
     assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
     assert_eq!(r.header("Content-Length"), Some("4"));
@@ -14,9 +24,8 @@ fn get_echo_answers_echo() {
     assert_eq!(r.body, b"echo");
 }
 
-#[test]
-fn post_echo_returns_the_body() {
-    let srv = Server::start("echo-post");
+fn post_echo_returns_the_body(model: Model) {
+    let srv = Server::start(model, "echo-post");
     let mut c = srv.connect();
     // Every byte value, with Content-Length.
     let body: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
@@ -90,9 +99,8 @@ fn paper_body() -> Vec<u8> {
     s.into_bytes()
 }
 
-#[test]
-fn cgi_paper_request_is_echoed() {
-    let srv = Server::start("echo-paper");
+fn cgi_paper_request_is_echoed(model: Model) {
+    let srv = Server::start(model, "echo-paper");
     let body = paper_body();
     // Edwards, "Performance of HTTP and CGI" §1.2.3, sent to the echo function.
     let mut raw = b"POST /echo HTTP/1.0\r\n\
@@ -124,15 +132,14 @@ Content-type: application/x-www-form-urlencoded\r\n\
     assert_eq!(r.body, body);
 }
 
-#[test]
-fn echo_path_comes_from_the_config() {
-    let off = Builder::new("echo-off")
+fn echo_path_comes_from_the_config(model: Model) {
+    let off = Builder::new(model, "echo-off")
         .config("[echo]\npath = \"\"\n")
         .start();
     assert_eq!(off.get("/echo").status, 404);
     off.assert_alive();
 
-    let moved = Builder::new("echo-moved")
+    let moved = Builder::new(model, "echo-moved")
         .config("[echo]\npath = \"/e2\"\n")
         .start();
     let r = moved.get("/e2");
@@ -143,9 +150,8 @@ fn echo_path_comes_from_the_config() {
     assert_eq!(moved.get("/echo").status, 404);
 }
 
-#[test]
-fn echo_reflects_no_client_content_type() {
-    let srv = Server::start("echo-xss");
+fn echo_reflects_no_client_content_type(model: Model) {
+    let srv = Server::start(model, "echo-xss");
     let page = b"<script>alert(document.cookie)</script>";
     let mut raw = format!(
         "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n",
@@ -159,17 +165,15 @@ fn echo_reflects_no_client_content_type() {
     assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
 }
 
-#[test]
-fn echo_is_not_mounted_on_a_users_root_unless_configured() {
-    let srv = Builder::new("echo-default").no_echo().start();
+fn echo_is_not_mounted_on_a_users_root_unless_configured(model: Model) {
+    let srv = Builder::new(model, "echo-default").no_echo().start();
     assert_eq!(srv.get("/echo").status, 404);
     let r = srv.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi");
     assert_ne!(r.status, 200, "{r:?}");
 }
 
-#[test]
-fn echo_refuses_other_methods_with_allow() {
-    let srv = Server::start("echo-methods");
+fn echo_refuses_other_methods_with_allow(model: Model) {
+    let srv = Server::start(model, "echo-methods");
     let r = srv.send(b"PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi");
     assert_eq!(r.status, 405, "{r:?}");
     assert!(
@@ -181,9 +185,8 @@ fn echo_refuses_other_methods_with_allow() {
 
 /// RFC 9110 §13.2.2 where weft answers itself without validators: only `*` matches, and the
 /// preconditions are decided before a POST's body is read (the connection stays in sync).
-#[test]
-fn echo_evaluates_preconditions() {
-    let srv = Server::start("echo-preconditions");
+fn echo_evaluates_preconditions(model: Model) {
+    let srv = Server::start(model, "echo-preconditions");
     let mut c = srv.connect();
     for (method, fields, want) in [
         ("GET", "If-Match: *", 200),

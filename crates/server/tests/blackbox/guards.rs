@@ -4,7 +4,16 @@
 //! address (the real one behind a trusted proxy), never to the health check; both are counted
 //! in `/_weft/metrics`.
 
-use crate::common::{model_name, Builder, Conn, Server};
+use crate::common::{Builder, Conn, Model, Server};
+
+per_model! {
+    except fiber_nocache:
+    conn_per_ip_answers_503_past_the_limit_and_frees_on_close,
+    conn_per_ip_counts_the_proxy_header_address,
+    rate_limit_answers_429_with_retry_after_per_real_client,
+    a_site_with_its_own_rate_counts_apart_and_off_exempts_it,
+    a_listener_with_its_own_conn_per_ip_limits_its_connections,
+}
 
 const ECHO: &[u8] = b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n";
 
@@ -37,9 +46,8 @@ fn metric(srv: &Server, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in the metrics:\n{text}"))
 }
 
-#[test]
-fn conn_per_ip_answers_503_past_the_limit_and_frees_on_close() {
-    let b = Builder::new("guards-conn");
+fn conn_per_ip_answers_503_past_the_limit_and_frees_on_close(model: Model) {
+    let b = Builder::new(model, "guards-conn");
     let access = b.dir().join("access.log");
     let srv = b
         .args(&["--conn-per-ip", "2", "--status", "--access-log"])
@@ -96,9 +104,8 @@ fn conn_per_ip_answers_503_past_the_limit_and_frees_on_close() {
 }
 
 /// Behind a balancer with the PROXY protocol the count is per client, not per balancer.
-#[test]
-fn conn_per_ip_counts_the_proxy_header_address() {
-    let srv = Builder::new("guards-conn-proxy")
+fn conn_per_ip_counts_the_proxy_header_address(model: Model) {
+    let srv = Builder::new(model, "guards-conn-proxy")
         .args(&["--conn-per-ip", "1", "--proxy-protocol"])
         .start();
     let proxied = |client: &str| {
@@ -121,9 +128,8 @@ fn conn_per_ip_counts_the_proxy_header_address() {
     );
 }
 
-#[test]
-fn rate_limit_answers_429_with_retry_after_per_real_client() {
-    let srv = Builder::new("guards-rate")
+fn rate_limit_answers_429_with_retry_after_per_real_client(model: Model) {
+    let srv = Builder::new(model, "guards-rate")
         .args(&[
             "--rate-limit",
             "1r/m",
@@ -179,9 +185,8 @@ fn rate_limit_answers_429_with_retry_after_per_real_client() {
 
 /// `[site.rate_limit]`: a site's own rate counts its requests apart from the server's
 /// `[rate_limit]` (each zone gives the client its own burst), and `rate = "off"` exempts a site.
-#[test]
-fn a_site_with_its_own_rate_counts_apart_and_off_exempts_it() {
-    let srv = Builder::new("guards-site-rate")
+fn a_site_with_its_own_rate_counts_apart_and_off_exempts_it(model: Model) {
+    let srv = Builder::new(model, "guards-site-rate")
         .config(
             "[rate_limit]\nrate = \"1r/m\"\nburst = 1\n\
              [[site]]\nhosts = [\"api.test\"]\n[site.rate_limit]\nrate = \"1r/m\"\nburst = 0\n\
@@ -215,13 +220,12 @@ fn a_site_with_its_own_rate_counts_apart_and_off_exempts_it() {
 
 /// `[[listen]] conn_per_ip` limits its own listener, whatever `limits.conn_per_ip` says (here
 /// nothing: no limit elsewhere).
-#[test]
-fn a_listener_with_its_own_conn_per_ip_limits_its_connections() {
-    let srv = Builder::new("guards-listen-conn")
+fn a_listener_with_its_own_conn_per_ip_limits_its_connections(model: Model) {
+    let srv = Builder::new(model, "guards-listen-conn")
         .listen_from_config()
         .config(&format!(
             "[[listen]]\naddr = \"127.0.0.1:0\"\nmodel = \"{}\"\nconn_per_ip = 1\n",
-            model_name()
+            model.name
         ))
         .start();
     let mut a = srv.connect();

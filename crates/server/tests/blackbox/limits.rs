@@ -5,7 +5,14 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use crate::common::{Builder, Conn, Server};
+use crate::common::{Builder, Conn, Model, Server};
+
+per_model! {
+    the_connection_limit_pauses_accepting_until_a_connection_closes,
+    running_out_of_descriptors_backs_off_and_recovers,
+    slow_clients_trickling_a_head_do_not_starve_normal_ones,
+    an_unread_body_is_discarded_up_to_max_discard_body,
+}
 
 const ECHO: &[u8] = b"GET /echo HTTP/1.1\r\nHost: test\r\n\r\n";
 
@@ -38,9 +45,8 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-#[test]
-fn the_connection_limit_pauses_accepting_until_a_connection_closes() {
-    let srv = Builder::new("conn-limit")
+fn the_connection_limit_pauses_accepting_until_a_connection_closes(model: Model) {
+    let srv = Builder::new(model, "conn-limit")
         .config("[limits]\nmax_connections = 4\n")
         .start();
     let mut held: Vec<Conn> = (0..4).map(|_| served_conn(&srv)).collect();
@@ -65,10 +71,9 @@ fn the_connection_limit_pauses_accepting_until_a_connection_closes() {
     );
 }
 
-#[test]
-fn running_out_of_descriptors_backs_off_and_recovers() {
+fn running_out_of_descriptors_backs_off_and_recovers(model: Model) {
     // Few enough descriptors that 60 clients exhaust them (the server itself needs ~15).
-    let srv = Builder::new("emfile").nofile(48).start();
+    let srv = Builder::new(model, "emfile").nofile(48).start();
     let mut early: Vec<Conn> = Vec::new();
     let mut pending: Vec<Conn> = Vec::new();
     // A few clients beyond the limit, fewer than those served: once the served ones go, every
@@ -126,10 +131,9 @@ fn running_out_of_descriptors_backs_off_and_recovers() {
     );
 }
 
-#[test]
-fn slow_clients_trickling_a_head_do_not_starve_normal_ones() {
+fn slow_clients_trickling_a_head_do_not_starve_normal_ones(model: Model) {
     const SLOW: usize = 200;
-    let srv = Server::start("slow-clients");
+    let srv = Server::start(model, "slow-clients");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let addr = srv.addr;
     let st = stop.clone();
@@ -193,10 +197,9 @@ fn slow_clients_trickling_a_head_do_not_starve_normal_ones() {
 /// `limits.max_discard_body`: a body the handler did not read (a GET of a file with a body) is
 /// dropped to keep the connection when it is within the limit, and closes the connection when
 /// it is over it; either way the answer to the request itself is the file.
-#[test]
-fn an_unread_body_is_discarded_up_to_max_discard_body() {
+fn an_unread_body_is_discarded_up_to_max_discard_body(model: Model) {
     for (limit, body, kept) in [(4096u64, 3000usize, true), (1024, 3000, false)] {
-        let srv = Builder::new("discard-body")
+        let srv = Builder::new(model, "discard-body")
             .file("f.txt", b"file\n")
             .config(&format!("[limits]\nmax_discard_body = {limit}\n"))
             .start();

@@ -3,7 +3,19 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{chunked, Builder, Server};
+use crate::common::{chunked, Builder, Model, Server};
+
+per_model! {
+    framing_errors_are_refused,
+    syntax_errors_are_refused,
+    size_limits_give_414_431_413,
+    small_max_body_gives_413_for_length_and_chunked_bodies,
+    malformed_chunked_bodies_give_400,
+    unread_malformed_chunked_body_gives_400_not_the_handlers_status,
+    a_chunk_size_over_max_body_is_refused_at_its_size_line,
+    unread_chunked_body_over_max_body_gives_413,
+    unknown_method_gives_501_and_post_to_a_file_gives_405_with_allow,
+}
 
 /// A request that must be refused with `status`. `closes`: the response must also close the
 /// connection (the request's framing could not be trusted).
@@ -51,9 +63,8 @@ fn post_echo_with(extra: &str, body: &[u8]) -> Vec<u8> {
     v
 }
 
-#[test]
-fn framing_errors_are_refused() {
-    let srv = Server::start("framing");
+fn framing_errors_are_refused(model: Model) {
+    let srv = Server::start(model, "framing");
     run_cases(
         &srv,
         &[
@@ -142,9 +153,8 @@ fn framing_errors_are_refused() {
     );
 }
 
-#[test]
-fn syntax_errors_are_refused() {
-    let srv = Server::start("syntax");
+fn syntax_errors_are_refused(model: Model) {
+    let srv = Server::start(model, "syntax");
     run_cases(
         &srv,
         &[
@@ -268,9 +278,8 @@ fn syntax_errors_are_refused() {
     );
 }
 
-#[test]
-fn size_limits_give_414_431_413() {
-    let srv = Server::start("limits");
+fn size_limits_give_414_431_413(model: Model) {
+    let srv = Server::start(model, "limits");
     let long_target = format!("/{}", "a".repeat(9000));
     let big_fields: String = (0..40)
         .map(|i| format!("X-Big-{i}: {}\r\n", "b".repeat(1000)))
@@ -316,9 +325,8 @@ fn size_limits_give_414_431_413() {
     assert_eq!(r.body, body);
 }
 
-#[test]
-fn small_max_body_gives_413_for_length_and_chunked_bodies() {
-    let srv = Builder::new("maxbody")
+fn small_max_body_gives_413_for_length_and_chunked_bodies(model: Model) {
+    let srv = Builder::new(model, "maxbody")
         .config("[limits]\nmax_body = 100\n")
         .start();
     run_cases(
@@ -356,9 +364,8 @@ fn small_max_body_gives_413_for_length_and_chunked_bodies() {
     assert_eq!((r.status, r.body.len()), (200, 100));
 }
 
-#[test]
-fn malformed_chunked_bodies_give_400() {
-    let srv = Server::start("badchunk");
+fn malformed_chunked_bodies_give_400(model: Model) {
+    let srv = Server::start(model, "badchunk");
     let te = "Transfer-Encoding: chunked\r\n";
     run_cases(
         &srv,
@@ -406,9 +413,8 @@ fn malformed_chunked_bodies_give_400() {
 /// POST refused with 405) used to have its 200/405 sent even though the body it left unread
 /// was malformed chunked data; the request is invalid and must get 400 (found by llhttp's
 /// "Chunk data not terminated by CRLF" and "Chunk header not terminated by CRLF").
-#[test]
-fn unread_malformed_chunked_body_gives_400_not_the_handlers_status() {
-    let srv = Server::start("unread-badchunk");
+fn unread_malformed_chunked_body_gives_400_not_the_handlers_status(model: Model) {
+    let srv = Server::start(model, "unread-badchunk");
     let te = "Transfer-Encoding: chunked\r\n";
     let get = |body: &[u8]| {
         let mut v = format!("GET / HTTP/1.1\r\nHost: x\r\n{te}\r\n").into_bytes();
@@ -454,9 +460,8 @@ fn unread_malformed_chunked_body_gives_400_not_the_handlers_status() {
 /// A chunk whose size line alone takes the body over `limits.max_body` is refused at that line
 /// (as nginx does), not once the client has sent that much: a client announcing a huge chunk
 /// and trickling it gets its 413 at once. Also when the chunks before it were within the limit.
-#[test]
-fn a_chunk_size_over_max_body_is_refused_at_its_size_line() {
-    let srv = Builder::new("chunk-size-over")
+fn a_chunk_size_over_max_body_is_refused_at_its_size_line(model: Model) {
+    let srv = Builder::new(model, "chunk-size-over")
         .config("[limits]\nmax_body = 100\n")
         .start();
     for (what, body) in [
@@ -491,9 +496,8 @@ fn a_chunk_size_over_max_body_is_refused_at_its_size_line() {
 }
 
 /// The same for a body over `limits.max_body` that the handler did not read.
-#[test]
-fn unread_chunked_body_over_max_body_gives_413() {
-    let srv = Builder::new("unread-toolarge")
+fn unread_chunked_body_over_max_body_gives_413(model: Model) {
+    let srv = Builder::new(model, "unread-toolarge")
         .config("[limits]\nmax_body = 100\n")
         .start();
     let mut raw = b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
@@ -504,9 +508,8 @@ fn unread_chunked_body_over_max_body_gives_413() {
     srv.assert_alive();
 }
 
-#[test]
-fn unknown_method_gives_501_and_post_to_a_file_gives_405_with_allow() {
-    let srv = Server::start("methods");
+fn unknown_method_gives_501_and_post_to_a_file_gives_405_with_allow(model: Model) {
+    let srv = Server::start(model, "methods");
     let r = srv.send(b"FOO / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(r.status, 501, "{r:?}");
     srv.assert_alive();

@@ -7,7 +7,13 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crate::common::{Conn, Server};
+use crate::common::{Conn, Model, Server};
+
+per_model! {
+    except fiber_nocache:
+    a_post_in_two_writes_is_answered_without_a_delayed_ack_wait,
+    the_server_sets_tcp_nodelay_on_accepted_connections,
+}
 
 /// The pause between the two writes (the client's own work between them).
 pub const PAUSE: Duration = Duration::from_millis(5);
@@ -42,9 +48,8 @@ fn two_write_posts(srv: &Server, head: &[u8], body: &[u8], tries: usize) -> Vec<
     times
 }
 
-#[test]
-fn a_post_in_two_writes_is_answered_without_a_delayed_ack_wait() {
-    let srv = Server::start("nodelay-echo");
+fn a_post_in_two_writes_is_answered_without_a_delayed_ack_wait(model: Model) {
+    let srv = Server::start(model, "nodelay-echo");
     let body = paper_body();
     // The paper's ten header lines.
     let head = format!(
@@ -129,10 +134,9 @@ fn server_side_socket(srv: &Server, client_port: u16) -> Option<std::os::fd::Own
     None
 }
 
-#[test]
-fn the_server_sets_tcp_nodelay_on_accepted_connections() {
+fn the_server_sets_tcp_nodelay_on_accepted_connections(model: Model) {
     use std::os::fd::AsRawFd;
-    let srv = Server::start("nodelay-sockopt");
+    let srv = Server::start(model, "nodelay-sockopt");
     let mut c = Conn::connect(srv.addr);
     c.send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(c.read_response().expect("echo").status, 200);

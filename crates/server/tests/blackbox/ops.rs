@@ -2,7 +2,18 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{model_name, Builder, Launch};
+use crate::common::{Builder, Launch, Model};
+
+per_model! {
+    except fiber_nocache:
+    check_prints_the_effective_configuration_and_exits_0_or_1,
+    a_second_server_on_a_port_in_use_fails_at_start_whatever_the_threads,
+    sample_files_are_generated_only_into_the_sample_site,
+    text_types_are_declared_utf8_and_others_are_not,
+    health_answers_ok_then_503_once_the_drain_has_begun,
+    health_is_answered_to_any_client_and_logged_when_asked,
+    metrics_report_the_process_the_build_and_each_status_code,
+}
 
 /// Runs `weft ARGS` to its end (killed after `limit`: a server that started instead of
 /// failing); returns its exit code (`None` if it had to be killed) and its stderr.
@@ -21,9 +32,8 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-#[test]
-fn check_prints_the_effective_configuration_and_exits_0_or_1() {
-    let site = Builder::new("check").no_echo();
+fn check_prints_the_effective_configuration_and_exits_0_or_1(model: Model) {
+    let site = Builder::new(model, "check").no_echo();
     let root = site.dir().join("root").display().to_string();
     let conf = site.dir().join("weft.toml");
     std::fs::write(
@@ -32,7 +42,7 @@ fn check_prints_the_effective_configuration_and_exits_0_or_1() {
     )
     .unwrap();
     let conf = conf.display().to_string();
-    let listen = format!("127.0.0.1:0={}", model_name());
+    let listen = format!("127.0.0.1:0={}", model.name);
     let limit = Duration::from_secs(20);
 
     let (code, out, err) = run_weft_out(
@@ -47,7 +57,7 @@ fn check_prints_the_effective_configuration_and_exits_0_or_1() {
     assert!(out.contains("keepalive = \"5s\""), "{out}");
     assert!(out.contains(&format!("root = \"{root}\"")), "{out}");
     assert!(
-        out.contains(&format!("model = \"{}\"", model_name())),
+        out.contains(&format!("model = \"{}\"", model.name)),
         "{out}"
     );
     assert!(out.contains("header_read = \"60s\""), "{out}");
@@ -58,7 +68,7 @@ fn check_prints_the_effective_configuration_and_exits_0_or_1() {
 
     // A missing root, and a port another process listens on: both named, exit 1.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let busy = format!("{}={}", taken.local_addr().unwrap(), model_name());
+    let busy = format!("{}={}", taken.local_addr().unwrap(), model.name);
     let (code, _, err) = run_weft_out(
         &strings(&["check", "--root", "/nonexistent/weft", "--listen", &busy]),
         limit,
@@ -80,27 +90,21 @@ fn check_prints_the_effective_configuration_and_exits_0_or_1() {
     let _ = std::fs::remove_dir_all(site.dir());
 }
 
-#[test]
-fn a_second_server_on_a_port_in_use_fails_at_start_whatever_the_threads() {
+fn a_second_server_on_a_port_in_use_fails_at_start_whatever_the_threads(model: Model) {
     for threads in ["1", "2", "4"] {
-        let first = Builder::new("port-first")
+        let first = Builder::new(model, "port-first")
             .args(&["--threads", threads])
             .start();
         let mut args: Vec<String> = vec![
             "serve".into(),
             "--listen".into(),
-            format!("{}={}", first.addr, model_name()),
+            format!("{}={}", first.addr, model.name),
             "--threads".into(),
             threads.into(),
             "--root".into(),
             first.dir().join("root").display().to_string(),
         ];
-        args.extend(
-            crate::MODEL
-                .split_ascii_whitespace()
-                .skip(1)
-                .map(String::from),
-        );
+        args.extend(model.args.iter().map(|a| a.to_string()));
         let (code, err) = run_weft(&args, Duration::from_secs(10));
         assert_eq!(
             code,
@@ -113,15 +117,14 @@ fn a_second_server_on_a_port_in_use_fails_at_start_whatever_the_threads() {
     }
 }
 
-#[test]
-fn sample_files_are_generated_only_into_the_sample_site() {
-    let user = Builder::new("user-site").no_echo().start();
+fn sample_files_are_generated_only_into_the_sample_site(model: Model) {
+    let user = Builder::new(model, "user-site").no_echo().start();
     user.assert_alive();
     assert!(!user.dir().join("root/changes.html").exists());
     assert!(!user.dir().join("root/files").exists());
     assert_eq!(user.get("/echo").status, 404);
 
-    let sample = Builder::new("sample-site")
+    let sample = Builder::new(model, "sample-site")
         .no_echo()
         .file(".weft-sample-site", b"marker\n")
         .start();
@@ -134,9 +137,8 @@ fn sample_files_are_generated_only_into_the_sample_site() {
     assert_eq!(sample.get("/.weft-sample-site").status, 403);
 }
 
-#[test]
-fn text_types_are_declared_utf8_and_others_are_not() {
-    let srv = Builder::new("charset")
+fn text_types_are_declared_utf8_and_others_are_not(model: Model) {
+    let srv = Builder::new(model, "charset")
         .file("a.txt", "héllo\n".as_bytes())
         .file("a.css", b"p{}")
         .file("a.bin", b"\x00\x01")
@@ -152,16 +154,15 @@ fn text_types_are_declared_utf8_and_others_are_not() {
         let r = srv.get("/a.bin");
         assert_eq!(r.header("Content-Type"), Some("application/octet-stream"));
     }
-    let off = Builder::new("charset-off")
+    let off = Builder::new(model, "charset-off")
         .config("[static_files]\ncharset = \"\"\n")
         .start();
     assert_eq!(off.get("/").header("Content-Type"), Some("text/html"));
 }
 
-#[test]
-fn health_answers_ok_then_503_once_the_drain_has_begun() {
+fn health_answers_ok_then_503_once_the_drain_has_begun(model: Model) {
     let log = crate::common::unique_dir("health-log").join("access.log");
-    let mut srv = Builder::new("health")
+    let mut srv = Builder::new(model, "health")
         .args(&["--health", "/healthz"])
         .args(&["--access-log", &log.display().to_string()])
         .config("[timeouts]\nshutdown_grace = \"8s\"\n")
@@ -198,10 +199,9 @@ fn health_answers_ok_then_503_once_the_drain_has_begun() {
     let _ = std::fs::remove_dir_all(log.parent().unwrap());
 }
 
-#[test]
-fn health_is_answered_to_any_client_and_logged_when_asked() {
+fn health_is_answered_to_any_client_and_logged_when_asked(model: Model) {
     let log = crate::common::unique_dir("health-log2").join("access.log");
-    let srv = Builder::new("health-log")
+    let srv = Builder::new(model, "health-log")
         .args(&["--access-log", &log.display().to_string()])
         // status.allow admits nobody: the health check does not depend on it.
         .config("[health]\npath = \"/up\"\nlog = true\n[status]\nenabled = true\nallow = [\"10.9.9.9/32\"]\n")
@@ -221,9 +221,8 @@ fn health_is_answered_to_any_client_and_logged_when_asked() {
     let _ = std::fs::remove_dir_all(log.parent().unwrap());
 }
 
-#[test]
-fn metrics_report_the_process_the_build_and_each_status_code() {
-    let srv = Builder::new("metrics").args(&["--status"]).start();
+fn metrics_report_the_process_the_build_and_each_status_code(model: Model) {
+    let srv = Builder::new(model, "metrics").args(&["--status"]).start();
     assert_eq!(srv.get("/").status, 200);
     assert_eq!(srv.get("/missing").status, 404);
     assert_eq!(srv.get("/missing-too").status, 404);

@@ -11,10 +11,35 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::common::{chunked, find, model_name, Builder, Conn, Server};
+use crate::common::{chunked, find, Builder, Conn, Model, Server};
+
+per_model! {
+    except fiber_nocache:
+    forwarded_head_has_no_hop_by_hop_fields_and_gains_forwarding_fields,
+    host_upstream_mode_and_http10_client,
+    post_bodies_go_upstream_with_exactly_one_framing_field,
+    chunked_and_close_delimited_responses_are_relayed,
+    weft_upstream_serves_files_head_and_echo,
+    python_http_server_upstream,
+    pooled_upstream_connections_are_reused,
+    upstream_that_closes_after_each_response_is_reconnected,
+    dead_pooled_connection_is_retried_only_for_idempotent_requests_without_body,
+    upstream_that_never_completes_the_handshake_is_504,
+    unreachable_or_malformed_upstream_is_502,
+    silent_upstream_is_504,
+    fallback_forwards_what_is_not_a_file,
+    trace_is_refused_and_not_forwarded,
+    preconditions_are_forwarded_for_the_upstream_to_evaluate,
+    dot_segments_cannot_leave_a_prefix,
+    hundred_megabytes_download_streams_through,
+    hundred_megabytes_upload_streams_through,
+    an_absolute_form_authority_replaces_host_upstream,
+    request_buffering_keeps_bad_bodies_from_the_upstream,
+    idle_pooled_connections_close_on_time_without_another_request,
+    a_response_the_upstream_cuts_is_logged_with_the_bytes_sent,
+}
 
 /// How long an upstream connection waits for its next request (bounds every test thread).
 const UPSTREAM_IDLE: Duration = Duration::from_secs(10);
@@ -161,7 +186,7 @@ impl UpConn {
     fn hold(&mut self) {
         let end = Instant::now() + UPSTREAM_IDLE;
         while !self.stop.load(SeqCst) && Instant::now() < end {
-            thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -184,7 +209,7 @@ impl Upstream {
         let stop = Arc::new(AtomicBool::new(false));
         let handler: Arc<Handler> = Arc::new(handler);
         let (count, stopped) = (accepts.clone(), stop.clone());
-        thread::spawn(move || {
+        std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stopped.load(SeqCst) {
                     break;
@@ -192,7 +217,7 @@ impl Upstream {
                 let Ok(stream) = stream else { continue };
                 count.fetch_add(1, SeqCst);
                 let (handler, stop) = (handler.clone(), stopped.clone());
-                thread::spawn(move || {
+                std::thread::spawn(move || {
                     let _ = stream.set_read_timeout(Some(UPSTREAM_IDLE));
                     let _ = stream.set_write_timeout(Some(UPSTREAM_IDLE));
                     let mut c = UpConn {
@@ -263,15 +288,15 @@ fn echoed(body: &[u8]) -> (Head, Vec<u8>) {
 }
 
 /// A proxy server with `/up/` forwarded to `upstream` through `--proxy`.
-fn proxy_to(name: &str, upstream: &str) -> Server {
-    Builder::new(name)
+fn proxy_to(model: Model, name: &str, upstream: &str) -> Server {
+    Builder::new(model, name)
         .args(&["--proxy", &format!("/up/=http://{upstream}")])
         .start()
 }
 
 /// A proxy server whose config holds `[[proxy]] prefix = "/up/"` with `extra` keys.
-fn proxy_config(name: &str, upstream: &str, extra: &str) -> Server {
-    Builder::new(name)
+fn proxy_config(model: Model, name: &str, upstream: &str, extra: &str) -> Server {
+    Builder::new(model, name)
         .config(&format!(
             "[[proxy]]\nprefix = \"/up/\"\nupstream = \"http://{upstream}\"\n{extra}\n"
         ))
@@ -284,10 +309,9 @@ fn closed_addr() -> SocketAddr {
     l.local_addr().unwrap()
 }
 
-#[test]
-fn forwarded_head_has_no_hop_by_hop_fields_and_gains_forwarding_fields() {
+fn forwarded_head_has_no_hop_by_hop_fields_and_gains_forwarding_fields(model: Model) {
     let up = Upstream::echo();
-    let s = proxy_to("proxy-headers", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-headers", &up.addr.to_string());
     let r = s.send(
         b"GET /up/path?q=1&r=%20 HTTP/1.1\r\nHost: front.example:8080\r\n\
           Connection: keep-alive, X-Req-Hop\r\nX-Req-Hop: drop me\r\nKeep-Alive: 300\r\n\
@@ -341,10 +365,14 @@ fn forwarded_head_has_no_hop_by_hop_fields_and_gains_forwarding_fields() {
     assert_eq!(r.header_count("Content-Length"), 1);
 }
 
-#[test]
-fn host_upstream_mode_and_http10_client() {
+fn host_upstream_mode_and_http10_client(model: Model) {
     let up = Upstream::echo();
-    let s = proxy_config("proxy-host", &up.addr.to_string(), "host = \"upstream\"");
+    let s = proxy_config(
+        model,
+        "proxy-host",
+        &up.addr.to_string(),
+        "host = \"upstream\"",
+    );
     let r = s.get("/up/x");
     let (fwd, _) = echoed(&r.body);
     assert_eq!(fwd.header("Host"), Some(up.addr.to_string().as_str()));
@@ -359,10 +387,9 @@ fn host_upstream_mode_and_http10_client() {
     assert_eq!(fwd.count("X-Forwarded-Host"), 0);
 }
 
-#[test]
-fn post_bodies_go_upstream_with_exactly_one_framing_field() {
+fn post_bodies_go_upstream_with_exactly_one_framing_field(model: Model) {
     let up = Upstream::echo();
-    let s = proxy_to("proxy-post", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-post", &up.addr.to_string());
     let data: Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
 
     let mut req = format!(
@@ -408,6 +435,7 @@ fn post_bodies_go_upstream_with_exactly_one_framing_field() {
     assert!(body == data, "chunked body changed on the way");
     // Streamed (request_buffering = false): chunked in, chunked out, never both framings.
     let streaming = proxy_config(
+        model,
         "proxy-post-stream",
         &up.addr.to_string(),
         "request_buffering = false",
@@ -442,8 +470,7 @@ fn post_bodies_go_upstream_with_exactly_one_framing_field() {
     assert_eq!(up.accepts(), before);
 }
 
-#[test]
-fn chunked_and_close_delimited_responses_are_relayed() {
+fn chunked_and_close_delimited_responses_are_relayed(model: Model) {
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
     let body = data.clone();
     let up = Upstream::start(move |c, head| {
@@ -457,7 +484,7 @@ fn chunked_and_close_delimited_responses_are_relayed() {
         out.extend_from_slice(&chunked(&body, 10_000));
         c.write(&out)
     });
-    let s = proxy_to("proxy-chunked", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-chunked", &up.addr.to_string());
     let r = s.get("/up/chunked");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("Transfer-Encoding"), Some("chunked"));
@@ -472,14 +499,13 @@ fn chunked_and_close_delimited_responses_are_relayed() {
     assert!(r.body == data);
 }
 
-#[test]
-fn weft_upstream_serves_files_head_and_echo() {
+fn weft_upstream_serves_files_head_and_echo(model: Model) {
     let file: Vec<u8> = (0..100_000u32).map(|i| (i % 199) as u8).collect();
-    let upstream = Builder::new("proxy-weft-up")
+    let upstream = Builder::new(model, "proxy-weft-up")
         .file("up/file.bin", &file)
         .start();
     // The proxy's own echo is unmounted so that /echo goes to the upstream's.
-    let s = Builder::new("proxy-weft")
+    let s = Builder::new(model, "proxy-weft")
         .config(&format!(
             "[echo]\npath = \"\"\n[[proxy]]\nprefix = \"/up/\"\nupstream = \"http://{0}\"\n\
              [[proxy]]\nprefix = \"/echo\"\nupstream = \"http://{0}\"\n",
@@ -558,7 +584,7 @@ fn python_http_server(py: &Path, dir: &Path) -> (Killed, SocketAddr) {
     let out = child.stdout.take().unwrap();
     let child = Killed(child);
     let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
+    std::thread::spawn(move || {
         // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
         for line in BufReader::new(out).lines() {
             let Ok(line) = line else { break };
@@ -577,13 +603,12 @@ fn python_http_server(py: &Path, dir: &Path) -> (Killed, SocketAddr) {
     (child, SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
-#[test]
-fn python_http_server_upstream() {
+fn python_http_server_upstream(model: Model) {
     let Some(py) = python3() else {
         eprintln!("python3 not found: skipping the http.server upstream test");
         return;
     };
-    let b = Builder::new("proxy-python");
+    let b = Builder::new(model, "proxy-python");
     let docs = b.dir().join("python-docs");
     std::fs::create_dir_all(docs.join("up")).unwrap();
     let file: Vec<u8> = (0..200_000u32).map(|i| (i % 97) as u8 + 32).collect();
@@ -614,10 +639,9 @@ fn python_http_server_upstream() {
     assert_eq!(c.read_response().unwrap().status, 501);
 }
 
-#[test]
-fn pooled_upstream_connections_are_reused() {
+fn pooled_upstream_connections_are_reused(model: Model) {
     let up = Upstream::echo();
-    let s = proxy_to("proxy-pool", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-pool", &up.addr.to_string());
     const N: usize = 20;
     let mut c = s.connect();
     for i in 0..N {
@@ -627,7 +651,7 @@ fn pooled_upstream_connections_are_reused() {
         assert!(r.text().starts_with(&format!("GET /up/{i} HTTP/1.1")));
     }
     // The process model has one process, hence one pool, per client connection.
-    if model_name() != "process" {
+    if model.name != "process" {
         for i in 0..N {
             let r = s.get(&format!("/up/fresh{i}"));
             assert_eq!(r.status, 200);
@@ -640,8 +664,7 @@ fn pooled_upstream_connections_are_reused() {
     );
 }
 
-#[test]
-fn upstream_that_closes_after_each_response_is_reconnected() {
+fn upstream_that_closes_after_each_response_is_reconnected(model: Model) {
     // Keep-alive by the headers, closed right after: the pooled connection is dead when the
     // next request comes, which must still be answered.
     let up = Upstream::start(|c, head| {
@@ -649,13 +672,13 @@ fn upstream_that_closes_after_each_response_is_reconnected() {
         c.ok("", head.line.as_bytes());
         false
     });
-    let s = proxy_to("proxy-reconnect", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-reconnect", &up.addr.to_string());
     let mut c = s.connect();
     for i in 0..5 {
         c.send(format!("GET /up/{i} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
         let r = c.read_response().unwrap();
         assert_eq!((r.status, r.text()), (200, format!("GET /up/{i} HTTP/1.1")));
-        thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20));
     }
     c.send(b"POST /up/p HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
     let r = c.read_response().unwrap();
@@ -663,15 +686,14 @@ fn upstream_that_closes_after_each_response_is_reconnected() {
     assert_eq!(up.accepts(), 6);
 }
 
-#[test]
-fn dead_pooled_connection_is_retried_only_for_idempotent_requests_without_body() {
+fn dead_pooled_connection_is_retried_only_for_idempotent_requests_without_body(model: Model) {
     // Each connection answers its first request and then drops the next one unanswered, as
     // an upstream closing an idle connection just when a request arrives would.
     let up = Upstream::start(|c, head| {
         c.read_body_vec(head);
         c.served == 0 && c.ok("", head.line.as_bytes())
     });
-    let s = proxy_to("proxy-retry", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-retry", &up.addr.to_string());
     let mut c = s.connect();
     c.send(b"GET /up/a HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(c.read_response().unwrap().text(), "GET /up/a HTTP/1.1");
@@ -686,8 +708,7 @@ fn dead_pooled_connection_is_retried_only_for_idempotent_requests_without_body()
     assert_eq!(up.accepts(), 2);
 }
 
-#[test]
-fn upstream_that_never_completes_the_handshake_is_504() {
+fn upstream_that_never_completes_the_handshake_is_504(model: Model) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     // SAFETY: listen(2) on a socket this test owns; it only shrinks the accept queue (to one
@@ -703,6 +724,7 @@ fn upstream_that_never_completes_the_handshake_is_504() {
         return;
     }
     let s = proxy_config(
+        model,
         "proxy-connect-504",
         &addr.to_string(),
         "connect_timeout = \"300ms\"",
@@ -713,9 +735,8 @@ fn upstream_that_never_completes_the_handshake_is_504() {
     drop(fillers);
 }
 
-#[test]
-fn unreachable_or_malformed_upstream_is_502() {
-    let s = proxy_to("proxy-502", &closed_addr().to_string());
+fn unreachable_or_malformed_upstream_is_502(model: Model) {
+    let s = proxy_to(model, "proxy-502", &closed_addr().to_string());
     let r = s.get("/up/x");
     assert_eq!(r.status, 502);
     s.assert_alive();
@@ -733,19 +754,19 @@ fn unreachable_or_malformed_upstream_is_502() {
             let _ = c.write(bad);
             false
         });
-        let s = proxy_to("proxy-bad-upstream", &up.addr.to_string());
+        let s = proxy_to(model, "proxy-bad-upstream", &up.addr.to_string());
         let r = s.get("/up/x");
         assert_eq!(r.status, 502, "{:?}", String::from_utf8_lossy(bad));
     }
 }
 
-#[test]
-fn silent_upstream_is_504() {
+fn silent_upstream_is_504(model: Model) {
     let up = Upstream::start(|c, _| {
         c.hold();
         false
     });
     let s = proxy_config(
+        model,
         "proxy-504",
         &up.addr.to_string(),
         "read_timeout = \"300ms\"",
@@ -756,10 +777,9 @@ fn silent_upstream_is_504() {
     s.assert_alive();
 }
 
-#[test]
-fn fallback_forwards_what_is_not_a_file() {
+fn fallback_forwards_what_is_not_a_file(model: Model) {
     let up = Upstream::echo();
-    let s = Builder::new("proxy-fallback")
+    let s = Builder::new(model, "proxy-fallback")
         .file("static.txt", b"static\n")
         .args(&["--proxy", &format!("*=http://{}", up.addr)])
         .start();
@@ -783,10 +803,9 @@ fn fallback_forwards_what_is_not_a_file() {
 /// TRACE is answered 405 by the proxy, as nginx does, and never reaches the upstream: an
 /// upstream that answers it would echo the request back with the credentials a browser
 /// attached to it (cross-site tracing). Both forms of mount: a prefix and the fallback.
-#[test]
-fn trace_is_refused_and_not_forwarded() {
+fn trace_is_refused_and_not_forwarded(model: Model) {
     let up = Upstream::echo();
-    let s = Builder::new("proxy-trace")
+    let s = Builder::new(model, "proxy-trace")
         .args(&["--proxy", &format!("/up/=http://{}", up.addr)])
         .args(&["--proxy", &format!("*=http://{}", up.addr)])
         .start();
@@ -811,10 +830,9 @@ fn trace_is_refused_and_not_forwarded() {
 /// Preconditions belong to the origin server (RFC 9110 §13.2.1): a proxied request reaches the
 /// upstream with its precondition fields as sent and weft evaluates none of them, while a file
 /// weft serves itself answers them (412 here).
-#[test]
-fn preconditions_are_forwarded_for_the_upstream_to_evaluate() {
+fn preconditions_are_forwarded_for_the_upstream_to_evaluate(model: Model) {
     let up = Upstream::echo();
-    let s = Builder::new("proxy-preconditions")
+    let s = Builder::new(model, "proxy-preconditions")
         .file("static.txt", b"static\n")
         .args(&["--proxy", &format!("*=http://{}", up.addr)])
         .start();
@@ -846,10 +864,9 @@ fn preconditions_are_forwarded_for_the_upstream_to_evaluate() {
     assert_eq!(r.status, 412, "{r:?}");
 }
 
-#[test]
-fn dot_segments_cannot_leave_a_prefix() {
+fn dot_segments_cannot_leave_a_prefix(model: Model) {
     let up = Upstream::echo();
-    let s = proxy_to("proxy-dots", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-dots", &up.addr.to_string());
     for path in ["/up/../index.html", "/up/%2e%2e/index.html"] {
         let r = s.get(path);
         // Served (or refused) locally: `/index.html` is not under `/up/`.
@@ -875,7 +892,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 /// The process serving the test's one open connection: the server itself, or on the process
 /// model its connection process (a child of the master, itself the server's child).
 fn serving_pid(s: &Server) -> u32 {
-    if model_name() != "process" {
+    if s.model.name != "process" {
         return s.pid();
     }
     let parent_of = |pid: u32| -> Option<u32> {
@@ -949,8 +966,7 @@ fn pattern_sum(len: u64) -> u64 {
     full * (0..251u64).sum::<u64>() + (0..len % 251).sum::<u64>()
 }
 
-#[test]
-fn hundred_megabytes_download_streams_through() {
+fn hundred_megabytes_download_streams_through(model: Model) {
     let up = Upstream::start(|c, head| {
         c.read_body_vec(head);
         let len: u64 = head
@@ -974,7 +990,7 @@ fn hundred_megabytes_download_streams_through() {
         }
         true
     });
-    let s = proxy_to("proxy-download", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-download", &up.addr.to_string());
     let mut c = s.connect();
     // A first megabyte warms the connection's buffers up before the measurement.
     c.send(b"GET /up/1048576 HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -994,8 +1010,7 @@ fn hundred_megabytes_download_streams_through() {
     );
 }
 
-#[test]
-fn hundred_megabytes_upload_streams_through() {
+fn hundred_megabytes_upload_streams_through(model: Model) {
     let up = Upstream::start(|c, head| {
         let mut sum = 0u64;
         let n = c.read_body(head, &mut |b| {
@@ -1004,6 +1019,7 @@ fn hundred_megabytes_upload_streams_through() {
         c.ok("", format!("{n} {sum}").as_bytes())
     });
     let s = proxy_config(
+        model,
         "proxy-upload",
         &up.addr.to_string(),
         // Streamed, not buffered (request_buffering would hold all of it in memory).
@@ -1047,11 +1063,10 @@ fn hundred_megabytes_upload_streams_through() {
     );
 }
 
-#[test]
-fn an_absolute_form_authority_replaces_host_upstream() {
+fn an_absolute_form_authority_replaces_host_upstream(model: Model) {
     // RFC 9112 §3.2.2: `GET http://other/x` with `Host: a` is a request for `other`.
     let up = Upstream::echo();
-    let s = proxy_to("proxy-absolute", &up.addr.to_string());
+    let s = proxy_to(model, "proxy-absolute", &up.addr.to_string());
     let r = s.send(
         b"GET http://other.example:8080/up/x?q=1 HTTP/1.1\r\nHost: a.example\r\n\
           Connection: close\r\n\r\n",
@@ -1065,6 +1080,7 @@ fn an_absolute_form_authority_replaces_host_upstream() {
     // host = "upstream": the upstream's authority goes as Host, the request's host as
     // X-Forwarded-Host.
     let s = proxy_config(
+        model,
         "proxy-absolute-up",
         &up.addr.to_string(),
         "host = \"upstream\"",
@@ -1082,10 +1098,10 @@ fn an_absolute_form_authority_replaces_host_upstream() {
     assert_eq!(up.accepts(), before);
 }
 
-#[test]
-fn request_buffering_keeps_bad_bodies_from_the_upstream() {
+fn request_buffering_keeps_bad_bodies_from_the_upstream(model: Model) {
     let up = Upstream::echo();
     let s = proxy_config(
+        model,
         "proxy-buffering",
         &up.addr.to_string(),
         "[limits]\nmax_body = 1000\n[timeouts]\nmin_rate_grace = \"1s\"\nbody_min_rate = 100\n",
@@ -1128,12 +1144,11 @@ fn request_buffering_keeps_bad_bodies_from_the_upstream() {
 /// An idle pooled upstream connection is closed once `idle_timeout` has passed, whether or not
 /// another request comes (as nginx's upstream `keepalive_timeout`), so the upstream is not left
 /// holding it, nor the proxy a connection the upstream closed.
-#[test]
-fn idle_pooled_connections_close_on_time_without_another_request() {
+fn idle_pooled_connections_close_on_time_without_another_request(model: Model) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
+    std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         // One request, answered keep-alive.
@@ -1155,6 +1170,7 @@ fn idle_pooled_connections_close_on_time_without_another_request() {
         let _ = tx.send((end.map_err(|e| e.kind()), answered.elapsed()));
     });
     let s = proxy_config(
+        model,
         "proxy-idle-close",
         &addr.to_string(),
         "idle_timeout = \"1s\"",
@@ -1164,7 +1180,7 @@ fn idle_pooled_connections_close_on_time_without_another_request() {
     let (end, after) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(end, Ok(0), "not closed by the proxy (after {after:?})");
     // A process-model connection process takes its pool with it when its client leaves.
-    let kept = model_name() != "process";
+    let kept = model.name != "process";
     assert!(
         (!kept || after >= Duration::from_millis(900)) && after < Duration::from_secs(8),
         "closed {after:?} after the answer (idle_timeout 1 s)"
@@ -1173,11 +1189,10 @@ fn idle_pooled_connections_close_on_time_without_another_request() {
 
 /// An upstream that ends a response early: the client's body is cut (never presented as
 /// whole) and the access log has the body bytes that went out, as nginx's.
-#[test]
-fn a_response_the_upstream_cuts_is_logged_with_the_bytes_sent() {
+fn a_response_the_upstream_cuts_is_logged_with_the_bytes_sent(model: Model) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    thread::spawn(move || {
+    std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let mut head = Vec::new();
         let mut b = [0u8; 1];
@@ -1191,7 +1206,7 @@ fn a_response_the_upstream_cuts_is_logged_with_the_bytes_sent() {
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
         let _ = s.write_all(&[b'x'; 30_000]);
     });
-    let b = Builder::new("proxy-cut-log");
+    let b = Builder::new(model, "proxy-cut-log");
     let log = b.dir().join("access.log");
     let mut srv = b
         .config(&format!(

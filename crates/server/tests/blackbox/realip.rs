@@ -11,15 +11,26 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::common::{Builder, Conn, ReadError, Server};
+use crate::common::{Builder, Conn, Model, ReadError, Server};
+
+per_model! {
+    except fiber_nocache:
+    proxy_protocol_v1_address_reaches_cgi_status_allow_and_the_access_log,
+    proxy_protocol_v2_ipv4_ipv6_and_local,
+    a_connection_without_or_with_a_bad_proxy_header_is_closed_and_logged,
+    a_proxy_header_that_never_completes_times_out,
+    real_ip_from_trusts_the_rightmost_untrusted_forwarded_address,
+    an_untrusted_peer_cannot_forge_its_address,
+    the_reverse_proxy_forwards_the_real_address,
+}
 
 /// Prints the client address variables.
 const ADDR_SH: &str = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n\
                        echo \"$REMOTE_ADDR $REMOTE_PORT\"\n";
 
 /// A server with `/cgi-bin/addr.sh`, the status pages and an access log, started with `args`.
-fn start(name: &str, args: &[&str]) -> (Server, PathBuf) {
-    let b = Builder::new(name);
+fn start(model: Model, name: &str, args: &[&str]) -> (Server, PathBuf) {
+    let b = Builder::new(model, name);
     let cgi = b.dir().join("cgi");
     fs::create_dir_all(&cgi).unwrap();
     let script = cgi.join("addr.sh");
@@ -80,9 +91,8 @@ fn v2(fam: u8, cmd: u8, body: &[u8]) -> Vec<u8> {
     h
 }
 
-#[test]
-fn proxy_protocol_v1_address_reaches_cgi_status_allow_and_the_access_log() {
-    let (srv, log) = start("pp-v1", &["--proxy-protocol"]);
+fn proxy_protocol_v1_address_reaches_cgi_status_allow_and_the_access_log(model: Model) {
+    let (srv, log) = start(model, "pp-v1", &["--proxy-protocol"]);
     let r = exchange(
         &srv,
         b"PROXY TCP4 203.0.113.7 127.0.0.1 4242 80\r\n\
@@ -125,9 +135,8 @@ fn proxy_protocol_v1_address_reaches_cgi_status_allow_and_the_access_log() {
     );
 }
 
-#[test]
-fn proxy_protocol_v2_ipv4_ipv6_and_local() {
-    let (srv, _log) = start("pp-v2", &["--proxy-protocol"]);
+fn proxy_protocol_v2_ipv4_ipv6_and_local(model: Model) {
+    let (srv, _log) = start(model, "pp-v2", &["--proxy-protocol"]);
     let get = b"GET /cgi-bin/addr.sh HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
     let mut raw = v2(
         0x11,
@@ -159,9 +168,8 @@ fn proxy_protocol_v2_ipv4_ipv6_and_local() {
     assert!(r.text().starts_with("127.0.0.1 "), "{r:?}");
 }
 
-#[test]
-fn a_connection_without_or_with_a_bad_proxy_header_is_closed_and_logged() {
-    let (srv, _log) = start("pp-bad", &["--proxy-protocol"]);
+fn a_connection_without_or_with_a_bad_proxy_header_is_closed_and_logged(model: Model) {
+    let (srv, _log) = start(model, "pp-bad", &["--proxy-protocol"]);
     let r = exchange(&srv, b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     assert!(matches!(r, Err(ReadError::Closed)), "{r:?}");
     assert!(
@@ -188,9 +196,8 @@ fn a_connection_without_or_with_a_bad_proxy_header_is_closed_and_logged() {
     assert_eq!(r.status, 200);
 }
 
-#[test]
-fn a_proxy_header_that_never_completes_times_out() {
-    let b = Builder::new("pp-timeout").config("[timeouts]\nheader_read = \"300ms\"\n");
+fn a_proxy_header_that_never_completes_times_out(model: Model) {
+    let b = Builder::new(model, "pp-timeout").config("[timeouts]\nheader_read = \"300ms\"\n");
     let srv = b.args(&["--proxy-protocol"]).start();
     let mut c = Conn::connect(srv.addr);
     c.send(b"PROXY TCP4 1.2.3.4");
@@ -198,9 +205,12 @@ fn a_proxy_header_that_never_completes_times_out() {
     assert!(error_logged(&srv, "no PROXY header"), "{}", srv.log());
 }
 
-#[test]
-fn real_ip_from_trusts_the_rightmost_untrusted_forwarded_address() {
-    let (srv, log) = start("realip-xff", &["--real-ip-from", "127.0.0.0/8,10.0.0.0/8"]);
+fn real_ip_from_trusts_the_rightmost_untrusted_forwarded_address(model: Model) {
+    let (srv, log) = start(
+        model,
+        "realip-xff",
+        &["--real-ip-from", "127.0.0.0/8,10.0.0.0/8"],
+    );
     let r = exchange(
         &srv,
         b"GET /cgi-bin/addr.sh HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\
@@ -224,9 +234,8 @@ fn real_ip_from_trusts_the_rightmost_untrusted_forwarded_address() {
     assert!(r.text().starts_with("127.0.0.1 "), "{r:?}");
 }
 
-#[test]
-fn an_untrusted_peer_cannot_forge_its_address() {
-    let (srv, _log) = start("realip-untrusted", &["--real-ip-from", "10.0.0.0/8"]);
+fn an_untrusted_peer_cannot_forge_its_address(model: Model) {
+    let (srv, _log) = start(model, "realip-untrusted", &["--real-ip-from", "10.0.0.0/8"]);
     let r = exchange(
         &srv,
         b"GET /cgi-bin/addr.sh HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\
@@ -236,8 +245,7 @@ fn an_untrusted_peer_cannot_forge_its_address() {
     assert!(r.text().starts_with("127.0.0.1 "), "{r:?}");
 }
 
-#[test]
-fn the_reverse_proxy_forwards_the_real_address() {
+fn the_reverse_proxy_forwards_the_real_address(model: Model) {
     // An upstream that answers its one request with the head it received.
     let up = TcpListener::bind("127.0.0.1:0").unwrap();
     let up_addr = up.local_addr().unwrap();
@@ -259,7 +267,7 @@ fn the_reverse_proxy_forwards_the_real_address() {
         s.write_all(&head).unwrap();
     });
     let proxy = format!("/up=http://{up_addr}");
-    let (srv, _log) = start("pp-proxy", &["--proxy-protocol", "--proxy", &proxy]);
+    let (srv, _log) = start(model, "pp-proxy", &["--proxy-protocol", "--proxy", &proxy]);
     let r = exchange(
         &srv,
         b"PROXY TCP4 203.0.113.7 127.0.0.1 4242 80\r\n\

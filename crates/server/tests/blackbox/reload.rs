@@ -3,7 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::Builder;
+use crate::common::{Builder, Model};
+
+per_model! {
+    sighup_applies_the_new_config_to_new_connections_and_drops_none,
+}
 
 const ECHO: &[u8] = b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n";
 
@@ -24,9 +28,8 @@ fn wait_for_status(srv: &crate::common::Server, path: &str, status: u16) {
     }
 }
 
-#[test]
-fn sighup_applies_the_new_config_to_new_connections_and_drops_none() {
-    let srv = Builder::new("reload")
+fn sighup_applies_the_new_config_to_new_connections_and_drops_none(model: Model) {
+    let srv = Builder::new(model, "reload")
         .config("[echo]\npath = \"/echo\"\n")
         .start();
     let config = srv.dir().join("weft.toml");

@@ -4,13 +4,20 @@
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use crate::common::{Builder, INDEX_HTML};
+use crate::common::{Builder, Model, INDEX_HTML};
+
+per_model! {
+    a_drain_cut_by_the_grace_period_is_logged,
+    sigterm_finishes_the_request_in_flight_and_exits_zero,
+    sigterm_on_an_idle_server_exits_at_once,
+    an_idle_server_sleeps_until_a_client_or_a_signal_comes,
+    sigterm_under_load_cuts_no_response,
+}
 
 /// A request still in flight when the grace period ends is cut, and the log says so (on the
 /// pipeline too, whose stages close what is left themselves); the server still exits.
-#[test]
-fn a_drain_cut_by_the_grace_period_is_logged() {
-    let mut srv = Builder::new("shutdown-cut")
+fn a_drain_cut_by_the_grace_period_is_logged(model: Model) {
+    let mut srv = Builder::new(model, "shutdown-cut")
         .config("[timeouts]\nshutdown_grace = \"500ms\"\n")
         .start();
     // A request whose body never finishes arriving.
@@ -32,9 +39,8 @@ fn a_drain_cut_by_the_grace_period_is_logged() {
     );
 }
 
-#[test]
-fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
-    let mut srv = Builder::new("shutdown")
+fn sigterm_finishes_the_request_in_flight_and_exits_zero(model: Model) {
+    let mut srv = Builder::new(model, "shutdown")
         .config("[timeouts]\nshutdown_grace = \"8s\"\n")
         .start();
 
@@ -83,9 +89,8 @@ fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     );
 }
 
-#[test]
-fn sigterm_on_an_idle_server_exits_at_once() {
-    let mut srv = Builder::new("shutdown-idle").start();
+fn sigterm_on_an_idle_server_exits_at_once(model: Model) {
+    let mut srv = Builder::new(model, "shutdown-idle").start();
     srv.assert_alive();
     let start = Instant::now();
     srv.signal(libc::SIGTERM);
@@ -109,9 +114,8 @@ fn context_switches(pid: u32) -> u64 {
 /// passed with nothing to do (and its poller, with nothing parked, has no timer), so no
 /// thread of the server (or of its master) runs in a second with no client; SIGHUP and
 /// SIGTERM still take effect.
-#[test]
-fn an_idle_server_sleeps_until_a_client_or_a_signal_comes() {
-    let mut srv = Builder::new("idle-sleeps").start();
+fn an_idle_server_sleeps_until_a_client_or_a_signal_comes(model: Model) {
+    let mut srv = Builder::new(model, "idle-sleeps").start();
     srv.assert_alive();
     // What the request left settles first (its connection's close, a stage's first run; the
     // pipeline's monitor sleeps after the quiet period that follows the one that saw the
@@ -132,11 +136,7 @@ fn an_idle_server_sleeps_until_a_client_or_a_signal_comes() {
     srv.signal(libc::SIGHUP);
     let end = std::time::Instant::now() + Duration::from_secs(5);
     let reloads = |log: &str| log.matches("configuration reloaded").count();
-    let want = if crate::common::model_name() == "process" {
-        2
-    } else {
-        1
-    };
+    let want = if model.name == "process" { 2 } else { 1 };
     while reloads(&srv.log()) < want {
         assert!(std::time::Instant::now() < end, "no reload: {}", srv.log());
         std::thread::sleep(Duration::from_millis(20));
@@ -153,11 +153,10 @@ fn an_idle_server_sleeps_until_a_client_or_a_signal_comes() {
 /// as idle (HTTP/1.1's keep-alive race, which clients retry, RFC 9112 §9.3.1), or sent on a
 /// connection still in the listen backlog when the listener closed — was never read, and is
 /// counted apart.
-#[test]
-fn sigterm_under_load_cuts_no_response() {
+fn sigterm_under_load_cuts_no_response(model: Model) {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
     use std::sync::Arc;
-    let mut srv = Builder::new("shutdown-load")
+    let mut srv = Builder::new(model, "shutdown-load")
         .config("[timeouts]\nshutdown_grace = \"8s\"\n")
         .start();
     let addr = srv.addr;

@@ -10,7 +10,22 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::{Builder, ReadError, Response, Server, INDEX_HTML};
+use crate::common::{Builder, Model, ReadError, Response, Server, INDEX_HTML};
+
+per_model! {
+    the_host_picks_the_site,
+    the_default_site_takes_unknown_hosts,
+    locations_longest_prefix_exact_path_and_headers,
+    redirects_substitute_path_and_query,
+    try_files_falls_back_to_the_app,
+    deny_refuses_with_403_whatever_the_spelling,
+    error_pages_keep_the_status,
+    a_location_proxies_or_runs_cgi,
+    sites_share_the_cache_without_sharing_entries,
+    a_locations_headers_keep_a_cached_variants_encoding,
+    the_request_vectors_answer_the_same_with_sites,
+    sites_files_are_compressed_per_site,
+}
 
 /// A directory beside the test's document root, with `files` in it.
 fn site_root(b: &Builder, name: &str, files: &[(&str, &[u8])]) -> PathBuf {
@@ -42,9 +57,8 @@ fn toml_path(p: &Path) -> String {
     format!("{:?}", p.display().to_string())
 }
 
-#[test]
-fn the_host_picks_the_site() {
-    let b = Builder::new("sites-hosts").no_echo();
+fn the_host_picks_the_site(model: Model) {
+    let b = Builder::new(model, "sites-hosts").no_echo();
     let a = site_root(
         &b,
         "a",
@@ -79,9 +93,8 @@ fn the_host_picks_the_site() {
     srv.assert_alive();
 }
 
-#[test]
-fn the_default_site_takes_unknown_hosts() {
-    let b = Builder::new("sites-default").no_echo();
+fn the_default_site_takes_unknown_hosts(model: Model) {
+    let b = Builder::new(model, "sites-default").no_echo();
     let a = site_root(&b, "a", &[("index.html", b"site a\n")]);
     let d = site_root(&b, "d", &[("index.html", b"default site\n")]);
     let cfg = format!(
@@ -98,8 +111,8 @@ fn the_default_site_takes_unknown_hosts() {
 const SPA_INDEX: &[u8] = b"<p>the app</p>\n";
 const NOT_FOUND_PAGE: &[u8] = b"<p>custom 404</p>\n";
 
-fn locations_server() -> Server {
-    let b = Builder::new("sites-locations").no_echo();
+fn locations_server(model: Model) -> Server {
+    let b = Builder::new(model, "sites-locations").no_echo();
     let root = site_root(
         &b,
         "app",
@@ -154,9 +167,8 @@ try_files = ["$path", "=410"]
     b.config(&cfg).start()
 }
 
-#[test]
-fn locations_longest_prefix_exact_path_and_headers() {
-    let srv = locations_server();
+fn locations_longest_prefix_exact_path_and_headers(model: Model) {
+    let srv = locations_server(model);
     let r = get_host(&srv, "app.test", "/assets/app.js");
     assert_eq!((r.status, r.body.as_slice()), (200, &b"js\n"[..]));
     assert_eq!(
@@ -179,9 +191,8 @@ fn locations_longest_prefix_exact_path_and_headers() {
     assert_eq!(get_host(&srv, "other.test", "/assets/app.js").status, 404);
 }
 
-#[test]
-fn redirects_substitute_path_and_query() {
-    let srv = locations_server();
+fn redirects_substitute_path_and_query(model: Model) {
+    let srv = locations_server(model);
     let r = get_host(&srv, "app.test", "/old/a/b.html?x=1&y=2");
     assert_eq!(r.status, 301);
     assert_eq!(
@@ -194,9 +205,8 @@ fn redirects_substitute_path_and_query() {
     assert_eq!((r.status, r.header("Location")), (308, Some("/elsewhere")));
 }
 
-#[test]
-fn try_files_falls_back_to_the_app() {
-    let srv = locations_server();
+fn try_files_falls_back_to_the_app(model: Model) {
+    let srv = locations_server(model);
     // The file itself, then `$path.html`, then the SPA's index for any other path.
     assert_eq!(get_host(&srv, "app.test", "/about.html").body, b"about\n");
     assert_eq!(get_host(&srv, "app.test", "/about").body, b"about\n");
@@ -214,9 +224,8 @@ fn try_files_falls_back_to_the_app() {
     srv.assert_alive();
 }
 
-#[test]
-fn deny_refuses_with_403_whatever_the_spelling() {
-    let srv = locations_server();
+fn deny_refuses_with_403_whatever_the_spelling(model: Model) {
+    let srv = locations_server(model);
     for target in [
         "/private/key.txt",
         "/%70rivate/key.txt",
@@ -236,9 +245,8 @@ fn deny_refuses_with_403_whatever_the_spelling() {
     assert!(srv.log().contains("denied by location prefix /private/"));
 }
 
-#[test]
-fn error_pages_keep_the_status() {
-    let srv = locations_server();
+fn error_pages_keep_the_status(model: Model) {
+    let srv = locations_server(model);
     // `/strict/` gives 410, which has no page: the built-in one.
     let r = get_host(&srv, "app.test", "/strict/x");
     assert_eq!(r.status, 410);
@@ -270,13 +278,12 @@ fn error_pages_keep_the_status() {
     assert!(r.text().contains("403 Forbidden"), "{r:?}");
 }
 
-#[test]
-fn a_location_proxies_or_runs_cgi() {
-    let upstream = Builder::new("sites-upstream")
+fn a_location_proxies_or_runs_cgi(model: Model) {
+    let upstream = Builder::new(model, "sites-upstream")
         .no_echo()
         .file("api/hello.txt", b"from upstream\n")
         .start();
-    let b = Builder::new("sites-mounts").no_echo();
+    let b = Builder::new(model, "sites-mounts").no_echo();
     let root = site_root(&b, "s", &[("index.html", b"s\n")]);
     let scripts = b.dir().join("scripts");
     fs::create_dir_all(&scripts).unwrap();
@@ -319,9 +326,10 @@ fn cache_counter(srv: &Server, name: &str) -> u64 {
 
 /// Two sites with the same file name answer each their own file from the one response cache
 /// (the key holds the site), and a location's headers ride on a cached answer.
-#[test]
-fn sites_share_the_cache_without_sharing_entries() {
-    let b = Builder::new("sites-cache").no_echo().args(&["--status"]);
+fn sites_share_the_cache_without_sharing_entries(model: Model) {
+    let b = Builder::new(model, "sites-cache")
+        .no_echo()
+        .args(&["--status"]);
     let a = site_root(&b, "a", &[("same.txt", b"from a\n")]);
     let c = site_root(&b, "c", &[("same.txt", b"from c\n")]);
     let cfg = format!(
@@ -332,7 +340,7 @@ fn sites_share_the_cache_without_sharing_entries() {
         toml_path(&c)
     );
     let srv = b.config(&cfg).start();
-    let cached = crate::common::model_name() != "process" && !crate::MODEL.contains("--cache off");
+    let cached = model.name != "process" && !model.cache_off();
     if cached {
         // A file is cached once settled (cache.rs SETTLE): ask until both are.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -368,10 +376,11 @@ fn sites_share_the_cache_without_sharing_entries() {
 /// A location's headers on a cached compressed variant keep what the variant says of itself:
 /// `Content-Encoding`, `Vary`, and no `Accept-Ranges` (a variant is never sent in ranges);
 /// the identity answer keeps its `Vary` and `Accept-Ranges`. Both decode to the file.
-#[test]
-fn a_locations_headers_keep_a_cached_variants_encoding() {
+fn a_locations_headers_keep_a_cached_variants_encoding(model: Model) {
     use std::io::Read;
-    let b = Builder::new("sites-loc-gzip").no_echo().args(&["--status"]);
+    let b = Builder::new(model, "sites-loc-gzip")
+        .no_echo()
+        .args(&["--status"]);
     let css: Vec<u8> = (0..2000)
         .map(|i| format!(".c{i} {{ color: red; margin: {i}px }}\n"))
         .collect::<String>()
@@ -385,7 +394,7 @@ fn a_locations_headers_keep_a_cached_variants_encoding() {
         toml_path(&root)
     );
     let srv = b.config(&cfg).start();
-    let cached = crate::common::model_name() != "process" && !crate::MODEL.contains("--cache off");
+    let cached = model.name != "process" && !model.cache_off();
     let get = |coding: &str| {
         srv.send(
             format!(
@@ -473,11 +482,10 @@ fn exchange(srv: &Server, raw: &[u8]) -> (Vec<u16>, Option<String>) {
 /// The request vectors of `vectors.rs` (Apache's strict-mode rows and llhttp's requests) get
 /// the same statuses from a server whose requests all go through a site and a location as from
 /// one without sites: routing changes nothing of the protocol.
-#[test]
-fn the_request_vectors_answer_the_same_with_sites() {
+fn the_request_vectors_answer_the_same_with_sites(model: Model) {
     use serde_json::Value;
-    let plain = Builder::new("sites-vectors-plain").start();
-    let b = Builder::new("sites-vectors");
+    let plain = Builder::new(model, "sites-vectors-plain").start();
+    let b = Builder::new(model, "sites-vectors");
     let root = b.dir().join("root");
     let other = site_root(&b, "other", &[("index.html", b"other\n")]);
     let cfg = format!(
@@ -530,10 +538,9 @@ fn the_request_vectors_answer_the_same_with_sites() {
 /// `[compression]` reaches every site's files: each site's page comes back gzip'd with `Vary`,
 /// decodes to that site's own bytes (never the other site's variant under the same path), and
 /// a repeat request gets the same bytes.
-#[test]
-fn sites_files_are_compressed_per_site() {
+fn sites_files_are_compressed_per_site(model: Model) {
     use std::io::Read;
-    let b = Builder::new("sites-compress").no_echo();
+    let b = Builder::new(model, "sites-compress").no_echo();
     let page = |tag: &str| -> Vec<u8> {
         (0..300)
             .map(|i| format!("<p>{tag} paragraph {i}</p>\n"))

@@ -3,7 +3,13 @@
 //! the rate (408 and a log line) long before the header-read and body-read timeouts. The full
 //! 1,000 + 1,000 per model, with the normal client's latencies, is `scripts/slow_min_rate.py`.
 
-use crate::common::{Builder, Conn};
+use crate::common::{Builder, Conn, Model};
+
+per_model! {
+    except fiber_nocache:
+    slow_heads_and_bodies_are_cut_by_the_min_rate_and_hold_up_no_one,
+    a_body_at_the_min_rate_is_not_cut,
+}
 
 /// Slow connections of each kind: enough to hold every process-model child and pipeline
 /// process thread of the configuration below many times over, few enough for a loaded 2-core
@@ -22,9 +28,8 @@ const CONFIG: &str = "[timeouts]\n\
     [process]\n\
     max_children = 4\n";
 
-#[test]
-fn slow_heads_and_bodies_are_cut_by_the_min_rate_and_hold_up_no_one() {
-    let srv = Builder::new("slow-clients").config(CONFIG).start();
+fn slow_heads_and_bodies_are_cut_by_the_min_rate_and_hold_up_no_one(model: Model) {
+    let srv = Builder::new(model, "slow-clients").config(CONFIG).start();
     let mut heads: Vec<Conn> = Vec::with_capacity(SLOW);
     let mut bodies: Vec<Conn> = Vec::with_capacity(SLOW);
     for _ in 0..SLOW {
@@ -76,11 +81,10 @@ fn slow_heads_and_bodies_are_cut_by_the_min_rate_and_hold_up_no_one() {
     );
 }
 
-#[test]
-fn a_body_at_the_min_rate_is_not_cut() {
+fn a_body_at_the_min_rate_is_not_cut(model: Model) {
     // A body that keeps just ahead of the rate (every byte earns 10 ms at 100 bytes/s; 50 are
     // sent every 100 ms) is read whole although it takes longer than the grace.
-    let srv = Builder::new("min-rate-ok").config(CONFIG).start();
+    let srv = Builder::new(model, "min-rate-ok").config(CONFIG).start();
     let mut c = srv.connect();
     c.send(b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 1000\r\n\r\n");
     for _ in 0..20 {

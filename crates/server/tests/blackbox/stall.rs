@@ -4,15 +4,19 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use crate::common::Builder;
+use crate::common::{Builder, Model};
+
+per_model! {
+    a_stalled_reader_delays_no_one_and_is_closed_by_the_send_timeout,
+    the_send_timeout_bounds_a_stalled_reader_of_cached_bodies,
+}
 
 const BIG: u64 = 100 * 1024 * 1024;
 const CLIENTS: usize = 50;
 const REQUESTS_EACH: usize = 20;
 
-#[test]
-fn a_stalled_reader_delays_no_one_and_is_closed_by_the_send_timeout() {
-    let b = Builder::new("stall").config("[timeouts]\nsend = \"3s\"\n");
+fn a_stalled_reader_delays_no_one_and_is_closed_by_the_send_timeout(model: Model) {
+    let b = Builder::new(model, "stall").config("[timeouts]\nsend = \"3s\"\n");
     // Sparse: 100 MB of zeros without writing them.
     let big = std::fs::File::create(b.dir().join("root/big.bin")).expect("create big file");
     big.set_len(BIG).expect("size big file");
@@ -95,11 +99,10 @@ fn a_stalled_reader_delays_no_one_and_is_closed_by_the_send_timeout() {
 /// bodies go out with vectored writes, files with sendfile): a reader that stops is dropped
 /// about `timeouts.send` after the server's buffer filled, not two or three times that (the
 /// thread model's blocking writes under SO_SNDTIMEO restarted the timer with each call).
-#[test]
-fn the_send_timeout_bounds_a_stalled_reader_of_cached_bodies() {
+fn the_send_timeout_bounds_a_stalled_reader_of_cached_bodies(model: Model) {
     // 2 MiB, within the response cache's object limit: once settled it is served from memory.
     let body: Vec<u8> = (0..2u32 << 20).map(|i| (i % 251) as u8).collect();
-    let b = Builder::new("stall-cached")
+    let b = Builder::new(model, "stall-cached")
         .config("[timeouts]\nsend = \"3s\"\n")
         .file("two.bin", &body);
     // The cache takes a file once it has not changed for a second.

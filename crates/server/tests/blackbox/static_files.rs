@@ -1,17 +1,35 @@
 //! Static files: index, redirects, MIME types, validators and preconditions (304, 412,
 //! If-Range, RFC 9110 §13), byte ranges, HEAD, 403/404.
 
-use crate::common::{Builder, Server, INDEX_HTML};
+use crate::common::{Builder, Model, Server, INDEX_HTML};
+
+per_model! {
+    index_redirect_and_missing,
+    mime_types,
+    validators_and_conditional_requests,
+    byte_ranges,
+    head_has_headers_but_no_body,
+    options_lists_the_methods,
+    if_match_and_if_unmodified_since_fail_with_412,
+    preconditions_are_evaluated_in_rfc_order,
+    if_range_needs_a_strong_tag_or_the_exact_date,
+    preconditions_are_ignored_where_the_answer_is_not_2xx,
+    a_directory_index_answers_preconditions,
+    a_directory_listing_answers_preconditions,
+    a_412_is_logged_once,
+    the_directory_redirect_is_an_absolute_path,
+    preconditions_from_the_response_cache,
+}
 
 const TEN: &[u8] = b"0123456789";
 const SUB_INDEX: &[u8] = b"<p>sub index</p>\n";
 
-fn site() -> Server {
-    site_builder().start()
+fn site(model: Model) -> Server {
+    site_builder(model).start()
 }
 
-fn site_builder() -> Builder {
-    Builder::new("static")
+fn site_builder(model: Model) -> Builder {
+    Builder::new(model, "static")
         .file("ten.txt", TEN)
         .file("style.css", b"body{}\n")
         .file("app.js", b"1;\n")
@@ -23,9 +41,8 @@ fn site_builder() -> Builder {
         .mkdir("empty")
 }
 
-#[test]
-fn index_redirect_and_missing() {
-    let srv = site();
+fn index_redirect_and_missing(model: Model) {
+    let srv = site(model);
     let r = srv.get("/");
     assert_eq!(r.status, 200);
     assert_eq!(r.body, INDEX_HTML);
@@ -60,9 +77,8 @@ fn index_redirect_and_missing() {
     srv.assert_alive();
 }
 
-#[test]
-fn mime_types() {
-    let srv = site();
+fn mime_types(model: Model) {
+    let srv = site(model);
     for (path, want) in [
         ("/index.html", &["text/html; charset=utf-8"][..]),
         ("/ten.txt", &["text/plain; charset=utf-8"]),
@@ -89,9 +105,8 @@ fn mime_types() {
     }
 }
 
-#[test]
-fn validators_and_conditional_requests() {
-    let srv = site();
+fn validators_and_conditional_requests(model: Model) {
+    let srv = site(model);
     let r = srv.get("/ten.txt");
     assert_eq!(r.status, 200);
     let etag = r.header("ETag").expect("ETag").to_string();
@@ -138,9 +153,8 @@ fn validators_and_conditional_requests() {
     }
 }
 
-#[test]
-fn byte_ranges() {
-    let srv = site();
+fn byte_ranges(model: Model) {
+    let srv = site(model);
     let mut c = srv.connect();
     let mut get = |range: &str| {
         c.send(format!("GET /ten.txt HTTP/1.1\r\nHost: x\r\nRange: {range}\r\n\r\n").as_bytes());
@@ -186,9 +200,8 @@ fn byte_ranges() {
     assert_eq!((r.status, r.body.as_slice()), (200, TEN));
 }
 
-#[test]
-fn head_has_headers_but_no_body() {
-    let srv = site();
+fn head_has_headers_but_no_body(model: Model) {
+    let srv = site(model);
     let mut c = srv.connect();
     for (path, len) in [
         ("/", INDEX_HTML.len()),
@@ -219,9 +232,8 @@ fn head_has_headers_but_no_body() {
     assert_eq!((r.status, r.body.as_slice()), (200, INDEX_HTML));
 }
 
-#[test]
-fn options_lists_the_methods() {
-    let srv = site();
+fn options_lists_the_methods(model: Model) {
+    let srv = site(model);
     let r = srv.send(b"OPTIONS /ten.txt HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(r.status, 204, "{r:?}");
     assert!(r.header("Allow").is_some_and(|a| a.contains("GET")));
@@ -276,9 +288,8 @@ fn expect_statuses(srv: &Server, path: &str, cases: &[(&str, String, u16)]) {
 
 /// RFC 9110 §13.1.1 and §13.1.4: If-Match and If-Unmodified-Since fail with 412, for GET and
 /// HEAD alike; If-Match compares strongly and `*` matches any current file.
-#[test]
-fn if_match_and_if_unmodified_since_fail_with_412() {
-    let srv = site();
+fn if_match_and_if_unmodified_since_fail_with_412(model: Model) {
+    let srv = site(model);
     let (etag, lm) = validators(&srv);
     let mut cases = Vec::new();
     for method in ["GET", "HEAD"] {
@@ -317,9 +328,8 @@ fn if_match_and_if_unmodified_since_fail_with_412() {
 }
 
 /// RFC 9110 §13.2.2: the order of evaluation decides which condition answers.
-#[test]
-fn preconditions_are_evaluated_in_rfc_order() {
-    let srv = site();
+fn preconditions_are_evaluated_in_rfc_order(model: Model) {
+    let srv = site(model);
     let (etag, lm) = validators(&srv);
     let cases: Vec<(&str, String, u16)> = vec![
         // Step 2 only without If-Match.
@@ -395,9 +405,8 @@ fn preconditions_are_evaluated_in_rfc_order() {
 
 /// RFC 9110 §13.1.5: If-Range holds for the strong entity tag or the exact Last-Modified date;
 /// otherwise the whole file is sent with 200.
-#[test]
-fn if_range_needs_a_strong_tag_or_the_exact_date() {
-    let srv = site();
+fn if_range_needs_a_strong_tag_or_the_exact_date(model: Model) {
+    let srv = site(model);
     let (etag, lm) = validators(&srv);
     let mut c = srv.connect();
     for (if_range, partial) in [
@@ -429,9 +438,8 @@ fn if_range_needs_a_strong_tag_or_the_exact_date() {
 /// RFC 9110 §13.2.1: preconditions count only where the answer would otherwise be 2xx. A
 /// missing file stays 404, a directory without its slash 301, a method a file does not answer
 /// 405 (an unknown one 501), and OPTIONS ignores them.
-#[test]
-fn preconditions_are_ignored_where_the_answer_is_not_2xx() {
-    let srv = site();
+fn preconditions_are_ignored_where_the_answer_is_not_2xx(model: Model) {
+    let srv = site(model);
     let conds = [
         "If-Match: \"nope\"".to_string(),
         "If-None-Match: *".to_string(),
@@ -462,9 +470,8 @@ fn preconditions_are_ignored_where_the_answer_is_not_2xx() {
 }
 
 /// A directory's index is a representation like any file.
-#[test]
-fn a_directory_index_answers_preconditions() {
-    let srv = site();
+fn a_directory_index_answers_preconditions(model: Model) {
+    let srv = site(model);
     let r = srv.get("/sub/");
     assert_eq!(r.status, 200);
     let etag = r.header("ETag").expect("ETag").to_string();
@@ -481,9 +488,8 @@ fn a_directory_index_answers_preconditions() {
 }
 
 /// A directory listing has no validators: only `*` matches it.
-#[test]
-fn a_directory_listing_answers_preconditions() {
-    let srv = site_builder()
+fn a_directory_listing_answers_preconditions(model: Model) {
+    let srv = site_builder(model)
         .config("[static_files]\nautoindex = true\n")
         .start();
     assert_eq!(srv.get("/empty/").status, 200);
@@ -501,9 +507,8 @@ fn a_directory_listing_answers_preconditions() {
 }
 
 /// A 412 is one request in the access log, like any other answer.
-#[test]
-fn a_412_is_logged_once() {
-    let b = site_builder();
+fn a_412_is_logged_once(model: Model) {
+    let b = site_builder(model);
     let log = b.dir().join("access.log");
     let mut srv = b.args(&["--access-log", log.to_str().unwrap()]).start();
     let mut c = srv.connect();
@@ -531,9 +536,8 @@ fn a_412_is_logged_once() {
 
 /// The redirect for a directory named without its slash: an absolute path built from the
 /// normalised path, the query kept as sent.
-#[test]
-fn the_directory_redirect_is_an_absolute_path() {
-    let srv = Builder::new("static-redirect")
+fn the_directory_redirect_is_an_absolute_path(model: Model) {
+    let srv = Builder::new(model, "static-redirect")
         .mkdir("sub/deeper")
         .mkdir("a b")
         .start();
@@ -568,10 +572,9 @@ fn cache_counter(srv: &Server, name: &str) -> u64 {
 /// The same preconditions answered from the response cache (every model but `process`, whose
 /// connection processes do not fill it): a file is cached once it has settled (1 s), so the
 /// test asks until it is, then checks the answers came from the cache.
-#[test]
-fn preconditions_from_the_response_cache() {
-    let srv = site_builder().args(&["--status"]).start();
-    let cached = crate::common::model_name() != "process" && !crate::MODEL.contains("--cache off");
+fn preconditions_from_the_response_cache(model: Model) {
+    let srv = site_builder(model).args(&["--status"]).start();
+    let cached = model.name != "process" && !model.cache_off();
     if cached {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while cache_counter(&srv, "fills") == 0 {

@@ -1,7 +1,16 @@
 //! The status page, its JSON and the Prometheus metrics: served from loopback with `--status`,
 //! absent without it.
 
-use crate::common::{Builder, Server};
+use crate::common::{Builder, Model, Server};
+
+per_model! {
+    status_pages_with_status_flag,
+    status_page_shows_the_cache_figures_of_the_json,
+    status_pages_absent_without_flag,
+    status_pages_refused_to_clients_outside_allow,
+    status_pages_evaluate_preconditions,
+    pipelined_responses_are_each_counted_with_their_bytes,
+}
 
 const PATHS: [&str; 3] = ["/_weft/status", "/_weft/status.json", "/_weft/metrics"];
 
@@ -13,7 +22,7 @@ fn requests(srv: &Server) -> u64 {
     let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
     let listeners = v["listeners"].as_array().expect("listeners array");
     assert_eq!(listeners.len(), 1);
-    assert_eq!(listeners[0]["model"], crate::common::model_name());
+    assert_eq!(listeners[0]["model"], srv.model.name);
     assert_eq!(listeners[0]["addr"], srv.addr.to_string());
     listeners
         .iter()
@@ -21,9 +30,8 @@ fn requests(srv: &Server) -> u64 {
         .sum()
 }
 
-#[test]
-fn status_pages_with_status_flag() {
-    let srv = Builder::new("status").args(&["--status"]).start();
+fn status_pages_with_status_flag(model: Model) {
+    let srv = Builder::new(model, "status").args(&["--status"]).start();
     let r = srv.get("/_weft/status");
     assert_eq!(r.status, 200, "{r:?}");
     assert!(r
@@ -72,9 +80,10 @@ fn status_pages_with_status_flag() {
     assert_eq!(r.status, 405);
 }
 
-#[test]
-fn status_page_shows_the_cache_figures_of_the_json() {
-    let srv = Builder::new("status-cache").args(&["--status"]).start();
+fn status_page_shows_the_cache_figures_of_the_json(model: Model) {
+    let srv = Builder::new(model, "status-cache")
+        .args(&["--status"])
+        .start();
     // Two lookups (misses: a file this new is not cached yet, see `cache.rs`).
     for _ in 0..2 {
         assert_eq!(srv.get("/index.html").status, 200);
@@ -101,7 +110,7 @@ fn status_page_shows_the_cache_figures_of_the_json() {
         .collect();
         assert!(page.contains(&row), "{row} not in {page}");
         // Connection processes count in their own copy of the cache.
-        if crate::common::model_name() != "process" {
+        if model.name != "process" {
             assert!(cache["misses"].as_u64().unwrap() >= 2, "{cache}");
         }
     } else {
@@ -112,18 +121,16 @@ fn status_page_shows_the_cache_figures_of_the_json() {
     }
 }
 
-#[test]
-fn status_pages_absent_without_flag() {
-    let srv = Server::start("nostatus");
+fn status_pages_absent_without_flag(model: Model) {
+    let srv = Server::start(model, "nostatus");
     for p in PATHS {
         assert_eq!(srv.get(p).status, 404, "{p}");
     }
     srv.assert_alive();
 }
 
-#[test]
-fn status_pages_refused_to_clients_outside_allow() {
-    let srv = Builder::new("status-deny")
+fn status_pages_refused_to_clients_outside_allow(model: Model) {
+    let srv = Builder::new(model, "status-deny")
         .config("[status]\nenabled = true\nallow = [\"10.0.0.0/8\"]\n")
         .start();
     for p in PATHS {
@@ -133,9 +140,8 @@ fn status_pages_refused_to_clients_outside_allow() {
 
 /// The status pages are answers weft computes without validators: only `*` matches, and a 404
 /// under the prefix ignores preconditions (RFC 9110 §13.2.1).
-#[test]
-fn status_pages_evaluate_preconditions() {
-    let srv = Builder::new("status-preconditions")
+fn status_pages_evaluate_preconditions(model: Model) {
+    let srv = Builder::new(model, "status-preconditions")
         .args(&["--status"])
         .start();
     for (path, fields, want) in [
@@ -162,9 +168,10 @@ fn class_and_bytes(srv: &Server, class: &str) -> (u64, u64) {
 
 /// Pipelined responses go out gathered in one write and are counted together: every one of
 /// them, by its own status, with its bytes.
-#[test]
-fn pipelined_responses_are_each_counted_with_their_bytes() {
-    let srv = Builder::new("status-pipelined").args(&["--status"]).start();
+fn pipelined_responses_are_each_counted_with_their_bytes(model: Model) {
+    let srv = Builder::new(model, "status-pipelined")
+        .args(&["--status"])
+        .start();
     let (ok0, _) = class_and_bytes(&srv, "2xx");
     let (missing0, bytes0) = class_and_bytes(&srv, "4xx");
     let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");

@@ -3,7 +3,12 @@
 
 use std::time::Duration;
 
-use crate::common::Builder;
+use crate::common::{Builder, Model};
+
+per_model! {
+    a_body_sent_late_shows_in_the_body_phase_and_the_histograms,
+    untimed_requests_carry_no_header_and_fill_no_histogram,
+}
 
 fn phases(srv: &crate::common::Server) -> serde_json::Value {
     let r = srv.get("/_weft/status.json");
@@ -20,11 +25,10 @@ fn dur_ms(server_timing: &str, name: &str) -> Option<f64> {
     })
 }
 
-#[test]
-fn a_body_sent_late_shows_in_the_body_phase_and_the_histograms() {
+fn a_body_sent_late_shows_in_the_body_phase_and_the_histograms(model: Model) {
     // No body read ahead (the process model's master would wait for it before the child
     // starts its clock; `limits.client_body_buffer`): the handler's reader waits for it.
-    let srv = Builder::new("timing")
+    let srv = Builder::new(model, "timing")
         .args(&["--timing", "--status"])
         .config("[limits]\nclient_body_buffer = 0\n")
         .start();
@@ -82,9 +86,8 @@ fn a_body_sent_late_shows_in_the_body_phase_and_the_histograms() {
     );
 }
 
-#[test]
-fn untimed_requests_carry_no_header_and_fill_no_histogram() {
-    let srv = Builder::new("untimed").args(&["--status"]).start();
+fn untimed_requests_carry_no_header_and_fill_no_histogram(model: Model) {
+    let srv = Builder::new(model, "untimed").args(&["--status"]).start();
     let r = srv.get("/echo");
     assert_eq!(r.status, 200);
     assert!(r.header("Server-Timing").is_none());

@@ -1,14 +1,19 @@
 //! Path traversal: no encoding of `..`, no symlink and no absolute-form target reads the secret
 //! file that lies beside (outside) the document root; dotfiles are refused.
 
-use crate::common::{find, Builder, INDEX_HTML, SECRET};
+use crate::common::{find, Builder, Model, INDEX_HTML, SECRET};
+
+per_model! {
+    encoded_dot_dot_never_leaves_the_root,
+    symlinks_out_of_the_root_are_refused,
+    dotfiles_are_refused,
+}
 
 /// The part of the secret that must never appear in a response.
 const MARKER: &[u8] = b"TOP-SECRET-7f3a9c1e";
 
-#[test]
-fn encoded_dot_dot_never_leaves_the_root() {
-    let srv = Builder::new("traversal")
+fn encoded_dot_dot_never_leaves_the_root(model: Model) {
+    let srv = Builder::new(model, "traversal")
         .file("sub/file.txt", b"inside\n")
         .start();
     assert!(srv.dir().join("secret.txt").is_file());
@@ -97,9 +102,8 @@ fn encoded_dot_dot_never_leaves_the_root() {
     assert_eq!(r.status, 200);
 }
 
-#[test]
-fn symlinks_out_of_the_root_are_refused() {
-    let b = Builder::new("symlinks");
+fn symlinks_out_of_the_root_are_refused(model: Model) {
+    let b = Builder::new(model, "symlinks");
     let secret = b.dir().join("secret.txt");
     let parent = b.dir().to_path_buf();
     let srv = b
@@ -128,9 +132,8 @@ fn symlinks_out_of_the_root_are_refused() {
     assert_eq!((r.status, r.text().as_str()), (200, "inside\n"));
 }
 
-#[test]
-fn dotfiles_are_refused() {
-    let srv = Builder::new("dotfiles")
+fn dotfiles_are_refused(model: Model) {
+    let srv = Builder::new(model, "dotfiles")
         .file(".env", b"PASSWORD=hunter2\n")
         .file(".git/config", b"[core]\n")
         .file("sub/.htpasswd", b"admin:x\n")

@@ -16,7 +16,13 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::common::{Conn, ReadError, Server};
+use crate::common::{Conn, Model, ReadError, Server};
+
+per_model! {
+    apache_http_strict_vectors,
+    llhttp_request_vectors,
+    host_is_added_only_where_missing,
+}
 
 const APACHE: &str = include_str!("../vectors/apache-httpd-http-strict.json");
 const LLHTTP: &str = include_str!("../vectors/llhttp-request.json");
@@ -153,9 +159,8 @@ fn latin1(s: &str) -> Vec<u8> {
         .collect()
 }
 
-#[test]
-fn apache_http_strict_vectors() {
-    let srv = Server::start("vectors-apache");
+fn apache_http_strict_vectors(model: Model) {
+    let srv = Server::start(model, "vectors-apache");
     let rows: Vec<Value> = serde_json::from_str(APACHE).expect("apache vectors parse");
     let mut disagreements = BTreeMap::new();
     let mut skipped = Vec::new();
@@ -259,9 +264,8 @@ fn prepare_llhttp(raw: &[u8]) -> (Vec<u8>, Vec<String>) {
     (out, methods)
 }
 
-#[test]
-fn llhttp_request_vectors() {
-    let srv = Server::start("vectors-llhttp");
+fn llhttp_request_vectors(model: Model) {
+    let srv = Server::start(model, "vectors-llhttp");
     let rows: Vec<Value> = serde_json::from_str(LLHTTP).expect("llhttp vectors parse");
     let mut disagreements = BTreeMap::new();
     let mut sent = 0;
@@ -332,8 +336,8 @@ fn llhttp_request_vectors() {
     );
 }
 
-#[test]
-fn host_is_added_only_where_missing() {
+/// A check of `prepare_llhttp` alone: it starts no server, so the model does not matter.
+fn host_is_added_only_where_missing(_model: Model) {
     let (b, m) = prepare_llhttp(
         b"GET / HTTP/1.1\r\n\r\nPUT /x HTTP/1.1\r\nHOST: a\r\n\r\nGET / HTTP/1.0\r\n\r\n",
     );

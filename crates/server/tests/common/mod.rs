@@ -35,9 +35,41 @@ pub fn unique_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The model a black-box server serves with, and the options it gets with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Model {
+    /// `thread`, `fiber`, `pipeline` or `process`.
+    pub name: &'static str,
+    /// Arguments every server of this model gets after `serve`.
+    pub args: &'static [&'static str],
+}
+
+impl Model {
+    pub const THREAD: Model = Model::plain("thread");
+    pub const FIBER: Model = Model::plain("fiber");
+    pub const PIPELINE: Model = Model::plain("pipeline");
+    pub const PROCESS: Model = Model::plain("process");
+    /// The fiber model with the response cache off: every file read from disk and sent with
+    /// sendfile.
+    pub const FIBER_NOCACHE: Model = Model {
+        name: "fiber",
+        args: &["--cache", "off"],
+    };
+
+    const fn plain(name: &'static str) -> Model {
+        Model { name, args: &[] }
+    }
+
+    /// True if the response cache is off (`--cache off`).
+    pub fn cache_off(self) -> bool {
+        self.args.windows(2).any(|w| w == ["--cache", "off"])
+    }
+}
+
 /// How to start a black-box server.
 #[derive(Debug)]
 pub struct Builder {
+    model: Model,
     dir: PathBuf,
     config: Option<String>,
     args: Vec<String>,
@@ -47,19 +79,20 @@ pub struct Builder {
     /// default. Off when the test's config has an `[echo]` section, or with `no_echo`.
     echo: bool,
     /// Pass `--listen 127.0.0.1:0=MODEL` (off: the test's config has its own `[[listen]]`,
-    /// on 127.0.0.1 port 0, with the binary's model).
+    /// on 127.0.0.1 port 0, with the builder's model).
     listen: bool,
 }
 
 impl Builder {
-    /// A server with its own directory: `root/` (with `index.html`) is the document root,
-    /// `secret.txt` lies beside it, outside the root.
-    pub fn new(name: &str) -> Builder {
+    /// A server on `model` with its own directory: `root/` (with `index.html`) is the
+    /// document root, `secret.txt` lies beside it, outside the root.
+    pub fn new(model: Model, name: &str) -> Builder {
         let dir = unique_dir(name);
         fs::create_dir(dir.join("root")).expect("create root");
         fs::write(dir.join("root/index.html"), INDEX_HTML).expect("write index");
         fs::write(dir.join("secret.txt"), SECRET).expect("write secret");
         Builder {
+            model,
             dir,
             config: None,
             args: Vec::new(),
@@ -70,7 +103,7 @@ impl Builder {
     }
 
     /// Starts the server with the listener of its config (which must listen on 127.0.0.1,
-    /// port 0, with [`model_name`]) instead of `--listen`.
+    /// port 0, with the builder's model) instead of `--listen`.
     pub fn listen_from_config(mut self) -> Builder {
         self.listen = false;
         self
@@ -135,12 +168,12 @@ impl Builder {
         if self.listen {
             launch = launch
                 .arg("--listen")
-                .arg(format!("127.0.0.1:0={}", model_name()));
+                .arg(format!("127.0.0.1:0={}", self.model.name));
         }
         launch = launch
             .arg("--root")
             .arg(self.dir.join("root"))
-            .args(crate::MODEL.split_ascii_whitespace().skip(1));
+            .args(self.model.args);
         if let Some(cfg) = &self.config {
             launch = launch.config(cfg);
         }
@@ -155,22 +188,18 @@ impl Builder {
         }
         let weft = launch.start();
         Server {
+            model: self.model,
             addr: weft.addr_of("http"),
             weft,
         }
     }
 }
 
-/// The model of this test binary's servers: the first word of `crate::MODEL` (the words after
-/// it are options every server of the binary gets, e.g. `"fiber --cache off"`).
-pub fn model_name() -> &'static str {
-    crate::MODEL.split_ascii_whitespace().next().unwrap_or("")
-}
-
-/// A running black-box server (a [`Weft`], killed on drop) and its address.
+/// A running black-box server (a [`Weft`], killed on drop), its model and its address.
 #[derive(Debug)]
 pub struct Server {
     weft: Weft,
+    pub model: Model,
     pub addr: SocketAddr,
 }
 
@@ -189,9 +218,9 @@ impl DerefMut for Server {
 }
 
 impl Server {
-    /// Starts a server with the default configuration and the standard root.
-    pub fn start(name: &str) -> Server {
-        Builder::new(name).start()
+    /// Starts a server on `model` with the default configuration and the standard root.
+    pub fn start(model: Model, name: &str) -> Server {
+        Builder::new(model, name).start()
     }
 
     /// A new connection to the server.
