@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # The project's headline ratios in one run, each against its target: run it before and after a
 # performance-relevant change and compare. Every CPU figure is a same-round ratio to nginx
-# (scripts/ab_builds.sh: weft's fiber model, one worker, on core 0; wrk -t1 on core 1; nginx
+# (scripts/perf/ab_builds.sh: weft's fiber model, one worker, on core 0; wrk -t1 on core 1; nginx
 # with one worker beside it), the median of RUNS rounds.
 #
 #   scripts/perf_check.sh [OUT_DIR]        RUNS=5 DURATION=3 WEFT=target/release/weft
 #
 # The /echo c=50 rounds also run the floor under that figure, where a C compiler is installed:
-# scripts/epoll_floor.c, a bare epoll loop that answers with /echo's bytes and does nothing else
+# scripts/floors/epoll_floor.c, a bare epoll loop that answers with /echo's bytes and does nothing else
 # (printed as an info row, no target); and the same rounds again from a client that is not the
-# limit (CLIENT=lean in scripts/ab_builds.sh; info rows).
+# limit (CLIENT=lean in scripts/perf/ab_builds.sh; info rows).
 #
 # Last, where valgrind is installed, user-space instructions per request
-# (scripts/instr_per_request.sh: 16-deep pipelined /plaintext through the techempower example
+# (scripts/perf/instr_per_request.sh: 16-deep pipelined /plaintext through the techempower example
 # built from this tree,
 # and /echo), the deterministic figure for a small change, and the code lines (64 B) an /echo
-# request runs (scripts/code_lines.py: what user time at c=50 mostly follows).
+# request runs (scripts/perf/code_lines.py: what user time at c=50 mostly follows).
 #
 # Raw files (CSV per table, the spawn lines, the idle RSS CSV, the HTTPS experiment's folder) go to OUT_DIR (default: a new
 # temporary folder, printed). Needs wrk, nginx, python3 and taskset: `apt-get install wrk
@@ -33,7 +33,7 @@ if [[ -z ${WEFT:-} ]]; then
   WEFT=target/release/weft
 fi
 cargo build --release -q -p weft-fiber --example spawn || exit 2
-# Instructions per request (scripts/instr_per_request.sh) need valgrind; skipped without it.
+# Instructions per request (scripts/perf/instr_per_request.sh) need valgrind; skipped without it.
 count_instr=0
 if command -v valgrind >/dev/null && command -v callgrind_control >/dev/null; then
   count_instr=1
@@ -59,20 +59,20 @@ add "spawn ratio fibers/threads (median of 5)" "$spawn" "<=" 0.005
 table() {
   local name=$1 csv=$2 c=$3 path=$4
   echo "== $name" >&2
-  WRK_SCRIPT=${5:-} WRK_SCRIPT_ARGS=${6:-} scripts/ab_builds.sh "$out/$csv" "$runs" "$c" "$path" "$WEFT" "${@:7}" |
+  WRK_SCRIPT=${5:-} WRK_SCRIPT_ARGS=${6:-} scripts/perf/ab_builds.sh "$out/$csv" "$runs" "$c" "$path" "$WEFT" "${@:7}" |
     tee "$out/${csv%.csv}.txt" >&2
   awk '/^w1 \/nginx median/ {print $4}' "$out/${csv%.csv}.txt"
 }
-# The floor (scripts/epoll_floor.c: a bare epoll loop answering with /echo's bytes) runs in the
+# The floor (scripts/floors/epoll_floor.c: a bare epoll loop answering with /echo's bytes) runs in the
 # /echo c=50 rounds too, where a C compiler is installed: how far weft is above it.
 floor=()
 floor_dir=$(mktemp -d /tmp/weft-floor.XXXXXX)
 trap 'rm -rf "$floor_dir"' EXIT
-if command -v cc >/dev/null && cc -O2 -o "$floor_dir/epoll_floor" scripts/epoll_floor.c; then
+if command -v cc >/dev/null && cc -O2 -o "$floor_dir/epoll_floor" scripts/floors/epoll_floor.c; then
   floor=("$floor_dir/epoll_floor")
 fi
 r=$(table "/echo c=50" echo-c50.csv 50 /echo "" "" "${floor[@]}"); add "/echo c=50 CPU/request vs nginx" "$r" "<=" 0.9
-# The same load from a client that is not the limit (CLIENT=lean: scripts/pipeline_client.c, one
+# The same load from a client that is not the limit (CLIENT=lean: scripts/clients/pipeline_client.c, one
 # request per write), where a C compiler is installed: with wrk the client's core is the limit
 # at c=50, so each server also pays the sleeps and wake-ups of waiting for it; here the
 # server's core is, and CPU per request is the server's work (info row, no target; BENCHMARKS.md,
@@ -87,11 +87,11 @@ if ((${#floor[@]})); then
   lean1000=$(CLIENT=lean table "/echo c=1000, lean client" echo-c1000-lean.csv 1000 /echo)
 fi
 r=$(table "10,541 B page c=50" page-c50.csv 50 /haewelmann.html); add "page c=50 CPU/request vs nginx" "$r" "<=" 1.0
-r=$(table "/echo c=50, 16 pipelined per write" pipelined-c50.csv 50 /echo scripts/pipeline.lua 16)
+r=$(table "/echo c=50, 16 pipelined per write" pipelined-c50.csv 50 /echo scripts/clients/pipeline.lua 16)
 add "pipelined /echo (16) c=50 CPU/request vs nginx" "$r" "<=" 0.3
 
 echo "== resident bytes per idle keep-alive connection (10,000)"
-WEFT=$WEFT python3 scripts/idle_rss.py 10000 | tee "$out/idle-rss.csv"
+WEFT=$WEFT python3 scripts/idle/idle_rss.py 10000 | tee "$out/idle-rss.csv"
 idle=$(awk -F, '$1 == "weft-fiber" {print $5}' "$out/idle-rss.csv")
 add "idle keep-alive bytes/connection (fiber)" "$idle" "<=" 1024
 
@@ -139,16 +139,16 @@ PY
     "$(awk '/^w2 \/nginx median/ {print $4}' "$out/echo-c50-lean.txt")")")
   info+=("$(printf '%-46s %10s' "/echo c=1000, lean client: weft vs nginx" "$lean1000")")
 else
-  info+=("floor (scripts/epoll_floor.c): skipped, no C compiler (cc)")
+  info+=("floor (scripts/floors/epoll_floor.c): skipped, no C compiler (cc)")
 fi
 if ((count_instr)); then
   echo "== instructions per request (callgrind)"
-  i1=$(scripts/instr_per_request.sh weft 18401 /plaintext 16 -- target/release/examples/techempower 127.0.0.1:18401 1)
-  # The /echo dump is kept with instruction positions for its code lines (scripts/code_lines.py).
+  i1=$(scripts/perf/instr_per_request.sh weft 18401 /plaintext 16 -- target/release/examples/techempower 127.0.0.1:18401 1)
+  # The /echo dump is kept with instruction positions for its code lines (scripts/perf/code_lines.py).
   # 20 connections x 100 rounds: the 2000 requests code_lines.py divides by.
-  i2=$(CONNS=20 CG_OPTS=--dump-instr=yes KEEP="$out/echo.cg" scripts/instr_per_request.sh weft 18400 /echo 1 -- \
+  i2=$(CONNS=20 CG_OPTS=--dump-instr=yes KEEP="$out/echo.cg" scripts/perf/instr_per_request.sh weft 18400 /echo 1 -- \
     "$WEFT" serve --listen 127.0.0.1:18400=fiber --threads 1)
-  lines=$(scripts/code_lines.py "$out/echo.cg" "$WEFT" 2000 | tail -1)
+  lines=$(scripts/perf/code_lines.py "$out/echo.cg" "$WEFT" 2000 | tail -1)
   rm -f "$out/echo.cg"
   printf '%s\n' "$i1" "$i2" "$lines" | tee "$out/instructions.txt"
   info+=("$(printf '%-46s %10s' "instructions/request, /plaintext 16 pipelined" "${i1##* }")")
@@ -160,6 +160,6 @@ else
 fi
 
 echo
-source scripts/machine.sh
+source scripts/lib/machine.sh
 echo "== headline ratios ($(date -u +%F), $(machine), raw files in $out)"
 printf '%s\n' "${results[@]}" "${info[@]}"

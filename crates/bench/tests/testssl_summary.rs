@@ -1,7 +1,7 @@
-//! `scripts/testssl.sh` summarises testssl.sh's JSON: counts by severity, protocols, and the
-//! findings rated LOW or worse with those about the certificate apart. Checked on a JSON of
-//! testssl's shape (`TESTSSL_JSON`, so testssl itself is not needed); skipped with a line when
-//! python3 is missing.
+//! `scripts/conformance/testssl.sh` summarises testssl.sh's JSON: counts by severity, protocols,
+//! and the findings rated LOW or worse with those about the certificate apart. Checked on a
+//! JSON of testssl's shape (`TESTSSL_JSON`, so testssl itself is not needed); skipped with a
+//! line when python3 is missing.
 
 use std::fs;
 use std::path::Path;
@@ -30,7 +30,7 @@ fn the_testssl_summary_sorts_findings_by_severity_and_sets_the_certificate_apart
 ]"#,
     )
     .unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/testssl.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/conformance/testssl.sh");
     let out_dir = dir.join("out");
     let run = Command::new("bash")
         .arg(&script)

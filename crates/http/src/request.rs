@@ -212,7 +212,7 @@ impl RequestHead {
 
 /// A 400 for the parser's error paths, out of line and cold: a branch that reaches a call of
 /// a cold function is laid out away from the path a well-formed head takes, so that path runs
-/// from fewer code cache lines (`scripts/code_lines.py`).
+/// from fewer code cache lines (`scripts/perf/code_lines.py`).
 #[cold]
 #[inline(never)]
 fn bad(why: &'static str) -> Error {

@@ -1,5 +1,5 @@
 //! The TechEmpower "plaintext" and "json" tests on weft's library API, for comparing weft as
-//! an embedded server with other Rust servers (`scripts/rust_peers.sh` runs this beside
+//! an embedded server with other Rust servers (`scripts/peers/rust_peers.sh` runs this beside
 //! may_minihttp's and actix-web's hello-world servers).
 //!
 //! `cargo run --release -p weft --example techempower -- [ADDR] [THREADS]` (default

@@ -1,8 +1,8 @@
 //! The deployment files agree with weft's configuration and its drain
-//! (`scripts/deploy_consistency.py`, also run by `scripts/deploy_check.sh` in CI), and the check
-//! catches each way they can drift apart: a copy of `deploy/` is broken one way at a time and
-//! must be refused with the reason. Needs python3 (3.11, tomllib) with PyYAML; without them
-//! the test says so and passes without running.
+//! (`scripts/checks/deploy_consistency.py`, also run by `scripts/checks/deploy_check.sh` in
+//! CI), and the check catches each way they can drift apart: a copy of `deploy/` is broken one
+//! way at a time and must be refused with the reason. Needs python3 (3.11, tomllib) with
+//! PyYAML; without them the test says so and passes without running.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ fn python_ready() -> bool {
 /// Runs the check on `dir`: (exit code, stdout + stderr).
 fn check(dir: &Path) -> (i32, String) {
     let out = Command::new("python3")
-        .arg(repo().join("scripts/deploy_consistency.py"))
+        .arg(repo().join("scripts/checks/deploy_consistency.py"))
         .arg(dir)
         .output()
         .unwrap();

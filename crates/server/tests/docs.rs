@@ -3,8 +3,8 @@
 //! - README.md, BENCHMARKS.md and docs/*.md name only `weft` subcommands and flags (checked
 //!   against the binary's own help), scripts (present, executable, reading the variables the
 //!   command sets), and the examples and benchmarks `cargo` is asked to run. weft-bench's
-//!   commands are checked in crates/bench/tests/docs.rs; scripts/readme_commands.sh runs the
-//!   commands of README.md and docs/*.md.
+//!   commands are checked in crates/bench/tests/docs.rs; scripts/checks/readme_commands.sh
+//!   runs the commands of README.md and docs/*.md.
 //! - docs/configuration.md's reference has a row for every key of every section weft's
 //!   configuration takes (asked of serde itself, so that a field added to a config struct and
 //!   left out fails here), none for a key weft does not take, and each row's default is the

@@ -12,7 +12,7 @@
 //! * the same with session resumption (`--tls-resume`);
 //! * resident memory per idle keep-alive TLS connection: N connections that each completed a
 //!   request, the server's RSS (process tree) before and after, as
-//!   `scripts/idle_rss.py` does for plain HTTP.
+//!   `scripts/idle/idle_rss.py` does for plain HTTP.
 //!
 //! Output as the other experiments: `rows.csv` (every run of the loads), `idle.csv` (every
 //! idle-memory run), `median.csv` (one row per server), charts and `report.md`, with the
@@ -324,7 +324,7 @@ fn idle_rss(
         })
         .join()
         .map_err(|e| io::Error::other(format!("idle connections: {e:?}")))?;
-    // As scripts/idle_rss.py: time for the server to park them and free what it frees.
+    // As scripts/idle/idle_rss.py: time for the server to park them and free what it frees.
     weft_fiber::sleep(Duration::from_secs(2));
     let after = tree_rss_kib(s.pid)?;
     Ok((before, after, conns))

@@ -1,7 +1,8 @@
 //! Slow clients (issue 24): hundreds of connections sending heads or bodies below the minimum
 //! rates must not keep a normal client from its answers on any model, and each must be cut by
 //! the rate (408 and a log line) long before the header-read and body-read timeouts. The full
-//! 1,000 + 1,000 per model, with the normal client's latencies, is `scripts/slow_min_rate.py`.
+//! 1,000 + 1,000 per model, with the normal client's latencies, is
+//! `scripts/robustness/slow_min_rate.py`.
 
 use crate::common::{Builder, Conn, Model};
 
