@@ -10,7 +10,7 @@ use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 
-use common::handover::{get_index, recv_notify, site, WAIT};
+use common::handover::{get_index, recv_notify, serve, site, WAIT};
 use common::{Launch, INDEX_HTML};
 
 #[test]
@@ -20,13 +20,7 @@ fn a_socket_handed_over_is_matched_by_address_and_served() {
     // while the test holds it, having no SO_REUSEPORT on this one).
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let root = dir.join("root");
-    let server = Launch::serve(&dir)
-        .arg("--listen")
-        .arg(format!("{addr}=thread"))
-        .arg("--root")
-        .arg(&root)
-        .hand_over(&[listener.as_raw_fd()])
+    let server = serve(&dir, &format!("{addr}=thread"), listener.as_raw_fd())
         .env("LISTEN_FDNAMES", "http")
         .start();
     let r = get_index(addr, &server);
@@ -77,13 +71,8 @@ fn a_descriptor_that_is_not_a_listening_socket_stops_the_start_with_a_clear_erro
     let unlistened =
         socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     let file = fs::File::open(dir.join("root/index.html")).unwrap();
-    let root = dir.join("root");
     for fd in [udp.as_raw_fd(), unlistened.as_raw_fd(), file.as_raw_fd()] {
-        let mut server = Launch::serve(&dir)
-            .args(["--listen", "127.0.0.1:0", "--root"])
-            .arg(&root)
-            .hand_over(&[fd])
-            .start();
+        let mut server = serve(&dir, "127.0.0.1:0", fd).start();
         let exit = server.exit_within(WAIT);
         assert_eq!(exit.code(), Some(1), "log:\n{}", server.log());
         assert!(
@@ -100,11 +89,7 @@ fn a_descriptor_that_is_not_a_listening_socket_stops_the_start_with_a_clear_erro
 fn names_that_do_not_match_the_count_stop_the_start() {
     let dir = site("activation-names");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let root = dir.join("root");
-    let mut server = Launch::serve(&dir)
-        .args(["--listen", "127.0.0.1:0", "--root"])
-        .arg(&root)
-        .hand_over(&[listener.as_raw_fd()])
+    let mut server = serve(&dir, "127.0.0.1:0", listener.as_raw_fd())
         .env("LISTEN_FDNAMES", "a:b")
         .start();
     assert_eq!(server.exit_within(WAIT).code(), Some(1));
@@ -125,13 +110,7 @@ fn sd_notify_tells_ready_reloading_and_stopping() {
     sock.set_read_timeout(Some(WAIT)).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let root = dir.join("root");
-    let mut server = Launch::serve(&dir)
-        .arg("--listen")
-        .arg(format!("{addr}=thread"))
-        .arg("--root")
-        .arg(&root)
-        .hand_over(&[listener.as_raw_fd()])
+    let mut server = serve(&dir, &format!("{addr}=thread"), listener.as_raw_fd())
         .env("NOTIFY_SOCKET", &path)
         .start();
     assert_eq!(recv_notify(&sock, &server).trim(), "READY=1");

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::handover::{self, become_subreaper, recv_notify, site, WAIT};
+use common::handover::{self, become_subreaper, recv_notify, serve, site, WAIT};
 use common::{Conn, Launch, ReadError, Weft, INDEX_HTML};
 
 /// Requests per client thread at most (the load is bounded whatever happens).
@@ -134,6 +134,18 @@ fn wait_answers(tally: &Tally, from: u64, n: u64, what: &str) {
     }
 }
 
+/// The process `old` started on SIGUSR2: the old process names it (systemd's MAINPID), among
+/// the notifications (the new one says READY=1 too).
+fn upgraded(notify: &UnixDatagram, old: &Weft) -> Weft {
+    for _ in 0..4 {
+        let msg = recv_notify(notify, old);
+        if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
+            return Weft::adopt(pid.parse().expect("pid"), old.dir());
+        }
+    }
+    panic!("no MAINPID; old log:\n{}", old.log());
+}
+
 fn upgrade_under_load(model: &str) {
     become_subreaper();
     let dir = site(&format!("upgrade-{model}"));
@@ -142,14 +154,8 @@ fn upgrade_under_load(model: &str) {
     notify.set_read_timeout(Some(WAIT)).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let root = dir.join("root");
-    let mut old = Launch::serve(&dir)
-        .arg("--listen")
-        .arg(format!("{addr}={model}"))
-        .arg("--root")
-        .arg(&root)
+    let mut old = serve(&dir, &format!("{addr}={model}"), listener.as_raw_fd())
         .args(["--threads", "2"])
-        .hand_over(&[listener.as_raw_fd()])
         .env("NOTIFY_SOCKET", &notify_path)
         .start();
     // From here only weft holds the socket: were it ever closed, connecting would be refused.
@@ -180,17 +186,8 @@ fn upgrade_under_load(model: &str) {
 
     wait_answers(&tally, 0, 200, "before the upgrade");
     old.signal(libc::SIGUSR2);
-    // The old process names the new one (systemd's MAINPID); the new one says READY=1 too.
-    let mut new_pid = None;
-    for _ in 0..4 {
-        let msg = recv_notify(&notify, &old);
-        if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
-            new_pid = Some(pid.parse::<u32>().expect("pid"));
-            break;
-        }
-    }
-    let new_pid = new_pid.unwrap_or_else(|| panic!("no MAINPID; old log:\n{}", old.log()));
-    let mut new = Weft::adopt(new_pid, &dir);
+    let mut new = upgraded(&notify, &old);
+    let new_pid = new.pid();
     assert_ne!(new_pid, old.pid());
     let exit = old.exit_within(WAIT);
     assert_eq!(exit.code(), Some(0), "old log:\n{}", old.log());
@@ -305,17 +302,11 @@ fn the_binary_on_disk_is_started_not_the_running_one() {
     }
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let root = dir.join("root");
     let notify_path = dir.join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).unwrap();
     notify.set_read_timeout(Some(WAIT)).unwrap();
-    let mut old = Launch::serve(&dir)
+    let mut old = serve(&dir, &format!("{addr}=thread"), listener.as_raw_fd())
         .exe(&exe)
-        .arg("--listen")
-        .arg(format!("{addr}=thread"))
-        .arg("--root")
-        .arg(&root)
-        .hand_over(&[listener.as_raw_fd()])
         .env("NOTIFY_SOCKET", &notify_path)
         .start();
     drop(listener);
@@ -334,16 +325,7 @@ fn the_binary_on_disk_is_started_not_the_running_one() {
     fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     fs::rename(&script, &exe).unwrap();
     old.signal(libc::SIGUSR2);
-    let mut new_pid = None;
-    for _ in 0..4 {
-        let msg = recv_notify(&notify, &old);
-        if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
-            new_pid = Some(pid.parse::<u32>().expect("pid"));
-            break;
-        }
-    }
-    let new_pid = new_pid.unwrap_or_else(|| panic!("no MAINPID; log:\n{}", old.log()));
-    let mut new = Weft::adopt(new_pid, &dir);
+    let mut new = upgraded(&notify, &old);
     let exit = old.exit_within(WAIT);
     assert_eq!(exit.code(), Some(0), "log:\n{}", old.log());
     assert!(
@@ -363,14 +345,7 @@ fn the_process_models_master_survives_a_sigusr2_meant_for_the_server() {
     let dir = site("upgrade-stray-usr2");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let root = dir.join("root");
-    let mut server = Launch::serve(&dir)
-        .arg("--listen")
-        .arg(format!("{addr}=process"))
-        .arg("--root")
-        .arg(&root)
-        .hand_over(&[listener.as_raw_fd()])
-        .start();
+    let mut server = serve(&dir, &format!("{addr}=process"), listener.as_raw_fd()).start();
     drop(listener);
     assert_eq!(handover::get_index(addr, &server).status, 200);
     // The master is the server's only child (no request is in flight to fork others).

@@ -315,15 +315,6 @@ fn a_location_proxies_or_runs_cgi(model: Model) {
     assert_eq!(get_host(&srv, "t.test", "/run/hi.sh").status, 404);
 }
 
-fn cache_counter(srv: &Server, name: &str) -> u64 {
-    let r = srv.get("/_weft/status.json");
-    assert_eq!(r.status, 200, "{r:?}");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
-    v["cache"][name]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no cache counter {name} in {v}"))
-}
-
 /// Two sites with the same file name answer each their own file from the one response cache
 /// (the key holds the site), and a location's headers ride on a cached answer.
 fn sites_share_the_cache_without_sharing_entries(model: Model) {
@@ -344,18 +335,14 @@ fn sites_share_the_cache_without_sharing_entries(model: Model) {
     if cached {
         // A file is cached once settled (cache.rs SETTLE): ask until both are.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while cache_counter(&srv, "fills") < 2 {
+        while srv.cache_counter("fills") < 2 {
             assert_eq!(get_host(&srv, "a.test", "/same.txt").body, b"from a\n");
             assert_eq!(get_host(&srv, "c.test", "/same.txt").body, b"from c\n");
             assert!(Instant::now() < deadline, "never cached");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let hits = if cached {
-        cache_counter(&srv, "hits")
-    } else {
-        0
-    };
+    let hits = if cached { srv.cache_counter("hits") } else { 0 };
     for _ in 0..3 {
         let r = get_host(&srv, "a.test", "/same.txt");
         assert_eq!((r.status, r.body.as_slice()), (200, &b"from a\n"[..]));
@@ -367,7 +354,7 @@ fn sites_share_the_cache_without_sharing_entries(model: Model) {
     }
     if cached {
         assert!(
-            cache_counter(&srv, "hits") >= hits + 6,
+            srv.cache_counter("hits") >= hits + 6,
             "not answered from the cache"
         );
     }
@@ -441,21 +428,21 @@ fn a_locations_headers_keep_a_cached_variants_encoding(model: Model) {
         // A file is cached once settled (cache.rs SETTLE): ask until both forms are.
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut round = 1;
-        while cache_counter(&srv, "fills") < 1 || cache_counter(&srv, "compressions") < 1 {
+        while srv.cache_counter("fills") < 1 || srv.cache_counter("compressions") < 1 {
             check(round);
             round += 1;
             assert!(Instant::now() < deadline, "never cached");
             std::thread::sleep(Duration::from_millis(50));
         }
-        let hits = cache_counter(&srv, "hits");
-        let variant_hits = cache_counter(&srv, "variant_hits");
+        let hits = srv.cache_counter("hits");
+        let variant_hits = srv.cache_counter("variant_hits");
         check(round);
         assert!(
-            cache_counter(&srv, "hits") >= hits + 2,
+            srv.cache_counter("hits") >= hits + 2,
             "not answered from the cache"
         );
         assert!(
-            cache_counter(&srv, "variant_hits") > variant_hits,
+            srv.cache_counter("variant_hits") > variant_hits,
             "the variant was not answered from the cache"
         );
     }

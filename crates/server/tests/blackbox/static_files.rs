@@ -559,16 +559,6 @@ fn the_directory_redirect_is_an_absolute_path(model: Model) {
     }
 }
 
-/// A counter of the response cache from `/_weft/status.json`.
-fn cache_counter(srv: &Server, name: &str) -> u64 {
-    let r = srv.get("/_weft/status.json");
-    assert_eq!(r.status, 200, "{r:?}");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
-    v["cache"][name]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no cache counter {name} in {v}"))
-}
-
 /// The same preconditions answered from the response cache (every model but `process`, whose
 /// connection processes do not fill it): a file is cached once it has settled (1 s), so the
 /// test asks until it is, then checks the answers came from the cache.
@@ -577,7 +567,7 @@ fn preconditions_from_the_response_cache(model: Model) {
     let cached = model.name != "process" && !model.cache_off();
     if cached {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while cache_counter(&srv, "fills") == 0 {
+        while srv.cache_counter("fills") == 0 {
             assert_eq!(srv.get("/ten.txt").body, TEN);
             assert!(
                 std::time::Instant::now() < deadline,
@@ -587,11 +577,7 @@ fn preconditions_from_the_response_cache(model: Model) {
         }
     }
     let (etag, lm) = validators(&srv);
-    let hits = if cached {
-        cache_counter(&srv, "hits")
-    } else {
-        0
-    };
+    let hits = if cached { srv.cache_counter("hits") } else { 0 };
     let cases = vec![
         ("GET", "If-Match: \"nope\"".to_string(), 412),
         ("HEAD", format!("If-Unmodified-Since: {LONG_AGO}"), 412),
@@ -613,7 +599,7 @@ fn preconditions_from_the_response_cache(model: Model) {
     expect_statuses(&srv, "/ten.txt", &cases);
     if cached {
         assert!(
-            cache_counter(&srv, "hits") >= hits + cases.len() as u64,
+            srv.cache_counter("hits") >= hits + cases.len() as u64,
             "not answered from the cache"
         );
     }

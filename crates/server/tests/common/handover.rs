@@ -3,11 +3,12 @@
 
 use std::fs;
 use std::net::SocketAddr;
+use std::os::fd::RawFd;
 use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{unique_dir, Conn, Response, Weft, INDEX_HTML};
+use super::{unique_dir, Conn, Launch, Response, Weft, INDEX_HTML};
 
 /// Longest wait for the server to start, answer or exit.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -18,6 +19,17 @@ pub fn site(name: &str) -> PathBuf {
     fs::create_dir(dir.join("root")).unwrap();
     fs::write(dir.join("root/index.html"), INDEX_HTML).unwrap();
     dir
+}
+
+/// `weft serve --listen LISTEN --root DIR/root` in `dir` (a [`site`]), handed `fd` at
+/// descriptor 3.
+pub fn serve(dir: &Path, listen: &str, fd: RawFd) -> Launch {
+    Launch::serve(dir)
+        .arg("--listen")
+        .arg(listen)
+        .arg("--root")
+        .arg(dir.join("root"))
+        .hand_over(&[fd])
 }
 
 /// `GET /` on a new connection to `addr`, retried until the server answers (it may still be

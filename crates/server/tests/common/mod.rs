@@ -243,6 +243,17 @@ impl Server {
         )
     }
 
+    /// Counter `name` of the response cache in `/_weft/status.json` (the server must serve
+    /// it: `--status`).
+    pub fn cache_counter(&self, name: &str) -> u64 {
+        let r = self.get("/_weft/status.json");
+        assert_eq!(r.status, 200, "{r:?}");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status.json is JSON");
+        v["cache"][name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no cache counter {name} in {v}"))
+    }
+
     /// Asserts the server still answers a fresh client: `GET /` gives 200 and the index.
     #[track_caller]
     pub fn assert_alive(&self) {
