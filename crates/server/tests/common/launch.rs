@@ -72,8 +72,8 @@ impl Launch {
     }
 
     /// `weft serve` with debug logging, its log in `dir/server.log`; [`Launch::start`] waits
-    /// for one listener. `dir` is the test's, which it removes itself (see
-    /// [`Launch::owns_dir`]).
+    /// for one listener. `dir` stays the test's to remove unless [`Launch::owns_dir`] hands it
+    /// to the server.
     pub fn serve(dir: &Path) -> Launch {
         Launch {
             dir: Some(dir.to_path_buf()),
