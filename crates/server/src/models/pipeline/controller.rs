@@ -27,7 +27,7 @@
 //!   When a blocking handler makes process the bottleneck, the send stage (which never
 //!   blocks: a partial write waits in the poller) needs one thread, not its initial share;
 //!   without the loan, process stops a thread short of what the best fixed allocation gives
-//!   it (in `scripts/papers/pipeline_alloc.sh` with DYNAMIC=30: 1/1/12/2 served 7,313 ops/s,
+//!   it (in `scripts/paper-runs/pipeline_alloc.sh` with DYNAMIC=30: 1/1/12/2 served 7,313 ops/s,
 //!   1/1/13/1 8,001). A lender gets threads back from the free pool or from an earlier stage
 //!   that is not queueing, not from a borrower that still queues.
 //! - **No growth without idle CPU.** A queue can form because a stage's threads block (a

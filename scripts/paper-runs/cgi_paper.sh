@@ -7,7 +7,7 @@
 # server CPU per request (the process tree, CGI children included) and the mean of each
 # `--timing` phase over the run.
 #
-#   RUNS=5 DURATION=3 CONNS=8 MODELS="fiber thread process pipeline" scripts/papers/cgi_paper.sh
+#   RUNS=5 DURATION=3 CONNS=8 MODELS="fiber thread process pipeline" scripts/paper-runs/cgi_paper.sh
 #
 # Needs release builds of weft and weft-bench. Rows go to bench/results/<date>-cgi-paper.csv.
 set -euo pipefail

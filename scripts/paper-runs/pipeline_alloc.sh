@@ -4,8 +4,8 @@
 # to find the best static one), alternating run by run, medians of RUNS; the throughput of
 # the whole run and of its steady state (from second WARM, default 2).
 #
-#   RUNS=5 CLIENTS=300 DUR=8s scripts/papers/pipeline_alloc.sh
-#   DYNAMIC=30 DELAY=5ms RUNS=5 CLIENTS=300 DUR=15s scripts/papers/pipeline_alloc.sh
+#   RUNS=5 CLIENTS=300 DUR=8s scripts/paper-runs/pipeline_alloc.sh
+#   DYNAMIC=30 DELAY=5ms RUNS=5 CLIENTS=300 DUR=15s scripts/paper-runs/pipeline_alloc.sh
 #
 # DYNAMIC=PCT makes that share of operations dynamic (SPECweb99: 30%): the server proxies
 # /dyn/ to `weft-bench backend` (core 1, beside the client), which answers after DELAY, so the
