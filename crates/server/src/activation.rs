@@ -25,7 +25,7 @@ use sd_notify::NotifyState;
 use socket2::{Socket, Type};
 
 use crate::config::Listen;
-use crate::sys_process::{self as sp, Pid};
+use weft_sys::process::{self as sp, Pid};
 
 /// Names the descriptor a new process of an upgrade writes one byte to when it is ready.
 pub const READY_FD: &str = "WEFT_UPGRADE_READY_FD";
@@ -89,7 +89,7 @@ impl Activation {
                 let fd: RawFd = v
                     .parse()
                     .map_err(|_| io::Error::other(format!("{READY_FD}: bad descriptor `{v}`")))?;
-                if fd != 3 + listeners.len() as RawFd || !crate::sys::fd_is_open(fd) {
+                if fd != 3 + listeners.len() as RawFd || !weft_sys::fd::fd_is_open(fd) {
                     return Err(io::Error::other(format!(
                         "{READY_FD}={fd}: not the open descriptor after the sockets"
                     )));
@@ -101,7 +101,7 @@ impl Activation {
             _ => None,
         };
         if let Some(fd) = &ready {
-            crate::sys::set_cloexec(fd.as_raw_fd())?;
+            weft_sys::fd::set_cloexec(fd.as_raw_fd())?;
         }
         Ok(Activation { listeners, ready })
     }
@@ -242,7 +242,7 @@ impl Upgrader {
         if sockets.is_empty() {
             return Err("the server is shutting down".into());
         }
-        let (read, write) = sp::pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (read, write) = weft_sys::fd::pipe().map_err(|e| format!("pipe: {e}"))?;
         let n = sockets.len();
         // systemd's separator may not appear in a name.
         let names: Vec<String> = sockets.iter().map(|(_, s)| s.replace(':', "_")).collect();
@@ -285,7 +285,7 @@ impl Upgrader {
                         std::thread::sleep(Duration::from_millis(10))
                     }
                     Ok(None) => {
-                        let _ = sp::kill(pid, libc::SIGKILL);
+                        let _ = sp::kill(pid, weft_sys::signal::SIGKILL);
                         break sp::wait(pid);
                     }
                     Err(e) => break Err(e),
@@ -301,7 +301,7 @@ impl Upgrader {
                 Err(_) => why,
             }
         };
-        match crate::sys::poll_readable(read.as_raw_fd(), timeout) {
+        match weft_sys::poll::poll_readable(read.as_raw_fd(), timeout) {
             Ok(true) => {}
             Ok(false) => {
                 let why = format!("the new process was not ready in {timeout:?}");

@@ -42,7 +42,7 @@ use weft_http::encoding::Coding;
 use weft_http::response as enc;
 
 use crate::config::CacheConfig;
-use crate::sys_process::{AtomicsOnly, Shared};
+use weft_sys::shm::{AtomicsOnly, Shared};
 
 /// A file whose ctime is less than this before now is not cached: its timestamps may not yet
 /// tell a further write apart (coarse file-system clocks tick every few milliseconds).
@@ -316,12 +316,12 @@ impl ResponseCache {
             max_object_bytes,
             max_weight,
             revalidate_ms: u64::try_from(cfg.revalidate.as_millis()).unwrap_or(u64::MAX),
-            tick_ms: crate::sys::coarse_monotonic_resolution_ms(),
+            tick_ms: weft_sys::clock::coarse_monotonic_resolution_ms(),
         }
     }
 
     fn now_ms(&self) -> u64 {
-        crate::sys::coarse_monotonic_ms()
+        weft_sys::clock::coarse_monotonic_ms()
     }
 
     /// Looks `key` up. A miss is counted here; a hit once the entry is known to be current.

@@ -8,9 +8,10 @@
 //! and [`tls`]), handlers over [`Request`], [`RequestBody`] and [`Response`], the [`blocking`]
 //! calls that suit every model, [`metrics`] to read the counters, [`activation`] for sockets
 //! handed over by systemd or an upgrade, and [`log::init_error_log`]. The connection driver,
-//! the models, the cache and the system-call layer are private; the modules the `weft` binary's
-//! own commands use (`calibrate`, `check`, `fileset`, `privdrop`) are public but hidden from
-//! these documents, as is the process layer the tests fork with (`sys_process`).
+//! the models and the cache are private, and every system call goes through the `weft-sys`
+//! crate; the modules the `weft` binary's own commands use (`calibrate`, `check`, `fileset`,
+//! `privdrop`) are public but hidden from these documents, as is the process layer the tests
+//! fork with (`sys_process`, weft-sys's `process`).
 //!
 //! Embedding: handlers are plain blocking functions.
 //!
@@ -92,12 +93,11 @@ pub(crate) mod response;
 pub mod server;
 pub(crate) mod shutdown;
 pub use routing::sites;
-pub(crate) mod sys;
 pub mod tls;
-// Fork, wait and signals, for the test harness too (its process-model and upgrade tests fork
-// and reap); not part of the library API.
+// Fork, wait and signals (weft-sys's), for the test harness (its process-model and upgrade
+// tests spawn, signal and reap weft); not part of the library API.
 #[doc(hidden)]
-pub mod sys_process;
+pub use weft_sys::process as sys_process;
 
 /// Blocking calls for handlers that cost a parked fiber on the fiber model and a blocked
 /// thread on the thread model, so one handler runs unchanged on both: sleep, run a blocking
@@ -115,4 +115,4 @@ pub use response::{Body, BodyStream, HeaderPair, HeaderValue, Response};
 pub use server::{Server, ServerBuilder, ShutdownHandle};
 /// Raises the soft open-file limit to the hard one (a server holding many connections wants
 /// it; `weft serve` does it at start) and returns the new limit.
-pub use sys::raise_nofile_limit;
+pub use weft_sys::resource::raise_nofile_limit;

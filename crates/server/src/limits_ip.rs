@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 pub use crate::config::rate_limit::{Rate, RateLimitConfig, DEFAULT_ZONE};
 use crate::config::Config;
-use crate::sys_process::{AtomicsOnly, Shared, SharedSlice};
+use weft_sys::shm::{AtomicsOnly, Shared, SharedSlice};
 
 /// Slots per set: a lookup reads at most this many (one or two cache lines' worth).
 pub(crate) const WAYS: usize = 8;

@@ -1,7 +1,7 @@
 //! Counters per listener, read by the status page and the Prometheus endpoint. Relaxed atomics:
 //! each counter is exact on its own; a snapshot across counters is not a transaction.
 //!
-//! A listener's counters live in shared memory ([`crate::sys_process::Shared`]): in the
+//! A listener's counters live in shared memory ([`weft_sys::shm::Shared`]): in the
 //! `process` model every connection is served by a child that exits afterwards, so the parent
 //! and all children must add to the same counters for the status page to see them.
 
@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::cache::{ResponseCache, Stats as CacheStats};
 use crate::config::Model;
-use crate::sys_process::{AtomicsOnly, Shared};
+use weft_sys::shm::{AtomicsOnly, Shared};
 
 /// Live figures a model adds to its listener's status (the pipeline's stages and controller).
 pub trait ModelReport: Send + Sync + std::fmt::Debug {
@@ -858,7 +858,7 @@ impl ProcessStats {
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| bad("stat field"))
         };
-        let ticks = crate::sys::clock_ticks_per_second() as f64;
+        let ticks = weft_sys::resource::clock_ticks_per_second() as f64;
         let boot = std::fs::read_to_string("/proc/stat")?
             .lines()
             .find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok())
@@ -866,7 +866,7 @@ impl ProcessStats {
         let open_fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64;
         Ok(ProcessStats {
             cpu_seconds: (field(14)? + field(15)?) as f64 / ticks,
-            resident_bytes: field(24)? * crate::sys::page_size(),
+            resident_bytes: field(24)? * weft_sys::mem::page_size() as u64,
             virtual_bytes: field(23)?,
             open_fds,
             start_time_seconds: boot as f64 + field(22)? as f64 / ticks,

@@ -8,7 +8,7 @@ use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use crate::sys;
+use weft_sys::{poll, socket};
 
 /// The error that ended a response after `sent` bytes of its body had gone out (a client that
 /// went away, a send timeout, a file that shrank): the access log records those bytes, as
@@ -167,7 +167,7 @@ impl BlockingStream {
             let chunk = usize::try_from(end - *offset)
                 .unwrap_or(usize::MAX)
                 .min(1 << 30);
-            match sys::sendfile(fd, file, offset, chunk) {
+            match socket::sendfile(fd, file.as_raw_fd(), offset, chunk) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -177,7 +177,7 @@ impl BlockingStream {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let wait = self.write_timeout.unwrap_or(Duration::MAX);
-                    if !sys::poll_writable(fd, wait)? {
+                    if !poll::poll_writable(fd, wait)? {
                         return Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout"));
                     }
                 }
@@ -215,7 +215,7 @@ impl BlockingStream {
             match send(fd) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let wait = self.write_timeout.unwrap_or(Duration::MAX);
-                    if !sys::poll_writable(fd, wait)? {
+                    if !poll::poll_writable(fd, wait)? {
                         return Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout"));
                     }
                 }
@@ -228,10 +228,10 @@ impl BlockingStream {
 
 impl Write for BlockingStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.send_waiting(|fd| sys::send_nowait(fd, buf, 0))
+        self.send_waiting(|fd| socket::send_nowait(fd, buf, 0))
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.send_waiting(|fd| sys::sendmsg_nowait(fd, bufs))
+        self.send_waiting(|fd| socket::sendmsg_nowait(fd, bufs))
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -264,7 +264,7 @@ impl Transport for BlockingStream {
 
     fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
         while !head.is_empty() {
-            match self.send_waiting(|fd| sys::send_nowait(fd, head, libc::MSG_MORE))? {
+            match self.send_waiting(|fd| socket::send_nowait(fd, head, socket::MSG_MORE))? {
                 0 => return Err(io::ErrorKind::WriteZero.into()),
                 n => head = &head[n..],
             }

@@ -26,11 +26,12 @@
 use std::io;
 
 use crate::config::Config;
-use crate::sys::{self, UserIds};
+use weft_sys::fs::searchable;
+use weft_sys::user::{self as users, Gid, Uid, UserIds};
 
 /// The user and group `spec` (`NAME`, `NAME:GROUP`, or numeric ids) names: the group is the
 /// user's primary group unless given.
-pub(crate) fn resolve(spec: &str) -> Result<(UserIds, libc::gid_t), String> {
+pub(crate) fn resolve(spec: &str) -> Result<(UserIds, Gid), String> {
     let (user, group) = match spec.split_once(':') {
         Some((u, g)) => (u, Some(g)),
         None => (spec, None),
@@ -38,9 +39,9 @@ pub(crate) fn resolve(spec: &str) -> Result<(UserIds, libc::gid_t), String> {
     if user.is_empty() || group.is_some_and(str::is_empty) {
         return Err(format!("user `{spec}`: expected NAME or NAME:GROUP"));
     }
-    let ids = match sys::lookup_user(user) {
+    let ids = match users::lookup_user(user) {
         Ok(Some(ids)) => ids,
-        Ok(None) => match user.parse::<libc::uid_t>() {
+        Ok(None) => match user.parse::<Uid>() {
             // A numeric id with no entry (a container's arbitrary uid): its group is its own
             // number unless given.
             Ok(uid) => UserIds {
@@ -54,10 +55,10 @@ pub(crate) fn resolve(spec: &str) -> Result<(UserIds, libc::gid_t), String> {
     };
     let gid = match group {
         None => ids.gid,
-        Some(g) => match sys::lookup_group(g) {
+        Some(g) => match users::lookup_group(g) {
             Ok(Some(gid)) => gid,
             Ok(None) => g
-                .parse::<libc::gid_t>()
+                .parse::<Gid>()
                 .map_err(|_| format!("group `{g}` does not exist"))?,
             Err(e) => return Err(format!("group `{g}`: cannot look it up: {e}")),
         },
@@ -67,7 +68,7 @@ pub(crate) fn resolve(spec: &str) -> Result<(UserIds, libc::gid_t), String> {
 
 /// True if the process runs with root's effective user id.
 pub(crate) fn is_root() -> bool {
-    sys::ids().1 == 0
+    users::ids().1 == 0
 }
 
 /// The rule for a server started as root (see the module doc): `Err` with a message naming both
@@ -115,7 +116,7 @@ pub(crate) fn drop_privileges(cfg: &Config) -> io::Result<()> {
     };
     let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
     let (user, gid) = resolve(spec).map_err(invalid)?;
-    let (uid, euid, cur_gid, egid) = sys::ids();
+    let (uid, euid, cur_gid, egid) = users::ids();
     if euid != 0 {
         if (uid, euid, cur_gid, egid) != (user.uid, user.uid, gid, gid) {
             log::warn!(
@@ -130,7 +131,7 @@ pub(crate) fn drop_privileges(cfg: &Config) -> io::Result<()> {
             "user `{spec}` is root: set `allow_root = true` (--allow-root) to serve as root"
         )));
     }
-    sys::become_user(&user, gid).map_err(|e| {
+    users::become_user(&user, gid).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
@@ -139,8 +140,8 @@ pub(crate) fn drop_privileges(cfg: &Config) -> io::Result<()> {
             ),
         )
     })?;
-    let now = sys::ids();
-    if now != (user.uid, user.uid, gid, gid) || (user.uid != 0 && sys::can_regain_root()) {
+    let now = users::ids();
+    if now != (user.uid, user.uid, gid, gid) || (user.uid != 0 && users::can_regain_root()) {
         // Nothing may be served in a half-dropped state.
         return Err(io::Error::other(format!(
             "after becoming user `{spec}` the process has ids {now:?} or can regain root; not \
@@ -151,7 +152,7 @@ pub(crate) fn drop_privileges(cfg: &Config) -> io::Result<()> {
     // serve instead, naming it (nginx's workers find out at the first request).
     let roots = std::iter::once(&cfg.root).chain(cfg.site.iter().filter_map(|s| s.root.as_ref()));
     for root in roots {
-        sys::searchable(root).map_err(|e| {
+        searchable(root).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
@@ -167,7 +168,7 @@ pub(crate) fn drop_privileges(cfg: &Config) -> io::Result<()> {
         "serving as user {} (uid {}, gid {gid}, groups {:?})",
         user.name,
         user.uid,
-        sys::groups().unwrap_or_default()
+        users::groups().unwrap_or_default()
     );
     Ok(())
 }

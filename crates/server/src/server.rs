@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
+use weft_sys::process::Pid;
 
 use crate::activation::{self, Activation, Upgrader};
 use crate::app::{App, LiveApp, ReloadFn, Route};
@@ -236,7 +237,7 @@ fn start_process_master(
     live: &Arc<LiveApp>,
     bound: &mut [Bound],
     copies: &[std::os::fd::RawFd],
-) -> io::Result<Option<libc::pid_t>> {
+) -> io::Result<Option<Pid>> {
     use std::os::fd::AsRawFd;
     if !bound.iter().any(|b| b.model == Model::Process) {
         return Ok(None);
@@ -388,7 +389,7 @@ pub struct Server {
     live: Arc<LiveApp>,
     bound: Vec<Bound>,
     /// The `process` model's master (forked in `build`).
-    master: Option<libc::pid_t>,
+    master: Option<Pid>,
     /// Told once the listeners serve (the upgrade's ready pipe, systemd).
     activation: Activation,
     upgrader: Arc<Upgrader>,
@@ -398,7 +399,7 @@ pub struct Server {
 #[derive(Debug, Clone)]
 pub struct ShutdownHandle {
     live: Arc<LiveApp>,
-    master: Option<libc::pid_t>,
+    master: Option<Pid>,
     upgrader: Arc<Upgrader>,
 }
 
@@ -413,7 +414,7 @@ impl ShutdownHandle {
     /// listening sockets, waits for it to report ready, then drains this server (as
     /// [`ShutdownHandle::shutdown`]) and returns the new process's pid. On failure this server
     /// serves on and the error says why. Blocks up to [`activation::UPGRADE_READY_TIMEOUT`].
-    pub fn upgrade(&self) -> Result<libc::pid_t, String> {
+    pub fn upgrade(&self) -> Result<Pid, String> {
         let pid = self.upgrader.start(activation::UPGRADE_READY_TIMEOUT)?;
         // systemd follows the new process as the service's main one.
         activation::notify(&[sd_notify::NotifyState::MainPid(pid as u32)]);
@@ -428,9 +429,8 @@ impl ShutdownHandle {
     /// it, open ones keep theirs. The `process` model's master is told to reload too.
     pub fn reload(&self) -> Result<(), String> {
         if let Some(pid) = self.master {
-            // SAFETY: kill takes no pointers; the master is our child and not yet reaped
-            // while the server runs.
-            unsafe { libc::kill(pid, libc::SIGHUP) };
+            // The master is our child, not reaped while the server runs.
+            let _ = weft_sys::process::kill(pid, weft_sys::signal::SIGHUP);
         }
         self.live.reload()
     }
@@ -439,9 +439,8 @@ impl ShutdownHandle {
     /// the `process` model's master is told to as well, for the connections it forks next.
     pub fn reopen_logs(&self) -> io::Result<()> {
         if let Some(pid) = self.master {
-            // SAFETY: kill takes no pointers; the master is our child and not yet reaped
-            // while the server runs.
-            unsafe { libc::kill(pid, libc::SIGUSR1) };
+            // The master is our child, not reaped while the server runs.
+            let _ = weft_sys::process::kill(pid, weft_sys::signal::SIGUSR1);
         }
         match &self.live.current().access_log {
             Some(l) => l.reopen(),

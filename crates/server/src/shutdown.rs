@@ -16,8 +16,6 @@ use std::sync::{Arc, Mutex};
 
 use weft_fiber::sync::Interrupt;
 
-use crate::sys;
-
 /// Shutdown state shared by listeners and connections.
 #[derive(Debug, Default)]
 pub struct Shutdown {
@@ -50,7 +48,7 @@ impl Shutdown {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         for (fd, idle) in conns.values() {
             if idle.load(SeqCst) {
-                let _ = sys::shutdown(*fd, libc::SHUT_RD);
+                let _ = weft_sys::socket::shutdown(*fd, std::net::Shutdown::Read);
             }
         }
     }

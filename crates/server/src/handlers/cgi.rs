@@ -61,9 +61,9 @@ use crate::body::RequestBody;
 use crate::config::CgiConfig;
 use crate::handlers::path::{normalize, PathError};
 use crate::response::{Body, BodyStream, Response};
-use crate::sys::{self, Resolve};
-use crate::sys_process;
 use crate::Request;
+use weft_sys::errno::{ELOOP, ENOENT, ENOTDIR, EXDEV};
+use weft_sys::fs::{open_beneath, Resolve};
 
 /// `PATH` for scripts when the server has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -344,11 +344,11 @@ impl Cgi {
                 rel.push(b'/');
             }
             rel.extend_from_slice(seg);
-            let file = match sys::open_beneath(&self.dir_file, &rel, Resolve::Beneath) {
+            let file = match open_beneath(&self.dir_file, &rel, Resolve::Beneath) {
                 Ok(f) => f,
                 Err(e) => {
                     return Err(Unlocated::Status(match e.raw_os_error() {
-                        Some(libc::ENOENT | libc::ENOTDIR | libc::EXDEV | libc::ELOOP) => 404,
+                        Some(ENOENT | ENOTDIR | EXDEV | ELOOP) => 404,
                         _ => 403,
                     }))
                 }
@@ -648,8 +648,8 @@ impl Drop for Running {
 /// signal reaches nothing else.
 fn kill_and_reap(mut child: Child) {
     let exited = !matches!(child.try_wait(), Ok(None));
-    let pid = libc::pid_t::try_from(child.id()).unwrap_or(0);
-    if let Err(e) = sys_process::kill_group(pid, libc::SIGKILL) {
+    let pid = weft_sys::process::Pid::try_from(child.id()).unwrap_or(0);
+    if let Err(e) = weft_sys::process::kill_group(pid, weft_sys::signal::SIGKILL) {
         log::error!("cgi: killing process group {pid}: {e}");
         let _ = child.kill();
     }

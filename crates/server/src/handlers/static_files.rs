@@ -39,8 +39,9 @@ use crate::cache::{variant_key, Entry, Lookup, ResponseCache, Validators};
 use crate::compress::{variant_etag, Compression};
 use crate::config::StaticConfig;
 use crate::response::{Body, BodyStream, Response};
-use crate::sys::{self, Resolve};
 use crate::Request;
+use weft_sys::errno::{EACCES, ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR, EPERM, EXDEV};
+use weft_sys::fs::{open_beneath, Resolve};
 
 /// Methods a static file answers.
 pub const ALLOW: &str = "GET, HEAD, OPTIONS";
@@ -274,15 +275,15 @@ impl StaticFiles {
     }
 
     fn open(&self, rel: &[u8]) -> Result<File, u16> {
-        sys::open_beneath(&self.root, rel, self.resolve).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => 404,
-            Some(libc::EACCES | libc::EPERM) => {
+        open_beneath(&self.root, rel, self.resolve).map_err(|e| match e.raw_os_error() {
+            Some(ENOENT | ENOTDIR | ENAMETOOLONG) => 404,
+            Some(EACCES | EPERM) => {
                 // As nginx's `open() failed (13: Permission denied)`: a 403 the operator
                 // may not have meant (file modes, the served user) is found in the log.
                 log::error!("open {:?} failed: {e}", String::from_utf8_lossy(rel));
                 403
             }
-            Some(libc::EXDEV | libc::ELOOP) => {
+            Some(EXDEV | ELOOP) => {
                 log::warn!(
                     "refused {:?}: resolves outside the document root",
                     String::from_utf8_lossy(rel)

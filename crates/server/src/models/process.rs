@@ -31,7 +31,7 @@
 //!   closed at once in the child (a copy would keep a socket open after the master closed
 //!   it); sockets of other models are closed in the master;
 //! - the counters: listener counters and cache hit/miss/eviction counters live in shared
-//!   memory (`sys_process::Shared`), so every child adds to the same numbers and the status
+//!   memory (`weft_sys::shm::Shared`), so every child adds to the same numbers and the status
 //!   page shows the model's totals; open connections are counted by the master (from accept
 //!   to its close of its copy), as is the number of live children the lingering ones read;
 //! - the response cache: empty at fork, private to the child, gone at exit (a child serves one
@@ -72,7 +72,12 @@ use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::ListenerMetrics;
 use crate::minrate::MinRate;
 use crate::net::{BlockingStream, Transport};
-use crate::sys_process::{self as sp, Exit, Forked, Pid};
+use weft_sys::epoll::{Epoll, Events, EPOLLIN};
+use weft_sys::fd::close_inherited;
+use weft_sys::poll::poll_readable_any;
+use weft_sys::process::{self as sp, Exit, Forked, Pid, PollFlag};
+use weft_sys::shm::Shared;
+use weft_sys::signal::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGTERM, SIGUSR1};
 
 /// How often the master looks for exited children while it waits at shutdown.
 const REAP_EVERY: Duration = Duration::from_millis(10);
@@ -88,10 +93,10 @@ pub(crate) fn start_master(
     match sp::fork()? {
         Forked::Parent(pid) => Ok(pid),
         Forked::Child => {
-            let code = match sp::die_with_parent(libc::SIGTERM, server) {
+            let code = match sp::die_with_parent(SIGTERM, server) {
                 Ok(true) => {
                     for &fd in close_in_master {
-                        sp::close_inherited(fd);
+                        close_inherited(fd);
                     }
                     match master(listeners, &live) {
                         Ok(()) => 0,
@@ -219,7 +224,7 @@ impl Held {
 
 /// Everything the master keeps; forked children close the descriptors in it.
 struct Master {
-    epoll: sp::Epoll,
+    epoll: Epoll,
     held: HashMap<RawFd, Held>,
     /// The held connections' deadlines, by descriptor: expiring them costs what expires, not
     /// a scan of every connection held (the pipeline's poller keeps its own the same way).
@@ -227,10 +232,10 @@ struct Master {
     queue: VecDeque<RawFd>,
     children: HashMap<Pid, Child>,
     /// Live children, read by lingering children to see the pressure.
-    live: sp::Shared<AtomicU64>,
+    live: Shared<AtomicU64>,
     /// Raised while at least [`pressure_mark`] children live, and from the start of shutdown
     /// on: lingering children wait on it beside their connection.
-    pressure: sp::PollFlag,
+    pressure: PollFlag,
     /// The master's own pidfd (none on a kernel without pidfds), inherited by every child:
     /// readable once the master has exited, so a lingering child whose master died stops
     /// waiting even if the SIGTERM it asked for landed just before its `poll`.
@@ -249,12 +254,12 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     // SIGHUP (forwarded by the server process): re-read the configuration between accepts;
     // children forked afterwards serve with it.
     let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(libc::SIGHUP, hup.clone())?;
+    signal_hook::flag::register(SIGHUP, hup.clone())?;
     // SIGUSR1 (forwarded too): reopen the access log, so children forked afterwards write to
     // the new file; a child keeps the file it was forked with (one connection's life). The
     // children inherit this handler, so a SIGUSR1 sent to the process group kills none.
     let usr1 = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(libc::SIGUSR1, usr1.clone())?;
+    signal_hook::flag::register(SIGUSR1, usr1.clone())?;
     // SIGCHLD interrupts the master's epoll_wait (never restarted after a handler), so an
     // exited child is reaped, its connection taken back or closed, and a queued request given
     // its slot at once. The handler writes to no descriptor, so the children that inherit it
@@ -262,11 +267,11 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     // looks at with the signals blocked until its wait begins (`wait_for_signals`), so none
     // is missed however long it sleeps.
     let chld = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(libc::SIGCHLD, chld.clone())?;
-    let epoll = sp::Epoll::new()?;
+    signal_hook::flag::register(SIGCHLD, chld.clone())?;
+    let epoll = Epoll::new()?;
     for (i, (l, _)) in listeners.iter().enumerate() {
         l.set_nonblocking(true)?;
-        epoll.add(l.as_raw_fd(), i as u64)?;
+        epoll.add(l.as_raw_fd(), EPOLLIN, i as u64)?;
     }
     let fds: Vec<RawFd> = listeners.iter().map(|(l, _)| l.as_raw_fd()).collect();
     let max_children = app
@@ -282,9 +287,9 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         timers: Wheel::new(Instant::now()),
         queue: VecDeque::new(),
         children: HashMap::new(),
-        live: sp::Shared::new(),
+        live: Shared::new(),
         // Before `descriptor_room`, which counts the descriptors open.
-        pressure: sp::PollFlag::new()?,
+        pressure: PollFlag::new()?,
         exited: sp::pidfd_open(sp::pid()).ok(),
         stopping: false,
         max_children,
@@ -292,7 +297,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         fd_room: descriptor_room(),
     };
     let mut armed = vec![true; listeners.len()];
-    let mut ready = Vec::new();
+    let mut ready = Events::with_capacity(MAX_EVENTS);
     let mut last_sweep = Instant::now();
     // The last wait saw nothing happen.
     let mut quiet = false;
@@ -325,7 +330,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             let want = m.has_room(&mut gate) && !gate.at_capacity(lm);
             if want != armed[i] {
                 let r = if want {
-                    m.epoll.add(l.as_raw_fd(), i as u64)
+                    m.epoll.add(l.as_raw_fd(), EPOLLIN, i as u64)
                 } else {
                     m.epoll.delete(l.as_raw_fd())
                 };
@@ -350,7 +355,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         m.epoll
             .wait_for_signals(&mut ready, timeout, &MASTER_SIGNALS, flagged)?;
         quiet = ready.is_empty() && !flagged();
-        for &token in &ready {
+        for token in ready.iter().map(|e| e.token) {
             if token & CONN_TAG != 0 {
                 m.read_head(&app, (token & !CONN_TAG) as RawFd);
             } else {
@@ -388,13 +393,10 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
 /// come and go (after a quiet wait it sleeps until the earliest one).
 const SWEEP_EVERY: Duration = Duration::from_millis(50);
 /// The signals whose handlers set the master's flags.
-const MASTER_SIGNALS: [libc::c_int; 5] = [
-    libc::SIGTERM,
-    libc::SIGINT,
-    libc::SIGHUP,
-    libc::SIGUSR1,
-    libc::SIGCHLD,
-];
+const MASTER_SIGNALS: [weft_sys::signal::Signal; 5] = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD];
+
+/// Events the master takes from its epoll per wait.
+const MAX_EVENTS: usize = 256;
 
 /// Descriptors the master keeps free for its own use: the `/proc/self/stat` read of each
 /// fork, an accept, log files reopened.
@@ -405,7 +407,7 @@ const FD_SPARE: usize = 8;
 /// running into EMFILE, where it could no longer fork (a fork reads `/proc/self/stat`) and the
 /// connections it holds would wait for a child forever.
 fn descriptor_room() -> usize {
-    let limit = crate::sys::raise_nofile_limit().unwrap_or(1024);
+    let limit = weft_sys::resource::raise_nofile_limit().unwrap_or(1024);
     let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
     usize::try_from(limit)
         .unwrap_or(usize::MAX)
@@ -428,7 +430,7 @@ impl Master {
         self.stopping = true;
         self.pressure.set(true);
         for &pid in self.children.keys() {
-            let _ = sp::kill(pid, libc::SIGTERM);
+            let _ = sp::kill(pid, SIGTERM);
         }
     }
 
@@ -465,7 +467,7 @@ impl Master {
                     let fd = stream.as_raw_fd();
                     if let Err(e) = stream
                         .set_nonblocking(true)
-                        .and_then(|()| self.epoll.add(fd, CONN_TAG | fd as u64))
+                        .and_then(|()| self.epoll.add(fd, EPOLLIN, CONN_TAG | fd as u64))
                     {
                         log::warn!("{peer}: cannot watch the connection: {e}");
                         continue;
@@ -738,14 +740,14 @@ impl Master {
                 // A child holds only its own connection: a copy of another one (or of a
                 // listener) would keep that socket open after the master closed it.
                 for &l in listener_fds {
-                    sp::close_inherited(l);
+                    close_inherited(l);
                 }
-                sp::close_inherited(self.epoll.raw_fd());
+                close_inherited(self.epoll.as_raw_fd());
                 for (&other, _) in self.held.iter().filter(|(&o, _)| o != fd) {
-                    sp::close_inherited(other);
+                    close_inherited(other);
                 }
                 // A child whose master is gone must not serve on: it gets SIGTERM (graceful).
-                if !matches!(sp::die_with_parent(libc::SIGTERM, master), Ok(true)) {
+                if !matches!(sp::die_with_parent(SIGTERM, master), Ok(true)) {
                     sp::exit_now(0);
                 }
                 let h = self.held.remove(&fd).expect("the connection is held");
@@ -775,7 +777,7 @@ impl Master {
                     }
                     match exit {
                         Exit::Code(0 | EXIT_IDLE) => {}
-                        Exit::Signal(libc::SIGKILL | libc::SIGTERM) if quiet => {}
+                        Exit::Signal(SIGKILL | SIGTERM) if quiet => {}
                         other => log::warn!("connection process {pid} ended with {other:?}"),
                     }
                 }
@@ -796,7 +798,7 @@ impl Master {
                     deadline: Instant::now() + app.cfg.timeouts.keepalive,
                 };
                 h.resumed = true;
-                if self.epoll.add(fd, CONN_TAG | fd as u64).is_ok() {
+                if self.epoll.add(fd, EPOLLIN, CONN_TAG | fd as u64).is_ok() {
                     self.arm(fd);
                     return;
                 }
@@ -892,7 +894,7 @@ impl Master {
         &mut self,
         app: &Arc<App>,
         gate: &mut AcceptGate,
-        ready: &mut Vec<u64>,
+        ready: &mut Events,
         end: Instant,
     ) -> io::Result<()> {
         self.tell_children_to_stop();
@@ -926,8 +928,8 @@ impl Master {
             // The listeners are closed: a child has none of them to close.
             self.dispatch(app, &[], gate);
             self.sweep(app);
-            self.epoll.wait(ready, SWEEP_EVERY.min(end - now))?;
-            for &token in ready.iter() {
+            self.epoll.wait(ready, Some(SWEEP_EVERY.min(end - now)))?;
+            for token in ready.iter().map(|e| e.token) {
                 if token & CONN_TAG != 0 {
                     self.read_head(app, (token & !CONN_TAG) as RawFd);
                 }
@@ -952,7 +954,7 @@ impl Master {
             );
             let pids: Vec<Pid> = self.children.keys().copied().collect();
             for pid in pids {
-                let _ = sp::kill(pid, libc::SIGKILL);
+                let _ = sp::kill(pid, SIGKILL);
                 let _ = sp::wait(pid);
                 if let Some(c) = self.children.remove(&pid) {
                     self.close(c.conn);
@@ -1004,8 +1006,8 @@ fn answer_held(app: &App, h: &Held, status: u16, why: &conn::Reason) {
 fn serve_child(
     h: Held,
     app: &Arc<App>,
-    live: &sp::Shared<AtomicU64>,
-    pressure: &sp::PollFlag,
+    live: &Shared<AtomicU64>,
+    pressure: &PollFlag,
     master_fd: Option<RawFd>,
     max_children: usize,
 ) -> i32 {
@@ -1072,7 +1074,7 @@ fn serve_child(
     if code == 0 {
         // The master still holds a copy of the descriptor: the client sees the end now, not
         // when the master closes its copy.
-        let _ = crate::sys::shutdown(fd, libc::SHUT_WR);
+        let _ = weft_sys::socket::shutdown(fd, std::net::Shutdown::Write);
     }
     drop(info);
     drop(stream);
@@ -1115,9 +1117,9 @@ fn wait_for_request(
         }
         let ready = if slice {
             slice = false;
-            sp::poll_readable_any(first, left.min(LINGER_SLICE))
+            poll_readable_any(first, left.min(LINGER_SLICE))
         } else {
-            sp::poll_readable_any(all, left)
+            poll_readable_any(all, left)
         };
         match ready {
             // The master's pidfd is fds[1] where there is one.
@@ -1136,11 +1138,11 @@ struct ChildStream<'a> {
     inner: BlockingStream,
     head: Vec<u8>,
     pos: usize,
-    live: &'a sp::Shared<AtomicU64>,
+    live: &'a Shared<AtomicU64>,
     /// Live children from which lingering gives the connection back.
     pressure: u64,
     /// The master's flag, readable while that many live or shutdown has begun
-    /// ([`sp::PollFlag`]).
+    /// ([`PollFlag`]).
     pressure_fd: RawFd,
     /// The master's pidfd (`Master::exited`), readable once it has exited.
     master_fd: Option<RawFd>,
@@ -1266,16 +1268,16 @@ pub(crate) fn watch_master(pid: Pid, app: Arc<App>) -> io::Result<()> {
             };
         }
         if app.shutdown.is_set() && !signalled {
-            sp::kill(pid, libc::SIGTERM)?;
+            sp::kill(pid, SIGTERM)?;
             signalled = true;
         }
         match (&exited, stop) {
             // The eventfd stays readable once shutdown began: left out after the SIGTERM.
             (Some(e), Some(s)) if !signalled => {
-                sp::poll_readable_any(&[e.as_raw_fd(), s], Duration::MAX)?;
+                poll_readable_any(&[e.as_raw_fd(), s], Duration::MAX)?;
             }
             (Some(e), _) if signalled => {
-                sp::poll_readable_any(&[e.as_raw_fd()], Duration::MAX)?;
+                poll_readable_any(&[e.as_raw_fd()], Duration::MAX)?;
             }
             _ => std::thread::sleep(REAP_EVERY * 2),
         }
@@ -1305,7 +1307,7 @@ mod tests {
         let pid = master.id();
         let killer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
-            sp::kill(pid as Pid, libc::SIGKILL).expect("kill the stand-in master");
+            sp::kill(pid as Pid, SIGKILL).expect("kill the stand-in master");
         });
         let start = Instant::now();
         let fds = [conn.as_raw_fd(), flag.as_raw_fd()];

@@ -11,7 +11,7 @@ use crate::app::LiveApp;
 use crate::conn::{self, ConnInfo};
 use crate::metrics::{ListenerMetrics, OpenGuard};
 use crate::net::BlockingStream;
-use crate::sys_process::poll_readable_any;
+use weft_sys::poll::poll_readable_any;
 
 /// Accepts on `listener` until shutdown, one thread per connection.
 pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) -> io::Result<()> {

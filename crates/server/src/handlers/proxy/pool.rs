@@ -1,6 +1,7 @@
 //! Idle keep-alive connections to an upstream: checked out (or a new one connected) for a
 //! request, given back only when both sides allow another.
 
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -158,7 +159,7 @@ struct Reaper {
     /// When the thread wakes next, ns after `base`; `u64::MAX` while it sleeps until woken.
     wakes_at: AtomicU64,
     base: Instant,
-    wake: crate::sys::EventFd,
+    wake: weft_sys::epoll::EventFd,
 }
 
 /// The process's reaper; `None` if it could not be started (no descriptor or thread to
@@ -167,7 +168,7 @@ fn reaper() -> Option<&'static Reaper> {
     static REAPER: OnceLock<Option<Reaper>> = OnceLock::new();
     REAPER
         .get_or_init(|| {
-            let wake = match crate::sys::EventFd::new() {
+            let wake = match weft_sys::epoll::EventFd::new() {
                 Ok(w) => w,
                 Err(e) => {
                     log::warn!("proxy: idle upstream connections close when next looked at: {e}");
@@ -231,14 +232,14 @@ impl Reaper {
             drop(pools);
             let Some(next) = next else {
                 // Nothing pooled: sleep until a connection is (its `watch` wakes us).
-                let _ = crate::sys_process::poll_readable_any(&[self.wake.raw_fd()], Duration::MAX);
+                let _ = weft_sys::poll::poll_readable_any(&[self.wake.as_raw_fd()], Duration::MAX);
                 continue;
             };
             let at = self.nanos(next);
             // A connection put since the sweep may have lowered it already.
             let _ = self.wakes_at.fetch_min(at, SeqCst);
             let wait = next.saturating_duration_since(Instant::now());
-            let _ = crate::sys_process::poll_readable_any(&[self.wake.raw_fd()], wait);
+            let _ = weft_sys::poll::poll_readable_any(&[self.wake.as_raw_fd()], wait);
         }
     }
 }

@@ -184,14 +184,14 @@ impl std::fmt::Debug for Pipeline {
 #[derive(Debug)]
 struct Rouse {
     asleep: AtomicBool,
-    efd: crate::sys::EventFd,
+    efd: weft_sys::epoll::EventFd,
 }
 
 impl Rouse {
     fn new() -> io::Result<Rouse> {
         Ok(Rouse {
             asleep: AtomicBool::new(false),
-            efd: crate::sys::EventFd::new()?,
+            efd: weft_sys::epoll::EventFd::new()?,
         })
     }
 
@@ -254,7 +254,7 @@ impl Pipeline {
     fn accept_backlog(&self) -> usize {
         let l = self.listener.lock().unwrap_or_else(|e| e.into_inner());
         l.as_ref()
-            .and_then(|l| crate::sys::accept_backlog(l.as_raw_fd()).ok())
+            .and_then(|l| weft_sys::socket::accept_backlog(l.as_raw_fd()).ok())
             .map_or(0, |n| n as usize)
     }
 }

@@ -4,7 +4,7 @@
 //! permit count. It also keeps the recent history the status page shows.
 
 use std::collections::VecDeque;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{fence, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -245,7 +245,7 @@ struct CpuTimes {
 impl CpuTimes {
     fn read() -> Option<CpuTimes> {
         let text = std::fs::read_to_string("/proc/stat").ok()?;
-        CpuTimes::from_stat(&text, weft_fiber::sys::affinity().ok().as_deref())
+        CpuTimes::from_stat(&text, weft_sys::resource::affinity().ok().as_deref())
     }
 
     /// From the text of /proc/stat: the sum of the `cpuN` lines whose N is in `cpus`, or the
@@ -472,7 +472,7 @@ fn sleep_while_quiet(p: &Pipeline, report: &Report, stop: RawFd, requests: u64) 
         && p.lm.requests() == requests;
     if still {
         report.view().asleep = true;
-        let _ = crate::sys_process::poll_readable_any(&[rouse.efd.raw_fd(), stop], super::SLEEP);
+        let _ = weft_sys::poll::poll_readable_any(&[rouse.efd.as_raw_fd(), stop], super::SLEEP);
         report.view().asleep = false;
     }
     rouse.asleep.store(false, Relaxed);

@@ -36,7 +36,9 @@ use std::time::{Duration, Instant};
 use super::{Conn, Phase, Pipeline};
 use crate::models::wheel::Wheel;
 
-use crate::sys::{Epoll, EpollEvent, EventFd};
+use weft_sys::epoll::{
+    Epoll, EventFd, Events, EPOLLERR, EPOLLET, EPOLLHUP, EPOLLIN, EPOLLOUT, EPOLLRDHUP,
+};
 
 /// What a parked connection waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +94,7 @@ impl Poller {
     pub(crate) fn new() -> std::io::Result<Poller> {
         let epoll = Epoll::new()?;
         let wake = EventFd::new()?;
-        epoll.add(wake.raw_fd(), libc::EPOLLIN as u32, WAKE)?;
+        epoll.add(wake.as_raw_fd(), EPOLLIN, WAKE)?;
         Ok(Poller {
             epoll,
             wake,
@@ -118,10 +120,10 @@ impl Poller {
         deadline: Instant,
     ) -> Option<Box<Conn>> {
         let fd = conn.stream.as_raw_fd();
-        let base = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
+        let base = EPOLLIN | EPOLLRDHUP | EPOLLET;
         let events = match wait {
             Wait::Request | Wait::Linger => base,
-            Wait::Writable => base | libc::EPOLLOUT as u32,
+            Wait::Writable => base | EPOLLOUT,
         };
         let mut room = self.lock();
         let (key, armed) = match conn.reg.as_ref() {
@@ -213,7 +215,7 @@ impl Drop for Registration {
 /// The poller thread: waits for events and deadlines until the pipeline stops.
 pub(crate) fn run(p: &Pipeline) {
     let poller = &p.poller;
-    let mut events: Vec<EpollEvent> = Vec::with_capacity(64);
+    let mut events = Events::with_capacity(64);
     // The last wait ended with no event (its timeout, or a signal).
     let mut quiet = false;
     while !p.stopped.load(SeqCst) {
@@ -245,7 +247,7 @@ pub(crate) fn run(p: &Pipeline) {
             room.sleep_until = until;
             timeout
         };
-        if let Err(e) = poller.epoll.wait(&mut events, 64, timeout) {
+        if let Err(e) = poller.epoll.wait(&mut events, Some(timeout)) {
             log::error!("pipeline poller: epoll_wait failed: {e}");
             std::thread::sleep(TICK);
             continue;
@@ -257,15 +259,15 @@ pub(crate) fn run(p: &Pipeline) {
         // Awake: a park need not wake the thread until it waits again.
         poller.lock().sleep_until = Instant::now();
         let mut handed = false;
-        for ev in &events {
+        for ev in events.iter() {
             if ev.token == WAKE {
                 poller.wake.drain();
                 continue;
             }
             // The peer's end of stream, or an error: there is input to read (its end).
-            let end = ev.events & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
-            let input = end || ev.events & libc::EPOLLIN as u32 != 0;
-            let output = ev.events & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
+            let end = ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR) != 0;
+            let input = end || ev.events & EPOLLIN != 0;
+            let output = ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR) != 0;
             let parked = {
                 let mut room = poller.lock();
                 let wait = room.parked.get(ev.token).map(|pk| pk.wait);

@@ -15,7 +15,7 @@ use crate::conn::{self, ConnInfo, Start, Tail};
 use crate::metrics::OpenGuard;
 use crate::models::AcceptGate;
 use crate::net::Transport;
-use crate::sys;
+use weft_sys::{poll, socket};
 
 /// Accept: takes one connection from the listener, or waits until one comes or `stop` (the
 /// shutdown interrupt's eventfd) turns readable, with no timeout. `None`: no connection this
@@ -44,8 +44,7 @@ pub(crate) fn accept(
             conn
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            let _ =
-                crate::sys_process::poll_readable_any(&[listener.as_raw_fd(), stop], super::SLEEP);
+            let _ = poll::poll_readable_any(&[listener.as_raw_fd(), stop], super::SLEEP);
             None
         }
         Err(e) => {
@@ -563,7 +562,9 @@ fn write_some(conn: &Conn, out: &Out) -> io::Result<Option<usize>> {
         return match &out.tail {
             Tail::None => s.write(rest),
             Tail::Bytes(b) => s.write_vectored(&[IoSlice::new(rest), IoSlice::new(b)]),
-            Tail::File { .. } => sys::send_nowait(conn.stream.as_raw_fd(), rest, libc::MSG_MORE),
+            Tail::File { .. } => {
+                socket::send_nowait(conn.stream.as_raw_fd(), rest, socket::MSG_MORE)
+            }
             Tail::Stream { .. } => Err(io::Error::other("a streamed body is written by process")),
         }
         .map(Some);
@@ -577,7 +578,7 @@ fn write_some(conn: &Conn, out: &Out) -> io::Result<Option<usize>> {
             let chunk = usize::try_from(len - done)
                 .unwrap_or(usize::MAX)
                 .min(1 << 30);
-            match sys::sendfile(conn.stream.as_raw_fd(), file, &mut at, chunk)? {
+            match socket::sendfile(conn.stream.as_raw_fd(), file.as_raw_fd(), &mut at, chunk)? {
                 0 => Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "file shrank while being sent",
@@ -617,10 +618,10 @@ impl PollStream<'_> {
         let fd = self.stream.as_raw_fd();
         let (timeout, ready) = if writable {
             let t = self.write_timeout.unwrap_or(Duration::MAX);
-            (t, sys::poll_writable(fd, t)?)
+            (t, poll::poll_writable(fd, t)?)
         } else {
             let t = self.read_timeout.unwrap_or(Duration::MAX);
-            (t, sys::poll_readable(fd, t)?)
+            (t, poll::poll_readable(fd, t)?)
         };
         if ready {
             Ok(())

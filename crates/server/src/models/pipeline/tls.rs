@@ -95,7 +95,7 @@ fn flush(conn: &mut Tls, stream: &TcpStream, deadline: Instant) -> io::Result<()
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let left = deadline.saturating_duration_since(Instant::now());
-                if !crate::sys::poll_writable(stream.as_raw_fd(), left)? {
+                if !weft_sys::poll::poll_writable(stream.as_raw_fd(), left)? {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "TLS handshake not done in time",
