@@ -69,8 +69,8 @@ pub fn serve(listener: TcpListener, cfg: BackendConfig) -> io::Result<()> {
             Ok(c) => c,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
-            Err(e) if e.raw_os_error() == Some(libc::EBADF) => return Err(e),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Err(e),
+            Err(e) if e.raw_os_error() == Some(weft_sys::errno::EBADF) => return Err(e),
+            Err(e) if e.raw_os_error() == Some(weft_sys::errno::EINVAL) => return Err(e),
             Err(e) => {
                 // Out of descriptors, memory or buffers: the connections open go on; wait.
                 eprintln!("weft-bench backend: accept: {e}; waiting 100 ms");

@@ -120,10 +120,10 @@ impl Drop for Server {
     /// on it), up to 3 s for the leader to exit, then SIGKILL to whatever is left of the group
     /// (a killed master's workers would otherwise outlive it).
     fn drop(&mut self) {
-        let group = -(self.pid as libc::pid_t);
-        // SAFETY: kill has no memory preconditions; `group` is the process group the server
-        // was started in (process_group(0) at spawn), its own and its workers' only.
-        unsafe { libc::kill(group, libc::SIGTERM) };
+        // The process group the server was started in (process_group(0) at spawn), its own
+        // and its workers' only.
+        let group = self.pid as weft_sys::process::Pid;
+        let _ = weft_sys::process::kill_group(group, weft_sys::signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
@@ -131,8 +131,7 @@ impl Drop for Server {
             }
             weft_fiber::sleep(Duration::from_millis(20));
         }
-        // SAFETY: as above.
-        unsafe { libc::kill(group, libc::SIGKILL) };
+        let _ = weft_sys::process::kill_group(group, weft_sys::signal::SIGKILL);
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -369,8 +368,7 @@ pub fn start(
                 return missing(spec);
             };
             let conf = work.join("apache2.conf");
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            let root_user = unsafe { libc::geteuid() } == 0;
+            let root_user = weft_sys::user::euid() == 0;
             let ug = if root_user {
                 "User nobody\nGroup nogroup"
             } else {

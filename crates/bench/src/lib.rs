@@ -30,6 +30,11 @@
 //!
 //! The modules are public for the tests and for the experiments to come; the command line
 //! ([`cli`]) is the supported interface.
+//!
+//! Every system call it makes beyond the standard library's goes through `weft-sys`; the
+//! crate itself holds no `unsafe` code.
+
+#![forbid(unsafe_code)]
 
 pub mod backend;
 pub mod cli;

@@ -1,5 +1,7 @@
 //! The `weft-bench` binary: see the library's documentation and `weft-bench --help`.
 
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 
 fn main() {

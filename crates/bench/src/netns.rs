@@ -8,13 +8,12 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::{Command, Stdio};
 
 /// `Err(reason)` where namespaces cannot be made here: not root, or no `ip`.
 pub fn available() -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if weft_sys::user::euid() != 0 {
         return Err("needs root (network namespaces)".into());
     }
     if crate::experiment::find_program("ip").is_none() {
@@ -183,13 +182,7 @@ fn ns_path(name: &str) -> String {
 }
 
 fn setns(f: &File) -> io::Result<()> {
-    // SAFETY: `f` is an open namespace file for as long as the call runs; setns only changes
-    // the calling thread's network namespace and reads no memory of ours.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    weft_sys::process::enter_net_namespace(f.as_fd())
 }
 
 /// Returns the thread to the namespace it left on drop.

@@ -102,9 +102,7 @@ pub fn all_stats() -> io::Result<Vec<Stat>> {
 
 /// Clock ticks per second of the `/proc` times.
 pub fn ticks_per_second() -> u64 {
-    // SAFETY: sysconf only reads a configuration value; it takes no pointers.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+    weft_sys::resource::clock_ticks_per_second()
 }
 
 /// One sample of a process tree's CPU.

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use super::pin::pin_child;
 use super::{Setup, HEALTH, READY_WAIT, SHUTDOWN_GRACE, WEFT_PORT};
 use crate::netns::Netns;
+use weft_sys::process::{self, Exit};
+use weft_sys::signal::{Signal, SIGKILL, SIGTERM, SIGUSR2};
 
 /// One weft instance in its namespace.
 pub(crate) struct Instance {
@@ -36,39 +38,28 @@ pub(crate) struct Instance {
     core: Option<usize>,
 }
 
-/// Sends `sig` to process `pid`.
-pub(crate) fn signal(pid: i32, sig: libc::c_int) {
-    // SAFETY: kill takes plain integers; `pid` is a weft process this run started (or its
-    // upgrade's successor, which it learned from MAINPID), never 0 or negative.
-    unsafe { libc::kill(pid, sig) };
+/// Sends `sig` to process `pid`: a weft process this run started (or its upgrade's
+/// successor, which it learned from MAINPID).
+pub(crate) fn signal(pid: i32, sig: Signal) {
+    let _ = process::kill(pid, sig);
 }
 
-/// Waits up to `wait` for `pid` (a child, or an orphan adopted as subreaper) to exit; its
-/// status, or `None` if it is still running or not ours to wait for.
-fn reap(pid: i32, wait: Duration) -> Option<i32> {
+/// Waits up to `wait` for `pid` (a child, or an orphan adopted as subreaper) to exit; how it
+/// ended, or `None` if it is still running or not ours to wait for.
+fn reap(pid: i32, wait: Duration) -> Option<Exit> {
     let end = Instant::now() + wait;
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes the status into our local; WNOHANG never blocks.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return Some(status);
+        match process::try_wait_child(pid) {
+            Ok(Some((_, exit))) => return Some(exit),
+            Ok(None) if Instant::now() < end => weft_fiber::sleep(Duration::from_millis(20)),
+            Ok(None) | Err(_) => return None,
         }
-        if r < 0 || Instant::now() >= end {
-            return None;
-        }
-        weft_fiber::sleep(Duration::from_millis(20));
     }
 }
 
-/// `exit N` or `signal N` from a wait status.
-pub(crate) fn describe_status(status: Option<i32>) -> String {
-    match status {
-        Some(s) if libc::WIFEXITED(s) => format!("exit {}", libc::WEXITSTATUS(s)),
-        Some(s) if libc::WIFSIGNALED(s) => format!("signal {}", libc::WTERMSIG(s)),
-        Some(s) => format!("status {s}"),
-        None => "not reaped".into(),
-    }
+/// `exit N` or `signal N`, or `not reaped`.
+pub(crate) fn describe_status(status: Option<Exit>) -> String {
+    status.map_or_else(|| "not reaped".into(), |e| e.to_string())
 }
 
 impl Instance {
@@ -130,7 +121,7 @@ impl Instance {
     pub(crate) fn upgrade(&mut self) -> io::Result<i32> {
         let old = self.pid.ok_or_else(|| io::Error::other("not running"))?;
         self.drain_notifications();
-        signal(old, libc::SIGUSR2);
+        signal(old, SIGUSR2);
         let pid: i32 = self.wait_for("no upgraded process", |m| {
             m.lines()
                 .find_map(|l| l.strip_prefix("MAINPID="))
@@ -198,7 +189,7 @@ impl Instance {
 
     /// Waits up to `wait` for process `pid` of this instance to exit; its status. One that
     /// exited is forgotten; one that did not stays listed, for the final stop.
-    pub(crate) fn reap_one(&mut self, pid: i32, wait: Duration) -> Option<i32> {
+    pub(crate) fn reap_one(&mut self, pid: i32, wait: Duration) -> Option<Exit> {
         let st = reap(pid, wait);
         if st.is_some() {
             self.pids.retain(|&p| p != pid);
@@ -217,11 +208,11 @@ impl Instance {
     /// Stops every process it has had: SIGTERM, then SIGKILL to what is left.
     pub(crate) fn stop(&mut self) {
         for &p in &self.pids {
-            signal(p, libc::SIGTERM);
+            signal(p, SIGTERM);
         }
         for &p in &self.pids {
             if reap(p, SHUTDOWN_GRACE + Duration::from_secs(1)).is_none() {
-                signal(p, libc::SIGKILL);
+                signal(p, SIGKILL);
                 reap(p, Duration::from_secs(1));
             }
         }

@@ -186,11 +186,7 @@ fn prepare(work: &Path) -> io::Result<()> {
     fs::create_dir_all(work.join("site"))?;
     fs::write(work.join("site/index.html"), "<p>cluster</p>\n")?;
     // An upgraded instance is its predecessor's child; once that exits it becomes ours.
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers, no pointers.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    weft_sys::process::become_subreaper()
 }
 
 impl Setup {

@@ -3,7 +3,6 @@
 //! thread or a child process to its part.
 
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use super::INSTANCES;
@@ -125,7 +124,7 @@ pub(crate) fn cpu_list(cores: &[usize]) -> String {
 /// The cores this process may run on (its affinity), in order; `0..available_parallelism`
 /// where the affinity cannot be read.
 pub(crate) fn allowed_cpus() -> Vec<usize> {
-    match weft_fiber::sys::affinity() {
+    match weft_sys::resource::affinity() {
         Ok(v) if !v.is_empty() => v,
         _ => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
     }
@@ -137,36 +136,13 @@ pub(crate) fn pin_self(cores: &[usize]) -> io::Result<()> {
     if cores.is_empty() {
         return Ok(());
     }
-    // SAFETY: cpu_set_t is plain data, zeroed is the empty set; CPU_SET writes inside it for
-    // any core below CPU_SETSIZE (checked), and sched_setaffinity reads exactly the set we
-    // pass, with its size. It is a plain system call, so it may run between fork and exec.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cores {
-            if c < libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(c, &mut set);
-            }
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    weft_sys::resource::set_affinity(cores)
 }
 
 /// The child `cmd` starts runs on `cores` (set between fork and exec); none leaves it on
 /// this process's.
 pub(crate) fn pin_child(cmd: &mut Command, cores: Vec<usize>) {
-    if cores.is_empty() {
-        return;
-    }
-    // SAFETY: the closure only calls `pin_self`, which allocates nothing and makes one
-    // system call: safe in the forked child before exec.
-    unsafe {
-        cmd.pre_exec(move || pin_self(&cores));
-    }
+    weft_sys::process::pin_command(cmd, cores);
 }
 
 #[cfg(test)]

@@ -166,14 +166,7 @@ fn cpu_since(pids: &[u32], before: Vec<io::Result<procstat::Sample>>, hz: u64) -
 
 /// CPU time of this process (all its threads, not its children), seconds.
 fn self_cpu_s() -> f64 {
-    // SAFETY: rusage is plain data, zeroed is valid, and getrusage only writes into it.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    weft_sys::resource::self_cpu_time().map_or(0.0, |t| t.as_secs_f64())
 }
 
 /// (busy, total) jiffies of the whole machine, from `/proc/stat`.

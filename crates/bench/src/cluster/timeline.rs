@@ -15,6 +15,7 @@ use super::plan::{Action, Plan};
 use super::{Setup, FRONT_ALL, SHUTDOWN_GRACE};
 use crate::netns::Netns;
 use crate::target::Target;
+use weft_sys::signal::{SIGKILL, SIGTERM};
 
 /// An event done: seconds from the start of the load, what, and what happened.
 pub(crate) type Done = (f64, Action, String);
@@ -98,7 +99,7 @@ fn perform(
         Action::Drain(i) => {
             let inst = &mut instances[i];
             let pid = inst.pid.take().ok_or("drain: not running")?;
-            signal(pid, libc::SIGTERM);
+            signal(pid, SIGTERM);
             let st = inst.reap_one(pid, SHUTDOWN_GRACE + Duration::from_secs(2));
             let t_exit = start.elapsed().as_secs_f64() - t;
             format!("{}; exited after {t_exit:.3} s", describe_status(st))
@@ -106,7 +107,7 @@ fn perform(
         Action::Kill(i) => {
             let inst = &mut instances[i];
             let pid = inst.pid.take().ok_or("kill: not running")?;
-            signal(pid, libc::SIGKILL);
+            signal(pid, SIGKILL);
             describe_status(inst.reap_one(pid, Duration::from_secs(2)))
         }
         Action::Restart(i) => {

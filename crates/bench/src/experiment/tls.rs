@@ -139,15 +139,7 @@ pub fn tree_rss_kib(pid: u32) -> io::Result<u64> {
 /// Raises this process's open-file limit to its hard limit (the servers started afterwards
 /// inherit it): the idle measurement holds thousands of connections.
 fn raise_nofile() {
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed, which lives on
-    // this stack frame for the calls.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-    }
+    let _ = weft_sys::resource::raise_nofile_limit();
 }
 
 fn is_weft(s: &Server) -> bool {
