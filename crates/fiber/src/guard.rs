@@ -9,10 +9,12 @@
 //! handler (Rust's own stack-overflow reporter, or the default action).
 
 use std::cell::Cell;
+use std::ffi::{c_int, c_void};
 use std::io;
 use std::sync::OnceLock;
 
-use crate::sys;
+use weft_sys::mem::{map_stack_memory, unmap};
+use weft_sys::signal::{self, SigAction, SigInfo, SIGBUS, SIGSEGV};
 
 thread_local! {
     /// (guard start, guard end, usable stack bytes, fiber id) of the fiber this thread runs.
@@ -24,7 +26,7 @@ pub(crate) fn enter(guard: (usize, usize, usize), id: u64) {
     RUNNING.with(|r| r.set((guard.0, guard.1, guard.2, id)));
 }
 
-static PREVIOUS: OnceLock<[sys::SigAction; 2]> = OnceLock::new();
+static PREVIOUS: OnceLock<[SigAction; 2]> = OnceLock::new();
 
 /// Installs the process-wide handler once (the first runtime built does it).
 pub(crate) fn install_process_handler() -> io::Result<()> {
@@ -34,8 +36,8 @@ pub(crate) fn install_process_handler() -> io::Result<()> {
     static INSTALLING: std::sync::Once = std::sync::Once::new();
     let mut result = Ok(());
     INSTALLING.call_once(|| {
-        let segv = sys::sigaction_install(libc::SIGSEGV, handler);
-        let bus = sys::sigaction_install(libc::SIGBUS, handler);
+        let segv = signal::sigaction_install(SIGSEGV, handler);
+        let bus = signal::sigaction_install(SIGBUS, handler);
         match (segv, bus) {
             (Ok(a), Ok(b)) => {
                 let _ = PREVIOUS.set([a, b]);
@@ -46,9 +48,9 @@ pub(crate) fn install_process_handler() -> io::Result<()> {
     result
 }
 
-extern "C" fn handler(sig: libc::c_int, info: *mut sys::SigInfo, ctx: *mut libc::c_void) {
+extern "C" fn handler(sig: c_int, info: *mut SigInfo, ctx: *mut c_void) {
     // SAFETY: the kernel calls an SA_SIGINFO handler for SIGSEGV/SIGBUS with a valid siginfo.
-    let addr = unsafe { sys::fault_address(info) };
+    let addr = unsafe { signal::fault_address(info) };
     let (lo, hi, size, id) = RUNNING.with(|r| r.get());
     if lo <= addr && addr < hi {
         let mut buf = [0u8; 160];
@@ -62,30 +64,24 @@ extern "C" fn handler(sig: libc::c_int, info: *mut sys::SigInfo, ctx: *mut libc:
         w.num(size as u64);
         w.put(b" bytes; raise Builder::stack_size); aborting\n");
         let len = w.len;
-        sys::write_stderr(&buf[..len]);
-        sys::abort();
+        signal::write_stderr(&buf[..len]);
+        signal::abort();
     }
     chain(sig, info, ctx);
 }
 
 /// Hands a fault that is not a fiber overflow to the handler that was there before ours.
-fn chain(sig: libc::c_int, info: *mut sys::SigInfo, ctx: *mut libc::c_void) {
-    let idx = usize::from(sig == libc::SIGBUS);
-    match PREVIOUS.get().map(|p| p[idx]) {
-        Some(prev)
-            if prev.sa_sigaction != libc::SIG_DFL
-                && prev.sa_sigaction != libc::SIG_IGN
-                && prev.sa_flags & libc::SA_SIGINFO != 0 =>
-        {
-            // SAFETY: the previous action was installed with SA_SIGINFO, so its handler field
-            // holds a function of exactly this signature; we pass it the kernel's arguments.
-            let f: extern "C" fn(libc::c_int, *mut sys::SigInfo, *mut libc::c_void) =
-                unsafe { std::mem::transmute(prev.sa_sigaction) };
-            f(sig, info, ctx);
-        }
+fn chain(sig: c_int, info: *mut SigInfo, ctx: *mut c_void) {
+    let idx = usize::from(sig == SIGBUS);
+    let forwarded = PREVIOUS.get().is_some_and(|prev| {
+        // SAFETY: `sig`, `info` and `ctx` are the kernel's arguments to `handler`, our
+        // SA_SIGINFO handler for this signal.
+        unsafe { signal::sigaction_forward(&prev[idx], sig, info, ctx) }
+    });
+    if !forwarded {
         // Default (or a handler we cannot call): restore the default action and return; the
         // faulting instruction runs again and the kernel applies it (core dump / kill).
-        _ => sys::sigaction_default(sig),
+        signal::sigaction_default(sig);
     }
 }
 
@@ -131,26 +127,26 @@ pub(crate) struct ThreadGuard {
 
 impl ThreadGuard {
     pub(crate) fn install() -> ThreadGuard {
-        if sys::sigaltstack_enabled() {
+        if signal::sigaltstack_enabled() {
             return ThreadGuard { ours: None, len: 0 };
         }
         ThreadGuard::install_sized(ALTSTACK_SIZE)
     }
 
     fn install_sized(len: usize) -> ThreadGuard {
-        let Ok(mem) = sys::map_stack_memory(len) else {
+        let Ok(mem) = map_stack_memory(len) else {
             return ThreadGuard { ours: None, len: 0 };
         };
         // SAFETY: `mem` is a fresh mapping of `len` bytes that we keep mapped and unused
         // otherwise until `drop` disables the alternate stack on this same thread.
-        match unsafe { sys::sigaltstack_set(mem, len) } {
+        match unsafe { signal::sigaltstack_set(mem, len) } {
             Ok(()) => ThreadGuard {
                 ours: Some(mem),
                 len,
             },
             Err(_) => {
                 // SAFETY: the mapping was never handed to the kernel as a signal stack.
-                unsafe { sys::unmap(mem, len) };
+                unsafe { unmap(mem, len) };
                 ThreadGuard { ours: None, len: 0 }
             }
         }
@@ -160,9 +156,9 @@ impl ThreadGuard {
 impl Drop for ThreadGuard {
     fn drop(&mut self) {
         if let Some(mem) = self.ours {
-            sys::sigaltstack_disable();
+            signal::sigaltstack_disable();
             // SAFETY: the kernel no longer uses the memory as this thread's signal stack.
-            unsafe { sys::unmap(mem, self.len) };
+            unsafe { unmap(mem, self.len) };
         }
     }
 }
@@ -190,13 +186,13 @@ mod tests {
     #[cfg_attr(miri, ignore)] // sigaltstack/mmap: not supported by miri
     fn a_thread_without_an_altstack_gets_one() {
         std::thread::spawn(|| {
-            sys::sigaltstack_disable();
-            assert!(!sys::sigaltstack_enabled());
+            signal::sigaltstack_disable();
+            assert!(!signal::sigaltstack_enabled());
             let g = ThreadGuard::install();
             assert!(g.ours.is_some());
-            assert!(sys::sigaltstack_enabled());
+            assert!(signal::sigaltstack_enabled());
             drop(g);
-            assert!(!sys::sigaltstack_enabled());
+            assert!(!signal::sigaltstack_enabled());
             // Smaller than MINSIGSTKSZ: the kernel refuses it and the mapping is given back.
             let g = ThreadGuard::install_sized(1024);
             assert!(g.ours.is_none());

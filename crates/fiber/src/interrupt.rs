@@ -3,13 +3,13 @@
 //! the listening socket (which another process may be sharing, as in an upgrade).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, MutexGuard, OnceLock};
 
 use crate::sync::lock::Lock;
-use crate::sys;
 use crate::task::Task;
+use weft_sys::epoll::EventFd;
 
 /// Fired once, it stays fired: every [`crate::net::TcpListener::accept_interruptible`] given
 /// it then fails with `ErrorKind::Interrupted` (once no connection is waiting). A fiber blocked
@@ -39,7 +39,7 @@ use crate::task::Task;
 pub struct Interrupt {
     fired: AtomicBool,
     /// Readable once fired (written, never read); made on first use.
-    efd: OnceLock<OwnedFd>,
+    efd: OnceLock<EventFd>,
     /// The fibers blocked in an interruptible wait on this interrupt.
     fibers: Lock<Vec<Arc<Task>>>,
 }
@@ -60,7 +60,7 @@ impl Interrupt {
         // sides store, fence, then load.
         fence(SeqCst);
         if let Some(fd) = self.efd.get() {
-            sys::eventfd_signal(fd.as_raw_fd());
+            fd.notify();
         }
         let fibers = std::mem::take(&mut *self.lock());
         for t in fibers {
@@ -80,12 +80,12 @@ impl Interrupt {
         let fd = match self.efd.get() {
             Some(fd) => fd,
             None => {
-                let made = sys::eventfd()?;
+                let made = EventFd::new()?;
                 // Another thread may have made one meanwhile: `made` then closes here.
                 let fd = self.efd.get_or_init(|| made);
                 fence(SeqCst);
                 if self.is_fired() {
-                    sys::eventfd_signal(fd.as_raw_fd());
+                    fd.notify();
                 }
                 fd
             }
@@ -183,7 +183,8 @@ mod tests {
 
     /// Whether `fd` polls readable right now.
     fn readable(fd: BorrowedFd<'_>) -> bool {
-        crate::sys::poll_fd(fd.as_raw_fd(), crate::sys::POLLIN, Some(Duration::ZERO)).unwrap()
+        weft_sys::poll::poll_fd(fd.as_raw_fd(), weft_sys::poll::POLLIN, Some(Duration::ZERO))
+            .unwrap()
     }
 
     #[test]

@@ -31,11 +31,12 @@ use std::time::{Duration, Instant};
 
 use crate::reactor::{short_read, short_write, Source};
 use crate::readiness::{Deadline, Dir};
-use crate::sys;
+use weft_sys::fd;
+use weft_sys::socket::iov_len;
 
 /// A new pipe, both ends non-blocking and close-on-exec: `(reader, writer)`.
 pub fn pipe() -> io::Result<(PipeReader, PipeWriter)> {
-    let (r, w) = sys::pipe()?;
+    let (r, w) = fd::pipe_nonblocking()?;
     Ok((
         PipeReader {
             src: Source::from_nonblocking(r),
@@ -76,7 +77,7 @@ impl PipeReader {
         let want = buf.len();
         self.src
             .io_until(Dir::Read, Deadline::At(deadline), short_read(want), |fd| {
-                sys::read(fd, buf)
+                fd::read(fd, buf)
             })
     }
 
@@ -105,7 +106,7 @@ impl PipeWriter {
             Dir::Write,
             Deadline::At(deadline),
             short_write(buf.len()),
-            |fd| sys::write(fd, buf),
+            |fd| fd::write(fd, buf),
         )
     }
 
@@ -119,7 +120,7 @@ impl Read for &PipeReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let want = buf.len();
         self.src
-            .io(Dir::Read, short_read(want), |fd| sys::read(fd, buf))
+            .io(Dir::Read, short_read(want), |fd| fd::read(fd, buf))
     }
 }
 
@@ -132,13 +133,13 @@ impl Read for PipeReader {
 impl Write for &PipeWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.src
-            .io(Dir::Write, short_write(buf.len()), |fd| sys::write(fd, buf))
+            .io(Dir::Write, short_write(buf.len()), |fd| fd::write(fd, buf))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let want = sys::iov_len(bufs);
+        let want = iov_len(bufs);
         self.src
-            .io(Dir::Write, short_write(want), |fd| sys::writev(fd, bufs))
+            .io(Dir::Write, short_write(want), |fd| fd::writev(fd, bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {

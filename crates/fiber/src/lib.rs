@@ -35,16 +35,20 @@
 //! ```
 //!
 //! Linux only (epoll, eventfd, sendfile, `MADV_GUARD_INSTALL` with an `mprotect` fallback).
+//! Every system call goes through the `weft-sys` crate, which holds the `unsafe` blocks that
+//! make them; the `unsafe` here is the runtime's own (stacks, the running fiber's context,
+//! the registrations epoll carries, the overflow handler).
 //!
 //! # Layers
 //!
 //! The modules form layers; each uses only modules of the layers before it (checked by
-//! `tests/layers.rs`, which reads `src/`), so none imports another in a circle:
+//! `tests/layers.rs`, which reads `src/`), so none imports another in a circle. Below them
+//! all is the `weft-sys` crate (every raw system call).
 //!
-//! 1. `sys` (every raw syscall), `protocol` (the lock-free handshakes, loom-checked),
-//!    `sync::lock` (the internal short lock), `readiness` (the vocabulary of a wait: direction,
-//!    deadline, why an idle connection is handed back), `pool` (the blocking pool's threads),
-//!    `deadline` (the generic deadline queue: FIFO lane, heap, lazy cancellation): leaves.
+//! 1. `protocol` (the lock-free handshakes, loom-checked), `sync::lock` (the internal short
+//!    lock), `readiness` (the vocabulary of a wait: direction, deadline, why an idle
+//!    connection is handed back), `pool` (the blocking pool's threads), `deadline` (the
+//!    generic deadline queue: FIFO lane, heap, lazy cancellation): leaves.
 //! 2. `stack` (the stack pool), `guard` (stack-overflow report), `state` (what the workers
 //!    share, and their counters, generic over the message type), `idle` (the idle table).
 //! 3. `task`: a fiber's shared half, the running fiber's context, the workers' message type.
@@ -100,10 +104,6 @@ mod sched;
 mod stack;
 mod state;
 pub mod sync;
-// Public only for weft's own crates, which share `cvt` and `sendfile` with the runtime (see
-// the module doc); hidden from the docs and not a stable API.
-#[doc(hidden)]
-pub mod sys;
 mod task;
 mod time;
 mod timer;
@@ -121,5 +121,5 @@ pub use time::{sleep, sleep_until};
 /// Process measurements used by the tests, benchmarks and a status page.
 pub mod proc {
     pub use crate::stack::guard_pages;
-    pub use crate::sys::{open_fds, resident_bytes};
+    pub use weft_sys::resource::{open_fds, resident_bytes};
 }

@@ -16,9 +16,10 @@ use crate::interrupt::Interrupt;
 use crate::reactor::{never_drained, short_read, short_write, Source};
 pub use crate::readiness::Readiness;
 use crate::readiness::{Deadline, Dir};
-use crate::sys;
 use crate::task;
 use crate::worker;
+use weft_sys::poll::{poll_fd, POLLIN, POLLRDHUP};
+use weft_sys::{errno, socket};
 
 fn no_addr() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, "no socket address to use")
@@ -74,13 +75,13 @@ impl TcpListener {
     /// Gives the socket back as a blocking std listener.
     pub fn into_std(self) -> io::Result<std::net::TcpListener> {
         let fd = self.src.into_fd();
-        sys::set_nonblocking(&fd, false)?;
+        weft_sys::fd::set_nonblocking(&fd, false)?;
         Ok(std::net::TcpListener::from(fd))
     }
 
     /// Waits for a connection; the new stream is non-blocking and close-on-exec.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (fd, addr) = self.src.io(Dir::Read, never_drained, sys::accept)?;
+        let (fd, addr) = self.src.io(Dir::Read, never_drained, socket::accept)?;
         Ok((
             TcpStream {
                 src: Source::from_nonblocking(fd),
@@ -98,9 +99,13 @@ impl TcpListener {
             None => Deadline::Never,
             Some(t) => Deadline::After(t),
         };
-        let (fd, addr) =
-            self.src
-                .io_until_or(Dir::Read, deadline, Some(int), never_drained, sys::accept)?;
+        let (fd, addr) = self.src.io_until_or(
+            Dir::Read,
+            deadline,
+            Some(int),
+            never_drained,
+            socket::accept,
+        )?;
         Ok((
             TcpStream {
                 src: Source::from_nonblocking(fd),
@@ -162,7 +167,7 @@ impl TcpStream {
                 started = true;
                 match s.connect(&target) {
                     Ok(()) => return Ok(()),
-                    Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+                    Err(e) if e.raw_os_error() == Some(errno::EINPROGRESS) => {
                         return Err(io::ErrorKind::WouldBlock.into())
                     }
                     Err(e) => return Err(e),
@@ -173,7 +178,7 @@ impl TcpStream {
                 Some(e) => Err(e),
                 None => match s.peer_addr() {
                     Ok(_) => Ok(()),
-                    Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                    Err(e) if e.raw_os_error() == Some(errno::ENOTCONN) => {
                         Err(io::ErrorKind::WouldBlock.into())
                     }
                     Err(e) => Err(e),
@@ -193,7 +198,7 @@ impl TcpStream {
     /// Gives the socket back as a blocking std stream.
     pub fn into_std(self) -> io::Result<std::net::TcpStream> {
         let fd = self.src.into_fd();
-        sys::set_nonblocking(&fd, false)?;
+        weft_sys::fd::set_nonblocking(&fd, false)?;
         Ok(std::net::TcpStream::from(fd))
     }
 
@@ -227,7 +232,7 @@ impl TcpStream {
         let want = buf.len();
         self.src
             .io_until(Dir::Read, Deadline::At(deadline), short_read(want), |fd| {
-                sys::recv(fd, buf)
+                socket::recv(fd, buf)
             })
     }
 
@@ -237,7 +242,7 @@ impl TcpStream {
             Dir::Write,
             Deadline::At(deadline),
             short_write(buf.len()),
-            |fd| sys::send(fd, buf),
+            |fd| socket::send(fd, buf),
         )
     }
 
@@ -246,7 +251,7 @@ impl TcpStream {
     /// flushes them.
     pub fn write_more(&self, buf: &[u8]) -> io::Result<usize> {
         self.src.io(Dir::Write, short_write(buf.len()), |fd| {
-            sys::send_flags(fd, buf, libc::MSG_MORE)
+            socket::send_flags(fd, buf, socket::MSG_MORE)
         })
     }
 
@@ -257,7 +262,7 @@ impl TcpStream {
         let in_fd = file.as_raw_fd();
         // A short sendfile may mean the file ended: it says nothing about the socket.
         self.src.io(Dir::Write, never_drained, |fd| {
-            sys::sendfile(fd, in_fd, &mut off, len)
+            socket::sendfile(fd, in_fd, &mut off, len)
         })
     }
 
@@ -510,8 +515,8 @@ where
             let Some(done) = j.lock().take() else {
                 return;
             };
-            let events = sys::POLLIN | sys::POLLRDHUP;
-            let r = match sys::poll_fd(fd, events, timeout) {
+            let events = POLLIN | POLLRDHUP;
+            let r = match poll_fd(fd, events, timeout) {
                 Ok(false) => Readiness::TimedOut,
                 Ok(true) | Err(_) => Readiness::Readable,
             };
@@ -529,20 +534,21 @@ impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let want = buf.len();
         self.src
-            .io(Dir::Read, short_read(want), |fd| sys::recv(fd, buf))
+            .io(Dir::Read, short_read(want), |fd| socket::recv(fd, buf))
     }
 }
 
 impl Write for &TcpStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.src
-            .io(Dir::Write, short_write(buf.len()), |fd| sys::send(fd, buf))
+        self.src.io(Dir::Write, short_write(buf.len()), |fd| {
+            socket::send(fd, buf)
+        })
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let want = sys::iov_len(bufs);
+        let want = socket::iov_len(bufs);
         self.src.io(Dir::Write, short_write(want), |fd| {
-            sys::send_vectored(fd, bufs)
+            socket::send_vectored(fd, bufs)
         })
     }
 
@@ -582,7 +588,7 @@ macro_rules! socket_from_raw_fd {
             unsafe fn from_raw_fd(fd: RawFd) -> Self {
                 // SAFETY: the caller guarantees `fd` is an open socket we now own.
                 let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-                let _ = sys::set_nonblocking(&owned, true);
+                let _ = weft_sys::fd::set_nonblocking(&owned, true);
                 Self {
                     src: Source::from_nonblocking(owned),
                 }

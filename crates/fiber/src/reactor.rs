@@ -47,8 +47,9 @@ use crate::readiness::{timed_out, Deadline, Dir};
 use crate::sched::{self, Sched};
 use crate::state::bump;
 use crate::sync::lock::Lock;
-use crate::sys;
 use crate::task::{self, Msg, Shared, Task};
+use weft_sys::epoll::{Epoll, EPOLLERR, EPOLLET, EPOLLHUP, EPOLLIN, EPOLLOUT, EPOLLRDHUP};
+use weft_sys::poll::{poll_fd, poll_fd_or, POLLIN, POLLOUT, POLLRDHUP};
 
 /// What waits on one registration. Kept small: an idle keep-alive connection holds one.
 #[derive(Default)]
@@ -90,8 +91,8 @@ impl IoSlot {
         self.worker() == sched.index && Arc::ptr_eq(&self.shared, &sched.shared)
     }
 
-    fn epfd(&self) -> RawFd {
-        self.shared.workers[self.worker()].epoll.as_raw_fd()
+    fn epoll(&self) -> &Epoll {
+        &self.shared.workers[self.worker()].epoll
     }
 
     /// Whether the fd is readable now, for a caller about to park a connection on it. The
@@ -107,7 +108,7 @@ impl IoSlot {
         }
         let io = &sched.stats().reads;
         bump(&io.calls);
-        match sys::poll_fd(self.fd, sys::POLLIN | sys::POLLRDHUP, Some(Duration::ZERO)) {
+        match poll_fd(self.fd, POLLIN | POLLRDHUP, Some(Duration::ZERO)) {
             Ok(false) => {
                 bump(&io.would_block);
                 protocol::ready_clear(&self.read, snap, true);
@@ -135,10 +136,10 @@ impl IoSlot {
     /// parked without a fiber, if the event makes it readable: the worker spawns it after the
     /// event batch (spawning may drop a stream, and no slot may be freed inside a batch).
     pub(crate) fn on_event(&self, flags: u32) -> Option<IdleKey> {
-        let read_closed = flags & (sys::EPOLLRDHUP | sys::EPOLLHUP | sys::EPOLLERR) != 0;
-        let write_closed = flags & (sys::EPOLLHUP | sys::EPOLLERR) != 0;
-        let readable = read_closed || flags & sys::EPOLLIN != 0;
-        let writable = write_closed || flags & sys::EPOLLOUT != 0;
+        let read_closed = flags & (EPOLLRDHUP | EPOLLHUP | EPOLLERR) != 0;
+        let write_closed = flags & (EPOLLHUP | EPOLLERR) != 0;
+        let readable = read_closed || flags & EPOLLIN != 0;
+        let writable = write_closed || flags & EPOLLOUT != 0;
         let mut w = self.waiters.lock();
         if readable {
             protocol::ready_event(&self.read, read_closed);
@@ -276,7 +277,7 @@ impl std::fmt::Debug for Source {
 impl Source {
     /// Wraps `fd`, switching it to non-blocking mode.
     pub(crate) fn new(fd: OwnedFd) -> io::Result<Source> {
-        sys::set_nonblocking(&fd, true)?;
+        weft_sys::fd::set_nonblocking(&fd, true)?;
         Ok(Source::from_nonblocking(fd))
     }
 
@@ -444,8 +445,8 @@ impl Source {
             }
         };
         let events = match d {
-            Dir::Read => sys::POLLIN,
-            Dir::Write => sys::POLLOUT,
+            Dir::Read => POLLIN,
+            Dir::Write => POLLOUT,
         };
         // The interrupt's eventfd stays readable once fired, so a fired one ends the poll at
         // once and is seen below.
@@ -453,7 +454,7 @@ impl Source {
             Some(i) => Some(i.eventfd()?.as_raw_fd()),
             None => None,
         };
-        let ready = sys::poll_fd_or(self.raw, events, also, timeout)?;
+        let ready = poll_fd_or(self.raw, events, also, timeout)?;
         if int.is_some_and(Interrupt::is_fired) {
             Err(interrupted())
         } else if ready {
@@ -580,8 +581,8 @@ impl Source {
         });
         // The epoll's reference: reclaimed in `deregister` (or below, on failure).
         let raw = Arc::into_raw(slot.clone());
-        let events = sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLRDHUP | sys::EPOLLET;
-        if let Err(e) = sys::epoll_add(slot.epfd(), self.raw, events, raw as u64) {
+        let events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        if let Err(e) = slot.epoll().add(self.raw, events, raw as u64) {
             // SAFETY: `raw` came from `Arc::into_raw` just above and was not handed to epoll.
             drop(unsafe { Arc::from_raw(raw) });
             return Err(e);
@@ -593,7 +594,7 @@ impl Source {
     /// race: then `slot` is removed from its epoll again and the winner returned.
     fn install(&self, slot: Arc<IoSlot>) -> &Arc<IoSlot> {
         if let Err(lost) = self.slot.set(slot) {
-            let _ = sys::epoll_del(lost.epfd(), self.raw);
+            let _ = lost.epoll().delete(self.raw);
             // SAFETY: `lost` was made by `register_in`, which leaked exactly one reference at
             // this address into the epoll it was just removed from.
             release_slot(unsafe { Arc::from_raw(Arc::as_ptr(&lost)) });
@@ -613,7 +614,7 @@ impl Source {
 
     fn deregister(&mut self) {
         if let Some(slot) = self.slot.take() {
-            let _ = sys::epoll_del(slot.epfd(), slot.fd);
+            let _ = slot.epoll().delete(slot.fd);
             // SAFETY: a registered slot always has exactly one reference leaked into epoll by
             // `registration`, at this same address; after EPOLL_CTL_DEL no new event carries
             // it, and `release_slot` defers the drop past any batch already taken.
@@ -662,14 +663,14 @@ mod tests {
             let src = Source::from_nonblocking(OwnedFd::from(f));
             src.wait(Dir::Read, None, None).unwrap_err()
         });
-        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+        assert_eq!(e.raw_os_error(), Some(weft_sys::errno::EPERM));
     }
 
     #[test]
     #[cfg_attr(miri, ignore)] // epoll and fibers: not supported by miri
     fn a_lost_registration_race_is_undone() {
         let rt = crate::Runtime::builder().workers(2).build().unwrap();
-        let (r, _w) = sys::pipe().unwrap();
+        let (r, _w) = weft_sys::fd::pipe_nonblocking().unwrap();
         let src = Arc::new(Source::from_nonblocking(r));
         // Worker 1 registers first ...
         let s = src.clone();

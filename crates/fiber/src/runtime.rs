@@ -3,7 +3,6 @@
 //! the shared state (`state.rs`).
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
@@ -13,7 +12,6 @@ use crate::join::{self, JoinError, JoinHandle};
 use crate::pool::BlockingPool;
 pub use crate::state::SpawnPolicy;
 use crate::state::{Config, WorkerIo};
-use crate::sys;
 use crate::task::{self, Msg, Remote, Shared, Task};
 use crate::worker;
 
@@ -417,7 +415,7 @@ impl Runtime {
         let shared = &self.handle.shared;
         shared.shutdown.store(true, Ordering::SeqCst);
         for w in shared.workers.iter() {
-            sys::eventfd_signal(w.eventfd.as_raw_fd());
+            w.eventfd.notify();
         }
         let me = thread::current().id();
         for t in self.threads.drain(..) {

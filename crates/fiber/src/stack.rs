@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use corosensei::stack::{Stack, StackPointer};
 
-use crate::sys::{self, GuardKind};
+use weft_sys::mem::{self, GuardKind};
 
 static GUARD_KIND: AtomicU8 = AtomicU8::new(0);
 
@@ -73,7 +73,7 @@ struct PoolInner {
 impl StackPool {
     /// A pool of stacks with at least `size` usable bytes each.
     pub(crate) fn new(size: usize, warm_limit: usize) -> StackPool {
-        let page = sys::page_size();
+        let page = mem::page_size();
         let usable = size.max(corosensei::stack::MIN_STACK_SIZE).div_ceil(page) * page;
         let slot = usable + page;
         // About 4 MiB per mapping: few VMAs, little address space wasted for small pools.
@@ -183,7 +183,7 @@ impl PoolInner {
         while self.warm() > keep {
             let cold = self.free[self.discarded];
             // SAFETY: the usable part of a free stack belongs to no fiber any more.
-            unsafe { sys::discard((cold + self.guard) as *mut u8, self.usable) };
+            unsafe { mem::discard((cold + self.guard) as *mut u8, self.usable) };
             self.discarded += 1;
             self.discards += 1;
             n += 1;
@@ -195,14 +195,14 @@ impl PoolInner {
         let slot = self.usable + self.guard;
         if self.bump == self.bump_end {
             let len = slot * self.per_chunk;
-            let base = sys::map_stack_memory(len)? as usize;
+            let base = mem::map_stack_memory(len)? as usize;
             self.chunks.push((base, len));
             self.bump = base;
             self.bump_end = base + len;
         }
         let lo = self.bump;
         // SAFETY: `lo..lo+guard` is the first page of a never-used slot of our own mapping.
-        let kind = unsafe { sys::install_guard(lo as *mut u8, self.guard)? };
+        let kind = unsafe { mem::install_guard(lo as *mut u8, self.guard)? };
         self.guard_kind = Some(kind);
         GUARD_KIND.store(kind as u8 + 1, Ordering::Relaxed);
         self.bump += slot;
@@ -215,7 +215,7 @@ impl Drop for PoolInner {
         for &(base, len) in &self.chunks {
             // SAFETY: every stack holds an `Rc` to the pool, so when the pool goes no stack of
             // these mappings is in use.
-            unsafe { sys::unmap(base as *mut u8, len) };
+            unsafe { mem::unmap(base as *mut u8, len) };
         }
     }
 }
@@ -394,22 +394,5 @@ mod tests {
         assert_eq!(s.guard_range().0, newest);
         // SAFETY: reads inside the usable part of a stack we own.
         assert_eq!(unsafe { *((s.base().get() - 8) as *const u64) }, 3);
-    }
-
-    #[test]
-    #[cfg_attr(miri, ignore)] // mmap/mprotect: not supported by miri
-    fn the_mprotect_fallback_guards_a_page_of_a_shared_mapping() {
-        let page = sys::page_size();
-        let mem = sys::map_stack_memory(3 * page).unwrap();
-        // SAFETY: the middle page of our fresh, unused mapping.
-        let kind = unsafe { sys::install_guard_mprotect(mem.add(page), page) }.unwrap();
-        assert_eq!(kind, GuardKind::Mprotect);
-        // SAFETY: the pages around the guard stay writable; the mapping is ours.
-        unsafe {
-            mem.write(1);
-            mem.add(2 * page).write(2);
-            assert_eq!(mem.read() + mem.add(2 * page).read(), 3);
-            sys::unmap(mem, 3 * page);
-        }
     }
 }

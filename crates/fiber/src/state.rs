@@ -8,14 +8,14 @@
 //! fd registrations, handles — can sit above this module without this module naming them.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::pool::BlockingPool;
 use crate::protocol;
 use crate::readiness::Dir;
 use crate::sync::lock::Lock;
-use crate::sys;
+use weft_sys::epoll::{Epoll, EventFd, EPOLLIN};
 
 /// Where `weft_fiber::spawn` puts a fiber spawned from inside a fiber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,8 +86,8 @@ pub(crate) fn bump(c: &AtomicU64) {
 /// counters. Aligned so two workers' hot flags never share a cache line.
 #[repr(align(128))]
 pub(crate) struct Remote<M> {
-    pub(crate) epoll: OwnedFd,
-    pub(crate) eventfd: OwnedFd,
+    pub(crate) epoll: Epoll,
+    pub(crate) eventfd: EventFd,
     pub(crate) inbox: Lock<Inbox<M>>,
     pub(crate) has_msgs: protocol::AtomicBool,
     pub(crate) sleeping: protocol::AtomicBool,
@@ -96,9 +96,9 @@ pub(crate) struct Remote<M> {
 
 impl<M> Remote<M> {
     pub(crate) fn new() -> io::Result<Remote<M>> {
-        let epoll = sys::epoll_create()?;
-        let eventfd = sys::eventfd()?;
-        sys::epoll_add(epoll.as_raw_fd(), eventfd.as_raw_fd(), sys::EPOLLIN, 0)?;
+        let epoll = Epoll::new()?;
+        let eventfd = EventFd::new()?;
+        epoll.add(eventfd.as_raw_fd(), EPOLLIN, 0)?;
         Ok(Remote {
             epoll,
             eventfd,
@@ -125,7 +125,7 @@ impl<M> Remote<M> {
             inbox.msgs.push(msg);
         }
         if protocol::notify(&self.sleeping, &self.has_msgs) {
-            sys::eventfd_signal(self.eventfd.as_raw_fd());
+            self.eventfd.notify();
         }
     }
 }

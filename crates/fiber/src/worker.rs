@@ -14,7 +14,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,9 +30,9 @@ use crate::readiness::Readiness;
 use crate::sched::Sched;
 use crate::stack::StackPool;
 use crate::state::{bump, WorkerStats};
-use crate::sys;
 use crate::task::{self, Co, FiberYielder, Msg, Remote, Shared, Suspend, Task};
 use crate::task::{DONE, RUNNING, SCHEDULED};
+use weft_sys::epoll::Events;
 
 /// Fibers run between two non-blocking polls of epoll and the timers on a busy worker (a prime,
 /// as tokio's `event_interval`, so it does not beat with periodic workloads).
@@ -59,7 +58,7 @@ pub(crate) struct Local {
     fibers: RefCell<Slab>,
     stacks: StackPool,
     spare: RefCell<Vec<Msg>>,
-    events: RefCell<Vec<sys::EpollEvent>>,
+    events: RefCell<Events>,
     /// Connections parked without a fiber.
     idle: RefCell<IdleTable>,
     /// Parked connections made readable by the current event batch (kept for its buffer).
@@ -369,15 +368,16 @@ impl Local {
     /// Waits for I/O events up to `timeout_ms` (-1: forever), wakes their waiters and spawns
     /// the parked connections they made readable.
     fn poll_io(&self, timeout_ms: i32) {
-        let epfd = self.remote().epoll.as_raw_fd();
+        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
         let mut due = self.idle_due.take();
         {
             let mut events = self.events.borrow_mut();
-            let n = sys::epoll_wait(epfd, &mut events, timeout_ms);
-            for ev in &events[..n] {
-                let (flags, data) = (ev.events, ev.u64);
+            // An error (none is expected of a live epoll) reads as no events.
+            let _ = self.remote().epoll.wait(&mut events, timeout);
+            for ev in events.iter() {
+                let (flags, data) = (ev.events, ev.token);
                 if data == 0 {
-                    sys::eventfd_drain(self.remote().eventfd.as_raw_fd());
+                    self.remote().eventfd.drain();
                 } else {
                     // SAFETY: non-zero data is a pointer leaked by `IoSlot::register` into this
                     // epoll; that reference is released only through our own inbox (or on this
@@ -543,7 +543,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         sched: Sched::new(index, shared),
         fibers: RefCell::new(Slab::default()),
         spare: RefCell::new(Vec::new()),
-        events: RefCell::new(vec![sys::EpollEvent { events: 0, u64: 0 }; EVENTS_PER_POLL]),
+        events: RefCell::new(Events::with_capacity(EVENTS_PER_POLL)),
         idle: RefCell::new(IdleTable::default()),
         idle_due: RefCell::new(Vec::new()),
         stack_decay_at: Cell::new(Instant::now()),
