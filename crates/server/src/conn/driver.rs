@@ -273,7 +273,7 @@ fn read_head<T: Transport>(
     let mut started = (timed && !rbuf.is_empty()).then(Instant::now);
     parser.reset();
     loop {
-        let step = head_step(parser, rbuf, &mut due, &cfg.timeouts, Instant::now);
+        let step = head_step(parser, rbuf.data(), &mut due, &cfg.timeouts, Instant::now);
         let timeout = match step {
             HeadStep::Complete { head_len } => {
                 mark_busy(info);

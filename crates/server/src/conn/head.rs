@@ -1,5 +1,5 @@
-//! The request-head rules, without I/O, shared by the blocking driver ([`super::driver`]) and
-//! the pipeline's receive stage: what the bytes buffered so far say ([`head_step`]: a whole
+//! The request-head rules, without I/O, shared by the blocking driver ([`super::driver`]), the
+//! pipeline's receive stage and the process model's master: what the bytes buffered so far say ([`head_step`]: a whole
 //! head, a bad one, or part of one and until when the rest may take), the header-read
 //! deadline and minimum rate from the head's first byte, the wait for a request that has not
 //! begun ([`idle_timeout`]), and idle marking for graceful shutdown ([`mark_idle`]). Each model
@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use weft_http::Parser;
 
-use crate::body::ReadBuf;
 use crate::config::Timeouts;
 use crate::minrate::MinRate;
 
@@ -69,15 +68,15 @@ pub(crate) enum HeadStep {
 #[inline]
 pub(crate) fn head_step(
     parser: &mut Parser,
-    rbuf: &ReadBuf,
+    data: &[u8],
     due: &mut HeadDue,
     t: &Timeouts,
     now: impl FnOnce() -> Instant,
 ) -> HeadStep {
-    if rbuf.is_empty() {
+    if data.is_empty() {
         return HeadStep::Empty;
     }
-    match parser.parse(rbuf.data()) {
+    match parser.parse(data) {
         Ok(Some(head_len)) => return HeadStep::Complete { head_len },
         Ok(None) => {}
         Err(e) => return HeadStep::Fail(e.status(), e.reason()),
@@ -91,7 +90,7 @@ pub(crate) fn head_step(
         }
     };
     let (deadline, slow) = match due.rate {
-        Some(r) => r.earliest(rbuf.len() as u64, header_read),
+        Some(r) => r.earliest(data.len() as u64, header_read),
         None => (header_read, false),
     };
     if deadline <= now {
@@ -146,6 +145,8 @@ mod tests {
     use std::net::SocketAddr;
     use std::sync::Arc;
 
+    use crate::body::ReadBuf;
+
     use super::*;
     use crate::config::Model;
     use crate::metrics::ListenerMetrics;
@@ -180,10 +181,10 @@ mod tests {
         let mut parser = Parser::new(weft_http::Limits::default());
         let mut due = HeadDue::default();
         let head = b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /next";
-        let step = head_step(&mut parser, &buf(head), &mut due, &t, no_clock);
+        let step = head_step(&mut parser, buf(head).data(), &mut due, &t, no_clock);
         assert_eq!(step, HeadStep::Complete { head_len: 27 });
         assert!(due.deadline.is_none());
-        let step = head_step(&mut parser, &buf(b""), &mut due, &t, no_clock);
+        let step = head_step(&mut parser, buf(b"").data(), &mut due, &t, no_clock);
         assert_eq!(step, HeadStep::Empty);
     }
 
@@ -194,7 +195,7 @@ mod tests {
         let mut due = HeadDue::default();
         let t0 = Instant::now();
         let rbuf = buf(b"GET / HTTP/1.1\r\nHo");
-        let step = head_step(&mut parser, &rbuf, &mut due, &t, || t0);
+        let step = head_step(&mut parser, rbuf.data(), &mut due, &t, || t0);
         let deadline = t0 + Duration::from_secs(60);
         let late = "request head not received in time";
         assert_eq!(step, HeadStep::Partial { deadline, late });
@@ -202,10 +203,10 @@ mod tests {
         parser.reset();
         let rbuf = buf(b"GET / HTTP/1.1\r\nHost: a\r\n");
         let t1 = t0 + Duration::from_secs(59);
-        let step = head_step(&mut parser, &rbuf, &mut due, &t, || t1);
+        let step = head_step(&mut parser, rbuf.data(), &mut due, &t, || t1);
         assert_eq!(step, HeadStep::Partial { deadline, late });
         parser.reset();
-        let step = head_step(&mut parser, &rbuf, &mut due, &t, || deadline);
+        let step = head_step(&mut parser, rbuf.data(), &mut due, &t, || deadline);
         assert_eq!(step, HeadStep::Fail(408, late));
     }
 
@@ -217,13 +218,13 @@ mod tests {
         let mut due = HeadDue::default();
         let t0 = Instant::now();
         let rbuf = buf(b"GET / HTTP/1.1\r\nHost: a\r\n");
-        let step = head_step(&mut parser, &rbuf, &mut due, &t, || t0);
+        let step = head_step(&mut parser, rbuf.data(), &mut due, &t, || t0);
         let deadline = t0 + Duration::from_millis(20_050);
         let late = "request head below timeouts.header_min_rate";
         assert_eq!(step, HeadStep::Partial { deadline, late });
         assert_eq!(due.due(rbuf.len()), Some((deadline, true)));
         parser.reset();
-        let step = head_step(&mut parser, &rbuf, &mut due, &t, || deadline);
+        let step = head_step(&mut parser, rbuf.data(), &mut due, &t, || deadline);
         assert_eq!(step, HeadStep::Fail(408, late));
     }
 
@@ -234,7 +235,7 @@ mod tests {
         let mut parser = Parser::new(weft_http::Limits::default());
         let step = head_step(
             &mut parser,
-            &buf(b"GET / HTTP/9.9\r\n\r\n"),
+            buf(b"GET / HTTP/9.9\r\n\r\n").data(),
             &mut due,
             &t,
             no_clock,
@@ -246,7 +247,13 @@ mod tests {
         };
         let mut parser = Parser::new(limits);
         let long = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n", "y".repeat(80));
-        let step = head_step(&mut parser, &buf(long.as_bytes()), &mut due, &t, no_clock);
+        let step = head_step(
+            &mut parser,
+            buf(long.as_bytes()).data(),
+            &mut due,
+            &t,
+            no_clock,
+        );
         assert!(matches!(step, HeadStep::Fail(431, _)), "{step:?}");
     }
 

@@ -70,7 +70,6 @@ use super::{AcceptGate, ACCEPT_BACKOFF};
 use crate::app::{App, LiveApp};
 use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::ListenerMetrics;
-use crate::minrate::MinRate;
 use crate::net::{BlockingStream, Transport};
 use weft_sys::epoll::{Epoll, Events, EPOLLIN};
 use weft_sys::fd::close_inherited;
@@ -184,8 +183,9 @@ struct Held {
     /// What its PROXY protocol header said (`[[listen]] proxy_protocol`): `None` until it has
     /// been read; then the client's address, or `None` for a header that named none.
     proxied: Option<Option<SocketAddr>>,
-    /// The head's minimum-rate rule, from its first byte (`timeouts.header_min_rate`).
-    head_rate: Option<MinRate>,
+    /// When the head being received must be whole: the header-read deadline and the
+    /// minimum rate from its first byte (`conn::head_step`'s rules, as every model's).
+    head_due: conn::HeadDue,
     /// Its count against `limits.conn_per_ip`, held by the master for the connection's whole
     /// life (children serve it in turns); released when the master closes it.
     client_slot: Option<crate::limits_ip::ConnSlot>,
@@ -199,17 +199,14 @@ impl Held {
     /// or sooner under a minimum rate), with the reason its 408 gives; `None` for one queued
     /// for a child or with a child.
     fn due(&self) -> Option<(Instant, &'static str)> {
-        let received = self.buf.len() as u64;
         match self.stage {
             // What its lateness means is the prelude's to say ([`Master::advance`]).
             Stage::Prelude => self.prelude.deadline().map(|d| (d, "")),
-            Stage::Head { deadline } => {
-                let (d, slow) = match self.head_rate {
-                    Some(r) if !self.buf.is_empty() => r.earliest(received, deadline),
-                    _ => (deadline, false),
-                };
-                Some((d, conn::head_late(slow)))
-            }
+            // Nothing yet: the wait for a request (closed without a word past it).
+            Stage::Head { deadline } => match self.head_due.due(self.buf.len()) {
+                Some((d, slow)) if !self.buf.is_empty() => Some((d, conn::head_late(slow))),
+                _ => Some((deadline, conn::head_late(false))),
+            },
             Stage::Idle { deadline } => Some((deadline, "idle connection closed")),
             Stage::Body { due, head_len } => Some(due.due(self.buf.len().saturating_sub(head_len))),
             Stage::Queued | Stage::Served => None,
@@ -487,7 +484,7 @@ impl Master {
                             resumed: false,
                             prelude: conn::Prelude::new(lm, &app.cfg.timeouts, Instant::now()),
                             proxied: None,
-                            head_rate: None,
+                            head_due: conn::HeadDue::default(),
                             client_slot: None,
                             timer,
                         },
@@ -583,7 +580,7 @@ impl Master {
                 h.stage = Stage::Head {
                     deadline: Instant::now() + app.cfg.timeouts.header_read,
                 };
-                h.head_rate = None;
+                h.head_due = conn::HeadDue::default();
                 self.parse_head(app, fd);
             }
             _ => self.parse_head(app, fd),
@@ -646,28 +643,31 @@ impl Master {
         }
     }
 
-    /// Parses the head a held connection has sent so far: a whole head with a small body to
-    /// come waits for the body; a whole one, a bad one or one at the limit goes to a child.
+    /// Takes the head rules (`conn::head_step`, every model's) over what a held connection
+    /// has sent so far: a whole head with a small body to come waits for the body; a whole one
+    /// goes to a child, and so does a bad one or one too large (the child answers it as every
+    /// model does); one past its deadline is answered 408 here.
     fn parse_head(&mut self, app: &App, fd: RawFd) {
         let Some(h) = self.held.get_mut(&fd) else {
             return;
         };
-        let now = Instant::now();
-        if h.head_rate.is_none() {
-            h.head_rate = Some(MinRate::head(&app.cfg.timeouts, now));
-        }
+        let t = &app.cfg.timeouts;
         self.parser.reset();
-        let parsed = self.parser.parse(&h.buf);
-        if let Ok(Some(head_len)) = parsed {
-            let body = &h.buf[head_len..];
-            if let Some(due) = conn::BodyDue::begin(self.parser.head(), body, &app.cfg, now) {
-                h.stage = Stage::Body { due, head_len };
-                return;
+        match conn::head_step(&mut self.parser, &h.buf, &mut h.head_due, t, Instant::now) {
+            conn::HeadStep::Complete { head_len } => {
+                h.head_due = conn::HeadDue::default();
+                let (body, now) = (&h.buf[head_len..], Instant::now());
+                match conn::BodyDue::begin(self.parser.head(), body, &app.cfg, now) {
+                    Some(due) => h.stage = Stage::Body { due, head_len },
+                    None => self.enqueue(fd),
+                }
             }
-        }
-        let max = app.cfg.limits.max_head_bytes + 1;
-        if !matches!(parsed, Ok(None)) || h.buf.len() >= max {
-            self.enqueue(fd);
+            conn::HeadStep::Fail(408, why) => {
+                answer_held(app, h, 408, &conn::Reason::Rule(why));
+                self.close(fd);
+            }
+            conn::HeadStep::Fail(..) => self.enqueue(fd),
+            conn::HeadStep::Partial { .. } | conn::HeadStep::Empty => {}
         }
     }
 
@@ -833,6 +833,7 @@ impl Master {
                 // The prelude says what its lateness means (no 408: not an HTTP client yet).
                 Stage::Prelude => {
                     self.advance(app, fd);
+                    self.arm(fd);
                     continue;
                 }
                 Stage::Head { .. } => !h.buf.is_empty(),

@@ -142,7 +142,7 @@ pub(crate) fn receive(mut conn: Box<Conn>) -> Next {
             let c = &mut *conn;
             let step = conn::head_step(
                 &mut c.parser,
-                &c.rbuf,
+                c.rbuf.data(),
                 &mut c.head_due,
                 &cfg.timeouts,
                 Instant::now,
