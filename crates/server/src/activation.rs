@@ -197,6 +197,33 @@ pub(crate) struct Upgrader {
     busy: AtomicBool,
 }
 
+/// Why an upgrade (`ShutdownHandle::upgrade`, SIGUSR2) did not happen; this server serves on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UpgradeError {
+    /// Another upgrade is under way.
+    InProgress,
+    /// The server is shutting down: its listening sockets are closed.
+    ShuttingDown,
+    /// The new process could not be started (the program on disk, its environment, a pipe).
+    Start(String),
+    /// The new process started but did not report ready (in time, or at all); it was
+    /// stopped. The text says what was seen, and how it exited where it did.
+    NotReady(String),
+}
+
+impl std::fmt::Display for UpgradeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpgradeError::InProgress => f.write_str("an upgrade is already in progress"),
+            UpgradeError::ShuttingDown => f.write_str("the server is shutting down"),
+            UpgradeError::Start(why) | UpgradeError::NotReady(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for UpgradeError {}
+
 impl Upgrader {
     /// Records the executable's path now (`/proc/self/exe`: once the file is replaced, the
     /// link reads "... (deleted)", while the path names the new binary) and the arguments.
@@ -220,9 +247,9 @@ impl Upgrader {
     /// Starts the new process and waits up to `timeout` for it to report ready. On any
     /// failure the new process is stopped (if it started) and this one serves on; the error
     /// says why.
-    pub(crate) fn start(&self, timeout: Duration) -> Result<Pid, String> {
+    pub(crate) fn start(&self, timeout: Duration) -> Result<Pid, UpgradeError> {
         if self.busy.swap(true, SeqCst) {
-            return Err("an upgrade is already in progress".into());
+            return Err(UpgradeError::InProgress);
         }
         let result = self.start_once(timeout);
         self.busy.store(false, SeqCst);
@@ -237,12 +264,13 @@ impl Upgrader {
             .clear();
     }
 
-    fn start_once(&self, timeout: Duration) -> Result<Pid, String> {
+    fn start_once(&self, timeout: Duration) -> Result<Pid, UpgradeError> {
         let sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
         if sockets.is_empty() {
-            return Err("the server is shutting down".into());
+            return Err(UpgradeError::ShuttingDown);
         }
-        let (read, write) = weft_sys::fd::pipe().map_err(|e| format!("pipe: {e}"))?;
+        let start = UpgradeError::Start;
+        let (read, write) = weft_sys::fd::pipe().map_err(|e| start(format!("pipe: {e}")))?;
         let n = sockets.len();
         // systemd's separator may not appear in a name.
         let names: Vec<String> = sockets.iter().map(|(_, s)| s.replace(':', "_")).collect();
@@ -264,12 +292,12 @@ impl Upgrader {
             ("LISTEN_FDNAMES", names.join(":")),
             (READY_FD, (3 + n).to_string()),
         ] {
-            env.push(CString::new(format!("{k}={v}")).map_err(|e| e.to_string())?);
+            env.push(CString::new(format!("{k}={v}")).map_err(|e| start(e.to_string()))?);
         }
         let mut fds: Vec<RawFd> = sockets.iter().map(|(f, _)| f.as_raw_fd()).collect();
         fds.push(write.as_raw_fd());
         let pid = sp::spawn_with_fds(&self.exe, &self.argv, &env, &fds, None)
-            .map_err(|e| format!("cannot start {}: {e}", self.exe.to_string_lossy()))?;
+            .map_err(|e| start(format!("cannot start {}: {e}", self.exe.to_string_lossy())))?;
         drop(sockets);
         // Only the new process holds the write end now: end of file means it is gone.
         drop(write);
@@ -291,7 +319,7 @@ impl Upgrader {
                     Err(e) => break Err(e),
                 }
             };
-            match exit {
+            UpgradeError::NotReady(match exit {
                 // spawn_with_fds's status for an exec that failed.
                 Ok(sp::Exit::Code(127)) => format!(
                     "{why} (exit 127: {} could not be run, or failed at once)",
@@ -299,7 +327,7 @@ impl Upgrader {
                 ),
                 Ok(exit) => format!("{why} (it exited: {exit:?})"),
                 Err(_) => why,
-            }
+            })
         };
         match weft_sys::poll::poll_readable(read.as_raw_fd(), timeout) {
             Ok(true) => {}
@@ -324,5 +352,24 @@ impl Upgrader {
                 Duration::ZERO,
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upgrade that cannot begin says why with a type the caller can match, and starts
+    /// nothing: one after shutdown closed the sockets, one while another is under way.
+    #[test]
+    fn an_upgrade_that_cannot_begin_says_why() {
+        let up = Upgrader::new(Vec::new()).unwrap();
+        assert_eq!(up.start(Duration::ZERO), Err(UpgradeError::ShuttingDown));
+        up.busy.store(true, SeqCst);
+        assert_eq!(up.start(Duration::ZERO), Err(UpgradeError::InProgress));
+        assert_eq!(
+            UpgradeError::InProgress.to_string(),
+            "an upgrade is already in progress"
+        );
     }
 }

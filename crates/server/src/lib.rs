@@ -107,9 +107,11 @@ pub mod blocking {
     pub use weft_fiber::{sleep, spawn_blocking};
 }
 
+pub use activation::UpgradeError;
+pub use app::ReloadError;
 pub use app::{App, Handler};
 pub use body::{BodyError, RequestBody};
-pub use config::{Config, Model};
+pub use config::{Config, ConfigError, Model};
 pub use request::Request;
 pub use response::{Body, BodyStream, HeaderPair, HeaderValue, Response};
 pub use server::{Server, ServerBuilder, ShutdownHandle};

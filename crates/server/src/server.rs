@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Socket, Type};
 use weft_sys::process::Pid;
 
+use crate::activation::UpgradeError;
 use crate::activation::{self, Activation, Upgrader};
-use crate::app::{App, LiveApp, ReloadFn, Route};
+use crate::app::{App, LiveApp, ReloadError, ReloadFn, Route};
 use crate::body::RequestBody;
-use crate::config::{Config, Listen, Model};
+use crate::config::{Config, ConfigError, Listen, Model};
 use crate::metrics::ListenerMetrics;
 use crate::models;
 use crate::{Request, Response};
@@ -107,11 +108,13 @@ impl ServerBuilder {
 
     /// How to re-read the configuration when the server is told to reload (SIGHUP, or
     /// [`ShutdownHandle::reload`]): new connections get the new settings, open ones keep theirs.
-    pub fn reload_with<F>(mut self, read: F) -> Self
+    /// Its errors may be a [`ConfigError`] or text (`String` converts into one).
+    pub fn reload_with<F, E>(mut self, read: F) -> Self
     where
-        F: Fn() -> Result<Config, String> + Send + Sync + 'static,
+        F: Fn() -> Result<Config, E> + Send + Sync + 'static,
+        E: Into<ConfigError>,
     {
-        self.reload = Some(Box::new(read));
+        self.reload = Some(Box::new(move || read().map_err(Into::into)));
         self
     }
 
@@ -414,7 +417,7 @@ impl ShutdownHandle {
     /// listening sockets, waits for it to report ready, then drains this server (as
     /// [`ShutdownHandle::shutdown`]) and returns the new process's pid. On failure this server
     /// serves on and the error says why. Blocks up to [`activation::UPGRADE_READY_TIMEOUT`].
-    pub fn upgrade(&self) -> Result<Pid, String> {
+    pub fn upgrade(&self) -> Result<Pid, UpgradeError> {
         let pid = self.upgrader.start(activation::UPGRADE_READY_TIMEOUT)?;
         // systemd follows the new process as the service's main one.
         activation::notify(&[sd_notify::NotifyState::MainPid(pid as u32)]);
@@ -427,7 +430,7 @@ impl ShutdownHandle {
 
     /// Re-reads the configuration (see [`ServerBuilder::reload_with`]); new connections get
     /// it, open ones keep theirs. The `process` model's master is told to reload too.
-    pub fn reload(&self) -> Result<(), String> {
+    pub fn reload(&self) -> Result<(), ReloadError> {
         if let Some(pid) = self.master {
             // The master is our child, not reaped while the server runs.
             let _ = weft_sys::process::kill(pid, weft_sys::signal::SIGHUP);

@@ -8,7 +8,7 @@ use weft_http::Method;
 use crate::body::RequestBody;
 use crate::cache::ResponseCache;
 use crate::compress::Compression;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::handlers::cgi::{self, Cgi};
 use crate::handlers::proxy::Proxy;
 use crate::handlers::{echo, health, static_files::StaticFiles, status};
@@ -413,7 +413,40 @@ pub(crate) struct HandlersRef<'a> {
 }
 
 /// Re-reads the configuration for a reload (the command line's file and flags again).
-pub type ReloadFn = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+pub type ReloadFn = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+
+/// Why a reload was refused; the running configuration serves on.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReloadError {
+    /// The server was built without a configuration source (`ServerBuilder::reload_with`).
+    NoSource,
+    /// The configuration source refused: the file could not be read, or a setting is wrong.
+    Config(ConfigError),
+    /// The new configuration could not be put in place (a certificate, a log file, a CGI
+    /// directory).
+    Apply(std::io::Error),
+}
+
+impl std::fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReloadError::NoSource => f.write_str("no configuration source to reload from"),
+            ReloadError::Config(e) => e.fmt(f),
+            ReloadError::Apply(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ReloadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReloadError::NoSource => None,
+            ReloadError::Config(e) => Some(e),
+            ReloadError::Apply(e) => Some(e),
+        }
+    }
+}
 
 /// The application connections are handed now: each connection keeps the generation it was
 /// accepted with for its whole life, so a reload (SIGHUP) changes new connections only and
@@ -452,11 +485,11 @@ impl LiveApp {
     /// running configuration stays and the error is returned (and logged by the caller).
     /// Listening addresses, worker threads and fiber settings need a restart: a change to
     /// them is reported and otherwise ignored.
-    pub fn reload(&self) -> Result<(), String> {
+    pub fn reload(&self) -> Result<(), ReloadError> {
         let Some(read) = &self.reload else {
-            return Err("no configuration source to reload from".into());
+            return Err(ReloadError::NoSource);
         };
-        let mut cfg = read()?;
+        let mut cfg = read().map_err(ReloadError::Config)?;
         let old = self.current();
         if cfg.listeners() != old.cfg.listeners() {
             log::warn!("reload: listening addresses changed; they take effect at restart");
@@ -467,7 +500,7 @@ impl LiveApp {
         cfg.listen = old.cfg.listen.clone();
         cfg.threads = old.cfg.threads;
         cfg.fiber = old.cfg.fiber.clone();
-        let next = old.reload(cfg).map_err(|e| e.to_string())?;
+        let next = old.reload(cfg).map_err(ReloadError::Apply)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         Ok(())
     }
@@ -476,6 +509,36 @@ impl LiveApp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refused reload says why, with a type a caller can match, and the running generation
+    /// serves on.
+    #[test]
+    fn a_refused_reload_says_why_and_keeps_the_generation() {
+        let cfg = Config {
+            root: std::env::temp_dir(),
+            ..Config::default()
+        };
+        let app = Arc::new(App::new(cfg, Vec::new()).unwrap());
+        let live = LiveApp::new(app.clone(), None);
+        assert!(matches!(live.reload(), Err(ReloadError::NoSource)));
+        let bad: ReloadFn = Box::new(|| Config::from_toml("[timeouts]\nheader_read = \"soon\"\n"));
+        let live = LiveApp::new(app.clone(), Some(bad));
+        match live.reload() {
+            Err(ReloadError::Config(e)) => {
+                assert_eq!(e.key.as_deref(), Some("timeouts.header_read"), "{e}");
+                assert_eq!(e.line, Some(2));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Arc::ptr_eq(&live.current(), &app));
+        let gone: ReloadFn = Box::new(|| Config::from_toml("root = \"/nonexistent/weft-root\"\n"));
+        let live = LiveApp::new(app.clone(), Some(gone));
+        assert!(matches!(live.reload(), Err(ReloadError::Apply(_))));
+        assert!(Arc::ptr_eq(&live.current(), &app));
+        let text: ReloadFn = Box::new(|| Err(ConfigError::from("gone".to_string())));
+        let live = LiveApp::new(app.clone(), Some(text));
+        assert_eq!(live.reload().unwrap_err().to_string(), "gone");
+    }
 
     fn request(method: &str, path: &str) -> Request {
         let raw = format!("{method} {path} HTTP/1.1\r\nHost: h\r\n\r\n");
