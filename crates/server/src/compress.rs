@@ -23,7 +23,7 @@ use std::io::{self, Read, Write};
 
 use weft_http::encoding::{AcceptEncoding, Coding};
 
-pub use crate::config::compression::{CompressionConfig, DEFAULT_TYPES};
+pub(crate) use crate::config::compression::CompressionConfig;
 use crate::Request;
 
 /// The checked settings: what handlers consult.

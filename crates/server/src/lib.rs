@@ -4,10 +4,11 @@
 //! in the repository walks through them).
 //!
 //! The public API is what an embedder needs: [`Server`] and its [`ServerBuilder`], [`Config`]
-//! and [`Model`] (with the section types of [`config`], [`compress`], [`limits_ip`], [`sites`]
-//! and [`tls`]), handlers over [`Request`], [`RequestBody`] and [`Response`], the [`blocking`]
-//! calls that suit every model, [`metrics`] to read the counters, [`activation`] for sockets
-//! handed over by systemd or an upgrade, and [`log::init_error_log`]. The connection driver,
+//! and [`Model`] (with every section's type in [`config`]), the errors ([`ConfigError`],
+//! [`ReloadError`], [`UpgradeError`]), handlers over [`Request`], [`RequestBody`] and
+//! [`Response`], the [`blocking`] calls that suit every model, [`metrics`] to read the
+//! counters, [`activation`] for sockets handed over by systemd or an upgrade, and
+//! [`log::init_error_log`]. The connection driver,
 //! the models and the cache are private, and every system call goes through the `weft-sys`
 //! crate; the modules the `weft` binary's own commands use (`calibrate`, `check`, `fileset`,
 //! `privdrop`) are public but hidden from these documents, as is the process layer the tests
@@ -71,14 +72,14 @@ pub mod calibrate;
 // `weft check`, for the binary; not library API.
 #[doc(hidden)]
 pub mod check;
-pub mod compress;
+pub(crate) mod compress;
 pub mod config;
 pub(crate) mod conn;
 // `weft fileset` and the sample site, for the binary and the sample-site test; not library API.
 #[doc(hidden)]
 pub mod fileset;
 pub mod handlers;
-pub mod limits_ip;
+pub(crate) mod limits_ip;
 pub mod log;
 pub mod metrics;
 pub(crate) mod minrate;
@@ -92,8 +93,10 @@ pub(crate) mod request;
 pub(crate) mod response;
 pub mod server;
 pub(crate) mod shutdown;
+// The router, for its benchmark (`benches/sites.rs`); the sites' settings are `config`'s.
+#[doc(hidden)]
 pub use routing::sites;
-pub mod tls;
+pub(crate) mod tls;
 // Fork, wait and signals (weft-sys's), for the test harness (its process-model and upgrade
 // tests spawn, signal and reap weft); not part of the library API.
 #[doc(hidden)]
@@ -112,7 +115,7 @@ pub use app::ReloadError;
 pub use app::{App, Handler};
 pub use body::{BodyError, RequestBody};
 pub use config::{Config, ConfigError, Model};
-pub use request::Request;
+pub use request::{Request, TlsInfo};
 pub use response::{Body, BodyStream, HeaderPair, HeaderValue, Response};
 pub use server::{Server, ServerBuilder, ShutdownHandle};
 /// Raises the soft open-file limit to the hard one (a server holding many connections wants

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use crate::config::rate_limit::{Rate, RateLimitConfig, DEFAULT_ZONE};
+pub(crate) use crate::config::rate_limit::{Rate, RateLimitConfig};
 use crate::config::Config;
 use weft_sys::shm::{AtomicsOnly, Shared, SharedSlice};
 

@@ -136,7 +136,7 @@ struct ServeArgs {
     /// Requests per client address, e.g. 100r/s or 30r/m; 429 past it (config
     /// `[rate_limit] rate`).
     #[arg(long, value_name = "RATE")]
-    rate_limit: Option<weft::limits_ip::Rate>,
+    rate_limit: Option<weft::config::Rate>,
     /// Requests over --rate-limit let through at once (config `[rate_limit] burst`).
     #[arg(long, value_name = "N")]
     rate_burst: Option<u32>,

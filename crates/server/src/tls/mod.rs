@@ -36,7 +36,6 @@ use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
-pub use crate::config::tls::{SniCert, TlsConfig, DEFAULT_SESSION_CACHE};
 use crate::config::Config;
 pub use crate::request::TlsInfo;
 

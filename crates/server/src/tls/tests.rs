@@ -64,7 +64,7 @@ fn tls_settings_parse_with_defaults() {
     assert!(!c.listen[1].tls && c.listen[1].redirect_https);
     assert_eq!(c.timeouts.tls_handshake, std::time::Duration::from_secs(3));
     assert_eq!(c.tls.cert.as_deref(), Some(Path::new("c.pem")));
-    assert_eq!(c.tls.session_cache, DEFAULT_SESSION_CACHE);
+    assert_eq!(c.tls.session_cache, crate::config::DEFAULT_SESSION_CACHE);
     assert!(c.tls.session_tickets);
     assert_eq!(c.tls.sni[0].names, ["a.test"]);
     // What `weft check` prints reads back to the same settings.
