@@ -9,6 +9,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+mod layering;
+use layering::code_only;
+
 /// The layers, lowest first. `sync::lock` (the runtime's internal lock) is a leaf; the rest of
 /// `sync` (the fiber-aware `Mutex`, channels, `WaitGroup`) sits above the scheduler. Below
 /// every layer is another crate, weft-sys (every raw system call: `weft_sys::`, which is not
@@ -48,49 +51,6 @@ fn unit_of(first: &str, second: Option<&str>) -> String {
     } else {
         first.into()
     }
-}
-
-/// The source without comments and without `#[cfg(test)]` items.
-fn code_only(src: &str) -> String {
-    let mut out = String::new();
-    let mut lines = src.lines().peekable();
-    while let Some(line) = lines.next() {
-        let code = match line.find("//") {
-            Some(i) => &line[..i],
-            None => line,
-        };
-        let t = code.trim();
-        let is_test_cfg = t.starts_with("#[cfg(") && t.contains("test") && !t.contains("not(test");
-        if !is_test_cfg {
-            out.push_str(code);
-            out.push('\n');
-            continue;
-        }
-        // Skip the item the attribute applies to: up to its `;`, or its braces' end.
-        let mut depth = 0i32;
-        let mut opened = false;
-        for l in lines.by_ref() {
-            let l = l.find("//").map_or(l, |i| &l[..i]);
-            for c in l.chars() {
-                match c {
-                    '{' => {
-                        depth += 1;
-                        opened = true;
-                    }
-                    '}' => depth -= 1,
-                    _ => {}
-                }
-            }
-            let t = l.trim();
-            if t.starts_with("#[") && !opened {
-                continue; // another attribute of the same item
-            }
-            if (opened && depth <= 0) || (!opened && t.ends_with(';')) {
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// The crate modules `code` (from module `unit`) uses: every `crate::a[::b]` path, and

@@ -393,12 +393,7 @@ impl<'a> RequestBody<'a> {
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(e) if crate::net::timed_out(&e) => {
                     return Err(if slow {
                         BodyError::TooSlow
                     } else {
@@ -420,12 +415,7 @@ impl<'a> RequestBody<'a> {
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(e) if crate::net::timed_out(&e) => {
                     return Err(if slow {
                         BodyError::TooSlow
                     } else {

@@ -31,6 +31,15 @@ impl std::error::Error for Cut {
     }
 }
 
+/// True for what a read or write returns when its timeout ran out: `EAGAIN` under
+/// `SO_RCVTIMEO`/`SO_SNDTIMEO` (or on a non-blocking socket), `TimedOut` from a fiber stream.
+pub(crate) fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
 /// `e`, noting that `sent` bytes of the body went out before it (nothing to note for none).
 pub(crate) fn cut(sent: u64, e: io::Error) -> io::Error {
     if sent == 0 || e.get_ref().is_some_and(|r| r.is::<Cut>()) {

@@ -7,6 +7,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+#[path = "../../fiber/tests/layering/mod.rs"]
+mod layering;
+use layering::code_only;
+
 /// The layers, lowest first. Below them all are the other crates of the workspace: every
 /// system call goes through weft-sys (`weft_sys::`, not a module here).
 const LAYERS: &[&[&str]] = &[
@@ -75,49 +79,6 @@ fn unit_of(name: &str) -> String {
         .find(|(n, _)| *n == name)
         .map_or(name, |(_, m)| m)
         .to_string()
-}
-
-/// The source without comments and without `#[cfg(test)]` items.
-fn code_only(src: &str) -> String {
-    let mut out = String::new();
-    let mut lines = src.lines().peekable();
-    while let Some(line) = lines.next() {
-        let code = match line.find("//") {
-            Some(i) => &line[..i],
-            None => line,
-        };
-        let t = code.trim();
-        let is_test_cfg = t.starts_with("#[cfg(") && t.contains("test") && !t.contains("not(test");
-        if !is_test_cfg {
-            out.push_str(code);
-            out.push('\n');
-            continue;
-        }
-        // Skip the item the attribute applies to: up to its `;`, or its braces' end.
-        let mut depth = 0i32;
-        let mut opened = false;
-        for l in lines.by_ref() {
-            let l = l.find("//").map_or(l, |i| &l[..i]);
-            for c in l.chars() {
-                match c {
-                    '{' => {
-                        depth += 1;
-                        opened = true;
-                    }
-                    '}' => depth -= 1,
-                    _ => {}
-                }
-            }
-            let t = l.trim();
-            if t.starts_with("#[") && !opened {
-                continue;
-            }
-            if (opened && depth <= 0) || (!opened && t.ends_with(';')) {
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// The crate modules `code` uses: every `crate::name` path, and each name of a

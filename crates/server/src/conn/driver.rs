@@ -323,12 +323,7 @@ fn read_head<T: Transport>(
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(e) if crate::net::timed_out(&e) => {
                 return Ok(if empty {
                     HeadRead::Closed
                 } else {

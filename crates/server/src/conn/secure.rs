@@ -48,7 +48,7 @@ pub(crate) fn handshake<T: Transport>(
             return None;
         }
         if let Err(e) = crate::tls::stream::flush_tls(&mut conn, inner) {
-            if is_timeout(&e) {
+            if crate::net::timed_out(&e) {
                 timed_out();
             } else {
                 log::debug!("{peer}: TLS handshake: {e}");
@@ -70,7 +70,7 @@ pub(crate) fn handshake<T: Transport>(
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
+            Err(e) if crate::net::timed_out(&e) => {
                 timed_out();
                 return None;
             }
@@ -97,13 +97,6 @@ pub(crate) fn settle(conn: &Session, info: &ConnInfo) {
         version,
         resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
     }));
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
 }
 
 /// Starts TLS on a new connection of a TLS listener: the handshake under
