@@ -192,14 +192,11 @@ pub use builtin::{EchoConfig, HealthConfig, StatusConfig, DEFAULT_ECHO_PATH};
 pub use cache::CacheConfig;
 pub use cgi::CgiConfig;
 pub use cidr::Cidr;
+pub use compression::{CompressionConfig, DEFAULT_TYPES};
 pub(crate) use de::de_size;
 use de::de_threads;
 pub use de::{format_duration, parse_duration, parse_size};
-pub use compression::{CompressionConfig, DEFAULT_TYPES};
 pub use error::ConfigError;
-pub use rate_limit::{Rate, RateLimitConfig, DEFAULT_ZONE};
-pub use sites::{LocationConfig, SiteConfig};
-pub use tls::{SniCert, TlsConfig, DEFAULT_SESSION_CACHE};
 pub use fiber::{AcceptMode, FiberConfig};
 pub use limits::LimitsConfig;
 pub(crate) use listen::default_backlog;
@@ -208,9 +205,12 @@ pub use logging::{AccessLogTarget, TimingConfig};
 pub use pipeline::{PipelineConfig, PipelineError};
 pub use process::ProcessConfig;
 pub use proxy::{ProxyConfig, ProxyHost};
+pub use rate_limit::{Rate, RateLimitConfig, DEFAULT_ZONE};
+pub use sites::{LocationConfig, SiteConfig};
 pub use static_files::StaticConfig;
 pub use thread::ThreadConfig;
 pub use timeouts::Timeouts;
+pub use tls::{SniCert, TlsConfig, DEFAULT_SESSION_CACHE};
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
