@@ -82,6 +82,21 @@ impl Method {
         }
     }
 
+    /// The registered method `m` spells in other letter case (`get`, `Post`), which is not
+    /// that method: method names are case-sensitive (RFC 9110 §9.1). `None` for a method as
+    /// registered, and for an extension method of another name.
+    pub fn miscased(m: &[u8]) -> Option<&'static str> {
+        if Method::from_bytes(m) != Method::Other {
+            return None;
+        }
+        const KNOWN: [&str; 9] = [
+            "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+        ];
+        KNOWN
+            .into_iter()
+            .find(|k| k.as_bytes().eq_ignore_ascii_case(m))
+    }
+
     /// The name of a method the parser knows (`"GET"`, ...); `None` for an extension method.
     pub fn known_name(self) -> Option<&'static str> {
         Some(match self {
@@ -1292,6 +1307,18 @@ pub(crate) fn parse_decimal(d: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registered_method_in_other_case_is_named_and_extension_methods_are_not() {
+        assert_eq!(Method::miscased(b"get"), Some("GET"));
+        assert_eq!(Method::miscased(b"Post"), Some("POST"));
+        assert_eq!(Method::miscased(b"pAtCh"), Some("PATCH"));
+        assert_eq!(Method::miscased(b"GET"), None);
+        assert_eq!(Method::miscased(b"PURGE"), None);
+        assert_eq!(Method::miscased(b"purge"), None);
+        assert_eq!(Method::miscased(b"GETS"), None);
+        assert_eq!(Method::miscased(b""), None);
+    }
 
     /// The table lookup byte by byte that `token_end` must agree with.
     fn token_end_by_table(w: &[u8], i: usize) -> Option<usize> {

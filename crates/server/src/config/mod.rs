@@ -127,6 +127,8 @@
 //! max_idle = 32               # idle keep-alive connections kept per upstream
 //! request_buffering = true    # nginx proxy_request_buffering: the whole body (at most
 //!                             # limits.max_body) is read before anything goes upstream
+//! underscores_in_headers = false  # nginx underscores_in_headers: fields named with `_`
+//!                             # are not forwarded (X_Forwarded_For is no X-Forwarded-For)
 //!
 //! [tls]                       # HTTPS listeners: [[listen]] tls = true (see crate::tls)
 //! cert = "cert.pem"           # nginx ssl_certificate (PEM chain, leaf first)

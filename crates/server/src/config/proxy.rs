@@ -41,6 +41,11 @@ pub struct ProxyConfig {
     /// oversized or slow body never reaches the upstream, and the body goes up with a
     /// `Content-Length`. `false`: the body streams upstream as it arrives.
     pub request_buffering: bool,
+    /// Forward request header fields whose names contain `_` (nginx
+    /// `underscores_in_headers`). Off by default: an upstream that reads `_` as `-` would take
+    /// `Transfer_Encoding` or `X_Forwarded_For` for the field a proxy in front set or framed
+    /// the request by (a second request smuggled in its body), so such fields are dropped.
+    pub underscores_in_headers: bool,
 }
 
 impl Default for ProxyConfig {
@@ -55,6 +60,7 @@ impl Default for ProxyConfig {
             idle_timeout: Duration::from_secs(30),
             max_idle: 32,
             request_buffering: true,
+            underscores_in_headers: false,
         }
     }
 }

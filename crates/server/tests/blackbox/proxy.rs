@@ -31,6 +31,8 @@ per_model! {
     silent_upstream_is_504,
     fallback_forwards_what_is_not_a_file,
     trace_is_refused_and_not_forwarded,
+    header_names_with_underscores_are_not_forwarded_unless_allowed,
+    a_method_in_other_letter_case_is_refused_as_when_served_directly,
     preconditions_are_forwarded_for_the_upstream_to_evaluate,
     dot_segments_cannot_leave_a_prefix,
     hundred_megabytes_download_streams_through,
@@ -825,6 +827,78 @@ fn trace_is_refused_and_not_forwarded(model: Model) {
     assert!(r.text().starts_with("OPTIONS /up/x HTTP/1.1"), "{r:?}");
     assert_eq!(up.accepts(), 1, "only the OPTIONS reached the upstream");
     assert!(s.log().contains("TRACE is not forwarded"), "{}", s.log());
+}
+
+/// Field names with `_` never reach the upstream by default (nginx's `underscores_in_headers
+/// off`): the probe's `Transfer_Encoding: chunked` and `Content_Length: 41`, which an upstream
+/// that reads `_` as `-` would frame the request by (smuggling a second request in the body),
+/// and `X_Forwarded_For`, which it would take for the address a proxy in front set. The
+/// request itself goes through with its own framing; `underscores_in_headers = true` keeps
+/// such fields.
+fn header_names_with_underscores_are_not_forwarded_unless_allowed(model: Model) {
+    let up = Upstream::echo();
+    let probe = b"POST /up/x HTTP/1.1\r\nHost: u\r\nContent-Length: 5\r\n\
+                  Transfer_Encoding: chunked\r\nContent_Length: 41\r\n\
+                  X_Forwarded_For: 198.51.100.7\r\nX-Kept: yes\r\nConnection: close\r\n\r\n\
+                  hello";
+    let s = proxy_to(model, "proxy-underscores", &up.addr.to_string());
+    let r = s.send(probe);
+    assert_eq!(r.status, 200, "{r:?}");
+    let (fwd, body) = echoed(&r.body);
+    assert_eq!(body, b"hello");
+    for name in ["Transfer_Encoding", "Content_Length", "X_Forwarded_For"] {
+        assert_eq!(fwd.header(name), None, "{name} went upstream:\n{}", fwd.raw);
+    }
+    assert!(!fwd.raw.contains("198.51.100.7"), "{}", fwd.raw);
+    assert_eq!(fwd.header("Content-Length"), Some("5"));
+    assert_eq!(fwd.header("X-Kept"), Some("yes"));
+    drop(s);
+    let s = proxy_config(
+        model,
+        "proxy-underscores-kept",
+        &up.addr.to_string(),
+        "underscores_in_headers = true",
+    );
+    let r = s.send(probe);
+    assert_eq!(r.status, 200, "{r:?}");
+    let (fwd, _) = echoed(&r.body);
+    assert_eq!(
+        fwd.header("X_Forwarded_For"),
+        Some("198.51.100.7"),
+        "{}",
+        fwd.raw
+    );
+    assert_eq!(fwd.header("Content-Length"), Some("5"));
+}
+
+/// `get` is not GET (RFC 9110 §9.1): weft answers it 501 when it serves the request itself,
+/// and the proxy refuses it the same way instead of forwarding it to an upstream that might
+/// fold its case, on a prefix mount and on the fallback. Extension methods still go through.
+fn a_method_in_other_letter_case_is_refused_as_when_served_directly(model: Model) {
+    let up = Upstream::echo();
+    let direct = Builder::new(model, "miscased-direct").start();
+    let r = direct.send(b"get / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 501, "served directly: {r:?}");
+    drop(direct);
+    let s = Builder::new(model, "proxy-miscased")
+        .args(&["--proxy", &format!("/up/=http://{}", up.addr)])
+        .args(&["--proxy", &format!("*=http://{}", up.addr)])
+        .start();
+    for (method, target) in [
+        ("get", "/up/x"),
+        ("Post", "/up/x"),
+        ("delete", "/elsewhere"),
+    ] {
+        let r = s.send(
+            format!("{method} {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        assert_eq!(r.status, 501, "{method} {target}: {r:?}");
+    }
+    assert_eq!(up.accepts(), 0, "a miscased method reached the upstream");
+    let r = s.send(b"PURGE /up/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert!(r.text().starts_with("PURGE /up/x HTTP/1.1"), "{r:?}");
+    assert!(s.log().contains("other letter case"), "{}", s.log());
 }
 
 /// Preconditions belong to the origin server (RFC 9110 §13.2.1): a proxied request reaches the

@@ -37,6 +37,8 @@ pub struct Upstream {
     pub(super) pool: std::sync::Arc<Pool>,
     /// `request_buffering`: the whole body is read before the upstream is contacted.
     buffering: bool,
+    /// `underscores_in_headers`: fields whose names contain `_` go upstream too.
+    pub(super) underscores: bool,
 }
 
 impl fmt::Debug for Upstream {
@@ -95,6 +97,7 @@ impl Upstream {
             read_timeout: cfg.read_timeout,
             limits: Limits::default(),
             buffering: cfg.request_buffering,
+            underscores: cfg.underscores_in_headers,
             pool: Pool::new(cfg.max_idle, cfg.idle_timeout),
         })
     }
@@ -128,6 +131,14 @@ impl Upstream {
         // the client's browser attached (cross-site tracing); nginx answers it 405 itself.
         if req.method() == Method::Trace {
             return Err(Failure::new(405, "TRACE is not forwarded"));
+        }
+        // `get` is not GET (RFC 9110 §9.1), and weft answers it 501 when it serves the request
+        // itself; an upstream that folds case would take it for GET. One rule for both paths.
+        if Method::miscased(req.method_str().as_bytes()).is_some() {
+            return Err(Failure::new(
+                501,
+                "method in other letter case than registered is not forwarded",
+            ));
         }
         let mut framing = req.head().framing();
         // nginx's proxy_request_buffering: the whole body, its framing checked and its size

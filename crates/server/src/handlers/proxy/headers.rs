@@ -53,7 +53,9 @@ impl Upstream {
             } else if name.eq_ignore_ascii_case("via") {
                 append_list(&mut via, value);
             }
-            if is_hop_by_hop(name, &named)
+            // nginx's `underscores_in_headers off`: see `ProxyConfig::underscores_in_headers`.
+            if (!self.underscores && name.contains('_'))
+                || is_hop_by_hop(name, &named)
                 || [
                     "host",
                     "content-length",
