@@ -233,3 +233,80 @@ fn a_small_body_is_awaited_by_its_deadline_and_rate() {
     // The whole body already here: nothing to await.
     assert!(BodyDue::begin(head, b"abcdefghij", &cfg, t0).is_none());
 }
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Drives a prelude as a model does over arbitrary bytes arriving in arbitrary pieces at
+    /// arbitrary times: every step is one of the answers a driver handles, a PROXY header
+    /// never claims more bytes than are buffered, a handshake is asked for only on a TLS
+    /// listener, and the machine never loops: each piece ends in a read, an end, or requests.
+    fn drive(proxy: bool, tls: bool, pieces: &[(Vec<u8>, u64)]) -> Result<(), TestCaseError> {
+        let cfg = cfg();
+        let t0 = Instant::now();
+        let mut p = Prelude::new(&listener(proxy, tls), &cfg.timeouts, t0);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut handshakes = 0;
+        for (bytes, at_ms) in pieces {
+            buf.extend_from_slice(bytes);
+            let now = t0 + Duration::from_millis(*at_ms);
+            for _ in 0..8 {
+                match p.step(&buf, &cfg, now) {
+                    Step::Read { until, .. } => {
+                        prop_assert!(until > now, "a read past its deadline");
+                        break;
+                    }
+                    Step::Proxied { len, .. } => {
+                        prop_assert!(proxy && len <= buf.len() && len > 0);
+                        buf.drain(..len);
+                    }
+                    Step::Admit => p.counted(),
+                    Step::Handshake { until } => {
+                        prop_assert!(tls && until > now && !buf.is_empty());
+                        // The handshake takes the bytes; every third piece finishes it.
+                        buf.clear();
+                        handshakes += 1;
+                        if handshakes % 3 == 0 {
+                            p.secured(Some(b"http/1.1"));
+                        } else {
+                            break;
+                        }
+                    }
+                    Step::Open(Protocol::Http1) => return Ok(()),
+                    Step::Answer(status, _) => {
+                        prop_assert!(matches!(status, 400 | 503));
+                        return Ok(());
+                    }
+                    Step::Close(_) => return Ok(()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_at_any_time_end_in_a_step_a_driver_handles(
+            proxy in any::<bool>(),
+            tls in any::<bool>(),
+            pieces in proptest::collection::vec(
+                (proptest::collection::vec(any::<u8>(), 0..64), 0u64..20_000),
+                0..12,
+            ),
+        ) {
+            drive(proxy, tls, &pieces)?;
+        }
+
+        #[test]
+        fn a_real_proxy_header_then_anything_is_taken_whole(
+            tls in any::<bool>(),
+            rest in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut first = V1.to_vec();
+            first.extend_from_slice(&rest);
+            drive(true, tls, &[(first, 0)])?;
+        }
+    }
+}
