@@ -243,6 +243,10 @@ impl Prelude {
                     until: deadline,
                 },
             },
+            // Past the deadline, whatever has come: a handshake begun now would have no time.
+            Stage::Tls { deadline } | Stage::Handshaking { deadline } if deadline <= now => {
+                Step::Close(Reason::TlsLate(t.tls_handshake))
+            }
             Stage::Tls { deadline } => match data.first() {
                 Some(&HANDSHAKE_RECORD) => {
                     self.stage = Stage::Handshaking { deadline };
@@ -251,7 +255,6 @@ impl Prelude {
                 // A request line begins with a method in capitals.
                 Some(b) if b.is_ascii_uppercase() => Step::Answer(400, Reason::PlainHttp),
                 Some(_) => Step::Close(Reason::NotTls),
-                None if deadline <= now => Step::Close(Reason::TlsLate(t.tls_handshake)),
                 None => Step::Read {
                     max: super::READ_BUF,
                     until: deadline,
@@ -260,9 +263,6 @@ impl Prelude {
             // Bytes for a handshake that has begun go to it, whatever they are.
             Stage::Handshaking { deadline } if !data.is_empty() => {
                 Step::Handshake { until: deadline }
-            }
-            Stage::Handshaking { deadline } if deadline <= now => {
-                Step::Close(Reason::TlsLate(t.tls_handshake))
             }
             Stage::Handshaking { deadline } => Step::Read {
                 max: super::READ_BUF,

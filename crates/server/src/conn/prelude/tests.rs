@@ -145,6 +145,24 @@ fn a_tls_listener_sniffs_the_first_byte() {
     assert!(matches!(p.step(b"", &cfg, t0), Step::Admit));
 }
 
+/// Caught by the property test: a ClientHello whose first byte came at the handshake's
+/// deadline was handed to a handshake with no time left; it is late, as an empty buffer is.
+#[test]
+fn a_client_hello_at_the_deadline_is_late_not_a_handshake() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let mut p = Prelude::new(&listener(false, true), &cfg.timeouts, t0);
+    let until = t0 + cfg.timeouts.tls_handshake;
+    assert!(matches!(
+        p.step(b"\x16", &cfg, until),
+        Step::Close(Reason::TlsLate(_))
+    ));
+    assert!(matches!(
+        p.step(b"GET /", &cfg, until),
+        Step::Close(Reason::TlsLate(_))
+    ));
+}
+
 #[test]
 fn the_handshake_deadline_counts_from_the_end_of_the_proxy_header() {
     let cfg = cfg();
