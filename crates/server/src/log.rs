@@ -1,8 +1,14 @@
 //! Logging: the error log (the `log` facade to stderr, level from `WEFT_LOG`) and the access
 //! log in Combined Log Format, buffered and flushed once a second and at exit.
+//!
+//! Warnings and errors are bounded per call site ([`Limiter`]): a client that can make weft
+//! (or a library in it: rustls warns about an IP address sent as SNI) write a WARN line per
+//! connection gets [`BURST`] lines per [`WINDOW_MS`] from each site, the rest are counted
+//! (`weft_log_lines_suppressed_total`) and summed up in one line when the site writes again.
 
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -10,23 +16,137 @@ use crate::config::AccessLogTarget;
 
 struct StderrLogger {
     level: log::LevelFilter,
+    limiter: &'static Limiter,
 }
+
+/// Lines at WARN or ERROR one call site writes per window before the rest are only counted.
+pub(crate) const BURST: u64 = 10;
+/// The window of [`BURST`], in milliseconds of the monotonic clock.
+pub(crate) const WINDOW_MS: u64 = 10_000;
+/// Call sites told apart (by a hash of the file and line; two sharing a slot share a budget).
+const SITES: usize = 64;
+
+/// Per call site, in memory shared with the process model's connection processes (made before
+/// any fork, so a flood through one child per connection is bounded too): the window's start
+/// (ms, high 40 bits) and the lines written in it (low 24 bits); then each site's lines
+/// suppressed since it last wrote; then the total suppressed.
+pub(crate) struct Limiter {
+    cells: weft_sys::shm::Shared<[AtomicU64; 2 * SITES + 1]>,
+}
+
+/// What [`Limiter::admit`] says of a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Write it; `suppressed` lines of this site were dropped before it (write that too).
+    Write { suppressed: u64 },
+    /// Count it and drop it.
+    Drop,
+}
+
+impl Limiter {
+    pub(crate) fn new() -> Limiter {
+        Limiter {
+            cells: weft_sys::shm::Shared::new(),
+        }
+    }
+
+    /// Whether a line of call site `site` may be written at `now_ms`.
+    pub(crate) fn admit(&self, site: u64, now_ms: u64) -> Admit {
+        let cells = &*self.cells;
+        let i = (site % SITES as u64) as usize;
+        let slot = &cells[i];
+        let mut cur = slot.load(Relaxed);
+        loop {
+            let (start, n) = (cur >> 24, cur & 0xff_ffff);
+            // The clock's low 40 bits of ms: 34 years; a wrap only opens a window early.
+            let now = now_ms & ((1 << 40) - 1);
+            let (next, admit) = if cur == 0 || now.wrapping_sub(start) >= WINDOW_MS {
+                ((now << 24) | 1, true)
+            } else if n < BURST {
+                (cur + 1, true)
+            } else {
+                (cur, false)
+            };
+            if !admit {
+                cells[SITES + i].fetch_add(1, Relaxed);
+                cells[2 * SITES].fetch_add(1, Relaxed);
+                return Admit::Drop;
+            }
+            match slot.compare_exchange_weak(cur, next, Relaxed, Relaxed) {
+                Ok(_) => {
+                    let suppressed = if next & 0xff_ffff == 1 {
+                        cells[SITES + i].swap(0, Relaxed)
+                    } else {
+                        0
+                    };
+                    return Admit::Write { suppressed };
+                }
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Lines dropped so far, in every process.
+    pub(crate) fn suppressed(&self) -> u64 {
+        self.cells[2 * SITES].load(Relaxed)
+    }
+}
+
+/// The call site of `r`, as a number: its file and line.
+fn site_of(r: &log::Record<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // Fixed keys: every process must put a site in the same slot.
+    let mut h = std::hash::BuildHasher::build_hasher(&std::hash::BuildHasherDefault::<
+        std::collections::hash_map::DefaultHasher,
+    >::default());
+    r.file().unwrap_or(r.target()).hash(&mut h);
+    r.line().hash(&mut h);
+    h.finish()
+}
+
+/// Lines at WARN or ERROR the error log has dropped so far (every process), for
+/// `weft_log_lines_suppressed_total`; 0 before the logger is installed.
+pub fn suppressed_lines() -> u64 {
+    LIMITER.get().map_or(0, |l| l.suppressed())
+}
+
+/// The installed logger's limiter (set once by [`init_error_log`]).
+static LIMITER: std::sync::OnceLock<&'static Limiter> = std::sync::OnceLock::new();
 
 impl log::Log for StderrLogger {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
         m.level() <= self.level
     }
     fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            let date = weft_http::date::now();
-            let date = std::str::from_utf8(&date).unwrap_or("");
-            // One write(2) per line: the process model's connection processes share stderr,
-            // and a line written in pieces could be interleaved with another process's
-            // (writes up to PIPE_BUF to a pipe, and any write to an O_APPEND file, land whole).
-            let mut line = Vec::with_capacity(160);
-            let _ = writeln!(line, "{date} [{}] {}", r.level(), r.args());
-            let _ = io::stderr().lock().write_all(&line);
+        if !self.enabled(r.metadata()) {
+            return;
         }
+        let suppressed = if r.level() <= log::Level::Warn {
+            let now = weft_sys::clock::coarse_monotonic_ms();
+            match self.limiter.admit(site_of(r), now) {
+                Admit::Write { suppressed } => suppressed,
+                Admit::Drop => return,
+            }
+        } else {
+            0
+        };
+        let date = weft_http::date::now();
+        let date = std::str::from_utf8(&date).unwrap_or("");
+        // One write(2) per line: the process model's connection processes share stderr,
+        // and a line written in pieces could be interleaved with another process's
+        // (writes up to PIPE_BUF to a pipe, and any write to an O_APPEND file, land whole).
+        let mut line = Vec::with_capacity(160);
+        if suppressed > 0 {
+            let _ = writeln!(
+                line,
+                "{date} [{}] {suppressed} more lines like the next one were not written \
+                 (more than {BURST} in {} s from one place)",
+                r.level(),
+                WINDOW_MS / 1000
+            );
+        }
+        let _ = writeln!(line, "{date} [{}] {}", r.level(), r.args());
+        let _ = io::stderr().lock().write_all(&line);
     }
     fn flush(&self) {}
 }
@@ -38,7 +158,11 @@ pub fn init_error_log() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(log::LevelFilter::Info);
-    if log::set_boxed_logger(Box::new(StderrLogger { level })).is_ok() {
+    // Made once, before any fork: the process model's children share its counters.
+    let limiter: &'static Limiter = Box::leak(Box::new(Limiter::new()));
+    let logger = StderrLogger { level, limiter };
+    if log::set_boxed_logger(Box::new(logger)).is_ok() {
+        let _ = LIMITER.set(limiter);
         log::set_max_level(level);
     }
 }
@@ -306,5 +430,33 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+    }
+}
+
+#[cfg(test)]
+mod limiter_tests {
+    use super::*;
+
+    /// A call site gets BURST lines a window; the rest are counted, reported with the site's
+    /// next line once a window has passed, and in the total; other sites keep their own budget.
+    #[test]
+    fn a_site_writes_a_burst_a_window_and_the_rest_are_counted() {
+        let l = Limiter::new();
+        let t0 = 1_000_000;
+        let written = (0..100).filter(|_| l.admit(7, t0) != Admit::Drop).count() as u64;
+        assert_eq!(written, BURST);
+        assert_eq!(l.suppressed(), 100 - BURST);
+        // Another site is not held back by this one's flood.
+        assert_eq!(l.admit(8, t0), Admit::Write { suppressed: 0 });
+        // Within the window still dropped; past it, written with the count of what was not.
+        assert_eq!(l.admit(7, t0 + WINDOW_MS - 1), Admit::Drop);
+        assert_eq!(
+            l.admit(7, t0 + WINDOW_MS),
+            Admit::Write {
+                suppressed: 100 - BURST + 1
+            }
+        );
+        assert_eq!(l.admit(7, t0 + WINDOW_MS), Admit::Write { suppressed: 0 });
+        assert_eq!(l.suppressed(), 100 - BURST + 1);
     }
 }

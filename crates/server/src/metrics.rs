@@ -758,6 +758,15 @@ impl Metrics {
             "# HELP weft_uptime_seconds Seconds since start.\n# TYPE weft_uptime_seconds gauge\nweft_uptime_seconds {}",
             self.started.elapsed().as_secs()
         );
+        let _ = writeln!(
+            out,
+            "# HELP weft_log_lines_suppressed_total Error-log lines at WARN or ERROR not written: \
+             more than {} in {} s from one place (a client can cause them per connection).\n\
+             # TYPE weft_log_lines_suppressed_total counter\nweft_log_lines_suppressed_total {}",
+            crate::log::BURST,
+            crate::log::WINDOW_MS / 1000,
+            crate::log::suppressed_lines()
+        );
         // Named as the Prometheus client libraries' process collector and promhttp's `code`
         // label name them, so stock dashboards and alerts work unchanged.
         out.push_str(

@@ -7,6 +7,7 @@ per_model! {
     encoded_dot_dot_never_leaves_the_root,
     symlinks_out_of_the_root_are_refused,
     dotfiles_are_refused,
+    a_client_cannot_flood_the_error_log_with_warnings,
 }
 
 /// The part of the secret that must never appear in a response.
@@ -153,4 +154,26 @@ fn dotfiles_are_refused(model: Model) {
         assert!(!r.text().contains("hunter2") && !r.text().contains("[core]"));
     }
     srv.assert_alive();
+}
+
+/// Each refused symlink is a WARN line a client causes at will; past `BURST` (10) lines in 10 s
+/// from one place the rest are counted, not written (`weft_log_lines_suppressed_total`). On the
+/// process model every request here is a connection process of its own: the budget is shared.
+fn a_client_cannot_flood_the_error_log_with_warnings(model: Model) {
+    let b = Builder::new(model, "log-flood").args(&["--status"]);
+    let secret = b.dir().join("secret.txt");
+    let srv = b.symlink("out-abs", &secret).start();
+    for _ in 0..40 {
+        assert_eq!(srv.get("/out-abs").status, 403);
+    }
+    let log = srv.log();
+    let lines = log.matches("resolves outside the document root").count();
+    assert!((1..=10).contains(&lines), "{lines} warning lines:\n{log}");
+    let metrics = srv.get("/_weft/metrics").text();
+    let suppressed: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("weft_log_lines_suppressed_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no counter:\n{metrics}"));
+    assert!(suppressed >= 30, "{suppressed} counted, {lines} written");
 }
