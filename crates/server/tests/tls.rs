@@ -576,6 +576,45 @@ fn sessions_resume_by_ticket() {
     }
 }
 
+/// Tickets resume across a rotation of the ticket key on every model. On the process model
+/// each connection is a process of its own: the master rotates the keys before each fork, so
+/// a ticket one connection process made after a rotation opens in the next one (without it,
+/// each would roll to a random key of its own and the second connection would not resume).
+#[test]
+fn tickets_resume_across_a_key_rotation_on_every_model() {
+    for model in MODELS {
+        let dir = unique_dir("rotation");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let server = Server::start(
+            model,
+            &dir,
+            &cert,
+            "[tls]\nticket_key_lifetime = \"4s\"\n",
+            &[],
+        );
+        // Past the first rotation (the key's clock starts with the server, in whole seconds),
+        // with most of a period left for both connections (a busy machine is slow).
+        std::thread::sleep(Duration::from_millis(4200));
+        let cfg = client_config(&[&cert.der]);
+        for round in 0..2 {
+            let mut s = connect(server.https, &cfg, "localhost");
+            assert_eq!(get(&mut s, "/", true).status, 200, "{model}");
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+            let want = if round == 0 {
+                rustls::HandshakeKind::Full
+            } else {
+                rustls::HandshakeKind::Resumed
+            };
+            assert_eq!(
+                s.conn.handshake_kind(),
+                Some(want),
+                "{model}, connection {round}"
+            );
+        }
+    }
+}
+
 #[test]
 fn sighup_reloads_certificates_and_open_connections_stay() {
     for model in MODELS.iter().copied() {

@@ -137,6 +137,7 @@
 //! hsts = ""                   # e.g. "max-age=63072000": Strict-Transport-Security
 //! session_tickets = true      # nginx ssl_session_tickets
 //! session_cache = 4096        # server-side sessions kept (0: none)
+//! ticket_key_lifetime = "6h"  # a ticket key encrypts this long; tickets open for twice it
 //!
 //! [[tls.sni]]                 # more certificates, chosen by the name the client sends
 //! names = ["example.org", "*.example.org"]

@@ -2,8 +2,11 @@
 //! and serves them).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::de::{de_duration, ser_duration};
 
 /// Default entries of the server-side session cache (nginx's `ssl_session_cache
 /// shared:SSL:1m` holds about 4,000 sessions; an entry here is a few hundred bytes).
@@ -32,6 +35,11 @@ pub struct TlsConfig {
     /// Entries of the server-side session cache (stateful resumption; nginx
     /// `ssl_session_cache`); 0 turns it off.
     pub session_cache: usize,
+    /// How long a session-ticket key encrypts new tickets before the next one takes over;
+    /// tickets are accepted for twice this (rustls' rotation, 6 h by default; nginx rotates only
+    /// the keys an operator puts in `ssl_session_ticket_key`). Read at start.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub ticket_key_lifetime: Duration,
     /// More certificates, chosen by the name the client sends (SNI).
     pub sni: Vec<SniCert>,
 }
@@ -45,6 +53,7 @@ impl Default for TlsConfig {
             hsts: String::new(),
             session_tickets: true,
             session_cache: DEFAULT_SESSION_CACHE,
+            ticket_key_lifetime: Duration::from_secs(6 * 60 * 60),
             sni: Vec::new(),
         }
     }

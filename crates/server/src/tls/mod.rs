@@ -20,6 +20,7 @@
 
 mod session;
 pub(crate) mod stream;
+mod ticketer;
 
 pub(crate) use session::Session;
 pub(crate) use stream::{pending, TlsStream};
@@ -121,7 +122,8 @@ impl Tls {
             .with_no_client_auth()
             .with_cert_resolver(Arc::new(resolver));
         server.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
-        let shared = shared_state(t.session_cache)?;
+        let lifetime = u32::try_from(t.ticket_key_lifetime.as_secs()).unwrap_or(u32::MAX);
+        let shared = shared_state(t.session_cache, lifetime)?;
         if t.session_tickets {
             server.ticketer = shared.ticketer.clone();
         }
@@ -158,12 +160,11 @@ const TICKET_BOUND: usize = 2048;
 
 /// The process's ticket key and session cache, made on first use. The cache's size is the
 /// first configuration's (a reload that changes it takes effect at the next start).
-fn shared_state(cache_entries: usize) -> Result<&'static Shared, String> {
+fn shared_state(cache_entries: usize, lifetime_secs: u32) -> Result<&'static Shared, String> {
     if let Some(s) = SHARED.get() {
         return Ok(s);
     }
-    let ticketer = rustls::crypto::ring::Ticketer::new()
-        .map_err(|e| format!("TLS session ticket key: {e}"))?;
+    let ticketer = ticketer::rotating(lifetime_secs)?;
     // The ticketer refuses to decrypt anything longer than the longest ticket it has made
     // itself. The process model's children inherit the key but each starts with that bound
     // at zero, so a ticket made by one child would never resume in another: one large ticket
@@ -175,6 +176,15 @@ fn shared_state(cache_entries: usize) -> Result<&'static Shared, String> {
         rustls::server::ServerSessionMemoryCache::new(cache_entries)
     };
     Ok(SHARED.get_or_init(|| Shared { ticketer, cache }))
+}
+
+/// Rotates the session-ticket keys if their time has come, before the `process` model's
+/// master forks a connection process: every process then starts with the keys the master holds
+/// (see `ticketer.rs`). Nothing before the first TLS setup.
+pub(crate) fn roll_ticket_keys() {
+    if let Some(s) = SHARED.get() {
+        ticketer::roll(&*s.ticketer);
+    }
 }
 
 /// Reads a PEM chain and its key and checks they belong together.
