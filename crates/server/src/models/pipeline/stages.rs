@@ -262,8 +262,11 @@ fn open(mut conn: Box<Conn>) -> Result<Box<Conn>, Next> {
                 super::tls::Step::Closed => return Err(Next::Close(conn)),
             },
             conn::Step::Answer(status, why) => {
-                // Plain HTTP on a TLS listener is answered in plain text (as nginx).
-                conn.tls = None;
+                // Plain HTTP on a TLS listener is answered in plain text (as nginx); an answer
+                // after a handshake goes through the session.
+                if why == conn::Reason::PlainHttp {
+                    conn.tls = None;
+                }
                 return Err(fail(conn, status, &why));
             }
             conn::Step::Close(why) => {
