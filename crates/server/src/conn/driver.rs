@@ -384,13 +384,9 @@ pub(crate) fn open<T: Transport>(
                         return Ok(Opened::Closed);
                     }
                     Ok(_) => {}
+                    // Timed out: the next step says what the lateness means.
                     Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::Interrupted
-                                | io::ErrorKind::WouldBlock
-                                | io::ErrorKind::TimedOut
-                        ) => {}
+                        if e.kind() == io::ErrorKind::Interrupted || crate::net::timed_out(&e) => {}
                     Err(e) => {
                         log::debug!("{}: before its first request: {e}", info.peer);
                         return Ok(Opened::Closed);
