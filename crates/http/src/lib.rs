@@ -36,6 +36,7 @@ pub mod chunked;
 pub mod conditional;
 pub mod date;
 pub mod encoding;
+pub mod h2;
 mod error;
 mod host;
 mod limits;
