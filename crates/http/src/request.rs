@@ -120,6 +120,9 @@ impl Method {
 pub enum Version {
     Http10,
     Http11,
+    /// HTTP/2 (RFC 9113): never parsed from a request line; a server that carries an HTTP/2
+    /// request through this crate's head marks it so ([`RequestHead::set_version`]).
+    Http2,
 }
 
 /// One header field: name and value (value without surrounding whitespace).
@@ -285,6 +288,12 @@ impl RequestHead {
     /// The protocol version.
     pub fn version(&self) -> Version {
         self.version
+    }
+    /// Marks the version the request really came in: an HTTP/2 request written out as an
+    /// HTTP/1.1 head to be parsed by these rules is [`Version::Http2`] (keep-alive and
+    /// `Expect` do not apply to it; its body is framed by its stream).
+    pub fn set_version(&mut self, version: Version) {
+        self.version = version;
     }
     /// Takes the field list out (for [`Parser::recycle_fields`]), leaving the head without
     /// fields.
@@ -1092,7 +1101,7 @@ impl Parser {
             head.expect = Expect::None;
         }
         head.keep_alive = match head.version {
-            Version::Http11 => !s.conn_close,
+            Version::Http11 | Version::Http2 => !s.conn_close,
             Version::Http10 => s.conn_keep_alive && !s.conn_close,
         };
         Ok(())

@@ -74,6 +74,9 @@ struct ServeArgs {
     /// tls = true`). Needs --tls-cert and --tls-key (or `[tls]` in the config).
     #[arg(long = "https", value_name = "ADDR[=MODEL]")]
     https: Vec<Listen>,
+    /// Plain listeners also take HTTP/2 with prior knowledge (h2c; config `[[listen]] h2c`).
+    #[arg(long)]
+    h2c: bool,
     /// PEM certificate chain of the HTTPS listeners (config `[tls] cert`; nginx
     /// `ssl_certificate`).
     #[arg(long, value_name = "FILE")]
@@ -226,6 +229,12 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
             l.tls = true;
             l
         }));
+    }
+    if args.h2c {
+        cfg.listen = cfg.listeners();
+        for l in &mut cfg.listen {
+            l.h2c = !l.tls;
+        }
     }
     if let Some(cert) = &args.tls_cert {
         cfg.tls.cert = Some(cert.clone());

@@ -37,6 +37,11 @@ pub struct ListenerMetrics {
     tls: std::sync::atomic::AtomicBool,
     /// Plain requests are redirected to https (`[[listen]] redirect_https`).
     redirect_https: std::sync::atomic::AtomicBool,
+    /// HTTP/2 is offered in ALPN on this TLS listener (`[[listen]] http2`).
+    http2: std::sync::atomic::AtomicBool,
+    /// A plain connection that begins with the HTTP/2 preface speaks HTTP/2 (`[[listen]]
+    /// h2c`).
+    h2c: std::sync::atomic::AtomicBool,
     /// `[[listen]] conn_per_ip` (`u64::MAX`: not set) and the table zone it counts in.
     conn_per_ip: AtomicU64,
     conn_zone: std::sync::atomic::AtomicU32,
@@ -228,6 +233,8 @@ impl ListenerMetrics {
             proxy_protocol: std::sync::atomic::AtomicBool::new(false),
             tls: std::sync::atomic::AtomicBool::new(false),
             redirect_https: std::sync::atomic::AtomicBool::new(false),
+            http2: std::sync::atomic::AtomicBool::new(true),
+            h2c: std::sync::atomic::AtomicBool::new(false),
             conn_per_ip: AtomicU64::new(u64::MAX),
             conn_zone: std::sync::atomic::AtomicU32::new(0),
         }
@@ -276,6 +283,23 @@ impl ListenerMetrics {
     pub(crate) fn set_tls(&self, tls: bool, redirect_https: bool) {
         self.tls.store(tls, Relaxed);
         self.redirect_https.store(redirect_https, Relaxed);
+    }
+
+    /// True if ALPN offers `h2` on this TLS listener.
+    pub fn http2(&self) -> bool {
+        self.http2.load(Relaxed)
+    }
+
+    /// True if this plain listener takes HTTP/2 with prior knowledge (h2c).
+    pub fn h2c(&self) -> bool {
+        self.h2c.load(Relaxed)
+    }
+
+    /// Sets [`ListenerMetrics::http2`] and [`ListenerMetrics::h2c`] (once, when the listener
+    /// is bound).
+    pub(crate) fn set_http2(&self, http2: bool, h2c: bool) {
+        self.http2.store(http2, Relaxed);
+        self.h2c.store(h2c, Relaxed);
     }
 
     /// Sets [`ListenerMetrics::proxy_protocol`] (once, when the listener is bound).

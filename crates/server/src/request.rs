@@ -98,6 +98,12 @@ impl Request {
     /// A request made by weft on behalf of `self` (a CGI local redirect, an error page):
     /// `self`'s client, local address and TLS session.
     pub(crate) fn derived(&self, bytes: impl Into<Vec<u8>>, head: RequestHead) -> Request {
+        let mut head = head;
+        if self.version() == Version::Http2 {
+            // Made from an HTTP/2 request's head written as HTTP/1.1: the stream it answers
+            // is still HTTP/2.
+            head.set_version(Version::Http2);
+        }
         let mut r = Request::new(bytes, head, self.peer, self.local);
         r.tls = self.tls.clone();
         r

@@ -142,6 +142,8 @@ impl ServerBuilder {
                     proxy_protocol: false,
                     tls: false,
                     redirect_https: false,
+                    http2: true,
+                    h2c: false,
                     backlog: crate::config::default_backlog(),
                     conn_per_ip: None,
                 })
@@ -183,6 +185,7 @@ impl ServerBuilder {
             metrics.set_proxy_protocol(l.proxy_protocol);
             metrics.set_conn_per_ip(l.conn_per_ip, bound.len());
             metrics.set_tls(l.tls, l.redirect_https);
+            metrics.set_http2(l.http2, l.h2c);
             if l.tls {
                 crate::conn::note_https_port(addr.port());
             }

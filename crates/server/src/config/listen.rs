@@ -97,6 +97,14 @@ pub struct Listen {
     /// `return 308 https://$host$request_uri`).
     #[serde(default)]
     pub redirect_https: bool,
+    /// On a TLS listener, offer HTTP/2 in ALPN (`h2`, then `http/1.1`); false: HTTP/1.1
+    /// only (nginx `listen ... ssl` without `http2 on`).
+    #[serde(default = "yes")]
+    pub http2: bool,
+    /// On a plain listener, take HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3): a
+    /// connection that begins with the HTTP/2 preface speaks HTTP/2, any other HTTP/1.1.
+    #[serde(default)]
+    pub h2c: bool,
     /// Pending connections the kernel queues for this listener before weft accepts them
     /// (nginx `listen ... backlog=`, 511 there; the kernel caps it at `net.core.somaxconn`).
     #[serde(default = "default_backlog")]
@@ -107,6 +115,10 @@ pub struct Listen {
     /// its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conn_per_ip: Option<u32>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_model() -> Model {
@@ -135,6 +147,8 @@ impl FromStr for Listen {
             proxy_protocol: false,
             tls: false,
             redirect_https: false,
+            http2: true,
+            h2c: false,
             backlog: default_backlog(),
             conn_per_ip: None,
         })

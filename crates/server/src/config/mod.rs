@@ -17,6 +17,8 @@
 //! proxy_protocol = false      # every connection starts with a PROXY v1/v2 header
 //! tls = false                 # HTTPS (nginx listen 443 ssl); certificates in [tls]
 //! redirect_https = false      # every request gets a 308 to the same URL over https
+//! http2 = true                # TLS: ALPN offers h2, then http/1.1 (nginx http2 on)
+//! h2c = false                 # plain: HTTP/2 with prior knowledge beside HTTP/1.1
 //! backlog = 4096              # connections the kernel queues before accept (nginx backlog=)
 //! # conn_per_ip = 16          # this listener's own connections per client (default: limits')
 //!

@@ -157,6 +157,14 @@ fn serve_with<T: Transport>(
         let mut prelude = Prelude::resume(info, &cfg.timeouts, Instant::now());
         match open(stream, rbuf, wbuf, &mut prelude, app, info)? {
             Opened::Open(Protocol::Http1) => {}
+            Opened::Open(Protocol::Http2) => {
+                // The connection is HTTP/2 to its end: never handed back idle (its state is
+                // more than a socket), so the caller closes it when this returns.
+                let early = rbuf.data().to_vec();
+                rbuf.consume(rbuf.len());
+                super::h2::serve(stream, &early, app, info)?;
+                return Ok(Served::Closed);
+            }
             Opened::Handshake { .. } => {
                 // TLS listeners run their handshake before this driver (`start_tls`).
                 log::error!(

@@ -286,5 +286,6 @@ fn version_str(v: Version) -> &'static str {
     match v {
         Version::Http10 => "HTTP/1.0",
         Version::Http11 => "HTTP/1.1",
+        Version::Http2 => "HTTP/2.0",
     }
 }

@@ -15,6 +15,7 @@
 
 mod driver;
 mod gather;
+mod h2;
 mod handle;
 mod head;
 mod policy;
@@ -35,6 +36,7 @@ use crate::shutdown::Registration;
 
 use driver::serve_inner;
 pub(crate) use driver::{open, Opened};
+pub(crate) use h2::serve as serve_h2;
 pub(crate) use handle::{
     failure, handle, log_access, log_cut, log_refused, recycle_request, take_request,
 };

@@ -20,6 +20,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use weft_http::h2::PREFACE;
 use weft_http::proxy_protocol::{self, Parsed, Proxied, ProxyError};
 use weft_http::RequestHead;
 
@@ -39,13 +40,18 @@ pub(crate) const HANDSHAKE_RECORD: u8 = 0x16;
 pub(crate) enum Protocol {
     /// HTTP/1.x (`conn::serve` and the pipeline's stages).
     Http1,
+    /// HTTP/2 (`conn::h2`): ALPN `h2`, or the preface on an h2c listener.
+    Http2,
 }
 
 impl Protocol {
     /// The protocol an ALPN answer names (`None`: the client offered none, which means
-    /// HTTP/1.1 for a web server). Only `http/1.1` is offered today (`tls::ALPN`).
-    pub(crate) fn from_alpn(_alpn: Option<&[u8]>) -> Protocol {
-        Protocol::Http1
+    /// HTTP/1.1 for a web server).
+    pub(crate) fn from_alpn(alpn: Option<&[u8]>) -> Protocol {
+        match alpn {
+            Some(b"h2") => Protocol::Http2,
+            _ => Protocol::Http1,
+        }
     }
 }
 
@@ -61,6 +67,9 @@ pub(crate) enum Stage {
     Handshaking { deadline: Instant },
     /// It is to be counted against `limits.conn_per_ip` (its client address is known).
     Admit,
+    /// On an h2c listener, its first bytes are awaited until `deadline` to tell the HTTP/2
+    /// preface from an HTTP/1.1 request.
+    Sniff { deadline: Instant },
     /// It carries requests in this protocol.
     Open(Protocol),
 }
@@ -163,6 +172,11 @@ pub(crate) struct Prelude {
     tls: bool,
     /// What requests will speak: the listener's, until ALPN says otherwise.
     protocol: Protocol,
+    /// The listener takes HTTP/2 with prior knowledge (`[[listen]] h2c`; plain listeners).
+    h2c: bool,
+    /// On an h2c listener, when the first bytes must have come: the header-read timeout from
+    /// the accept (or from where a driver resumed the prelude).
+    sniff_due: Instant,
 }
 
 impl Prelude {
@@ -180,6 +194,8 @@ impl Prelude {
             stage,
             tls,
             protocol: Protocol::Http1,
+            h2c: lm.h2c() && !tls,
+            sniff_due: now + t.header_read,
         }
     }
 
@@ -211,7 +227,8 @@ impl Prelude {
         match self.stage {
             Stage::Proxy { deadline }
             | Stage::Tls { deadline }
-            | Stage::Handshaking { deadline } => Some(deadline),
+            | Stage::Handshaking { deadline }
+            | Stage::Sniff { deadline } => Some(deadline),
             Stage::Admit | Stage::Open(_) => None,
         }
     }
@@ -269,6 +286,24 @@ impl Prelude {
                 until: deadline,
             },
             Stage::Admit => Step::Admit,
+            Stage::Sniff { deadline } => {
+                let n = data.len().min(PREFACE.len());
+                if data[..n] != PREFACE[..n] {
+                    self.stage = Stage::Open(Protocol::Http1);
+                    Step::Open(Protocol::Http1)
+                } else if n == PREFACE.len() {
+                    self.stage = Stage::Open(Protocol::Http2);
+                    Step::Open(Protocol::Http2)
+                } else if deadline <= now {
+                    // Nothing, or part of the preface only: as a head that did not come.
+                    Step::Answer(408, Reason::Rule(super::head_late(false)))
+                } else {
+                    Step::Read {
+                        max: super::READ_BUF,
+                        until: deadline,
+                    }
+                }
+            }
             Stage::Open(p) => Step::Open(p),
         }
     }
@@ -300,7 +335,13 @@ impl Prelude {
     /// master); requests may follow.
     pub(crate) fn counted(&mut self) {
         if self.stage == Stage::Admit {
-            self.stage = Stage::Open(self.protocol);
+            self.stage = if self.h2c {
+                Stage::Sniff {
+                    deadline: self.sniff_due,
+                }
+            } else {
+                Stage::Open(self.protocol)
+            };
         }
     }
 
@@ -310,7 +351,9 @@ impl Prelude {
         match self.stage {
             Stage::Proxy { .. } => Some(Reason::ProxyCut),
             Stage::Tls { .. } | Stage::Handshaking { .. } => Some(Reason::TlsCut),
-            Stage::Admit | Stage::Open(_) => (buffered > 0).then_some(Reason::HeadCut),
+            Stage::Admit | Stage::Sniff { .. } | Stage::Open(_) => {
+                (buffered > 0).then_some(Reason::HeadCut)
+            }
         }
     }
 }

@@ -28,7 +28,7 @@ pub(crate) fn handshake<T: Transport>(
 ) -> Option<Session> {
     let peer = info.peer;
     let timed_out = || Prelude::handshake_late(cfg).log(peer, None);
-    let mut conn = Session::new(tls.server.clone())
+    let mut conn = Session::new(tls.config_for(&info.listener))
         .map_err(|e| log::error!("{peer}: TLS session: {e}"))
         .ok()?;
     let left = deadline.saturating_duration_since(Instant::now());

@@ -430,6 +430,7 @@ fn meta_variables(req: &Request, content_length: Option<u64>) -> Vec<(String, Os
             text(match req.version() {
                 Version::Http10 => "HTTP/1.0",
                 Version::Http11 => "HTTP/1.1",
+                Version::Http2 => "HTTP/2.0",
             }),
         ),
         ("REQUEST_METHOD".into(), text(req.method_str())),
@@ -875,7 +876,7 @@ pub fn redirected_request(
 ) -> Option<Request> {
     let version = match req.version() {
         Version::Http10 => "HTTP/1.0",
-        Version::Http11 => "HTTP/1.1",
+        Version::Http11 | Version::Http2 => "HTTP/1.1",
     };
     let mut raw = format!("GET {target} {version}\r\n").into_bytes();
     for (name, value) in req.headers() {

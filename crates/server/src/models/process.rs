@@ -622,6 +622,9 @@ impl Master {
                     }
                     return self.enqueue(fd);
                 }
+                // An h2c connection (its preface read): its child serves it to the end, as a
+                // TLS one, since the HTTP/2 state cannot come back to the master.
+                conn::Step::Open(conn::Protocol::Http2) => return self.enqueue(fd),
                 conn::Step::Open(conn::Protocol::Http1) => {
                     h.stage = Stage::Head {
                         deadline: now + app.cfg.timeouts.header_read,

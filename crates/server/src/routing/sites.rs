@@ -1043,7 +1043,7 @@ fn try_file(files: &StaticFiles, req: &Request, path: &str) -> Option<Response> 
 fn internal_request(req: &Request, target: &str, limits: weft_http::Limits) -> Option<Request> {
     let version = match req.version() {
         weft_http::Version::Http10 => "HTTP/1.0",
-        weft_http::Version::Http11 => "HTTP/1.1",
+        weft_http::Version::Http11 | weft_http::Version::Http2 => "HTTP/1.1",
     };
     let mut raw = format!("{} {target} {version}\r\n", req.method_str()).into_bytes();
     for (name, value) in req.headers() {

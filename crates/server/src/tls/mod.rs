@@ -11,7 +11,7 @@
 //! - a certificate or key that does not load, a key that does not match its certificate, or a
 //!   certificate without a name a client could check fails `weft serve` at start with the
 //!   file's name and the reason (and a reload keeps the old certificates);
-//! - TLS 1.2 and 1.3 only, ALPN `http/1.1` (`ALPN`: the one place `h2` would be added);
+//! - TLS 1.2 and 1.3 only, ALPN `h2` then `http/1.1` (`ALPN`; `[[listen]] http2 = false` offers `http/1.1` only);
 //! - session resumption by tickets (one key for the process, kept across reloads and
 //!   inherited by the process model's children) and a bounded server-side cache
 //!   (`[tls] session_cache` entries);
@@ -40,14 +40,20 @@ use rustls::ServerConfig;
 use crate::config::Config;
 pub use crate::request::TlsInfo;
 
-/// Application protocols offered in ALPN, in preference order. HTTP/2 would be added here
-/// together with a driver for it; a connection's choice is in [`TlsInfo::alpn`].
-pub(crate) const ALPN: &[&[u8]] = &[b"http/1.1"];
+/// Application protocols offered in ALPN, in preference order, on a listener with HTTP/2
+/// (`[[listen]] http2`, the default); a connection's choice is in [`TlsInfo::alpn`].
+pub(crate) const ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
+
+/// ALPN on a listener with `http2 = false`.
+pub(crate) const ALPN_H1: &[&[u8]] = &[b"http/1.1"];
 
 /// One generation's TLS settings: the rustls configuration every new connection of every TLS
 /// listener starts from.
 pub(crate) struct Tls {
+    /// Offering `h2` and `http/1.1` ([`ALPN`]).
     pub(crate) server: Arc<ServerConfig>,
+    /// The same offering only `http/1.1` ([`ALPN_H1`]), for listeners with `http2 = false`.
+    pub(crate) server_h1: Arc<ServerConfig>,
     /// `Strict-Transport-Security: ...\r\n`, or empty.
     pub(crate) hsts_line: Vec<u8>,
 }
@@ -133,10 +139,28 @@ impl Tls {
         } else {
             format!("Strict-Transport-Security: {}\r\n", t.hsts).into_bytes()
         };
+        let mut server_h1 = server.clone();
+        server_h1.alpn_protocols = ALPN_H1.iter().map(|p| p.to_vec()).collect();
         Ok(Some(Arc::new(Tls {
             server: Arc::new(server),
+            server_h1: Arc::new(server_h1),
             hsts_line,
         })))
+    }
+}
+
+impl Tls {
+    /// The rustls configuration a new connection on `listener` starts from: with or without
+    /// `h2` in ALPN.
+    pub(crate) fn config_for(
+        &self,
+        listener: &crate::metrics::ListenerMetrics,
+    ) -> Arc<ServerConfig> {
+        if listener.http2() {
+            self.server.clone()
+        } else {
+            self.server_h1.clone()
+        }
     }
 }
 

@@ -179,6 +179,7 @@ fn via_entry(version: Version) -> &'static str {
     match version {
         Version::Http10 => "1.0 weft",
         Version::Http11 => "1.1 weft",
+        Version::Http2 => "2 weft",
     }
 }
 

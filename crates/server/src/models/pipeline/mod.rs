@@ -31,6 +31,7 @@
 //! - HTTP is `conn`'s: parsing, routing, body framing and limits, response encoding.
 
 pub mod controller;
+mod h2;
 mod monitor;
 mod poller;
 mod queue;
@@ -142,6 +143,8 @@ enum Next {
     /// Into the poller until the socket is ready or the deadline passes.
     Park(Box<Conn>, Wait, Instant),
     Close(Box<Conn>),
+    /// Gone from the stages (an HTTP/2 connection on a thread of its own, `h2.rs`).
+    Detached,
 }
 
 /// Everything the pipeline's threads share.
@@ -247,6 +250,7 @@ impl Pipeline {
                 }
             }
             Next::Close(c) => drop(c),
+            Next::Detached => {}
         }
     }
 

@@ -70,7 +70,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             log::error!("{peer}: TLS listener without certificates; closed");
             return None;
         };
-        match crate::tls::Session::new(t.server.clone()) {
+        match crate::tls::Session::new(t.config_for(&p.lm)) {
             Ok(c) => Some(Box::new(super::tls::Session::new(c))),
             Err(e) => {
                 log::error!("{peer}: TLS session: {e}");
@@ -226,6 +226,7 @@ fn open(mut conn: Box<Conn>) -> Result<Box<Conn>, Next> {
         let c = &mut *conn;
         match c.prelude.step(c.rbuf.data(), &app.cfg, now) {
             conn::Step::Open(conn::Protocol::Http1) => return Ok(conn),
+            conn::Step::Open(conn::Protocol::Http2) => return Err(super::h2::detach(conn)),
             conn::Step::Read { max, until } => match c.rbuf.fill(&mut &c.stream, max) {
                 Ok(0) => {
                     if let Some(why) = c.prelude.ended(c.rbuf.len()) {

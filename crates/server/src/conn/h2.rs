@@ -1,0 +1,986 @@
+//! HTTP/2 over a blocking transport (thread, fiber and process models; TLS with ALPN `h2`
+//! and h2c with prior knowledge): weft-http's sans-I/O [`Connection`] fed from the socket,
+//! each request turned into the request every handler sees, each response framed back.
+//!
+//! A request's field section is written out as an HTTP/1.1 head and parsed by the same
+//! [`Parser`] every HTTP/1.1 request goes through, so HTTP/2 requests meet the same rules
+//! (host, target, field syntax, limits) and reach the same routing, handlers, logs and
+//! metrics; the head is marked [`Version::Http2`]. Its body is read whole first, within
+//! `limits.max_body` and flow control, and handed to the handler as a body of known length.
+//!
+//! Streams are served in the connection's own flow of control: each request's handler runs
+//! when its body is whole, and the responses' bodies go out interleaved, as flow control lets
+//! them, in turns of at most [`TURN_BYTES`] per stream. A handler that blocks (a slow CGI
+//! script) holds the connection's other streams meanwhile (ARCHITECTURE.md, "HTTP/2").
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use weft_http::h2::{self, Connection, ErrorCode, Event, RequestHead2, StreamId};
+use weft_http::{Method, Parser, Version};
+
+use crate::app::App;
+use crate::body::ReadBuf;
+use crate::net::Transport;
+use crate::response::{Body, Response};
+use crate::Request;
+
+use super::head::{mark_busy, mark_idle};
+use super::timing::Times;
+use super::{ConnInfo, Start};
+
+/// Body bytes one stream sends in a turn before the next stream's turn.
+const TURN_BYTES: usize = 64 * 1024;
+/// Body bytes queued for the socket before it is written.
+const WRITE_BATCH: usize = 256 * 1024;
+/// Bytes read from the socket at once.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// The HTTP/2 settings and limits of `app`'s configuration.
+pub(crate) fn settings(app: &App) -> h2::Config {
+    let cfg = &app.cfg;
+    h2::Config {
+        max_header_list_size: u32::try_from(cfg.limits.max_head_bytes).unwrap_or(u32::MAX),
+        ..h2::Config::default()
+    }
+}
+
+/// A response on its way out.
+struct Outgoing {
+    req: Option<Request>,
+    status: u16,
+    source: Source,
+    /// Bytes read from a file or a reader, not yet framed; `chunk_at` of them went.
+    chunk: Vec<u8>,
+    chunk_at: usize,
+    /// Body bytes framed so far.
+    sent: u64,
+}
+
+/// Where a response body's bytes come from.
+enum Source {
+    Bytes(Bytes),
+    File {
+        file: Arc<std::fs::File>,
+        pos: u64,
+        end: u64,
+    },
+    Read {
+        reader: Box<dyn Read + Send>,
+        left: Option<u64>,
+    },
+    /// Every byte framed, END_STREAM included.
+    Done,
+}
+
+/// A request whose body is still arriving.
+struct Incoming {
+    head: RequestHead2,
+    body: Vec<u8>,
+    too_large: bool,
+}
+
+enum State {
+    Receiving(Incoming),
+    /// Answered before its body ended (413): the rest of the body is dropped.
+    Discarding,
+    Sending(Box<Outgoing>),
+}
+
+struct Stream {
+    id: StreamId,
+    state: State,
+}
+
+/// Serves an HTTP/2 connection whose first bytes (the client's preface, maybe more) are
+/// `early`, until either side ends it.
+pub(crate) fn serve<T: Transport>(
+    stream: &mut T,
+    early: &[u8],
+    app: &App,
+    info: &ConnInfo,
+) -> io::Result<()> {
+    let mut d = Driver {
+        conn: Connection::new(settings(app)),
+        streams: Vec::new(),
+        parser: Parser::new(app.cfg.limits.http()),
+        head_buf: Vec::new(),
+        app,
+        info,
+        stalled_since: None,
+        going_away: false,
+    };
+    let mut buf = vec![0u8; READ_CHUNK];
+    let t = &app.cfg.timeouts;
+    if !d.receive(stream, early) {
+        return Ok(());
+    }
+    loop {
+        if !d.going_away && app.shutdown.is_set() {
+            d.conn.go_away();
+            d.going_away = true;
+        }
+        let more = d.pump();
+        if !d.flush(stream) {
+            d.cut_all("the client stopped reading");
+            return Ok(());
+        }
+        if d.conn.is_finished() {
+            return Ok(());
+        }
+        if more {
+            continue;
+        }
+        // Nothing to send until the client says more: read, within the deadline of what it
+        // owes.
+        let now = Instant::now();
+        let wait = if d.streams.is_empty() {
+            if !mark_idle(info, Start::Resumed) && !d.going_away {
+                d.conn.go_away();
+                d.going_away = true;
+                continue;
+            }
+            t.keepalive
+        } else if d.sending() {
+            let since = *d.stalled_since.get_or_insert(now);
+            t.send.saturating_sub(now - since)
+        } else {
+            t.body_read
+        };
+        if wait.is_zero() {
+            d.timed_out(stream);
+            return Ok(());
+        }
+        stream.set_read_timeout(Some(wait))?;
+        match stream.read(&mut buf) {
+            Ok(0) => {
+                d.cut_all("the client closed the connection");
+                return Ok(());
+            }
+            Ok(n) => {
+                mark_busy(info);
+                if !d.receive(stream, &buf[..n]) {
+                    return Ok(());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if crate::net::timed_out(&e) => {
+                d.timed_out(stream);
+                return Ok(());
+            }
+            Err(e) => {
+                log::debug!("{}: HTTP/2 read: {e}", info.peer);
+                d.cut_all("the connection failed");
+                return Ok(());
+            }
+        }
+    }
+}
+
+struct Driver<'a> {
+    conn: Connection,
+    streams: Vec<Stream>,
+    parser: Parser,
+    /// The HTTP/1.1 head each request's fields are written into.
+    head_buf: Vec<u8>,
+    app: &'a App,
+    info: &'a ConnInfo,
+    /// Since when every response in progress has waited on the client's flow-control window.
+    stalled_since: Option<Instant>,
+    going_away: bool,
+}
+
+impl Driver<'_> {
+    fn find(&mut self, id: StreamId) -> Option<usize> {
+        self.streams.iter().position(|s| s.id == id)
+    }
+
+    /// Feeds received bytes to the connection and takes its events. False once the
+    /// connection has ended with an error (its GOAWAY written).
+    fn receive<T: Transport>(&mut self, stream: &mut T, bytes: &[u8]) -> bool {
+        if let Err(e) = self.conn.recv(bytes, Instant::now()) {
+            log::info!("{}: HTTP/2 connection error: {}", self.info.peer, e.reason);
+            self.cut_all("the connection failed");
+            self.flush(stream);
+            return false;
+        }
+        self.dispatch(stream);
+        true
+    }
+
+    fn sending(&self) -> bool {
+        self.streams
+            .iter()
+            .any(|s| matches!(s.state, State::Sending(_)))
+    }
+
+    /// Takes the connection's events: new requests, body bytes, resets.
+    fn dispatch<T: Transport>(&mut self, stream: &mut T) {
+        while let Some(ev) = self.conn.poll_event() {
+            match ev {
+                Event::Request {
+                    id,
+                    head,
+                    end_stream,
+                    too_large,
+                } => {
+                    let declared = head.content_length;
+                    let mut incoming = Incoming {
+                        head,
+                        body: Vec::new(),
+                        too_large,
+                    };
+                    if too_large {
+                        log::info!(
+                            "{}: 431 HTTP/2 request header list too large",
+                            self.info.peer
+                        );
+                    }
+                    if let Some(n) = declared.filter(|&n| n > self.app.cfg.limits.max_body) {
+                        log::info!(
+                            "{}: 413 Content-Length {n} over limit {}",
+                            self.info.peer,
+                            self.app.cfg.limits.max_body
+                        );
+                        self.answer_early(id, incoming, end_stream, 413);
+                        continue;
+                    }
+                    if end_stream {
+                        self.run(stream, id, &mut incoming);
+                    } else {
+                        if let Some(n) = declared {
+                            incoming.body.reserve_exact(n.min(64 * 1024) as usize);
+                        }
+                        self.streams.push(Stream {
+                            id,
+                            state: State::Receiving(incoming),
+                        });
+                    }
+                }
+                Event::Data {
+                    id,
+                    data,
+                    end_stream,
+                } => {
+                    let n = data.len();
+                    let Some(i) = self.find(id) else {
+                        self.conn.release(id, n);
+                        continue;
+                    };
+                    match &mut self.streams[i].state {
+                        State::Receiving(inc) => {
+                            if inc.body.len() as u64 + n as u64 > self.app.cfg.limits.max_body {
+                                log::info!(
+                                    "{}: 413 HTTP/2 request body over limit {}",
+                                    self.info.peer,
+                                    self.app.cfg.limits.max_body
+                                );
+                                let State::Receiving(inc) = std::mem::replace(
+                                    &mut self.streams[i].state,
+                                    State::Discarding,
+                                ) else {
+                                    unreachable!()
+                                };
+                                self.streams.swap_remove(i);
+                                self.conn.release(id, n);
+                                self.answer_early(id, inc, end_stream, 413);
+                                continue;
+                            }
+                            inc.body.extend_from_slice(&data);
+                            self.conn.release(id, n);
+                            if end_stream {
+                                let State::Receiving(mut inc) = self.streams.swap_remove(i).state
+                                else {
+                                    unreachable!()
+                                };
+                                self.run(stream, id, &mut inc);
+                            }
+                        }
+                        State::Discarding => {
+                            self.conn.release(id, n);
+                            if end_stream {
+                                self.streams.swap_remove(i);
+                            }
+                        }
+                        State::Sending(_) => self.conn.release(id, n),
+                    }
+                }
+                Event::Trailers { id } => {
+                    if let Some(i) = self.find(id) {
+                        if matches!(self.streams[i].state, State::Receiving(_)) {
+                            let State::Receiving(mut inc) = self.streams.swap_remove(i).state
+                            else {
+                                unreachable!()
+                            };
+                            self.run(stream, id, &mut inc);
+                        } else if matches!(self.streams[i].state, State::Discarding) {
+                            self.streams.swap_remove(i);
+                        }
+                    }
+                }
+                Event::Reset { id, .. } => {
+                    if let Some(i) = self.find(id) {
+                        let s = self.streams.swap_remove(i);
+                        if let State::Sending(out) = s.state {
+                            self.finish(*out, Some("the client reset the stream"));
+                        }
+                    }
+                }
+                Event::GoAway { .. } => {
+                    self.going_away = true;
+                }
+            }
+        }
+    }
+
+    /// Answers `status` to a request whose body will not be read, and stops its body.
+    fn answer_early(&mut self, id: StreamId, inc: Incoming, end_stream: bool, status: u16) {
+        let req = self.request(&inc.head, 0).ok();
+        self.conn.recycle(inc.head);
+        let resp = Response::error(status);
+        self.respond(id, req, resp);
+        if !end_stream {
+            // RFC 9113 §8.1: a complete response, then RST_STREAM NO_ERROR for the rest.
+            self.conn.reset(id, ErrorCode::NoError);
+        }
+    }
+
+    /// The request the handlers see for `head` with a body of `body_len` bytes; `Err` is the
+    /// status a head the HTTP/1.1 rules refuse gets.
+    fn request(&mut self, head: &RequestHead2, body_len: u64) -> Result<Request, u16> {
+        write_head(head, body_len, &mut self.head_buf);
+        self.parser.reset();
+        match self.parser.parse(&self.head_buf) {
+            Ok(Some(n)) if n == self.head_buf.len() => {}
+            Ok(_) => return Err(400),
+            Err(e) => {
+                log::info!(
+                    "{}: {} HTTP/2 request: {}",
+                    self.info.peer,
+                    e.status(),
+                    e.reason()
+                );
+                return Err(e.status());
+            }
+        }
+        let mut parsed = self.parser.take_head();
+        parsed.set_version(Version::Http2);
+        let info = self.info;
+        let mut peer = info.client();
+        let real_ip_from = &self.app.cfg.real_ip_from;
+        if !real_ip_from.is_empty() {
+            let bytes = &self.head_buf;
+            let xff = parsed
+                .headers()
+                .iter()
+                .filter(|h| h.name.get(bytes).eq_ignore_ascii_case(b"x-forwarded-for"))
+                .map(|h| h.value.get(bytes));
+            peer = crate::realip::real_ip(peer, real_ip_from, xff);
+        }
+        Ok(Request::with_tls(
+            self.head_buf.clone(),
+            parsed,
+            peer,
+            info.local,
+            info.tls.get().cloned(),
+        ))
+    }
+
+    /// Runs the handler of a request whose body is whole and starts its response.
+    fn run<T: Transport>(&mut self, _stream: &mut T, id: StreamId, inc: &mut Incoming) {
+        let head = std::mem::take(&mut inc.head);
+        if inc.too_large {
+            let req = self.request(&head, 0).ok();
+            self.conn.recycle(head);
+            self.respond(id, req, Response::error(431));
+            return;
+        }
+        let body = std::mem::take(&mut inc.body);
+        let req = self.request(&head, body.len() as u64);
+        self.conn.recycle(head);
+        let req = match req {
+            Ok(req) => req,
+            Err(status) => {
+                // Logged as a head refused before it was read, with the line it made.
+                let line = self.head_buf.split(|&b| b == b'\n').next().unwrap_or(b"");
+                super::log_refused(self.app, self.info.client().ip(), line, status);
+                self.respond(id, None, super::failure(status));
+                return;
+            }
+        };
+        let mut keep_alive = false;
+        let resp = match super::redirect(self.app, self.info, &req, &mut keep_alive) {
+            Some(r) => r,
+            None => {
+                let mut rbuf = ReadBuf::new(0);
+                if !body.is_empty() {
+                    rbuf.push(&body);
+                }
+                let mut times = Times::default();
+                super::handle(
+                    &mut NoSocket,
+                    &mut rbuf,
+                    self.app,
+                    &req,
+                    &self.app.cfg.limits.http(),
+                    &mut times,
+                    &mut keep_alive,
+                )
+            }
+        };
+        self.respond(id, Some(req), resp);
+    }
+
+    /// Frames the head of `resp` on stream `id` and queues its body.
+    fn respond(&mut self, id: StreamId, req: Option<Request>, mut resp: Response) {
+        let head_only = req.as_ref().is_some_and(|r| r.method() == Method::Head);
+        let mut fields = Fields::default();
+        let extra = super::extra_headers(self.app, self.info);
+        let status = resp.status;
+        let no_body = (100..200).contains(&status) || status == 204 || status == 304;
+        let source = match std::mem::take(&mut resp.body) {
+            Body::Prepared(entry) => {
+                fields.push_lines(entry.fields());
+                fields.push_lines(extra);
+                Source::Bytes(entry.body().clone())
+            }
+            body => {
+                if let Err(name) = fields.push_handler(&resp.headers) {
+                    log::error!(
+                        "{}: 500 handler header {name:?} cannot be sent",
+                        self.info.peer
+                    );
+                    crate::response::recycle_headers(std::mem::take(&mut resp.headers));
+                    return self.respond(id, req, Response::error(500));
+                }
+                fields.push_lines(extra);
+                if !no_body {
+                    let len = match &body {
+                        Body::Stream(s) => s.known_len(),
+                        other => Some(other.len()),
+                    };
+                    if let Some(len) = len {
+                        fields.push(b"content-length", len.to_string().as_bytes());
+                    }
+                }
+                match body {
+                    Body::Empty => Source::Done,
+                    Body::Bytes(b) => Source::Bytes(b),
+                    Body::File { file, offset, len } => Source::File {
+                        file,
+                        pos: offset,
+                        end: offset + len,
+                    },
+                    Body::Stream(s) => {
+                        let left = s.known_len();
+                        Source::Read {
+                            reader: s.into_reader(),
+                            left,
+                        }
+                    }
+                    Body::Prepared(_) => unreachable!("taken above"),
+                }
+            }
+        };
+        crate::response::recycle_headers(std::mem::take(&mut resp.headers));
+        let source = if head_only || no_body {
+            Source::Done
+        } else {
+            match source {
+                Source::Bytes(b) if b.is_empty() => Source::Done,
+                Source::File { pos, end, .. } if pos == end => Source::Done,
+                s => s,
+            }
+        };
+        let date = weft_http::date::now();
+        let done = matches!(source, Source::Done);
+        self.conn.send_headers(
+            id,
+            status,
+            [(&b"server"[..], &b"weft"[..]), (&b"date"[..], &date[..])]
+                .into_iter()
+                .chain(fields.iter()),
+            done,
+        );
+        let out = Box::new(Outgoing {
+            req,
+            status,
+            source,
+            chunk: Vec::new(),
+            chunk_at: 0,
+            sent: 0,
+        });
+        if done {
+            self.finish(*out, None);
+        } else {
+            self.streams.push(Stream {
+                id,
+                state: State::Sending(out),
+            });
+        }
+    }
+
+    /// Frames what flow control allows of the responses in progress, a turn each, up to
+    /// [`WRITE_BATCH`]. True if more could go at once (the batch filled).
+    fn pump(&mut self) -> bool {
+        let mut batch = 0;
+        let mut progressed = false;
+        let mut i = 0;
+        while i < self.streams.len() {
+            let id = self.streams[i].id;
+            let State::Sending(out) = &mut self.streams[i].state else {
+                i += 1;
+                continue;
+            };
+            let before = out.sent;
+            let result = turn(&mut self.conn, id, out);
+            batch += (out.sent - before) as usize;
+            progressed |= out.sent > before;
+            match result {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    let State::Sending(out) = self.streams.swap_remove(i).state else {
+                        unreachable!()
+                    };
+                    progressed = true;
+                    self.finish(*out, None);
+                }
+                Err(e) => {
+                    let State::Sending(out) = self.streams.swap_remove(i).state else {
+                        unreachable!()
+                    };
+                    self.conn.reset(id, ErrorCode::Internal);
+                    self.finish(*out, Some(&format!("its body failed: {e}")));
+                }
+            }
+            if batch >= WRITE_BATCH {
+                return true;
+            }
+        }
+        if progressed {
+            self.stalled_since = None;
+        }
+        false
+    }
+
+    /// Writes what the connection has queued. False if the socket failed.
+    fn flush<T: Transport>(&mut self, stream: &mut T) -> bool {
+        while !self.conn.output().is_empty() {
+            match stream.write(self.conn.output()) {
+                Ok(0) => return false,
+                Ok(n) => self.conn.written(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    log::debug!("{}: HTTP/2 write: {e}", self.info.peer);
+                    return false;
+                }
+            }
+        }
+        stream.flush().is_ok()
+    }
+
+    /// A response done (`cut`: why it ended early): counted and logged.
+    fn finish(&mut self, out: Outgoing, cut: Option<&str>) {
+        self.info.listener.response(out.status, out.sent);
+        if let Some(why) = cut {
+            super::log_cut(
+                self.app,
+                self.info.peer,
+                out.req.as_ref(),
+                out.status,
+                out.sent,
+                &why,
+            );
+        } else if let Some(req) = &out.req {
+            super::log_access(self.app, req, out.status, out.sent);
+        }
+    }
+
+    /// Every response in progress ends here (the connection is going).
+    fn cut_all(&mut self, why: &str) {
+        for s in std::mem::take(&mut self.streams) {
+            if let State::Sending(out) = s.state {
+                self.finish(*out, Some(why));
+            }
+        }
+    }
+
+    /// The client owed something past its deadline: an idle connection is closed with
+    /// GOAWAY; a stalled one is cut.
+    fn timed_out<T: Transport>(&mut self, stream: &mut T) {
+        if self.streams.is_empty() {
+            self.conn.go_away();
+        } else if self.sending() {
+            self.cut_all("the client did not open its window within timeouts.send");
+        } else {
+            log::info!(
+                "{}: 408 HTTP/2 request body not received in time",
+                self.info.peer
+            );
+            for s in std::mem::take(&mut self.streams) {
+                self.conn.reset(s.id, ErrorCode::Cancel);
+            }
+            self.conn.go_away();
+        }
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+        self.flush(stream);
+    }
+}
+
+/// One stream's turn: frames up to [`TURN_BYTES`] of its body as flow control allows. True
+/// once all of it (END_STREAM) went.
+fn turn(conn: &mut Connection, id: StreamId, out: &mut Outgoing) -> io::Result<bool> {
+    let mut budget = TURN_BYTES;
+    loop {
+        let cap = conn.send_capacity(id).min(budget);
+        if cap == 0 {
+            return Ok(false);
+        }
+        // Bytes in memory go straight from their buffer.
+        if let Source::Bytes(b) = &mut out.source {
+            let n = cap.min(b.len());
+            let last = n == b.len();
+            let took = conn.send_data(id, &b[..n], last);
+            out.sent += took as u64;
+            let _ = b.split_to(took);
+            if last && took == n {
+                out.source = Source::Done;
+                return Ok(true);
+            }
+            budget -= took;
+            if took == 0 {
+                return Ok(false);
+            }
+            continue;
+        }
+        if out.chunk_at == out.chunk.len() {
+            out.chunk.clear();
+            out.chunk_at = 0;
+            fill(&mut out.source, &mut out.chunk, TURN_BYTES)?;
+        }
+        let rest = &out.chunk[out.chunk_at..];
+        let n = cap.min(rest.len());
+        let last = n == rest.len() && matches!(out.source, Source::Done);
+        let took = conn.send_data(id, &rest[..n], last);
+        out.chunk_at += took;
+        out.sent += took as u64;
+        if last && took == n {
+            return Ok(true);
+        }
+        if took == 0 {
+            return Ok(false);
+        }
+        budget -= took;
+    }
+}
+
+/// Reads up to `max` more body bytes from a file or reader into `chunk`; the source becomes
+/// [`Source::Done`] once it has given its last byte.
+fn fill(source: &mut Source, chunk: &mut Vec<u8>, max: usize) -> io::Result<()> {
+    match source {
+        Source::File { file, pos, end } => {
+            use std::os::unix::fs::FileExt;
+            let want = (*end - *pos).min(max as u64) as usize;
+            chunk.resize(want, 0);
+            let mut got = 0;
+            while got < want {
+                match file.read_at(&mut chunk[got..], *pos + got as u64) {
+                    Ok(0) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the file shrank while it was sent",
+                        ))
+                    }
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            *pos += want as u64;
+            if *pos == *end {
+                *source = Source::Done;
+            }
+            Ok(())
+        }
+        Source::Read { reader, left } => {
+            let want = left.map_or(max, |l| (l as usize).min(max));
+            chunk.resize(want.max(1), 0);
+            loop {
+                match reader.read(&mut chunk[..want.max(1)]) {
+                    Ok(0) if want == 0 || left.is_none() => {
+                        chunk.clear();
+                        *source = Source::Done;
+                        return Ok(());
+                    }
+                    Ok(0) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the body ended before its length",
+                        ))
+                    }
+                    Ok(n) => {
+                        chunk.truncate(n);
+                        if let Some(l) = left {
+                            *l -= n as u64;
+                            if *l == 0 {
+                                *source = Source::Done;
+                            }
+                        }
+                        return Ok(());
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Source::Bytes(_) | Source::Done => {
+            chunk.clear();
+            *source = Source::Done;
+            Ok(())
+        }
+    }
+}
+
+/// Writes `head` as the HTTP/1.1 head the handlers' rules read: request line, `host` from
+/// `:authority`, the fields (cookies joined as RFC 9113 §8.2.3 says), and the body's length.
+pub(crate) fn write_head(head: &RequestHead2, body_len: u64, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(head.get(&head.method));
+    out.push(b' ');
+    out.extend_from_slice(head.get(&head.path));
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let authority = head.get(&head.authority);
+    if !authority.is_empty() {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(authority);
+        out.extend_from_slice(b"\r\n");
+    }
+    let mut cookies = false;
+    for (name, value) in &head.fields {
+        let name = head.get(name);
+        let value = head.get(value);
+        match name {
+            b"host" if !authority.is_empty() => continue,
+            // The body's length is the stream's; a client's `expect` has nothing to wait for
+            // (the body is here before the handler runs).
+            b"content-length" | b"expect" => continue,
+            // Joined into one line after the others.
+            b"cookie" => continue,
+            _ => {}
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in &head.fields {
+        if head.get(name) != b"cookie" {
+            continue;
+        }
+        if cookies {
+            out.truncate(out.len() - 2);
+            out.extend_from_slice(b"; ");
+        } else {
+            out.extend_from_slice(b"cookie: ");
+            cookies = true;
+        }
+        out.extend_from_slice(head.get(value));
+        out.extend_from_slice(b"\r\n");
+    }
+    if body_len > 0 {
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(body_len.to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A response's fields as HTTP/2 sends them: lower-case names, no connection-specific ones.
+#[derive(Default)]
+struct Fields {
+    bytes: Vec<u8>,
+    /// (name start, name end, value end); values start at name end.
+    spans: Vec<(u32, u32, u32)>,
+}
+
+impl Fields {
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        let start = self.bytes.len() as u32;
+        self.bytes.extend(name.iter().map(u8::to_ascii_lowercase));
+        let mid = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(value);
+        self.spans.push((start, mid, self.bytes.len() as u32));
+    }
+
+    /// `Name: value\r\n` lines (a cache entry's head, HSTS): all but connection-specific ones.
+    fn push_lines(&mut self, lines: &[u8]) {
+        for line in lines.split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let Some(colon) = line.iter().position(|&b| b == b':') else {
+                continue;
+            };
+            let name = &line[..colon];
+            if !connection_specific(name) {
+                self.push(name, line[colon + 1..].trim_ascii());
+            }
+        }
+    }
+
+    /// A handler's headers, less those the driver writes; `Err` names one that cannot be sent.
+    fn push_handler(&mut self, headers: &[crate::response::HeaderPair]) -> Result<(), String> {
+        for (name, value) in headers {
+            let n = name.as_bytes();
+            if connection_specific(n)
+                || n.eq_ignore_ascii_case(b"content-length")
+                || n.eq_ignore_ascii_case(b"date")
+                || n.eq_ignore_ascii_case(b"server")
+            {
+                continue;
+            }
+            let token = !n.is_empty() && n.iter().all(|&b| is_tchar(b));
+            let clean = value.iter().all(|&b| b != b'\r' && b != b'\n' && b != 0);
+            if !token || !clean {
+                return Err(name.to_string());
+            }
+            self.push(n, value.trim_ascii());
+        }
+        Ok(())
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans.iter().map(|&(a, b, c)| {
+            (
+                &self.bytes[a as usize..b as usize],
+                &self.bytes[b as usize..c as usize],
+            )
+        })
+    }
+}
+
+/// Fields HTTP/2 forbids in a message (RFC 9113 §8.2.2).
+fn connection_specific(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The transport a handler's body reader gets for an HTTP/2 request: the whole body is in
+/// its read buffer already, so nothing is ever read or written here.
+struct NoSocket;
+
+impl Read for NoSocket {
+    fn read(&mut self, _buf: &mut [u8]) -> io::Result<usize> {
+        Ok(0)
+    }
+}
+
+impl Write for NoSocket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Transport for NoSocket {
+    fn set_read_timeout(&mut self, _timeout: Option<Duration>) -> io::Result<()> {
+        Ok(())
+    }
+    fn set_write_timeout(&mut self, _timeout: Option<Duration>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(method: &str, path: &str, authority: &str, fields: &[(&str, &str)]) -> RequestHead2 {
+        let mut h = RequestHead2::default();
+        let mut put = |buf: &mut Vec<u8>, s: &str| {
+            let a = buf.len() as u32;
+            buf.extend_from_slice(s.as_bytes());
+            a..buf.len() as u32
+        };
+        h.method = put(&mut h.buf, method);
+        h.scheme = put(&mut h.buf, "https");
+        h.authority = put(&mut h.buf, authority);
+        h.path = put(&mut h.buf, path);
+        for (n, v) in fields {
+            let n = put(&mut h.buf, n);
+            let v = put(&mut h.buf, v);
+            h.fields.push((n, v));
+        }
+        h
+    }
+
+    #[test]
+    fn a_request_is_written_as_the_http1_head_the_parser_reads() {
+        let h = head(
+            "POST",
+            "/a?b=c",
+            "example.com",
+            &[
+                ("cookie", "a=1"),
+                ("accept", "*/*"),
+                ("cookie", "b=2"),
+                ("host", "other.example"),
+                ("content-length", "3"),
+            ],
+        );
+        let mut out = Vec::new();
+        write_head(&h, 3, &mut out);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "POST /a?b=c HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\n\
+             cookie: a=1; b=2\r\ncontent-length: 3\r\n\r\n"
+        );
+        let mut p = Parser::new(weft_http::Limits::default());
+        assert_eq!(p.parse(&out).unwrap(), Some(out.len()));
+    }
+
+    #[test]
+    fn without_authority_the_host_field_stands() {
+        let h = head("GET", "/", "", &[("host", "h.example")]);
+        let mut out = Vec::new();
+        write_head(&h, 0, &mut out);
+        assert_eq!(out, b"GET / HTTP/1.1\r\nhost: h.example\r\n\r\n");
+    }
+
+    #[test]
+    fn connection_specific_fields_are_not_sent() {
+        let mut f = Fields::default();
+        f.push_lines(b"Content-Type: text/html\r\nConnection: close\r\nETag: \"x\"\r\n");
+        let got: Vec<_> = f.iter().collect();
+        assert_eq!(
+            got,
+            vec![
+                (&b"content-type"[..], &b"text/html"[..]),
+                (b"etag", b"\"x\"")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_handler_header_with_a_newline_is_refused() {
+        let mut f = Fields::default();
+        let bad = vec![(
+            std::borrow::Cow::Borrowed("X-A"),
+            std::borrow::Cow::Borrowed(&b"a\r\nb"[..]),
+        )];
+        assert_eq!(f.push_handler(&bad), Err("X-A".to_string()));
+    }
+}
