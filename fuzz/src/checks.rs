@@ -573,3 +573,43 @@ pub fn ocsp(data: &[u8]) {
         );
     }
 }
+
+/// Two header blocks of one connection into the HPACK decoder (`weft_http::h2::hpack`): the
+/// first byte picks the table size (its low two bits) and whether the setting is halved
+/// between the blocks (bit 2), the second is the first block's length. Never a panic; the
+/// table stays within its size; if both blocks decode, the encoder's literals of their fields
+/// decode to the same list.
+pub fn hpack_decode(data: &[u8]) {
+    use weft_http::h2::hpack::{Decoder, Encoder};
+    let [control, split, input @ ..] = data else {
+        return;
+    };
+    let size = [4096, 256, 64, 0][usize::from(control & 3)];
+    let (first, second) = input.split_at(usize::from(*split).min(input.len()));
+    let mut decoder = Decoder::new(size);
+    let mut fields = Vec::new();
+    for (i, block) in [first, second].into_iter().enumerate() {
+        if i == 1 && control & 4 != 0 {
+            decoder.set_max_table_size(size / 2);
+        }
+        let decoded = decoder.decode(block, &mut |n, v| fields.push((n.to_vec(), v.to_vec())));
+        assert!(decoder.table_size() <= size);
+        if decoded.is_err() {
+            return;
+        }
+    }
+    let mut encoder = Encoder::new();
+    let mut block = Vec::new();
+    for (i, (name, value)) in fields.iter().enumerate() {
+        if i % 2 == 0 {
+            encoder.field(name, value, &mut block);
+        } else {
+            encoder.field_never_indexed(name, value, &mut block);
+        }
+    }
+    let mut again = Vec::new();
+    Decoder::new(0)
+        .decode(&block, &mut |n, v| again.push((n.to_vec(), v.to_vec())))
+        .expect("the encoder's block decodes");
+    assert_eq!(again, fields);
+}

@@ -87,3 +87,8 @@ fn accept_encoding_corpus() {
 fn ocsp_corpus() {
     replay("ocsp", checks::ocsp);
 }
+
+#[test]
+fn hpack_decode_corpus() {
+    replay("hpack_decode", checks::hpack_decode);
+}
