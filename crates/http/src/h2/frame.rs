@@ -284,7 +284,6 @@ pub(crate) enum Frame<'a> {
         ack: bool,
         params: &'a [u8],
     },
-    PushPromise,
     Ping {
         ack: bool,
         data: [u8; 8],
