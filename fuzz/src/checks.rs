@@ -613,3 +613,130 @@ pub fn hpack_decode(data: &[u8]) {
         .expect("the encoder's block decodes");
     assert_eq!(again, fields);
 }
+
+/// Arbitrary bytes into an HTTP/2 server connection (`weft_http::h2::Connection`) after the
+/// client preface, in pieces: every request is answered (`send_headers` and `send_data`, as
+/// flow control allows), every body byte given back. The first byte steers: bit 0, small
+/// limits; bit 1, a client SETTINGS frame goes first; bit 2, the client never reads (the
+/// output must stay bounded all the same); the rest, where the pieces end. Never a panic; the
+/// requests are well formed; an error stays the same error; the output stays within a
+/// multiple of the input.
+pub fn h2_connection(data: &[u8]) {
+    use std::time::{Duration, Instant};
+    use weft_http::h2::{Config, Connection, Event, PREFACE};
+    let Some((&control, input)) = data.split_first() else {
+        return;
+    };
+    let cfg = if control & 1 != 0 {
+        Config {
+            max_concurrent_streams: 4,
+            initial_window_size: 100,
+            connection_window: 65_535,
+            max_header_list_size: 128,
+            header_table_size: 64,
+            max_header_block: 512,
+            max_resets_per_sec: 4,
+            max_control_per_sec: 16,
+            max_control_backlog: 256,
+            ..Config::default()
+        }
+    } else {
+        Config::default()
+    };
+    let reads = control & 4 == 0;
+    let mut conn = Connection::new(cfg);
+    let mut feed = PREFACE.to_vec();
+    if control & 2 != 0 {
+        feed.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    }
+    feed.extend_from_slice(input);
+    let start = Instant::now();
+    let first_output = conn.output().len();
+    let mut written = 0usize;
+    let mut pending: Vec<(u32, usize)> = Vec::new();
+    let mut failed = None;
+    let mut rest = &feed[..];
+    let mut seed = u32::from(control) | 1;
+    let mut t = 0u64;
+    while !rest.is_empty() {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let n = (1 + (seed >> 16) as usize % 64).min(rest.len());
+        let (piece, tail) = rest.split_at(n);
+        rest = tail;
+        t += u64::from(seed >> 28);
+        let r = conn.recv(piece, start + Duration::from_millis(t * 10));
+        if let Some(e) = &failed {
+            assert_eq!(r.as_ref(), Err(e), "an ended connection stays ended");
+        }
+        if let Err(e) = r {
+            failed = Some(e);
+        }
+        while let Some(ev) = conn.poll_event() {
+            match ev {
+                Event::Request {
+                    id,
+                    head,
+                    end_stream,
+                    ..
+                } => {
+                    assert!(id % 2 == 1);
+                    for r in [&head.method, &head.scheme, &head.authority, &head.path] {
+                        assert!(r.start <= r.end && r.end as usize <= head.buf.len());
+                    }
+                    assert!(!head.get(&head.method).is_empty());
+                    for (name, value) in &head.fields {
+                        let name = head.get(name);
+                        assert!(!name.is_empty() && !name.starts_with(b":"));
+                        assert!(!name.iter().any(u8::is_ascii_uppercase));
+                        assert!(!head.get(value).iter().any(|&b| b == b'\n' || b == 0));
+                    }
+                    conn.recycle(head);
+                    if end_stream {
+                        answer(&mut conn, id, &mut pending);
+                    }
+                }
+                Event::Data {
+                    id,
+                    data,
+                    end_stream,
+                } => {
+                    conn.release(id, data.len());
+                    conn.recycle_data(data);
+                    if end_stream {
+                        answer(&mut conn, id, &mut pending);
+                    }
+                }
+                Event::Trailers { id } => answer(&mut conn, id, &mut pending),
+                Event::Reset { id, .. } => pending.retain(|p| p.0 != id),
+                Event::GoAway { .. } => {}
+            }
+        }
+        pending.retain_mut(|(id, left)| {
+            *left -= conn.send_data(*id, &BODY[BODY.len() - *left..], true);
+            *left > 0
+        });
+        assert!(conn.open_streams() <= cfg.max_concurrent_streams as usize);
+        let out = conn.output().len();
+        assert!(
+            out <= first_output + 8 * (feed.len() - rest.len()) + 1024,
+            "{out} bytes of output for {} of input",
+            feed.len() - rest.len()
+        );
+        if reads {
+            written += out;
+            conn.written(out);
+        }
+    }
+    let _ = (written, conn.is_finished());
+}
+
+const BODY: &[u8] = b"hello, fuzzer\n";
+
+fn answer(conn: &mut weft_http::h2::Connection, id: u32, pending: &mut Vec<(u32, usize)>) {
+    let fields = [(&b"content-type"[..], &b"text/plain"[..])];
+    conn.send_headers(id, 200, fields, false);
+    let sent = conn.send_data(id, BODY, true);
+    if sent < BODY.len() {
+        pending.push((id, BODY.len() - sent));
+    }
+}

@@ -92,3 +92,8 @@ fn ocsp_corpus() {
 fn hpack_decode_corpus() {
     replay("hpack_decode", checks::hpack_decode);
 }
+
+#[test]
+fn h2_connection_corpus() {
+    replay("h2_connection", checks::h2_connection);
+}
