@@ -58,6 +58,10 @@ pub struct Counters {
     pub accepted: AtomicU64,
     /// Connections open now.
     pub open: AtomicU64,
+    /// Connections that spoke HTTP/2 (ALPN h2 or the h2c preface).
+    pub h2_connections: AtomicU64,
+    /// Responses sent over HTTP/2 (one per stream answered; also in the status counts).
+    pub h2_requests: AtomicU64,
     /// Where requests' time went (`[timing]`), one histogram per [`Phase`].
     pub phases: [PhaseHistogram; PHASES],
 }
@@ -598,6 +602,10 @@ impl Metrics {
                     "bytes_out": l.bytes_out(),
                     "connections_accepted": l.accepted.load(Relaxed),
                     "connections_open": l.open.load(Relaxed),
+                    "http2": {
+                        "connections": l.h2_connections.load(Relaxed),
+                        "requests": l.h2_requests.load(Relaxed),
+                    },
                 });
                 if let Some(r) = l.report() {
                     entry[l.model.name()] = r.json();
@@ -686,6 +694,18 @@ impl Metrics {
             "counter",
             "Connections accepted.",
             &|l| l.accepted.load(Relaxed),
+        );
+        family(
+            "weft_http2_connections_total",
+            "counter",
+            "Connections that spoke HTTP/2 (ALPN h2 or h2c).",
+            &|l| l.h2_connections.load(Relaxed),
+        );
+        family(
+            "weft_http2_requests_total",
+            "counter",
+            "Responses sent over HTTP/2 (also counted in weft_requests_total).",
+            &|l| l.h2_requests.load(Relaxed),
         );
         family(
             "weft_open_connections",

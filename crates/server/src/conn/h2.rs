@@ -14,6 +14,7 @@
 //! script) holds the connection's other streams meanwhile (ARCHITECTURE.md, "HTTP/2").
 
 use std::io::{self, Read, Write};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,6 +58,9 @@ struct Outgoing {
     chunk_at: usize,
     /// Body bytes framed so far.
     sent: u64,
+    /// The request's body is still coming and will not be read: RST_STREAM NO_ERROR once
+    /// the response is out.
+    reset_after: bool,
 }
 
 /// Where a response body's bytes come from.
@@ -112,6 +116,7 @@ pub(crate) fn serve<T: Transport>(
         stalled_since: None,
         going_away: false,
     };
+    info.listener.h2_connections.fetch_add(1, Relaxed);
     let mut buf = vec![0u8; READ_CHUNK];
     let t = &app.cfg.timeouts;
     if !d.receive(stream, early) {
@@ -342,8 +347,12 @@ impl Driver<'_> {
         let resp = Response::error(status);
         self.respond(id, req, resp);
         if !end_stream {
-            // RFC 9113 §8.1: a complete response, then RST_STREAM NO_ERROR for the rest.
-            self.conn.reset(id, ErrorCode::NoError);
+            // RFC 9113 §8.1: a complete response, then RST_STREAM NO_ERROR for the rest of
+            // the body; once the response's last DATA is queued.
+            match self.find(id).map(|i| &mut self.streams[i].state) {
+                Some(State::Sending(out)) => out.reset_after = true,
+                _ => self.conn.reset(id, ErrorCode::NoError),
+            }
         }
     }
 
@@ -511,6 +520,7 @@ impl Driver<'_> {
             chunk: Vec::new(),
             chunk_at: 0,
             sent: 0,
+            reset_after: false,
         });
         if done {
             self.finish(*out, None);
@@ -545,6 +555,9 @@ impl Driver<'_> {
                         unreachable!()
                     };
                     progressed = true;
+                    if out.reset_after {
+                        self.conn.reset(id, ErrorCode::NoError);
+                    }
                     self.finish(*out, None);
                 }
                 Err(e) => {
@@ -562,7 +575,7 @@ impl Driver<'_> {
         if progressed {
             self.stalled_since = None;
         }
-        false
+        progressed
     }
 
     /// Writes what the connection has queued. False if the socket failed.
@@ -584,6 +597,7 @@ impl Driver<'_> {
     /// A response done (`cut`: why it ended early): counted and logged.
     fn finish(&mut self, out: Outgoing, cut: Option<&str>) {
         self.info.listener.response(out.status, out.sent);
+        self.info.listener.h2_requests.fetch_add(1, Relaxed);
         if let Some(why) = cut {
             super::log_cut(
                 self.app,
@@ -910,7 +924,7 @@ mod tests {
 
     fn head(method: &str, path: &str, authority: &str, fields: &[(&str, &str)]) -> RequestHead2 {
         let mut h = RequestHead2::default();
-        let mut put = |buf: &mut Vec<u8>, s: &str| {
+        let put = |buf: &mut Vec<u8>, s: &str| {
             let a = buf.len() as u32;
             buf.extend_from_slice(s.as_bytes());
             a..buf.len() as u32

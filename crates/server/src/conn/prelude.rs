@@ -289,8 +289,19 @@ impl Prelude {
             Stage::Sniff { deadline } => {
                 let n = data.len().min(PREFACE.len());
                 if data[..n] != PREFACE[..n] {
-                    self.stage = Stage::Open(Protocol::Http1);
-                    Step::Open(Protocol::Http1)
+                    match first_line_protocol(data) {
+                        Some(p) => {
+                            self.stage = Stage::Open(p);
+                            Step::Open(p)
+                        }
+                        None if deadline <= now => {
+                            Step::Answer(408, Reason::Rule(super::head_late(false)))
+                        }
+                        None => Step::Read {
+                            max: super::READ_BUF,
+                            until: deadline,
+                        },
+                    }
                 } else if n == PREFACE.len() {
                     self.stage = Stage::Open(Protocol::Http2);
                     Step::Open(Protocol::Http2)
@@ -356,6 +367,26 @@ impl Prelude {
             }
         }
     }
+}
+
+/// On an h2c listener, what a connection that does not begin with the HTTP/2 preface speaks,
+/// from its first line: HTTP/1.1 if it ends as an HTTP/1.x request line does (or is longer
+/// than the prelude reads: the head rules answer it), else HTTP/2, whose driver refuses the
+/// bad preface with GOAWAY PROTOCOL_ERROR (RFC 9113 §3.4). `None` until the line is whole.
+fn first_line_protocol(data: &[u8]) -> Option<Protocol> {
+    let Some(end) = data.iter().position(|&b| b == b'\n') else {
+        return (data.len() >= super::READ_BUF).then_some(Protocol::Http1);
+    };
+    let line = data[..end].strip_suffix(b"\r").unwrap_or(&data[..end]);
+    let http1 = line.len() >= 9 && {
+        let v = &line[line.len() - 9..];
+        v.starts_with(b" HTTP/1.") && v[8].is_ascii_digit()
+    };
+    Some(if http1 {
+        Protocol::Http1
+    } else {
+        Protocol::Http2
+    })
 }
 
 /// The stage after a PROXY header (or instead of one): the handshake on a TLS listener, else

@@ -55,10 +55,11 @@ fn html(m: &Metrics) -> String {
         }
         let r: Vec<u64> = (0..5).map(|class| l.responses(class)).collect();
         rows.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             l.addr,
             l.model,
             l.requests(),
+            l.h2_requests.load(Relaxed),
             r[1],
             r[2],
             r[3],
@@ -79,7 +80,7 @@ fn html(m: &Metrics) -> String {
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">{refresh}<title>weft status</title>\n\
          <style>body{{font-family:sans-serif}}td,th{{padding:2px 10px;text-align:right}}</style></head>\n\
          <body><h1>weft status</h1><p>uptime {} s &middot; <a href=\"status.json\">JSON</a> &middot; <a href=\"metrics\">metrics</a></p>\n\
-         <table><tr><th>listener</th><th>model</th><th>requests</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>\
+         <table><tr><th>listener</th><th>model</th><th>requests</th><th>HTTP/2</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>\
          <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table>\n{cache}{reports}</body></html>\n",
         m.started.elapsed().as_secs()
     )

@@ -261,10 +261,17 @@ mod props {
     /// arbitrary times: every step is one of the answers a driver handles, a PROXY header
     /// never claims more bytes than are buffered, a handshake is asked for only on a TLS
     /// listener, and the machine never loops: each piece ends in a read, an end, or requests.
-    fn drive(proxy: bool, tls: bool, pieces: &[(Vec<u8>, u64)]) -> Result<(), TestCaseError> {
+    fn drive(
+        proxy: bool,
+        tls: bool,
+        h2c: bool,
+        pieces: &[(Vec<u8>, u64)],
+    ) -> Result<(), TestCaseError> {
         let cfg = cfg();
         let t0 = Instant::now();
-        let mut p = Prelude::new(&listener(proxy, tls), &cfg.timeouts, t0);
+        let lm = listener(proxy, tls);
+        lm.set_http2(true, h2c);
+        let mut p = Prelude::new(&lm, &cfg.timeouts, t0);
         let mut buf: Vec<u8> = Vec::new();
         let mut handshakes = 0;
         for (bytes, at_ms) in pieces {
@@ -293,8 +300,14 @@ mod props {
                         }
                     }
                     Step::Open(Protocol::Http1) => return Ok(()),
+                    Step::Open(Protocol::Http2) => {
+                        // Only an h2c listener opens HTTP/2 without ALPN.
+                        prop_assert!(h2c && !tls);
+                        return Ok(());
+                    }
                     Step::Answer(status, _) => {
-                        prop_assert!(matches!(status, 400 | 503));
+                        // 408: an h2c listener's first line did not come in time.
+                        prop_assert!(matches!(status, 400 | 503) || (status == 408 && h2c));
                         return Ok(());
                     }
                     Step::Close(_) => return Ok(()),
@@ -309,12 +322,13 @@ mod props {
         fn any_bytes_at_any_time_end_in_a_step_a_driver_handles(
             proxy in any::<bool>(),
             tls in any::<bool>(),
+            h2c in any::<bool>(),
             pieces in proptest::collection::vec(
                 (proptest::collection::vec(any::<u8>(), 0..64), 0u64..20_000),
                 0..12,
             ),
         ) {
-            drive(proxy, tls, &pieces)?;
+            drive(proxy, tls, h2c, &pieces)?;
         }
 
         #[test]
@@ -324,7 +338,102 @@ mod props {
         ) {
             let mut first = V1.to_vec();
             first.extend_from_slice(&rest);
-            drive(true, tls, &[(first, 0)])?;
+            drive(true, tls, false, &[(first, 0)])?;
         }
     }
+}
+
+fn h2c_listener() -> Arc<ListenerMetrics> {
+    let lm = listener(false, false);
+    lm.set_http2(true, true);
+    lm
+}
+
+/// An h2c listener's connection, counted, at its first-bytes stage.
+fn sniffing(t0: Instant, cfg: &Config) -> Prelude {
+    let mut p = Prelude::new(&h2c_listener(), &cfg.timeouts, t0);
+    p.counted();
+    assert_eq!(
+        p.stage(),
+        Stage::Sniff {
+            deadline: t0 + cfg.timeouts.header_read
+        }
+    );
+    p
+}
+
+#[test]
+fn an_h2c_listener_tells_the_preface_from_an_http1_request() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let mut p = sniffing(t0, &cfg);
+    // Part of the preface: more is needed.
+    assert!(matches!(p.step(b"PRI * HT", &cfg, t0), Step::Read { .. }));
+    assert!(matches!(
+        p.step(weft_http::h2::PREFACE, &cfg, t0),
+        Step::Open(Protocol::Http2)
+    ));
+    assert!(p.is_open());
+
+    let mut p = sniffing(t0, &cfg);
+    // An HTTP/1.1 request whose method shares the preface's first letter.
+    assert!(matches!(p.step(b"POST / HT", &cfg, t0), Step::Read { .. }));
+    assert!(matches!(
+        p.step(b"POST / HTTP/1.1\r\nHost: a\r\n", &cfg, t0),
+        Step::Open(Protocol::Http1)
+    ));
+    let mut p = sniffing(t0, &cfg);
+    assert!(matches!(
+        p.step(b"GET / HTTP/1.0\n", &cfg, t0),
+        Step::Open(Protocol::Http1)
+    ));
+}
+
+#[test]
+fn on_an_h2c_listener_a_first_line_that_is_no_http1_request_goes_to_http2() {
+    // The HTTP/2 driver then refuses the bad preface with GOAWAY (h2spec 3.5/2).
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let mut p = sniffing(t0, &cfg);
+    assert!(matches!(
+        p.step(b"INVALID CONNECTION PREFACE\r\n\r\n", &cfg, t0),
+        Step::Open(Protocol::Http2)
+    ));
+    // A line longer than the prelude reads is left to the head rules (414 and the like).
+    let mut p = sniffing(t0, &cfg);
+    let long = vec![b'A'; super::super::READ_BUF];
+    assert!(matches!(
+        p.step(&long, &cfg, t0),
+        Step::Open(Protocol::Http1)
+    ));
+}
+
+#[test]
+fn an_h2c_listener_answers_408_when_no_first_line_comes_in_time() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let late = t0 + cfg.timeouts.header_read;
+    let mut p = sniffing(t0, &cfg);
+    assert!(matches!(p.step(b"", &cfg, t0), Step::Read { .. }));
+    assert!(matches!(p.step(b"", &cfg, late), Step::Answer(408, _)));
+    let mut p = sniffing(t0, &cfg);
+    assert!(matches!(p.step(b"PRI", &cfg, late), Step::Answer(408, _)));
+}
+
+#[test]
+fn a_tls_listener_opens_the_protocol_alpn_chose() {
+    let cfg = cfg();
+    let t0 = Instant::now();
+    let mut p = Prelude::new(&listener(false, true), &cfg.timeouts, t0);
+    assert!(matches!(
+        p.step(&[HANDSHAKE_RECORD], &cfg, t0),
+        Step::Handshake { .. }
+    ));
+    assert_eq!(p.secured(Some(b"h2")), Protocol::Http2);
+    p.counted();
+    assert!(matches!(p.step(b"", &cfg, t0), Step::Open(Protocol::Http2)));
+    let mut p = Prelude::new(&listener(false, true), &cfg.timeouts, t0);
+    let _ = p.step(&[HANDSHAKE_RECORD], &cfg, t0);
+    assert_eq!(p.secured(Some(b"http/1.1")), Protocol::Http1);
+    assert_eq!(p.secured(None), Protocol::Http1);
 }
