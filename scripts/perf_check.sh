@@ -17,11 +17,18 @@
 # and /echo), the deterministic figure for a small change, and the code lines (64 B) an /echo
 # request runs (scripts/perf/code_lines.py: what user time at c=50 mostly follows).
 #
-# Raw files (CSV per table, the spawn lines, the idle RSS CSV, the HTTPS experiment's folder) go to OUT_DIR (default: a new
+# HTTP/2 (scripts/peers/h2_vs_peers.sh, where h2load is installed): weft's fiber model against nginx
+# and h2o over TLS with ALPN h2, h2load -c 100 -m 10 on core 1, /echo and the 10,541 B page, the
+# same-round CPU ratios; and resident bytes per idle h2 connection.
+#
+# Raw files (CSV per table, the spawn lines, the idle RSS CSV, the HTTPS experiment's folder,
+# the HTTP/2 experiment's folder h2/) go to OUT_DIR (default: a new
 # temporary folder, printed). Needs wrk, nginx, python3 and taskset: `apt-get install wrk
-# nginx-light`. Exits 0 when every figure was measured (met or not); the table says which met.
+# nginx-light`; the HTTP/2 rows need h2load and h2o (`apt-get install nghttp2-client h2o`) and are
+# skipped with a line saying so without h2load. Exits 0 when every figure was measured (met or
+# not); the table says which met.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 runs=${RUNS:-5}
 out=${1:-$(mktemp -d /tmp/weft-perf-check.XXXXXX)}
 mkdir -p "$out"
@@ -112,6 +119,27 @@ if "$bench" experiment tls --servers fiber,nginx --runs "$runs" --weft "$WEFT" -
     "$(awk -F, '$1 == "fiber" {print $8}' "$out/tls/median.csv")" "<=" 8192
 else
   add "HTTPS (experiment tls failed: see above)" "" "<=" 0
+fi
+
+# HTTP/2: weft against nginx and h2o over TLS (ALPN h2), the same rounds (scripts/peers/h2_vs_peers.sh:
+# h2load -c 100 -m 10 on core 1, one worker on core 0); its ratios.csv has the same-round ratios,
+# its idle.csv the bytes per idle h2 connection.
+echo "== HTTP/2 (scripts/peers/h2_vs_peers.sh)"
+if ! command -v h2load >/dev/null; then
+  echo "HTTP/2: skipped, h2load is missing (apt-get install nghttp2-client h2o)"
+  results+=("HTTP/2 rows: skipped, h2load is missing (apt-get install nghttp2-client h2o)")
+elif RUNS=$runs WEFT=$WEFT scripts/peers/h2_vs_peers.sh "$out/h2" >&2; then
+  h2_ratio() { # PATH RATIO: e.g. echo weft/nginx
+    awk -F, -v p="$1" -v r="$2" '$1 == p && $2 == r {print $3}' "$out/h2/ratios.csv"
+  }
+  add "h2 /echo c=100 m=10 CPU/request vs nginx" "$(h2_ratio echo weft/nginx)" "<=" 0.9
+  add "h2 page c=100 m=10 CPU/request vs nginx" "$(h2_ratio page weft/nginx)" "<=" 0.9
+  add "h2 /echo c=100 m=10 CPU/request vs h2o" "$(h2_ratio echo weft/h2o)" "<=" 1.0
+  add "h2 page c=100 m=10 CPU/request vs h2o" "$(h2_ratio page weft/h2o)" "<=" 1.0
+  add "h2 idle bytes/connection (fiber, TLS)" \
+    "$(awk -F, '$1 == "weft" {print $6}' "$out/h2/idle.csv")" "<=" 8192
+else
+  add "HTTP/2 (h2_vs_peers.sh failed: see above)" "" "<=" 0
 fi
 
 # User-space instructions per request under callgrind: no target, but a figure the machine's
