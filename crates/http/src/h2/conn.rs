@@ -1284,6 +1284,45 @@ impl Connection {
         }
     }
 
+    /// True when nothing is in progress: no stream open, no frame partly received, no event
+    /// or output waiting. An idle connection can be kept as this state alone (after
+    /// [`Connection::shrink`]) until the client sends again.
+    pub fn is_idle(&self) -> bool {
+        self.streams.is_empty()
+            && self.inbuf.is_empty()
+            && self.block.is_none()
+            && self.events.is_empty()
+            && self.output().is_empty()
+    }
+
+    /// Frees every buffer an idle connection does not need (they are made again as requests
+    /// come): what is left is the state proper, the HPACK table the client filled among it.
+    pub fn shrink(&mut self) {
+        if self.inbuf.is_empty() {
+            self.inbuf = Vec::new();
+        }
+        if self.block.is_none() {
+            self.block_buf = Vec::new();
+        }
+        self.head_buf = Vec::new();
+        if self.output().is_empty() {
+            self.out = Vec::new();
+            self.out_start = 0;
+        }
+        if self.events.is_empty() {
+            self.events = VecDeque::new();
+        }
+        if self.streams.is_empty() {
+            self.streams = Vec::new();
+        }
+        if self.acks.is_empty() {
+            self.acks = VecDeque::new();
+        }
+        self.spare_heads = Vec::new();
+        self.spare_data = Vec::new();
+        self.decoder.shrink();
+    }
+
     /// Gives a finished request head's storage back for the next one.
     pub fn recycle(&mut self, head: RequestHead2) {
         if self.spare_heads.len() < SPARE_HEADS {

@@ -152,6 +152,10 @@ fn serve_with<T: Transport>(
     let mut when_empty = OnIdle::Wait;
     // Responses gathered so far into the write in progress.
     let mut batch: u32 = 0;
+    if let Some(parked) = info.h2.take() {
+        // An idle HTTP/2 connection whose client sent again.
+        return super::h2::resume(stream, parked, app, info, on_idle);
+    }
     if start == Start::Fresh {
         stream.set_write_timeout(Some(cfg.timeouts.send))?;
         let mut prelude = Prelude::resume(info, &cfg.timeouts, Instant::now());
@@ -162,8 +166,7 @@ fn serve_with<T: Transport>(
                 // more than a socket), so the caller closes it when this returns.
                 let early = rbuf.data().to_vec();
                 rbuf.consume(rbuf.len());
-                super::h2::serve(stream, &early, app, info)?;
-                return Ok(Served::Closed);
+                return super::h2::serve(stream, &early, app, info, on_idle);
             }
             Opened::Handshake { .. } => {
                 // TLS listeners run their handshake before this driver (`start_tls`).

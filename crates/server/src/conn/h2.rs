@@ -15,7 +15,7 @@
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -30,7 +30,7 @@ use crate::Request;
 
 use super::head::{mark_busy, mark_idle};
 use super::timing::Times;
-use super::{ConnInfo, Start};
+use super::{ConnInfo, OnIdle, Served, Start};
 
 /// Body bytes one stream sends in a turn before the next stream's turn.
 const TURN_BYTES: usize = 64 * 1024;
@@ -98,42 +98,106 @@ struct Stream {
     state: State,
 }
 
+/// Where a model that holds idle connections without a flow of control (the fiber model's
+/// park) keeps an idle HTTP/2 connection's state between turns of the driver. Models whose
+/// connections keep their flow of control to the end have none ([`H2Park::default`]): their
+/// HTTP/2 connections never return [`Served::Idle`].
+#[derive(Debug, Default)]
+pub(crate) struct H2Park(Option<Mutex<Option<Box<Parked>>>>);
+
+/// An idle HTTP/2 connection's state: its `Connection` (settings, windows, the client's HPACK
+/// table), buffers freed.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    conn: Connection,
+    going_away: bool,
+}
+
+impl H2Park {
+    /// A slot: this model parks idle HTTP/2 connections.
+    pub(crate) fn slot() -> H2Park {
+        H2Park(Some(Mutex::new(None)))
+    }
+
+    /// The parked state, if the connection is an idle HTTP/2 one.
+    pub(crate) fn take(&self) -> Option<Box<Parked>> {
+        let slot = self.0.as_ref()?;
+        slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn put(&self, parked: Box<Parked>) {
+        if let Some(slot) = &self.0 {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(parked);
+        }
+    }
+}
+
 /// Serves an HTTP/2 connection whose first bytes (the client's preface, maybe more) are
-/// `early`, until either side ends it.
+/// `early`, until either side ends it, or (with [`OnIdle::Return`] where the model parks, see
+/// [`H2Park`]) until it falls idle.
 pub(crate) fn serve<T: Transport>(
     stream: &mut T,
     early: &[u8],
     app: &App,
     info: &ConnInfo,
-) -> io::Result<()> {
-    let mut d = Driver {
+    on_idle: OnIdle,
+) -> io::Result<Served> {
+    info.listener.h2_connections.fetch_add(1, Relaxed);
+    let parked = Box::new(Parked {
         conn: Connection::new(settings(app)),
+        going_away: false,
+    });
+    run(stream, parked, early, app, info, on_idle)
+}
+
+/// Goes on serving a parked HTTP/2 connection whose client has sent again.
+pub(crate) fn resume<T: Transport>(
+    stream: &mut T,
+    parked: Box<Parked>,
+    app: &App,
+    info: &ConnInfo,
+    on_idle: OnIdle,
+) -> io::Result<Served> {
+    run(stream, parked, &[], app, info, on_idle)
+}
+
+fn run<T: Transport>(
+    stream: &mut T,
+    parked: Box<Parked>,
+    early: &[u8],
+    app: &App,
+    info: &ConnInfo,
+    on_idle: OnIdle,
+) -> io::Result<Served> {
+    let mut d = Driver {
+        parked,
         streams: Vec::new(),
         parser: Parser::new(app.cfg.limits.http()),
         head_buf: Vec::new(),
         app,
         info,
         stalled_since: None,
-        going_away: false,
     };
-    info.listener.h2_connections.fetch_add(1, Relaxed);
-    let mut buf = vec![0u8; READ_CHUNK];
+    let parks = matches!(on_idle, OnIdle::Return { .. }) && info.h2.0.is_some();
+    // Resumed because the socket turned readable: read before parking again.
+    let mut read_since_resume = !early.is_empty();
+    let mut buf = Vec::new();
     let t = &app.cfg.timeouts;
-    if !d.receive(stream, early) {
-        return Ok(());
+    if !early.is_empty() && !d.receive(stream, early) {
+        return Ok(Served::Closed);
     }
     loop {
-        if !d.going_away && app.shutdown.is_set() {
-            d.conn.go_away();
-            d.going_away = true;
+        if !d.parked.going_away && app.shutdown.is_set() {
+            d.parked.conn.go_away();
+            d.parked.going_away = true;
         }
         let more = d.pump();
         if !d.flush(stream) {
             d.cut_all("the client stopped reading");
-            return Ok(());
+            return Ok(Served::Closed);
         }
-        if d.conn.is_finished() {
-            return Ok(());
+        if d.parked.conn.is_finished() {
+            return Ok(Served::Closed);
         }
         if more {
             continue;
@@ -142,10 +206,17 @@ pub(crate) fn serve<T: Transport>(
         // owes.
         let now = Instant::now();
         let wait = if d.streams.is_empty() {
-            if !mark_idle(info, Start::Resumed) && !d.going_away {
-                d.conn.go_away();
-                d.going_away = true;
+            if !mark_idle(info, Start::Resumed) && !d.parked.going_away {
+                d.parked.conn.go_away();
+                d.parked.going_away = true;
                 continue;
+            }
+            if parks && read_since_resume && d.parked.conn.is_idle() && !d.parked.going_away {
+                // Kept as its state alone until the client sends again.
+                let mut parked = d.parked;
+                parked.conn.shrink();
+                info.h2.put(parked);
+                return Ok(Served::Idle);
             }
             t.keepalive
         } else if d.sending() {
@@ -156,36 +227,48 @@ pub(crate) fn serve<T: Transport>(
         };
         if wait.is_zero() {
             d.timed_out(stream);
-            return Ok(());
+            return Ok(Served::Closed);
         }
         stream.set_read_timeout(Some(wait))?;
+        if buf.is_empty() {
+            buf = vec![0u8; READ_CHUNK];
+        }
         match stream.read(&mut buf) {
             Ok(0) => {
+                if app.shutdown.is_set() && d.streams.is_empty() {
+                    // Shutdown closed the read side of this idle connection: GOAWAY tells
+                    // the client no stream was lost (RFC 9113 §6.8).
+                    d.parked.conn.go_away();
+                    d.flush(stream);
+                    return Ok(Served::Closed);
+                }
                 d.cut_all("the client closed the connection");
-                return Ok(());
+                return Ok(Served::Closed);
             }
             Ok(n) => {
                 mark_busy(info);
+                read_since_resume = true;
                 if !d.receive(stream, &buf[..n]) {
-                    return Ok(());
+                    return Ok(Served::Closed);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if crate::net::timed_out(&e) => {
                 d.timed_out(stream);
-                return Ok(());
+                return Ok(Served::Closed);
             }
             Err(e) => {
                 log::debug!("{}: HTTP/2 read: {e}", info.peer);
                 d.cut_all("the connection failed");
-                return Ok(());
+                return Ok(Served::Closed);
             }
         }
     }
 }
 
 struct Driver<'a> {
-    conn: Connection,
+    /// What outlives a turn: the connection's state.
+    parked: Box<Parked>,
     streams: Vec<Stream>,
     parser: Parser,
     /// The HTTP/1.1 head each request's fields are written into.
@@ -194,7 +277,6 @@ struct Driver<'a> {
     info: &'a ConnInfo,
     /// Since when every response in progress has waited on the client's flow-control window.
     stalled_since: Option<Instant>,
-    going_away: bool,
 }
 
 impl Driver<'_> {
@@ -205,7 +287,7 @@ impl Driver<'_> {
     /// Feeds received bytes to the connection and takes its events. False once the
     /// connection has ended with an error (its GOAWAY written).
     fn receive<T: Transport>(&mut self, stream: &mut T, bytes: &[u8]) -> bool {
-        if let Err(e) = self.conn.recv(bytes, Instant::now()) {
+        if let Err(e) = self.parked.conn.recv(bytes, Instant::now()) {
             log::info!("{}: HTTP/2 connection error: {}", self.info.peer, e.reason);
             self.cut_all("the connection failed");
             self.flush(stream);
@@ -223,7 +305,7 @@ impl Driver<'_> {
 
     /// Takes the connection's events: new requests, body bytes, resets.
     fn dispatch<T: Transport>(&mut self, stream: &mut T) {
-        while let Some(ev) = self.conn.poll_event() {
+        while let Some(ev) = self.parked.conn.poll_event() {
             match ev {
                 Event::Request {
                     id,
@@ -271,7 +353,7 @@ impl Driver<'_> {
                 } => {
                     let n = data.len();
                     let Some(i) = self.find(id) else {
-                        self.conn.release(id, n);
+                        self.parked.conn.release(id, n);
                         continue;
                     };
                     match &mut self.streams[i].state {
@@ -289,12 +371,12 @@ impl Driver<'_> {
                                     unreachable!()
                                 };
                                 self.streams.swap_remove(i);
-                                self.conn.release(id, n);
+                                self.parked.conn.release(id, n);
                                 self.answer_early(id, inc, end_stream, 413);
                                 continue;
                             }
                             inc.body.extend_from_slice(&data);
-                            self.conn.release(id, n);
+                            self.parked.conn.release(id, n);
                             if end_stream {
                                 let State::Receiving(mut inc) = self.streams.swap_remove(i).state
                                 else {
@@ -304,12 +386,12 @@ impl Driver<'_> {
                             }
                         }
                         State::Discarding => {
-                            self.conn.release(id, n);
+                            self.parked.conn.release(id, n);
                             if end_stream {
                                 self.streams.swap_remove(i);
                             }
                         }
-                        State::Sending(_) => self.conn.release(id, n),
+                        State::Sending(_) => self.parked.conn.release(id, n),
                     }
                 }
                 Event::Trailers { id } => {
@@ -334,7 +416,7 @@ impl Driver<'_> {
                     }
                 }
                 Event::GoAway { .. } => {
-                    self.going_away = true;
+                    self.parked.going_away = true;
                 }
             }
         }
@@ -343,7 +425,7 @@ impl Driver<'_> {
     /// Answers `status` to a request whose body will not be read, and stops its body.
     fn answer_early(&mut self, id: StreamId, inc: Incoming, end_stream: bool, status: u16) {
         let req = self.request(&inc.head, 0).ok();
-        self.conn.recycle(inc.head);
+        self.parked.conn.recycle(inc.head);
         let resp = Response::error(status);
         self.respond(id, req, resp);
         if !end_stream {
@@ -351,7 +433,7 @@ impl Driver<'_> {
             // the body; once the response's last DATA is queued.
             match self.find(id).map(|i| &mut self.streams[i].state) {
                 Some(State::Sending(out)) => out.reset_after = true,
-                _ => self.conn.reset(id, ErrorCode::NoError),
+                _ => self.parked.conn.reset(id, ErrorCode::NoError),
             }
         }
     }
@@ -402,13 +484,13 @@ impl Driver<'_> {
         let head = std::mem::take(&mut inc.head);
         if inc.too_large {
             let req = self.request(&head, 0).ok();
-            self.conn.recycle(head);
+            self.parked.conn.recycle(head);
             self.respond(id, req, Response::error(431));
             return;
         }
         let body = std::mem::take(&mut inc.body);
         let req = self.request(&head, body.len() as u64);
-        self.conn.recycle(head);
+        self.parked.conn.recycle(head);
         let req = match req {
             Ok(req) => req,
             Err(status) => {
@@ -505,7 +587,7 @@ impl Driver<'_> {
         };
         let date = weft_http::date::now();
         let done = matches!(source, Source::Done);
-        self.conn.send_headers(
+        self.parked.conn.send_headers(
             id,
             status,
             [(&b"server"[..], &b"weft"[..]), (&b"date"[..], &date[..])]
@@ -545,7 +627,7 @@ impl Driver<'_> {
                 continue;
             };
             let before = out.sent;
-            let result = turn(&mut self.conn, id, out);
+            let result = turn(&mut self.parked.conn, id, out);
             batch += (out.sent - before) as usize;
             progressed |= out.sent > before;
             match result {
@@ -556,7 +638,7 @@ impl Driver<'_> {
                     };
                     progressed = true;
                     if out.reset_after {
-                        self.conn.reset(id, ErrorCode::NoError);
+                        self.parked.conn.reset(id, ErrorCode::NoError);
                     }
                     self.finish(*out, None);
                 }
@@ -564,7 +646,7 @@ impl Driver<'_> {
                     let State::Sending(out) = self.streams.swap_remove(i).state else {
                         unreachable!()
                     };
-                    self.conn.reset(id, ErrorCode::Internal);
+                    self.parked.conn.reset(id, ErrorCode::Internal);
                     self.finish(*out, Some(&format!("its body failed: {e}")));
                 }
             }
@@ -580,10 +662,10 @@ impl Driver<'_> {
 
     /// Writes what the connection has queued. False if the socket failed.
     fn flush<T: Transport>(&mut self, stream: &mut T) -> bool {
-        while !self.conn.output().is_empty() {
-            match stream.write(self.conn.output()) {
+        while !self.parked.conn.output().is_empty() {
+            match stream.write(self.parked.conn.output()) {
                 Ok(0) => return false,
-                Ok(n) => self.conn.written(n),
+                Ok(n) => self.parked.conn.written(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     log::debug!("{}: HTTP/2 write: {e}", self.info.peer);
@@ -625,7 +707,7 @@ impl Driver<'_> {
     /// GOAWAY; a stalled one is cut.
     fn timed_out<T: Transport>(&mut self, stream: &mut T) {
         if self.streams.is_empty() {
-            self.conn.go_away();
+            self.parked.conn.go_away();
         } else if self.sending() {
             self.cut_all("the client did not open its window within timeouts.send");
         } else {
@@ -634,9 +716,9 @@ impl Driver<'_> {
                 self.info.peer
             );
             for s in std::mem::take(&mut self.streams) {
-                self.conn.reset(s.id, ErrorCode::Cancel);
+                self.parked.conn.reset(s.id, ErrorCode::Cancel);
             }
-            self.conn.go_away();
+            self.parked.conn.go_away();
         }
         let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
         self.flush(stream);

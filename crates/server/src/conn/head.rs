@@ -274,6 +274,7 @@ mod tests {
             accepted: None,
             proxied: Default::default(),
             client_slot: Default::default(),
+            h2: Default::default(),
             tls: Default::default(),
         };
         assert!(mark_idle(&info, Start::Resumed));

@@ -36,7 +36,7 @@ use crate::shutdown::Registration;
 
 use driver::serve_inner;
 pub(crate) use driver::{open, Opened};
-pub(crate) use h2::serve as serve_h2;
+pub(crate) use h2::{serve as serve_h2, H2Park};
 pub(crate) use handle::{
     failure, handle, log_access, log_cut, log_refused, recycle_request, take_request,
 };
@@ -73,6 +73,9 @@ pub struct ConnInfo {
     /// Set once the TLS handshake of a connection on a TLS listener is done: the SNI name,
     /// ALPN protocol and version (`crate::tls::TlsInfo`). Unset on plain connections.
     pub tls: std::sync::OnceLock<std::sync::Arc<crate::tls::TlsInfo>>,
+    /// An idle HTTP/2 connection's state while the model holds it without a flow of control
+    /// (the fiber model; empty elsewhere).
+    pub(crate) h2: h2::H2Park,
 }
 
 impl ConnInfo {

@@ -32,6 +32,7 @@ fn serve_all(input: &[u8]) -> Vec<Vec<u8>> {
         accepted: None,
         proxied: Default::default(),
         client_slot: Default::default(),
+        h2: Default::default(),
         tls: Default::default(),
     };
     let mut wire = Recorder {

@@ -65,6 +65,7 @@ pub fn accept_loop(
                         accepted,
                         proxied: Default::default(),
                         client_slot: Default::default(),
+                        h2: conn::H2Park::slot(),
                         tls: Default::default(),
                     };
                     let state = Box::new(ConnState {

@@ -1064,6 +1064,8 @@ fn serve_child(
         // Counted by the master.
         client_slot: std::sync::OnceLock::from(crate::limits_ip::ConnSlot::Untracked),
         tls: Default::default(),
+        // An HTTP/2 connection stays with its child to the end (the master cannot take it).
+        h2: Default::default(),
     };
     let served = if info.listener.tls() {
         conn::serve_tls(&mut stream, app, &info).map(|()| Served::Closed)

@@ -50,6 +50,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                             accepted,
                             proxied: Default::default(),
                             client_slot: Default::default(),
+                            h2: Default::default(),
                             tls: Default::default(),
                         };
                         let served = if info.listener.tls() {

@@ -162,6 +162,11 @@ impl Decoder {
         result
     }
 
+    /// Frees the scratch buffer (an idle connection keeps only its table).
+    pub fn shrink(&mut self) {
+        self.scratch = Vec::new();
+    }
+
     fn decode_block(
         &mut self,
         block: &[u8],

@@ -33,6 +33,7 @@ fn info(lm: &Arc<ListenerMetrics>) -> ConnInfo {
         accepted: None,
         proxied: Default::default(),
         client_slot: Default::default(),
+        h2: Default::default(),
         tls: Default::default(),
     }
 }

@@ -40,14 +40,16 @@ fn serve(mut conn: Box<Conn>) {
     let early = c.rbuf.data().to_vec();
     c.rbuf.consume(c.rbuf.len());
     let app = c.app.clone();
+    let wait = crate::conn::OnIdle::Wait;
     let result = match c.tls.as_mut() {
         Some(session) => crate::conn::serve_h2(
             &mut crate::tls::TlsStream::new(&mut blocking, &mut session.conn),
             &early,
             &app,
             &c.info,
+            wait,
         ),
-        None => crate::conn::serve_h2(&mut blocking, &early, &app, &c.info),
+        None => crate::conn::serve_h2(&mut blocking, &early, &app, &c.info, wait),
     };
     if let Err(e) = result {
         log::debug!("{peer}: HTTP/2: {e}");

@@ -92,6 +92,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             accepted,
             proxied: Default::default(),
             client_slot: Default::default(),
+            h2: Default::default(),
             tls: Default::default(),
         },
         stream,
