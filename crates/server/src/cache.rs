@@ -124,9 +124,28 @@ pub struct Entry {
     /// Codings known to have no variant of this entry (a bit per `Coding`), so that a client
     /// asking for one does not look for a sibling file again until the next revalidation.
     absent: std::sync::atomic::AtomicU8,
+    /// `fields` as an HTTP/2 header block (HPACK without a dynamic table, so one encoding
+    /// serves every connection), made the first time an HTTP/2 client asks.
+    h2_block: std::sync::OnceLock<Box<[u8]>>,
 }
 
 impl Entry {
+    /// [`Entry::fields`] HPACK-encoded for HTTP/2 (names in lower case, none of the
+    /// connection-specific ones), made once.
+    pub fn h2_block(&self) -> &[u8] {
+        self.h2_block.get_or_init(|| {
+            let mut enc = weft_http::h2::hpack::Encoder::new();
+            let mut out = Vec::new();
+            let mut name = Vec::new();
+            for (n, v) in self.header_fields() {
+                name.clear();
+                name.extend(n.iter().map(u8::to_ascii_lowercase));
+                enc.field(&name, v, &mut out);
+            }
+            out.into_boxed_slice()
+        })
+    }
+
     /// Header fields after `Date` (`Last-Modified` … `Content-Length`), each ending in CRLF.
     pub fn fields(&self) -> &[u8] {
         &self.fields
@@ -461,6 +480,7 @@ impl ResponseCache {
             identity: base.identity,
             checked: AtomicU64::new(base.checked.load(Relaxed)),
             absent: Default::default(),
+            h2_block: Default::default(),
         });
         if entry.weight(variant_key) > self.max_weight {
             return None;
@@ -544,6 +564,7 @@ impl ResponseCache {
             identity: Identity::of(meta),
             checked: AtomicU64::new(self.now_ms()),
             absent: Default::default(),
+            h2_block: Default::default(),
         });
         if entry.weight(key) > self.max_weight {
             return None;

@@ -1104,6 +1104,21 @@ impl Connection {
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
         end_stream: bool,
     ) {
+        self.send_headers_encoded(id, status, &[], fields, end_stream);
+    }
+
+    /// As [`Connection::send_headers`], with `encoded`: runs of fields already encoded by an
+    /// [`hpack::Encoder`] (which uses no dynamic table, so an encoding made once for a cached
+    /// response, or once a second for `date`, holds on every connection), placed after
+    /// `:status` and before `fields`.
+    pub fn send_headers_encoded<'a>(
+        &mut self,
+        id: StreamId,
+        status: u16,
+        encoded: &[&[u8]],
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        end_stream: bool,
+    ) {
         let Some(at) = self.sending(id) else { return };
         if self.streams[at].send != SendState::Head {
             return;
@@ -1113,6 +1128,9 @@ impl Connection {
         let mut block = std::mem::take(&mut self.head_buf);
         block.clear();
         self.encoder.status(status, &mut block);
+        for run in encoded {
+            block.extend_from_slice(run);
+        }
         for (name, value) in fields {
             self.encoder.field(name, value, &mut block);
         }

@@ -48,6 +48,13 @@ pub(crate) fn settings(app: &App) -> h2::Config {
     }
 }
 
+thread_local! {
+    /// `server` and `date` HPACK-encoded, and the second that `date` stands for: every
+    /// response of that second on this thread starts with the same bytes.
+    static HEAD_START: std::cell::RefCell<(u64, Vec<u8>)> =
+        const { std::cell::RefCell::new((u64::MAX, Vec::new())) };
+}
+
 /// A response on its way out.
 struct Outgoing {
     req: Option<Request>,
@@ -531,11 +538,13 @@ impl Driver<'_> {
         let extra = super::extra_headers(self.app, self.info);
         let status = resp.status;
         let no_body = (100..200).contains(&status) || status == 204 || status == 304;
+        let mut prepared = None;
         let source = match std::mem::take(&mut resp.body) {
             Body::Prepared(entry) => {
-                fields.push_lines(entry.fields());
                 fields.push_lines(extra);
-                Source::Bytes(entry.body().clone())
+                let source = Source::Bytes(entry.body().clone());
+                prepared = Some(entry);
+                source
             }
             body => {
                 if let Err(name) = fields.push_handler(&resp.headers) {
@@ -553,7 +562,8 @@ impl Driver<'_> {
                         other => Some(other.len()),
                     };
                     if let Some(len) = len {
-                        fields.push(b"content-length", len.to_string().as_bytes());
+                        let mut digits = [0u8; 20];
+                        fields.push(b"content-length", decimal(len, &mut digits));
                     }
                 }
                 match body {
@@ -585,16 +595,26 @@ impl Driver<'_> {
                 s => s,
             }
         };
-        let date = weft_http::date::now();
         let done = matches!(source, Source::Done);
-        self.parked.conn.send_headers(
-            id,
-            status,
-            [(&b"server"[..], &b"weft"[..]), (&b"date"[..], &date[..])]
-                .into_iter()
-                .chain(fields.iter()),
-            done,
-        );
+        HEAD_START.with(|memo| {
+            let mut memo = memo.borrow_mut();
+            let (secs, date) = weft_http::date::now_stamped();
+            if memo.0 != secs || memo.1.is_empty() {
+                memo.1.clear();
+                let mut enc = weft_http::h2::hpack::Encoder::new();
+                enc.field(b"server", b"weft", &mut memo.1);
+                enc.field(b"date", &date, &mut memo.1);
+                memo.0 = secs;
+            }
+            let entry_block = prepared.as_ref().map_or(&[][..], |e| e.h2_block());
+            self.parked.conn.send_headers_encoded(
+                id,
+                status,
+                &[&memo.1, entry_block],
+                fields.iter(),
+                done,
+            );
+        });
         let out = Box::new(Outgoing {
             req,
             status,
@@ -952,6 +972,19 @@ impl Fields {
                 &self.bytes[b as usize..c as usize],
             )
         })
+    }
+}
+
+/// `n` in decimal, written at the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
     }
 }
 
