@@ -55,6 +55,19 @@ thread_local! {
         const { std::cell::RefCell::new((u64::MAX, Vec::new())) };
 }
 
+/// Storage a connection's finished requests leave for its next ones (kept while the
+/// connection is served, freed when it parks or ends).
+#[derive(Default)]
+struct Spare {
+    heads: Vec<Vec<u8>>,
+    // Boxes, so that a response in progress moves as a pointer and its box is reused.
+    #[allow(clippy::vec_box)]
+    outs: Vec<Box<Outgoing>>,
+}
+
+/// Spare buffers of each kind kept.
+const SPARES: usize = 8;
+
 /// A response on its way out.
 struct Outgoing {
     req: Option<Request>,
@@ -181,6 +194,8 @@ fn run<T: Transport>(
         streams: Vec::new(),
         parser: Parser::new(app.cfg.limits.http()),
         head_buf: Vec::new(),
+        spare: Spare::default(),
+        fields: Fields::default(),
         app,
         info,
         stalled_since: None,
@@ -219,6 +234,13 @@ fn run<T: Transport>(
                 continue;
             }
             if parks && read_since_resume && d.parked.conn.is_idle() && !d.parked.going_away {
+                // A busy client sends its next requests within the linger period: wait for
+                // them here, with the driver's buffers, rather than park and rebuild them.
+                let linger = super::linger_period(&app.cfg);
+                if !linger.is_zero() && stream.linger(linger) {
+                    read_since_resume = false;
+                    continue;
+                }
                 // Kept as its state alone until the client sends again.
                 let mut parked = d.parked;
                 parked.conn.shrink();
@@ -280,6 +302,10 @@ struct Driver<'a> {
     parser: Parser,
     /// The HTTP/1.1 head each request's fields are written into.
     head_buf: Vec<u8>,
+    /// Storage of finished responses for the next ones.
+    spare: Spare,
+    /// The fields of the response being framed.
+    fields: Fields,
     app: &'a App,
     info: &'a ConnInfo,
     /// Since when every response in progress has waited on the client's flow-control window.
@@ -382,7 +408,13 @@ impl Driver<'_> {
                                 self.answer_early(id, inc, end_stream, 413);
                                 continue;
                             }
-                            inc.body.extend_from_slice(&data);
+                            if inc.body.is_empty() && end_stream {
+                                // The whole body in one frame: its buffer becomes the body.
+                                inc.body = data;
+                            } else {
+                                inc.body.extend_from_slice(&data);
+                                self.parked.conn.recycle_data(data);
+                            }
                             self.parked.conn.release(id, n);
                             if end_stream {
                                 let State::Receiving(mut inc) = self.streams.swap_remove(i).state
@@ -418,7 +450,7 @@ impl Driver<'_> {
                     if let Some(i) = self.find(id) {
                         let s = self.streams.swap_remove(i);
                         if let State::Sending(out) = s.state {
-                            self.finish(*out, Some("the client reset the stream"));
+                            self.finish(out, Some("the client reset the stream"));
                         }
                     }
                 }
@@ -477,8 +509,11 @@ impl Driver<'_> {
                 .map(|h| h.value.get(bytes));
             peer = crate::realip::real_ip(peer, real_ip_from, xff);
         }
+        // The head's bytes go with the request; a spare buffer takes their place.
+        let spare = self.spare.heads.pop().unwrap_or_default();
+        let bytes = std::mem::replace(&mut self.head_buf, spare);
         Ok(Request::with_tls(
-            self.head_buf.clone(),
+            bytes,
             parsed,
             peer,
             info.local,
@@ -534,7 +569,8 @@ impl Driver<'_> {
     /// Frames the head of `resp` on stream `id` and queues its body.
     fn respond(&mut self, id: StreamId, req: Option<Request>, mut resp: Response) {
         let head_only = req.as_ref().is_some_and(|r| r.method() == Method::Head);
-        let mut fields = Fields::default();
+        let mut fields = std::mem::take(&mut self.fields);
+        fields.clear();
         let extra = super::extra_headers(self.app, self.info);
         let status = resp.status;
         let no_body = (100..200).contains(&status) || status == 204 || status == 304;
@@ -615,7 +651,8 @@ impl Driver<'_> {
                 done,
             );
         });
-        let out = Box::new(Outgoing {
+        self.fields = fields;
+        let fresh = Outgoing {
             req,
             status,
             source,
@@ -623,9 +660,17 @@ impl Driver<'_> {
             chunk_at: 0,
             sent: 0,
             reset_after: false,
-        });
+        };
+        let out = match self.spare.outs.pop() {
+            Some(mut out) => {
+                let chunk = std::mem::take(&mut out.chunk);
+                *out = Outgoing { chunk, ..fresh };
+                out
+            }
+            None => Box::new(fresh),
+        };
         if done {
-            self.finish(*out, None);
+            self.finish(out, None);
         } else {
             self.streams.push(Stream {
                 id,
@@ -660,14 +705,14 @@ impl Driver<'_> {
                     if out.reset_after {
                         self.parked.conn.reset(id, ErrorCode::NoError);
                     }
-                    self.finish(*out, None);
+                    self.finish(out, None);
                 }
                 Err(e) => {
                     let State::Sending(out) = self.streams.swap_remove(i).state else {
                         unreachable!()
                     };
                     self.parked.conn.reset(id, ErrorCode::Internal);
-                    self.finish(*out, Some(&format!("its body failed: {e}")));
+                    self.finish(out, Some(&format!("its body failed: {e}")));
                 }
             }
             if batch >= WRITE_BATCH {
@@ -697,7 +742,7 @@ impl Driver<'_> {
     }
 
     /// A response done (`cut`: why it ended early): counted and logged.
-    fn finish(&mut self, out: Outgoing, cut: Option<&str>) {
+    fn finish(&mut self, mut out: Box<Outgoing>, cut: Option<&str>) {
         self.info.listener.response(out.status, out.sent);
         self.info.listener.h2_requests.fetch_add(1, Relaxed);
         if let Some(why) = cut {
@@ -712,13 +757,26 @@ impl Driver<'_> {
         } else if let Some(req) = &out.req {
             super::log_access(self.app, req, out.status, out.sent);
         }
+        // The request's storage and the box go to the next request of this connection.
+        if let Some(mut req) = out.req.take() {
+            let (fields, bytes) = req.take_storage();
+            self.parser.recycle_fields(fields);
+            if self.spare.heads.len() < SPARES {
+                self.spare.heads.push(bytes);
+            }
+        }
+        if self.spare.outs.len() < SPARES {
+            out.source = Source::Done;
+            out.chunk.clear();
+            self.spare.outs.push(out);
+        }
     }
 
     /// Every response in progress ends here (the connection is going).
     fn cut_all(&mut self, why: &str) {
         for s in std::mem::take(&mut self.streams) {
             if let State::Sending(out) = s.state {
-                self.finish(*out, Some(why));
+                self.finish(out, Some(why));
             }
         }
     }
@@ -922,6 +980,11 @@ struct Fields {
 }
 
 impl Fields {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.spans.clear();
+    }
+
     fn push(&mut self, name: &[u8], value: &[u8]) {
         let start = self.bytes.len() as u32;
         self.bytes.extend(name.iter().map(u8::to_ascii_lowercase));
