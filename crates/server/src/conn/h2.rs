@@ -81,6 +81,8 @@ struct Outgoing {
     /// The request's body is still coming and will not be read: RST_STREAM NO_ERROR once
     /// the response is out.
     reset_after: bool,
+    /// Since when its turns found its window shut.
+    stalled: Option<Instant>,
 }
 
 /// Where a response body's bytes come from.
@@ -660,6 +662,7 @@ impl Driver<'_> {
             chunk_at: 0,
             sent: 0,
             reset_after: false,
+            stalled: None,
         };
         let out = match self.spare.outs.pop() {
             Some(mut out) => {
@@ -696,7 +699,28 @@ impl Driver<'_> {
             batch += (out.sent - before) as usize;
             progressed |= out.sent > before;
             match result {
-                Ok(false) => i += 1,
+                Ok(false) if out.sent > before => {
+                    out.stalled = None;
+                    i += 1;
+                }
+                Ok(false) => {
+                    // Its window is shut: a stream whose client keeps it shut past
+                    // `timeouts.send` is given up, whatever the others do.
+                    let now = Instant::now();
+                    let since = *out.stalled.get_or_insert(now);
+                    if now - since < self.app.cfg.timeouts.send {
+                        i += 1;
+                        continue;
+                    }
+                    let State::Sending(out) = self.streams.swap_remove(i).state else {
+                        unreachable!()
+                    };
+                    self.parked.conn.reset(id, ErrorCode::Cancel);
+                    self.finish(
+                        out,
+                        Some("the client kept the stream's window shut past timeouts.send"),
+                    );
+                }
                 Ok(true) => {
                     let State::Sending(out) = self.streams.swap_remove(i).state else {
                         unreachable!()
