@@ -83,6 +83,9 @@ struct Outgoing {
     reset_after: bool,
     /// Since when its turns found its window shut.
     stalled: Option<Instant>,
+    /// Its request's clock readings, and when its head was framed (`[timing]`).
+    times: Times,
+    head_out: Option<Instant>,
 }
 
 /// Where a response body's bytes come from.
@@ -106,6 +109,8 @@ struct Incoming {
     head: RequestHead2,
     body: Vec<u8>,
     too_large: bool,
+    /// Its clock readings (`[timing]`): the head when the HEADERS came.
+    times: Times,
 }
 
 enum State {
@@ -133,6 +138,8 @@ pub(crate) struct H2Park(Option<Mutex<Option<Box<Parked>>>>);
 pub(crate) struct Parked {
     conn: Connection,
     going_away: bool,
+    /// A request of this connection has been timed (the accept phase is the first's).
+    timed_one: bool,
 }
 
 impl H2Park {
@@ -168,6 +175,7 @@ pub(crate) fn serve<T: Transport>(
     let parked = Box::new(Parked {
         conn: Connection::new(settings(app)),
         going_away: false,
+        timed_one: false,
     });
     run(stream, parked, early, app, info, on_idle)
 }
@@ -198,6 +206,7 @@ fn run<T: Transport>(
         head_buf: Vec::new(),
         spare: Spare::default(),
         fields: Fields::default(),
+        times: Times::default(),
         app,
         info,
         stalled_since: None,
@@ -308,6 +317,8 @@ struct Driver<'a> {
     spare: Spare,
     /// The fields of the response being framed.
     fields: Fields,
+    /// The clock readings of the request being answered (`[timing]`).
+    times: Times,
     app: &'a App,
     info: &'a ConnInfo,
     /// Since when every response in progress has waited on the client's flow-control window.
@@ -353,6 +364,7 @@ impl Driver<'_> {
                         head,
                         body: Vec::new(),
                         too_large,
+                        times: self.head_times(),
                     };
                     if too_large {
                         log::info!(
@@ -553,19 +565,41 @@ impl Driver<'_> {
                 if !body.is_empty() {
                     rbuf.push(&body);
                 }
-                let mut times = Times::default();
+                let times = &mut inc.times;
+                if let Some(head) = times.head {
+                    // The body's wait, from the HEADERS to its end.
+                    times.add_body_wait(head.elapsed());
+                }
                 super::handle(
                     &mut NoSocket,
                     &mut rbuf,
                     self.app,
                     &req,
                     &self.app.cfg.limits.http(),
-                    &mut times,
+                    times,
                     &mut keep_alive,
                 )
             }
         };
+        self.times = std::mem::take(&mut inc.times);
         self.respond(id, Some(req), resp);
+    }
+
+    /// The clock readings of a request whose HEADERS just came (`[timing]`; none when off):
+    /// its head takes no time of its own, it came whole in the frames just read.
+    fn head_times(&mut self) -> Times {
+        if !self.app.cfg.timing.on() {
+            return Times::default();
+        }
+        let now = Instant::now();
+        let times = Times {
+            start: Some(now),
+            head: Some(now),
+            first: !std::mem::replace(&mut self.parked.timed_one, true),
+            ..Times::default()
+        };
+        times.record_head(self.info);
+        times
     }
 
     /// Frames the head of `resp` on stream `id` and queues its body.
@@ -573,6 +607,10 @@ impl Driver<'_> {
         let head_only = req.as_ref().is_some_and(|r| r.method() == Method::Head);
         let mut fields = std::mem::take(&mut self.fields);
         fields.clear();
+        let times = std::mem::take(&mut self.times);
+        if self.app.cfg.timing.server_timing && times.head.is_some() {
+            fields.push_lines(&times.server_timing(self.info));
+        }
         let extra = super::extra_headers(self.app, self.info);
         let status = resp.status;
         let no_body = (100..200).contains(&status) || status == 204 || status == 304;
@@ -663,6 +701,8 @@ impl Driver<'_> {
             sent: 0,
             reset_after: false,
             stalled: None,
+            head_out: times.head.map(|_| Instant::now()),
+            times,
         };
         let out = match self.spare.outs.pop() {
             Some(mut out) => {
@@ -779,6 +819,7 @@ impl Driver<'_> {
                 &why,
             );
         } else if let Some(req) = &out.req {
+            out.times.record_out(self.info, out.head_out);
             super::log_access(self.app, req, out.status, out.sent);
         }
         // The request's storage and the box go to the next request of this connection.
