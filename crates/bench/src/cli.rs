@@ -49,8 +49,8 @@ pub enum Command {
     /// OUT.png): time series such as the pipeline controller's threads per stage.
     Plot(PlotArgs),
     /// Draws an experiment's bar charts again from every run in its rows.csv (threads-cache,
-    /// fibers, cgi, specweb), under the same file names, so results written before the charts
-    /// had whiskers and a legend get them without being measured again.
+    /// fibers, cgi, specweb, h2), under the same file names, so results written before the
+    /// charts had whiskers and a legend get them without being measured again.
     Replot(ReplotArgs),
     /// Plain TCP in, TLS out: forwards every connection on --listen to the HTTPS server at
     /// --connect, so that a tool speaking plain HTTP can probe it.

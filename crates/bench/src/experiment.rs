@@ -13,6 +13,9 @@
 //!   ([`crate::specweb`]); conforming connections, mean response time, ops/s.
 //! * `tls` (issue 22, no paper): HTTPS against nginx with OpenSSL; keep-alive and
 //!   per-connection handshake cost, and memory per idle TLS connection ([`tls`]).
+//! * `h2` (the fibers paper's question asked of HTTP/2): weft's four models under multiplexed
+//!   load from h2load, c connections x m concurrent streams; requests/s, server CPU per
+//!   request and p99 latency ([`h2`]).
 //!
 //! The experiment starts every server itself: weft (the `weft` binary next to this one, or
 //! `--weft`) once per model, and nginx, lighttpd and apache2 when installed, configured alike
@@ -46,11 +49,12 @@ use crate::stats::median;
 use crate::target::{BadInput, RequestSpec, Target};
 
 pub mod charts;
+pub mod h2;
 pub mod tls;
 
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
-    /// threads-cache, fibers, specweb, cgi, tls or cluster.
+    /// threads-cache, fibers, specweb, cgi, tls, h2 or cluster.
     pub name: String,
     /// Only these servers (names as in the report: fiber, thread-cache-off, nginx, ...).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -82,6 +86,28 @@ pub struct ExperimentArgs {
     /// `cluster` only: the open loop's requests per second (default 600, 300 with --quick).
     #[arg(long, value_name = "REQ/S")]
     pub rate: Option<f64>,
+    /// `h2` only: tls (HTTPS with ALPN h2, the default) or h2c (plain, prior knowledge).
+    #[arg(long, value_name = "tls|h2c")]
+    pub over: Option<String>,
+    /// `h2` only: the path every request asks for (default /echo).
+    #[arg(long)]
+    pub path: Option<String>,
+    /// `h2` only: the measured window of each run (default 5s, 1s with --quick).
+    #[arg(long, value_parser = crate::cli::parse_duration)]
+    pub duration: Option<Duration>,
+    /// `h2` only: h2load's warm-up before each window, connection setup included (default
+    /// 1s plus 5ms per connection).
+    #[arg(long = "warm-up", value_parser = crate::cli::parse_duration)]
+    pub warm_up: Option<Duration>,
+    /// `h2` only: weft's models (default fiber,thread,process,pipeline).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub models: Vec<String>,
+    /// `h2` only: connection counts (default 10,100,1000).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub conns: Vec<usize>,
+    /// `h2` only: concurrent streams per connection (default 1,10,100).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub streams: Vec<usize>,
 }
 
 /// A server an experiment can start.
@@ -502,6 +528,22 @@ struct Bench {
 
 /// Runs the experiment named in `a`.
 pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.name == "h2" {
+        if a.model.is_some() || a.rate.is_some() {
+            return Err(
+                BadInput("--model and --rate belong to the cluster experiment".into()).into(),
+            );
+        }
+        return h2::run(a);
+    }
+    if h2::flags_given(&a) {
+        return Err(BadInput(
+            "--over, --path, --duration, --warm-up, --models, --conns and --streams belong to \
+             the h2 experiment"
+                .into(),
+        )
+        .into());
+    }
     if a.name == "cluster" {
         return crate::cluster::run(&a);
     }
@@ -518,7 +560,8 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         "cgi" => (&["fiber", "thread", "process", "pipeline"], false),
         other => {
             return Err(BadInput(format!(
-                "unknown experiment {other:?} (threads-cache, fibers, specweb, cgi, tls, cluster)"
+                "unknown experiment {other:?} (threads-cache, fibers, specweb, cgi, tls, h2, \
+                 cluster)"
             ))
             .into())
         }

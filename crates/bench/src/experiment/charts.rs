@@ -1,4 +1,4 @@
-//! The charts of the `threads-cache`, `fibers`, `cgi` and `specweb` experiments, drawn from
+//! The charts of the `threads-cache`, `fibers`, `cgi`, `specweb` and `h2` experiments, drawn from
 //! their `rows.csv` (every run of every point): by the experiment when it has run, and again
 //! by `weft-bench replot DIR` for results written before the charts had whiskers, so a chart
 //! and the rows beside it always agree.
@@ -206,6 +206,41 @@ pub fn specweb(rows: &Rows, servers: &[String], clients: &[String]) -> Result<Ch
     })
 }
 
+/// h2's measures drawn, by their `rows.csv` column: a chart of each per connection count.
+pub const H2_MEASURES: [&str; 3] = ["rps", "cpu_us_per_req", "p99_ms"];
+
+/// h2: for `conns` connections, a bar per server and streams per connection of `measure`
+/// (one of [`H2_MEASURES`]).
+pub fn h2(
+    rows: &Rows,
+    servers: &[String],
+    conns: &str,
+    streams: &[String],
+    measure: &str,
+) -> Result<Chart, BadInput> {
+    let (stem, what, unit) = match measure {
+        "rps" => ("rps", "requests/s", "req/s"),
+        "cpu_us_per_req" => ("cpu", "server CPU per request", "us"),
+        "p99_ms" => ("p99", "p99 latency", "ms"),
+        other => return Err(BadInput(format!("h2: no chart of {other:?}"))),
+    };
+    let mut bars = Vec::new();
+    for s in servers {
+        for m in streams {
+            let runs = rows.values(&[("server", s), ("conns", conns), ("streams", m)], measure)?;
+            if !runs.is_empty() {
+                bars.push(bar(format!("{s} m={m}"), &runs));
+            }
+        }
+    }
+    Ok(Chart {
+        stem: format!("{stem}_c{conns}"),
+        title: format!("HTTP/2, {conns} connections x m streams: {what}"),
+        unit,
+        bars,
+    })
+}
+
 /// Writes `DIR/STEM.svg` and `DIR/STEM.png` for `chart`; returns the report's line for them.
 /// A quick run's charts say so in their title, since they travel without the report.
 pub fn draw(dir: &Path, quick: bool, runs: usize, chart: &Chart) -> std::io::Result<String> {
@@ -266,6 +301,16 @@ fn charts_of(name: &str, rows: &Rows) -> Result<Option<Vec<Chart>>, BadInput> {
         }
         "cgi" => vec![cgi(rows, &cgi_keys(rows)?)?],
         "specweb" => vec![specweb(rows, &servers, &rows.distinct("clients")?)?],
+        "h2" => {
+            let streams = rows.distinct("streams")?;
+            let mut v = Vec::new();
+            for c in rows.distinct("conns")? {
+                for m in H2_MEASURES {
+                    v.push(h2(rows, &servers, &c, &streams, m)?);
+                }
+            }
+            v
+        }
         _ => return Ok(None),
     }))
 }
@@ -280,8 +325,8 @@ pub fn replot(dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
     let rows = Rows::parse(&text).map_err(|e| BadInput(format!("{}: {}", csv.display(), e.0)))?;
     let Some(charts) = charts_of(&name, &rows)? else {
         return Err(BadInput(format!(
-            "{}: experiment {name:?}: replot draws threads-cache, fibers, cgi and specweb \
-             (tls and cluster draw their charts when they run)",
+            "{}: experiment {name:?}: replot draws threads-cache, fibers, cgi, specweb and \
+             h2 (tls and cluster draw their charts when they run)",
             dir.display()
         ))
         .into());
@@ -351,6 +396,42 @@ mod tests {
         assert_eq!(page.stem, "x_html");
         assert_eq!(page.bars.len(), 2);
         assert_eq!(page.bars[1].range, None, "one run: no whisker");
+    }
+
+    #[test]
+    fn an_h2_chart_per_connection_count_and_measure() {
+        let rows = Rows::parse(
+            "server,over,conns,streams,run,rps,cpu_us_per_req,p99_ms\n\
+             fiber,tls,10,1,1,100,2.0,0.5\n\
+             fiber,tls,10,1,2,120,2.5,0.7\n\
+             thread,tls,10,1,1,90,3.0,0.6\n\
+             fiber,tls,10,10,1,300,1.0,1.5\n\
+             fiber,tls,1000,1,1,80,4.0,9.0\n",
+        )
+        .unwrap();
+        let servers = rows.distinct("server").unwrap();
+        let streams = rows.distinct("streams").unwrap();
+        let c = h2(&rows, &servers, "10", &streams, "rps").unwrap();
+        assert_eq!((c.stem.as_str(), c.unit), ("rps_c10", "req/s"));
+        let labels: Vec<&str> = c.bars.iter().map(|b| b.label.as_str()).collect();
+        // No thread run at m=10: no bar for it.
+        assert_eq!(labels, ["fiber m=1", "fiber m=10", "thread m=1"]);
+        assert_eq!(
+            (c.bars[0].value, c.bars[0].range),
+            (110.0, Some((100.0, 120.0)))
+        );
+        let cpu = h2(&rows, &servers, "1000", &streams, "cpu_us_per_req").unwrap();
+        assert_eq!(
+            (cpu.stem.as_str(), cpu.unit, cpu.bars.len()),
+            ("cpu_c1000", "us", 1)
+        );
+        assert_eq!(
+            h2(&rows, &servers, "10", &streams, "p99_ms").unwrap().stem,
+            "p99_c10"
+        );
+        assert!(h2(&rows, &servers, "10", &streams, "rows").is_err());
+        // replot draws three charts per connection count.
+        assert_eq!(charts_of("h2", &rows).unwrap().unwrap().len(), 6);
     }
 
     #[test]
