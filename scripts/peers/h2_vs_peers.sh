@@ -9,6 +9,7 @@
 #
 #   scripts/peers/h2_vs_peers.sh [OUT_DIR]     RUNS=5 DURATION=3 OVER=tls IDLE_CONNS=2000
 #                                              WEFT=target/release/weft MODEL=fiber
+#   SERVERS="weft nginx h2o hyper" scripts/peers/h2_vs_peers.sh   (with the hyper/h2-crate peer)
 #
 # CPU per request: the server's utime + stime (/proc/PID/stat, all threads, and its children:
 # nginx's worker, h2o's children if any) over one h2load run, divided by the requests h2load
@@ -39,6 +40,12 @@
 # h2o gets `max-connections: 20000` (its default, 1024, would refuse most idle connections);
 # it keeps its private key in a child process (neverbleed, no switch for it in 2.2.5) and runs
 # as `nobody` when started as root; its children's CPU and memory are counted with its own.
+# hyper (not in the default SERVERS: SERVERS="weft nginx h2o hyper" or SERVERS="weft hyper"):
+# the `h2` crate behind hyper 1.x's server::conn::http2 on a current-thread tokio runtime, TLS
+# from tokio-rustls on rustls' ring provider (weft's TLS stack) with ALPN h2, built here from
+# scripts/peers/hyper_h2/ (its own workspace and target dir; crates.io on the first build). It
+# serves /echo as weft does and the page from memory, read once at start, with weft's headers
+# (hyper has no file serving or cache). Its weft/hyper ratios are information, with no target.
 # SERVERS="weft nginx h2o" picks servers (weft must be one); a peer that is not installed is
 # left out with a line saying so, and its ratios are empty.
 #
@@ -61,7 +68,10 @@ for tool in h2load openssl python3 taskset; do
 done
 servers=()
 for s in ${SERVERS:-weft nginx h2o}; do
-  if [[ $s != weft ]] && ! command -v "$s" >/dev/null; then
+  if [[ $s == hyper ]]; then
+    cargo build --release -q --manifest-path scripts/peers/hyper_h2/Cargo.toml ||
+      { echo "h2_vs_peers: building scripts/peers/hyper_h2 failed: hyper left out" >&2; continue; }
+  elif [[ $s != weft ]] && ! command -v "$s" >/dev/null; then
     echo "h2_vs_peers: $s is not installed (apt-get install ${s/nginx/nginx-light}): left out" >&2
     continue
   fi
@@ -181,6 +191,12 @@ EOF
   chmod 755 "$work"
   taskset -c 0 h2o -c "$work/h2o.conf" >"$work/h2o.log" 2>&1 &
 }
+start_hyper() {
+  local tls=("$work/cert.pem" "$work/key.pem")
+  [[ $over == h2c ]] && tls=()
+  taskset -c 0 scripts/peers/hyper_h2/target/release/peer-hyper-h2 "127.0.0.1:$port" "$www" "${tls[@]}" \
+    >"$work/hyper.log" 2>&1 &
+}
 for s in "${servers[@]}"; do
   port=$((port + 1)); PORT[$s]=$port
   "start_$s"; PID[$s]=$!
@@ -271,7 +287,7 @@ with open(os.path.join(out, "median.csv"), "w") as f:
             med = [st.median(float(r[k]) for r in rs) for k in ("rps", "cpu_us", "user_us", "sys_us")]
             f.write("%s,%s,%.0f,%.3f,%.3f,%.3f\n" % (s, p, *med))
             print(f"{p:<18} {s:<6} {med[0]:>9.0f} {med[1]:>11.3f} {med[2]:>7.3f} {med[3]:>7.3f}  {rs[0]['cipher']}")
-targets = {"nginx": 0.9, "h2o": 1.0}
+targets = {"nginx": 0.9, "h2o": 1.0, "hyper": None}
 with open(os.path.join(out, "ratios.csv"), "w") as f:
     f.write("path,ratio,value,target,verdict\n")
     for p in paths:
@@ -282,10 +298,11 @@ with open(os.path.join(out, "ratios.csv"), "w") as f:
             if not rat:
                 continue
             v = st.median(rat)
-            verdict = "met" if v <= t else "NOT MET"
+            verdict = "info" if t is None else "met" if v <= t else "NOT MET"
             name = "echo" if p == "/echo" else "page"
-            f.write(f"{name},weft/{peer},{v:.3f},{t},{verdict}\n")
-            print(f"{p:<18} weft/{peer:<5} CPU/request {v:.3f} (<= {t}: {verdict})  runs {' '.join('%.3f' % x for x in rat)}")
+            f.write(f"{name},weft/{peer},{v:.3f},{'' if t is None else t},{verdict}\n")
+            goal = "no target" if t is None else f"<= {t}: {verdict}"
+            print(f"{p:<18} weft/{peer:<5} CPU/request {v:.3f} ({goal})  runs {' '.join('%.3f' % x for x in rat)}")
 idle = list(csv.DictReader(open(os.path.join(out, "idle.csv"))))
 for r in idle:
     verdict = ("met" if float(r["bytes_per_connection"]) <= 8192 else "NOT MET") if r["server"] == "weft" else "info"
