@@ -191,6 +191,27 @@ pub(crate) fn resume<T: Transport>(
     run(stream, parked, &[], app, info, on_idle)
 }
 
+/// The driver's working storage between requests: kept per thread while no connection uses
+/// it, so a connection that parks between batches of requests (every few milliseconds under
+/// load) finds warm buffers when it comes back instead of allocating and zeroing them.
+struct Scratch {
+    parser: Parser,
+    head_buf: Vec<u8>,
+    spare: Spare,
+    fields: Fields,
+    streams: Vec<Stream>,
+    buf: Vec<u8>,
+}
+
+/// Sets kept per thread.
+const SCRATCH_POOL: usize = 8;
+
+thread_local! {
+    #[allow(clippy::vec_box)]
+    static SCRATCH: std::cell::RefCell<Vec<Box<Scratch>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 fn run<T: Transport>(
     stream: &mut T,
     parked: Box<Parked>,
@@ -199,22 +220,86 @@ fn run<T: Transport>(
     info: &ConnInfo,
     on_idle: OnIdle,
 ) -> io::Result<Served> {
+    let limits = app.cfg.limits.http();
+    let scratch = match SCRATCH.with(|p| p.borrow_mut().pop()) {
+        Some(s) if s.parser.limits() == &limits => s,
+        _ => Box::new(Scratch {
+            parser: Parser::new(limits),
+            head_buf: Vec::new(),
+            spare: Spare::default(),
+            fields: Fields::default(),
+            streams: Vec::new(),
+            buf: vec![0u8; READ_CHUNK],
+        }),
+    };
+    let Scratch {
+        parser,
+        head_buf,
+        spare,
+        fields,
+        streams,
+        buf,
+    } = *scratch;
     let mut d = Driver {
         parked,
-        streams: Vec::new(),
-        parser: Parser::new(app.cfg.limits.http()),
-        head_buf: Vec::new(),
-        spare: Spare::default(),
-        fields: Fields::default(),
+        streams,
+        parser,
+        head_buf,
+        spare,
+        fields,
         times: Times::default(),
         app,
         info,
         stalled_since: None,
+        park: false,
     };
+    let mut buf = buf;
+    let result = drive(&mut d, &mut buf, stream, early, on_idle);
+    let Driver {
+        parked,
+        mut streams,
+        parser,
+        head_buf,
+        spare,
+        fields,
+        park,
+        ..
+    } = d;
+    if park {
+        let mut parked = parked;
+        parked.conn.shrink();
+        info.h2.put(parked);
+    }
+    // Streams still held are the connection's end (cut and logged already): their storage
+    // does not go back.
+    streams.clear();
+    SCRATCH.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < SCRATCH_POOL {
+            p.push(Box::new(Scratch {
+                parser,
+                head_buf,
+                spare,
+                fields,
+                streams,
+                buf,
+            }));
+        }
+    });
+    result
+}
+
+fn drive<T: Transport>(
+    d: &mut Driver<'_>,
+    buf: &mut [u8],
+    stream: &mut T,
+    early: &[u8],
+    on_idle: OnIdle,
+) -> io::Result<Served> {
+    let (app, info) = (d.app, d.info);
     let parks = matches!(on_idle, OnIdle::Return { .. }) && info.h2.0.is_some();
     // Resumed because the socket turned readable: read before parking again.
     let mut read_since_resume = !early.is_empty();
-    let mut buf = Vec::new();
     let t = &app.cfg.timeouts;
     if !early.is_empty() && !d.receive(stream, early) {
         return Ok(Served::Closed);
@@ -245,17 +330,9 @@ fn run<T: Transport>(
                 continue;
             }
             if parks && read_since_resume && d.parked.conn.is_idle() && !d.parked.going_away {
-                // A busy client sends its next requests within the linger period: wait for
-                // them here, with the driver's buffers, rather than park and rebuild them.
-                let linger = super::linger_period(&app.cfg);
-                if !linger.is_zero() && stream.linger(linger) {
-                    read_since_resume = false;
-                    continue;
-                }
-                // Kept as its state alone until the client sends again.
-                let mut parked = d.parked;
-                parked.conn.shrink();
-                info.h2.put(parked);
+                // Kept as its state alone until the client sends again (`run` parks it; the
+                // model's turn lingers for the next bytes first, as for HTTP/1.1).
+                d.park = true;
                 return Ok(Served::Idle);
             }
             t.keepalive
@@ -270,10 +347,7 @@ fn run<T: Transport>(
             return Ok(Served::Closed);
         }
         stream.set_read_timeout(Some(wait))?;
-        if buf.is_empty() {
-            buf = vec![0u8; READ_CHUNK];
-        }
-        match stream.read(&mut buf) {
+        match stream.read(buf) {
             Ok(0) => {
                 if app.shutdown.is_set() && d.streams.is_empty() {
                     // Shutdown closed the read side of this idle connection: GOAWAY tells
@@ -323,6 +397,8 @@ struct Driver<'a> {
     info: &'a ConnInfo,
     /// Since when every response in progress has waited on the client's flow-control window.
     stalled_since: Option<Instant>,
+    /// The connection fell idle: `run` parks its state.
+    park: bool,
 }
 
 impl Driver<'_> {
