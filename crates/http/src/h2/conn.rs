@@ -1356,40 +1356,13 @@ impl Connection {
     }
 }
 
-/// `tchar` of RFC 9110 §5.6.2, without upper-case letters (RFC 9113 §8.2.1).
-const NAME_CHARS: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut c = 0;
-    while c < 256 {
-        let b = c as u8;
-        t[c] = b.is_ascii_lowercase()
-            || b.is_ascii_digit()
-            || matches!(
-                b,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        c += 1;
-    }
-    t
-};
-
-/// A regular field name as RFC 9113 §8.2.1 and §8.2.2 allow it in a request.
+/// A regular field name as RFC 9113 §8.2.1 and §8.2.2 allow it in a request: `tchar`s of
+/// RFC 9110 §5.6.2 (the crate's one token check), none upper-case.
 fn valid_name(name: &[u8]) -> bool {
     !name.is_empty()
-        && name.iter().all(|&b| NAME_CHARS[b as usize])
+        && name
+            .iter()
+            .all(|&b| crate::request::is_tchar(b) && !b.is_ascii_uppercase())
         && !matches!(
             name,
             b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"

@@ -591,13 +591,7 @@ impl Driver<'_> {
         let mut peer = info.client();
         let real_ip_from = &self.app.cfg.real_ip_from;
         if !real_ip_from.is_empty() {
-            let bytes = &self.head_buf;
-            let xff = parsed
-                .headers()
-                .iter()
-                .filter(|h| h.name.get(bytes).eq_ignore_ascii_case(b"x-forwarded-for"))
-                .map(|h| h.value.get(bytes));
-            peer = crate::realip::real_ip(peer, real_ip_from, xff);
+            peer = super::handle::real_ip_of(&parsed, &self.head_buf, peer, real_ip_from);
         }
         // The head's bytes go with the request; a spare buffer takes their place.
         let spare = self.spare.heads.pop().unwrap_or_default();
@@ -714,8 +708,7 @@ impl Driver<'_> {
                         other => Some(other.len()),
                     };
                     if let Some(len) = len {
-                        let mut digits = [0u8; 20];
-                        fields.push(b"content-length", decimal(len, &mut digits));
+                        fields.push_decimal(b"content-length", len);
                     }
                 }
                 match body {
@@ -1134,6 +1127,15 @@ impl Fields {
         self.spans.push((start, mid, self.bytes.len() as u32));
     }
 
+    /// A field whose value is `n` in decimal.
+    fn push_decimal(&mut self, name: &[u8], n: u64) {
+        let start = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(name);
+        let mid = self.bytes.len() as u32;
+        weft_http::response::write_decimal(n, &mut self.bytes);
+        self.spans.push((start, mid, self.bytes.len() as u32));
+    }
+
     /// `Name: value\r\n` lines (a cache entry's head, HSTS): all but connection-specific ones.
     fn push_lines(&mut self, lines: &[u8]) {
         for line in lines.split(|&b| b == b'\n') {
@@ -1159,9 +1161,8 @@ impl Fields {
             {
                 continue;
             }
-            let token = !n.is_empty() && n.iter().all(|&b| is_tchar(b));
-            let clean = value.iter().all(|&b| b != b'\r' && b != b'\n' && b != 0);
-            if !token || !clean {
+            // The checks the HTTP/1.1 head encoder applies (`response::write_header`).
+            if !weft_http::response::valid_name(n) || !weft_http::response::valid_value(value) {
                 return Err(name.to_string());
             }
             self.push(n, value.trim_ascii());
@@ -1179,19 +1180,6 @@ impl Fields {
     }
 }
 
-/// `n` in decimal, written at the end of `buf`.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[at..];
-        }
-    }
-}
-
 /// Fields HTTP/2 forbids in a message (RFC 9113 §8.2.2).
 fn connection_specific(name: &[u8]) -> bool {
     [
@@ -1203,10 +1191,6 @@ fn connection_specific(name: &[u8]) -> bool {
     ]
     .iter()
     .any(|n| name.eq_ignore_ascii_case(n))
-}
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// The transport a handler's body reader gets for an HTTP/2 request: the whole body is in

@@ -59,7 +59,7 @@ pub(crate) fn refill_request(
 
 /// The client `head` (parsed from `bytes`) stands for when it came from `peer`: its
 /// `X-Forwarded-For` if `peer` is a trusted proxy (`real_ip_from`).
-fn real_ip_of(
+pub(super) fn real_ip_of(
     head: &weft_http::RequestHead,
     bytes: &[u8],
     peer: std::net::SocketAddr,
