@@ -11,7 +11,7 @@ use crate::sync::lock::Lock;
 use crate::task::Task;
 use weft_sys::epoll::EventFd;
 
-/// Fired once, it stays fired: every [`crate::net::TcpListener::accept_interruptible`] given
+/// Fired once, it stays fired (until [`Interrupt::rearm`]): every [`crate::net::TcpListener::accept_interruptible`] given
 /// it then fails with `ErrorKind::Interrupted` (once no connection is waiting). A fiber blocked
 /// in such an accept is woken by [`Interrupt::fire`] from any thread; a plain thread blocked
 /// there is woken through the interrupt's eventfd ([`Interrupt::eventfd`], made the first
@@ -68,7 +68,25 @@ impl Interrupt {
         }
     }
 
-    /// True once [`Interrupt::fire`] has been called.
+    /// Un-fires the interrupt, for one used as a repeated wake-up (a connection told each
+    /// time a job of its own is done): waits that begin after this block again until the
+    /// next [`Interrupt::fire`]. A `fire` racing with this is not lost as long as the waiter
+    /// re-arms *before* it looks for what the firing side published: either the flag stays
+    /// set, or the look sees the work.
+    pub fn rearm(&self) {
+        self.fired.store(false, SeqCst);
+        fence(SeqCst);
+        if let Some(fd) = self.efd.get() {
+            fd.drain();
+            // A `fire` between the store and the drain had its wake-up consumed: put it back.
+            fence(SeqCst);
+            if self.is_fired() {
+                fd.notify();
+            }
+        }
+    }
+
+    /// True once [`Interrupt::fire`] has been called (and not re-armed since).
     pub fn is_fired(&self) -> bool {
         self.fired.load(SeqCst)
     }
@@ -199,6 +217,76 @@ mod tests {
         let after = Interrupt::new();
         after.fire();
         assert!(readable(after.eventfd().unwrap()));
+    }
+
+    #[test]
+    fn a_rearmed_interrupt_is_quiet_until_fired_again() {
+        let int = Interrupt::new();
+        let fd = int.eventfd().unwrap().as_raw_fd();
+        int.fire();
+        int.rearm();
+        assert!(!int.is_fired());
+        assert!(!readable(int.eventfd().unwrap()));
+        int.fire();
+        assert!(int.is_fired());
+        assert!(readable(int.eventfd().unwrap()));
+        assert_eq!(int.eventfd().unwrap().as_raw_fd(), fd);
+    }
+
+    /// `read_or` in a fiber and on a plain thread: a wait ends when bytes come or when the
+    /// interrupt fires (and only then), and works again after `rearm`.
+    #[test]
+    #[cfg_attr(miri, ignore)] // epoll and fibers: not supported by miri
+    fn read_or_ends_at_bytes_or_at_the_interrupt_in_a_fiber_and_on_a_thread() {
+        use crate::net::TcpStream;
+        use std::io::Write as _;
+        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        for in_fiber in [true, false] {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let server = TcpStream::from_std(l.accept().unwrap().0).unwrap();
+            let int = Arc::new(Interrupt::new());
+            let i = int.clone();
+            // The reader says when it has finished each step.
+            let (step, steps) = std::sync::mpsc::channel();
+            let body = move || {
+                let mut buf = [0u8; 8];
+                let far = Some(std::time::Instant::now() + Duration::from_secs(20));
+                // Nothing to read: the interrupt ends the wait.
+                let first = server.read_or(&mut buf, far, &i).map_err(|e| e.kind());
+                i.rearm();
+                step.send(()).unwrap();
+                // Re-armed: only the client's bytes end it.
+                let second = server.read_or(&mut buf, far, &i).map(|n| buf[..n].to_vec());
+                step.send(()).unwrap();
+                // Fired again while nothing is there.
+                let third = server.read_or(&mut buf, far, &i).map_err(|e| e.kind());
+                // Re-armed, with nothing and no interrupt: the deadline.
+                i.rearm();
+                let soon = Some(std::time::Instant::now() + Duration::from_millis(20));
+                let fourth = server.read_or(&mut buf, soon, &i).map_err(|e| e.kind());
+                (first, second.unwrap(), third, fourth)
+            };
+            let (tx, rx) = std::sync::mpsc::channel();
+            if in_fiber {
+                rt.spawn(move || tx.send(body()).unwrap());
+            } else {
+                std::thread::spawn(move || tx.send(body()).unwrap());
+            }
+            pause();
+            int.fire();
+            steps.recv().unwrap();
+            assert!(!int.is_fired());
+            client.write_all(b"ab").unwrap();
+            steps.recv().unwrap();
+            pause();
+            int.fire();
+            let (first, second, third, fourth) = rx.recv().unwrap();
+            assert_eq!(first, Err(io::ErrorKind::Interrupted), "fiber: {in_fiber}");
+            assert_eq!(second, b"ab");
+            assert_eq!(third, Err(io::ErrorKind::Interrupted));
+            assert_eq!(fourth, Err(io::ErrorKind::TimedOut));
+        }
     }
 
     #[test]

@@ -236,6 +236,30 @@ impl TcpStream {
             })
     }
 
+    /// Reads into `buf` as `read` does, but a wait for bytes also ends, with
+    /// `ErrorKind::Interrupted`, once `int` has fired (a socket already seen readable is
+    /// read first), and with `TimedOut` at `deadline` (`None`: the read timeout): for a fiber or
+    /// thread that waits on its client and on work of its own at once (an HTTP/2 connection
+    /// whose streams' handlers run elsewhere). Re-arm `int` ([`Interrupt::rearm`]) before
+    /// looking for that work, then call this.
+    pub fn read_or(
+        &self,
+        buf: &mut [u8],
+        deadline: Option<Instant>,
+        int: &Interrupt,
+    ) -> io::Result<usize> {
+        let want = buf.len();
+        let deadline = match (deadline, self.src.timeout(Dir::Read)) {
+            (Some(at), _) => Deadline::At(at),
+            (None, Some(t)) => Deadline::After(t),
+            (None, None) => Deadline::Never,
+        };
+        self.src
+            .io_until_or(Dir::Read, deadline, Some(int), short_read(want), |fd| {
+                socket::recv(fd, buf)
+            })
+    }
+
     /// Writes from `buf`, failing with `TimedOut` at `deadline` (ignores the write timeout).
     pub fn write_deadline(&self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
         self.src.io_until(
