@@ -50,6 +50,7 @@ use crate::target::{BadInput, RequestSpec, Target};
 
 pub mod charts;
 pub mod h2;
+mod harness;
 pub mod tls;
 
 #[derive(Debug, Args)]

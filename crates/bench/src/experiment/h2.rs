@@ -49,10 +49,8 @@
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 
+use super::harness::{self, each_run, Env, Setup, BIND, MODELS};
 use super::*;
-
-/// weft's models, in the report's order.
-const MODELS: [&str; 4] = ["fiber", "thread", "process", "pipeline"];
 
 /// weft's SETTINGS_MAX_CONCURRENT_STREAMS: more streams per connection than this would wait
 /// in h2load, and the point would measure this many.
@@ -697,8 +695,8 @@ fn one_run(
 /// listener, and a process-model child for each (see the module's doc).
 fn server_config(max_children: usize) -> String {
     format!(
-        "[cache]\nenabled = true\n[limits]\nmax_connections = 20000\n\
-         [process]\nmax_children = {max_children}\n"
+        "{}[process]\nmax_children = {max_children}\n",
+        harness::CONFIG
     )
 }
 
@@ -708,73 +706,41 @@ fn start_h2(
     model: &str,
     weft: &Path,
     root: &Path,
-    work: &Path,
-    pin: bool,
     plan: &Plan,
-    (cert, key): (&Path, &Path),
+    env: &Env,
 ) -> io::Result<Option<Server>> {
-    let bind = std::net::Ipv4Addr::LOCALHOST;
     let port = free_port()?;
-    let conf = work.join(format!("{model}-h2.toml"));
+    let conf = env.work.join(format!("{model}-h2.toml"));
     fs::write(&conf, server_config(plan.max_children()))?;
-    let mut args: Vec<String> = vec![
-        "serve".into(),
-        "--config".into(),
-        conf.display().to_string(),
-        "--root".into(),
-        root.display().to_string(),
-        "--threads".into(),
-        "1".into(),
-        "--echo".into(),
-        "/echo".into(),
-    ];
+    let mut args = harness::serve_args(&conf, root);
+    args.extend(["--echo".into(), "/echo".into()]);
     if weft_sys::user::euid() == 0 {
         // The experiment runs where it is started; as root, serving as root is the choice.
         args.push("--allow-root".into());
     }
     match plan.over {
-        Over::Tls => args.extend([
-            "--https".into(),
-            format!("{bind}:{port}={model}"),
-            // A plain listener of its own too, on another free port: no model falls back to
-            // the default listen address, which the four would share.
-            "--listen".into(),
-            format!("{bind}:{}={model}", free_port()?),
-            "--tls-cert".into(),
-            cert.display().to_string(),
-            "--tls-key".into(),
-            key.display().to_string(),
-        ]),
+        Over::Tls => args.extend(harness::https_args(model, port, (env.cert, env.key))?),
         Over::H2c => args.extend([
             "--listen".into(),
-            format!("{bind}:{port}={model}"),
+            format!("{BIND}:{port}={model}"),
             "--h2c".into(),
         ]),
     }
-    let log_path = work.join(format!("{model}-h2.log"));
-    let log = fs::File::create(&log_path)?;
-    let child = match server_command(weft, &args, log, pin)?.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("# {model}: cannot start {}: {e}; skipped", weft.display());
-            return Ok(None);
-        }
-    };
-    let mut server = Server {
-        name: model.to_string(),
-        host: bind,
+    let log_path = env.work.join(format!("{model}-h2.log"));
+    harness::launch(
+        model,
+        weft,
+        &args,
         port,
-        pid: child.id(),
-        child,
-    };
-    let listening = wait_listening(&mut server, |status| {
-        let log = fs::read_to_string(&log_path).unwrap_or_default();
-        eprintln!(
-            "# {model}: exited ({status}) before listening; skipped; its log:\n{}",
-            log.trim_end()
-        );
-    });
-    Ok(listening.then_some(server))
+        &log_path,
+        env.pin,
+        |status, log| {
+            eprintln!(
+                "# {model}: exited ({status}) before listening; skipped; its log:\n{}",
+                log.trim_end()
+            );
+        },
+    )
 }
 
 /// `h2load --version`'s line, or why there is none.
@@ -816,16 +782,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
         ))
         .into());
     }
-    let root = fs::canonicalize(&a.root)
-        .or_else(|_| fs::create_dir_all(&a.root).and_then(|()| fs::canonicalize(&a.root)))?;
-    let status = Command::new(&weft).arg("fileset").arg(&root).output()?;
-    if !status.status.success() {
-        return Err(io::Error::other(format!(
-            "weft fileset: {}",
-            String::from_utf8_lossy(&status.stderr)
-        ))
-        .into());
-    }
+    let root = harness::fileset_root(&a.root, &weft)?;
     if plan.path != "/echo" && !root.join(plan.path.trim_start_matches('/')).is_file() {
         eprintln!(
             "# {}: no such file under {}: the runs will count 404s as failed",
@@ -833,76 +790,27 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
             root.display()
         );
     }
-    let work = std::env::temp_dir().join(format!("weft-experiment-h2-{}", std::process::id()));
-    fs::create_dir_all(&work)?;
-    let r = run_in(&a, &plan, dir, &weft, &h2load, &root, &work);
-    let _ = fs::remove_dir_all(&work);
-    r
-}
-
-fn run_in(
-    a: &ExperimentArgs,
-    plan: &Plan,
-    dir: PathBuf,
-    weft: &Path,
-    h2load: &Path,
-    root: &Path,
-    work: &Path,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let (cert, key) = tls::write_certificate(work)?;
-    let ncores = cores();
-    let pin = ncores >= 2;
-    if pin {
-        crate::cluster::pin_self(&[1])?;
-    } else {
-        eprintln!("# one core: server and client share it (no pinning)");
-    }
-    let mut servers = Vec::new();
-    for model in &plan.models {
-        if let Some(s) = start_h2(model, weft, root, work, pin, plan, (&cert, &key))? {
-            servers.push(s);
-        }
-    }
-    if servers.is_empty() {
-        return Err(io::Error::other("no server could be started").into());
-    }
     let est = plan.estimate().as_secs();
-    eprintln!(
-        "# h2: models {} over {}, {} runs, about {} min {} s",
-        servers
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        plan.over.name(),
-        plan.run_count(),
-        est / 60,
-        est % 60
-    );
-    let machine = format!(
-        "{ncores} cores{}",
-        if pin {
-            ", server on core 0, h2load on core 1"
-        } else {
-            ""
-        }
-    );
-    mark(&dir, a.quick)?;
-    let b = Bench {
-        servers,
+    Setup {
+        a: &a,
+        root: &root,
+        names: plan.models.clone(),
         runs: plan.runs,
-        quick: a.quick,
-        dir,
-        root: root.to_path_buf(),
-        machine,
-    };
-    let r = measure(&b, plan, h2load, work);
-    let quick = b.quick;
-    let report = b.dir.join("report.md");
-    drop(b);
-    r?;
-    say_wrote(&report, quick);
-    Ok(())
+        client: "h2load",
+    }
+    .run(
+        |model, env| start_h2(model, &weft, &root, &plan, env),
+        |list| {
+            format!(
+                "# h2: models {list} over {}, {} runs, about {} min {} s",
+                plan.over.name(),
+                plan.run_count(),
+                est / 60,
+                est % 60
+            )
+        },
+        |b, env| measure(b, &plan, &h2load, env.work),
+    )
 }
 
 /// A point's key: (model, connections, streams).
@@ -936,74 +844,72 @@ fn measure(
     let mut ciphers: Vec<String> = Vec::new();
     for &c in &plan.conns {
         for &m in &plan.streams {
-            for run in 0..b.runs {
-                for s in order(b, run) {
-                    // Time for the previous run's connections to close (and, on the process
-                    // model, their children to exit).
-                    weft_fiber::sleep(Duration::from_millis(500));
-                    let url = format!("{scheme}://{}:{}{}", s.host, s.port, plan.path);
-                    let r = one_run(h2load, s.pid, &url, (c, m), plan, work, hz)?;
-                    let cells = [
-                        r.rps(),
-                        r.cpu_us_per_req(),
-                        r.pct(r.server_cpu_s),
-                        r.pct(r.client_cpu_s),
-                        r.latency.p99_ms,
-                    ];
-                    rows.push(format!(
-                        "{},{},{c},{m},{},{:.1},{},{},{:.3},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{},{}",
+            for (run, s) in each_run(b) {
+                // Time for the previous run's connections to close (and, on the process
+                // model, their children to exit).
+                weft_fiber::sleep(Duration::from_millis(500));
+                let url = format!("{scheme}://{}:{}{}", s.host, s.port, plan.path);
+                let r = one_run(h2load, s.pid, &url, (c, m), plan, work, hz)?;
+                let cells = [
+                    r.rps(),
+                    r.cpu_us_per_req(),
+                    r.pct(r.server_cpu_s),
+                    r.pct(r.client_cpu_s),
+                    r.latency.p99_ms,
+                ];
+                rows.push(format!(
+                    "{},{},{c},{m},{},{:.1},{},{},{:.3},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{},{}",
+                    s.name,
+                    plan.over.name(),
+                    run + 1,
+                    cells[0],
+                    r.succeeded(),
+                    r.failed(),
+                    cells[1],
+                    cells[2],
+                    cells[3],
+                    r.latency.p50_ms,
+                    cells[4],
+                    r.latency.max_ms,
+                    r.window_s,
+                    r.summary.protocol.as_deref().unwrap_or("none"),
+                    r.status
+                ));
+                eprintln!(
+                    "  {} c={c} m={m} run {}: {:.0} req/s, {:.2} us CPU/req, p99 {:.2} ms, \
+                     client CPU {:.0}%{}",
+                    s.name,
+                    run + 1,
+                    cells[0],
+                    cells[1],
+                    cells[4],
+                    cells[3],
+                    if r.status == "ok" {
+                        String::new()
+                    } else {
+                        format!(", {}", r.status)
+                    }
+                );
+                if r.status != "ok" {
+                    flagged.push(format!(
+                        "{} c={c} m={m} run {}: {}",
                         s.name,
-                        plan.over.name(),
                         run + 1,
-                        cells[0],
-                        r.succeeded(),
-                        r.failed(),
-                        cells[1],
-                        cells[2],
-                        cells[3],
-                        r.latency.p50_ms,
-                        cells[4],
-                        r.latency.max_ms,
-                        r.window_s,
-                        r.summary.protocol.as_deref().unwrap_or("none"),
                         r.status
                     ));
-                    eprintln!(
-                        "  {} c={c} m={m} run {}: {:.0} req/s, {:.2} us CPU/req, p99 {:.2} ms, \
-                         client CPU {:.0}%{}",
-                        s.name,
-                        run + 1,
-                        cells[0],
-                        cells[1],
-                        cells[4],
-                        cells[3],
-                        if r.status == "ok" {
-                            String::new()
-                        } else {
-                            format!(", {}", r.status)
-                        }
-                    );
-                    if r.status != "ok" {
-                        flagged.push(format!(
-                            "{} c={c} m={m} run {}: {}",
-                            s.name,
-                            run + 1,
-                            r.status
-                        ));
+                }
+                if let Some(cipher) = &r.summary.cipher {
+                    if !ciphers.contains(cipher) {
+                        ciphers.push(cipher.clone());
                     }
-                    if let Some(cipher) = &r.summary.cipher {
-                        if !ciphers.contains(cipher) {
-                            ciphers.push(cipher.clone());
-                        }
-                    }
-                    let k = (s.name.clone(), c, m);
-                    for (name, v) in MEASURES.iter().zip(cells) {
-                        runs.entry(name)
-                            .or_default()
-                            .entry(k.clone())
-                            .or_default()
-                            .push(v);
-                    }
+                }
+                let k = (s.name.clone(), c, m);
+                for (name, v) in MEASURES.iter().zip(cells) {
+                    runs.entry(name)
+                        .or_default()
+                        .entry(k.clone())
+                        .or_default()
+                        .push(v);
                 }
             }
         }
@@ -1038,8 +944,7 @@ fn report(
     let names: Vec<&str> = b.servers.iter().map(|s| s.name.as_str()).collect();
     let med = |measure: &str, s: &str, c: usize, m: usize| {
         runs.get(measure)
-            .and_then(|r| r.get(&(s.to_string(), c, m)))
-            .map_or(f64::NAN, |v| median(v))
+            .map_or(f64::NAN, |r| harness::med(r, &(s.to_string(), c, m)))
     };
     let over = match plan.over {
         Over::Tls => format!(
@@ -1225,8 +1130,7 @@ fn report(
             writeln!(md, "- {f}")?;
         }
     }
-    fs::write(b.dir.join("median.csv"), csv)?;
-    fs::write(b.dir.join("report.md"), md)?;
+    harness::write_report(b, &csv, &md)?;
     Ok(())
 }
 

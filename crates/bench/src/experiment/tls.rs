@@ -22,13 +22,11 @@ use std::sync::Arc;
 
 use rustls::ClientConfig;
 
+use super::harness::{self, each_run, med, Env, Setup, BIND, MODELS};
 use super::*;
 use crate::client::{self, Conn, Deadlines};
 use crate::response::{ReadBuf, ResponseParser};
 use crate::tls::{self as tls_client, TlsOptions};
-
-/// weft's models, in the report's order.
-const MODELS: [&str; 4] = ["fiber", "thread", "process", "pipeline"];
 
 /// The page every request asks for (the fibers paper's 10,541 bytes, `weft fileset`).
 const PAGE: &str = "/haewelmann.html";
@@ -148,15 +146,8 @@ fn is_weft(s: &Server) -> bool {
 
 /// Starts `name` (a weft model, or `nginx`) with TLS on a free port; `Ok(None)` with a line
 /// on stderr when it is not installed, does not take `--https`, or does not come up.
-fn start_tls(
-    name: &str,
-    weft: &Path,
-    root: &Path,
-    work: &Path,
-    pin: bool,
-    (cert, key): (&Path, &Path),
-) -> io::Result<Option<Server>> {
-    let bind = std::net::Ipv4Addr::LOCALHOST;
+fn start_tls(name: &str, weft: &Path, root: &Path, env: &Env) -> io::Result<Option<Server>> {
+    let work = env.work;
     let port = free_port()?;
     let (program, args): (PathBuf, Vec<String>) = if name == "nginx" {
         let Some(p) = find_program("nginx") else {
@@ -167,9 +158,9 @@ fn start_tls(
         let text = NGINX_TLS_CONF
             .replace("PORT", &port.to_string())
             .replace("ROOT", &root.display().to_string())
-            .replace("ADDR", &bind.to_string())
-            .replace("CERT", &cert.display().to_string())
-            .replace("KEY", &key.display().to_string());
+            .replace("ADDR", &BIND.to_string())
+            .replace("CERT", &env.cert.display().to_string())
+            .replace("KEY", &env.key.display().to_string());
         fs::write(&conf, text)?;
         let prefix = work.display().to_string();
         (
@@ -182,64 +173,33 @@ fn start_tls(
             return Ok(None);
         }
         let conf = work.join(format!("{name}-tls.toml"));
-        fs::write(
-            &conf,
-            "[cache]\nenabled = true\n[limits]\nmax_connections = 20000\n",
-        )?;
-        (
-            weft.to_path_buf(),
-            vec![
-                "serve".into(),
-                "--config".into(),
-                conf.display().to_string(),
-                "--root".into(),
-                root.display().to_string(),
-                "--threads".into(),
-                "1".into(),
-                "--https".into(),
-                format!("{bind}:{port}={name}"),
-                // A plain listener of its own too, on another free port: no model falls back
-                // to the default listen address, which the four would share.
-                "--listen".into(),
-                format!("{bind}:{}={name}", free_port()?),
-                "--tls-cert".into(),
-                cert.display().to_string(),
-                "--tls-key".into(),
-                key.display().to_string(),
-            ],
-        )
+        fs::write(&conf, harness::CONFIG)?;
+        let mut args = harness::serve_args(&conf, root);
+        args.extend(harness::https_args(name, port, (env.cert, env.key))?);
+        (weft.to_path_buf(), args)
     };
     let log_path = work.join(format!("{name}-tls.log"));
-    let log = fs::File::create(&log_path)?;
-    let child = match server_command(&program, &args, log, pin)?.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("# {name}: cannot start {}: {e}; skipped", program.display());
-            return Ok(None);
-        }
-    };
-    let mut server = Server {
-        name: name.to_string(),
-        host: bind,
+    harness::launch(
+        name,
+        &program,
+        &args,
         port,
-        pid: child.id(),
-        child,
-    };
-    let listening = wait_listening(&mut server, |status| {
-        let log = fs::read_to_string(&log_path).unwrap_or_default();
-        if name != "nginx" && log.contains("--https") {
-            eprintln!(
-                "# {name}: this weft binary does not take --https (HTTPS is not in this \
-                 build); skipped"
-            );
-        } else {
-            eprintln!(
-                "# {name}: exited ({status}) before listening; see {}; skipped",
-                log_path.display()
-            );
-        }
-    });
-    Ok(listening.then_some(server))
+        &log_path,
+        env.pin,
+        |status, log| {
+            if name != "nginx" && log.contains("--https") {
+                eprintln!(
+                    "# {name}: this weft binary does not take --https (HTTPS is not in this \
+                     build); skipped"
+                );
+            } else {
+                eprintln!(
+                    "# {name}: exited ({status}) before listening; see {}; skipped",
+                    log_path.display()
+                );
+            }
+        },
+    )
 }
 
 fn https_url(s: &Server) -> String {
@@ -325,8 +285,8 @@ fn idle_rss(
 /// Median over runs for `(server, key)`.
 type Runs = BTreeMap<(String, &'static str), Vec<f64>>;
 
-fn med(m: &Runs, s: &str, k: &'static str) -> f64 {
-    median(m.get(&(s.to_string(), k)).map_or(&[][..], |v| v))
+fn med_of(m: &Runs, s: &str, k: &'static str) -> f64 {
+    med(m, &(s.to_string(), k))
 }
 
 /// A ratio for the report, or "n/a" when either side is missing.
@@ -349,18 +309,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     let dir = out_dir(&a);
     check_overwrite(&dir, a.quick)?;
     let weft = weft_binary(&a);
-    let root = fs::canonicalize(&a.root)
-        .or_else(|_| fs::create_dir_all(&a.root).and_then(|()| fs::canonicalize(&a.root)))?;
-    if weft.is_file() {
-        let status = Command::new(&weft).arg("fileset").arg(&root).output()?;
-        if !status.status.success() {
-            return Err(io::Error::other(format!(
-                "weft fileset: {}",
-                String::from_utf8_lossy(&status.stderr)
-            ))
-            .into());
-        }
-    }
+    let root = harness::fileset_root(&a.root, &weft)?;
     if !root.join(PAGE.trim_start_matches('/')).is_file() {
         return Err(BadInput(format!(
             "{}: no {PAGE} (weft fileset writes it; no weft binary at {})",
@@ -372,29 +321,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.link.is_some() {
         return Err(BadInput("experiment tls: --link is not supported".into()).into());
     }
-    let work = std::env::temp_dir().join(format!("weft-experiment-tls-{}", std::process::id()));
-    fs::create_dir_all(&work)?;
-    let r = run_in(&a, dir, &weft, &root, &work);
-    let _ = fs::remove_dir_all(&work);
-    r
-}
-
-fn run_in(
-    a: &ExperimentArgs,
-    dir: PathBuf,
-    weft: &Path,
-    root: &Path,
-    work: &Path,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let (cert, key) = write_certificate(work)?;
     raise_nofile();
-    let ncores = cores();
-    let pin = ncores >= 2;
-    if pin {
-        crate::cluster::pin_self(&[1])?;
-    } else {
-        eprintln!("# one core: server and client share it (no pinning)");
-    }
     let mut names: Vec<&str> = MODELS.to_vec();
     names.push("nginx");
     if !a.servers.is_empty() {
@@ -405,47 +332,18 @@ fn run_in(
         }
         names.retain(|n| a.servers.iter().any(|s| s == n));
     }
-    let mut servers = Vec::new();
-    for name in names {
-        if let Some(s) = start_tls(name, weft, root, work, pin, (&cert, &key))? {
-            servers.push(s);
-        }
-    }
-    if servers.is_empty() {
-        return Err(io::Error::other("no server could be started").into());
-    }
-    eprintln!(
-        "# tls: servers {}",
-        servers
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let machine = format!(
-        "{ncores} cores{}",
-        if pin {
-            ", server on core 0, client on core 1"
-        } else {
-            ""
-        }
-    );
-    mark(&dir, a.quick)?;
-    let b = Bench {
-        servers,
+    Setup {
+        a: &a,
+        root: &root,
+        names,
         runs: a.runs.unwrap_or(if a.quick { 1 } else { 5 }).max(1),
-        quick: a.quick,
-        dir,
-        root: root.to_path_buf(),
-        machine,
-    };
-    let r = measure(&b, &cert);
-    let quick = b.quick;
-    let report = b.dir.join("report.md");
-    drop(b);
-    r?;
-    say_wrote(&report, quick);
-    Ok(())
+        client: "client",
+    }
+    .run(
+        |name, env| start_tls(name, &weft, &root, env),
+        |list| format!("# tls: servers {list}"),
+        |b, env| measure(b, env.cert),
+    )
 }
 
 fn measure(b: &Bench, cert: &Path) -> Result<(), Box<dyn std::error::Error>> {
@@ -480,49 +378,47 @@ fn measure(b: &Bench, cert: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let mut cpu: Runs = BTreeMap::new();
     let mut util: Runs = BTreeMap::new();
     for (i, sc) in SCENARIOS.iter().enumerate() {
-        for run in 0..b.runs {
-            for s in order(b, run) {
-                let cfg = LoadConfig {
-                    targets: vec![target(s, i, !sc.keepalive)?],
-                    connections: CONNECTIONS,
-                    threads: 1,
-                    stop: Stop::Duration(Duration::from_secs(secs)),
-                    rate: None,
-                    keepalive: sc.keepalive,
-                    timeout: Duration::from_secs(10),
-                    progress: false,
-                };
-                let before = procstat::sample(s.pid)?;
-                let r = load::run(&cfg)?;
-                let after = procstat::sample(s.pid)?;
-                let n = r.recorder.requests;
-                let sc_cpu = procstat::ServerCpu::between(s.pid, before, after, n, hz);
-                let x = n as f64 / r.elapsed.as_secs_f64().max(1e-9);
-                let errors = r.recorder.errors.total();
-                rows.push(format!(
-                    "{},{},{},{x:.1},{:.2},{:.1},{},{errors}",
-                    s.name,
-                    sc.key,
-                    run + 1,
-                    sc_cpu.cpu_us_per_request,
-                    sc_cpu.utilization_pct,
-                    r.connects
-                ));
-                eprintln!(
-                    "  {} {} run {}: {x:.0} req/s, {:.1} us CPU/req, {} connections, {errors} errors",
-                    s.name,
-                    sc.key,
-                    run + 1,
-                    sc_cpu.cpu_us_per_request,
-                    r.connects
-                );
-                let k = (s.name.clone(), sc.key);
-                rps.entry(k.clone()).or_default().push(x);
-                cpu.entry(k.clone())
-                    .or_default()
-                    .push(sc_cpu.cpu_us_per_request);
-                util.entry(k).or_default().push(sc_cpu.utilization_pct);
-            }
+        for (run, s) in each_run(b) {
+            let cfg = LoadConfig {
+                targets: vec![target(s, i, !sc.keepalive)?],
+                connections: CONNECTIONS,
+                threads: 1,
+                stop: Stop::Duration(Duration::from_secs(secs)),
+                rate: None,
+                keepalive: sc.keepalive,
+                timeout: Duration::from_secs(10),
+                progress: false,
+            };
+            let before = procstat::sample(s.pid)?;
+            let r = load::run(&cfg)?;
+            let after = procstat::sample(s.pid)?;
+            let n = r.recorder.requests;
+            let sc_cpu = procstat::ServerCpu::between(s.pid, before, after, n, hz);
+            let x = n as f64 / r.elapsed.as_secs_f64().max(1e-9);
+            let errors = r.recorder.errors.total();
+            rows.push(format!(
+                "{},{},{},{x:.1},{:.2},{:.1},{},{errors}",
+                s.name,
+                sc.key,
+                run + 1,
+                sc_cpu.cpu_us_per_request,
+                sc_cpu.utilization_pct,
+                r.connects
+            ));
+            eprintln!(
+                "  {} {} run {}: {x:.0} req/s, {:.1} us CPU/req, {} connections, {errors} errors",
+                s.name,
+                sc.key,
+                run + 1,
+                sc_cpu.cpu_us_per_request,
+                r.connects
+            );
+            let k = (s.name.clone(), sc.key);
+            rps.entry(k.clone()).or_default().push(x);
+            cpu.entry(k.clone())
+                .or_default()
+                .push(sc_cpu.cpu_us_per_request);
+            util.entry(k).or_default().push(sc_cpu.utilization_pct);
         }
     }
     write_rows(
@@ -629,22 +525,22 @@ fn report(
         let mut nums = Vec::new();
         for sc in SCENARIOS {
             let (x, u, p) = (
-                med(rps, s, sc.key),
-                med(cpu, s, sc.key),
-                med(util, s, sc.key),
+                med_of(rps, s, sc.key),
+                med_of(cpu, s, sc.key),
+                med_of(util, s, sc.key),
             );
             nums.push(format!("{x:.1},{u:.2}"));
             cells.push(format!("{x:.0} ({u:.1}, {p:.0}%)"));
         }
-        let m = med(idle, s, "idle");
+        let m = med_of(idle, s, "idle");
         writeln!(csv, "{s},{},{m:.0}", nums.join(","))?;
         writeln!(md, "| {s} | {} | {m:.0} |", cells.join(" | "))?;
     }
-    let nginx = |k| med(cpu, "nginx", k);
-    let fiber = |k| med(cpu, "fiber", k);
+    let nginx = |k| med_of(cpu, "nginx", k);
+    let fiber = |k| med_of(cpu, "fiber", k);
     let ka = ratio(fiber("keepalive"), nginx("keepalive"));
     let hs = ratio(fiber("handshake"), nginx("handshake"));
-    let idle_fiber = Some(med(idle, "fiber", "idle")).filter(|v| v.is_finite());
+    let idle_fiber = Some(med_of(idle, "fiber", "idle")).filter(|v| v.is_finite());
     let show = |r: Option<f64>, unit: &str| r.map_or("n/a".into(), |v| format!("{v:.2}{unit}"));
     writeln!(
         md,
@@ -714,8 +610,7 @@ fn report(
         "bytes",
         bars,
     )?);
-    fs::write(b.dir.join("median.csv"), csv)?;
-    fs::write(b.dir.join("report.md"), md)?;
+    harness::write_report(b, &csv, &md)?;
     Ok(())
 }
 
