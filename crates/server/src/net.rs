@@ -90,6 +90,9 @@ fn body_sent(off: usize, a: &[u8]) -> u64 {
     off.saturating_sub(a.len()) as u64
 }
 
+/// How often [`Transport::read_or`]'s default looks at its wake-up.
+pub(crate) const WAKE_POLL: Duration = Duration::from_millis(2);
+
 /// A bidirectional byte stream with timeouts and a zero-copy file path.
 pub trait Transport: Read + Write {
     /// Bounds the next reads: a read that waits longer fails with `WouldBlock` or `TimedOut`.
@@ -103,6 +106,35 @@ pub trait Transport: Read + Write {
     /// default: a transport that cannot wait cheaply) hands the connection back to be parked.
     fn linger(&mut self, _period: Duration) -> bool {
         false
+    }
+
+    /// As `read`, but a wait for bytes also ends, with `ErrorKind::Interrupted`, once `wake`
+    /// has fired, and with `TimedOut` after `timeout`: for a connection that waits on its
+    /// client and on work of its own at once (HTTP/2 streams whose handlers run elsewhere).
+    /// The caller re-arms `wake` before it looks for that work. The default, for a transport
+    /// that cannot wait on both, reads in slices of [`WAKE_POLL`] and looks at `wake` between
+    /// them; the sockets of the fiber, thread and pipeline models wait on both at once.
+    fn read_or(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        wake: &weft_fiber::sync::Interrupt,
+    ) -> io::Result<usize> {
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            if wake.is_fired() {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            self.set_read_timeout(Some(left.min(WAKE_POLL)))?;
+            match self.read(buf) {
+                Err(e) if timed_out(&e) => {}
+                r => return r,
+            }
+        }
     }
 
     /// Writes all of `head`, hinting that more data follows at once (a body), so the kernel
@@ -269,6 +301,33 @@ impl Transport for BlockingStream {
             self.write_timeout = timeout;
         }
         Ok(())
+    }
+
+    fn read_or(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        wake: &weft_fiber::sync::Interrupt,
+    ) -> io::Result<usize> {
+        let fd = self.inner.as_raw_fd();
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            // The socket first: what is there is read whether or not `wake` fired.
+            match socket::recv_nowait(fd, buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+            if wake.is_fired() {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            let also = wake.eventfd()?.as_raw_fd();
+            poll::poll_fd_or(fd, poll::POLLIN, Some(also), Some(left))?;
+        }
     }
 
     fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {

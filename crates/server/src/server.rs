@@ -162,7 +162,7 @@ impl ServerBuilder {
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         }
         let workers = cfg.threads.unwrap_or_else(default_workers).max(1);
-        let app = Arc::new(App::new(cfg, self.routes)?);
+        let app = App::new(cfg, self.routes)?.into_shared();
         let mut bound = Vec::new();
         for l in listens {
             // The fiber model gives each worker its own SO_REUSEPORT socket on the same port.

@@ -62,6 +62,24 @@ pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     })
 }
 
+/// `recv(2)` that never blocks (`MSG_DONTWAIT`, whatever the socket's mode): `WouldBlock`
+/// when nothing is there.
+pub fn recv_nowait(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: as in `recv`: the kernel writes at most `buf.len()` bytes into the slice we
+    // borrow mutably, and no address (both pointers null).
+    cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_recvfrom,
+            fd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut::<libc::sockaddr>(),
+            std::ptr::null_mut::<libc::socklen_t>(),
+        )
+    })
+}
+
 /// `send(2)` with `MSG_NOSIGNAL`: a peer that went away is `EPIPE`, not a process-wide SIGPIPE.
 pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     send_flags(fd, buf, 0)
@@ -198,6 +216,19 @@ mod tests {
         let e = recv(fd.as_raw_fd(), &mut buf).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         assert!(accept(-1).is_err());
+    }
+
+    #[test]
+    fn recv_nowait_never_waits_on_a_blocking_socket() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut buf = [0u8; 8];
+        let e = recv_nowait(b.as_raw_fd(), &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(send(a.as_raw_fd(), b"hi").unwrap(), 2);
+        assert_eq!(recv_nowait(b.as_raw_fd(), &mut buf).unwrap(), 2);
+        assert_eq!(&buf[..2], b"hi");
+        drop(a);
+        assert_eq!(recv_nowait(b.as_raw_fd(), &mut buf).unwrap(), 0, "the end");
     }
 
     #[test]

@@ -149,6 +149,16 @@ impl<T: Transport> Transport for Gather<'_, T> {
         self.inner.set_write_timeout(timeout)
     }
 
+    fn read_or(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        wake: &weft_fiber::sync::Interrupt,
+    ) -> io::Result<usize> {
+        self.flush_gathered()?;
+        self.inner.read_or(buf, timeout, wake)
+    }
+
     fn linger(&mut self, period: Duration) -> bool {
         self.flush_gathered().is_ok() && self.inner.linger(period)
     }

@@ -8,10 +8,15 @@
 //! metrics; the head is marked [`Version::Http2`]. Its body is read whole first, within
 //! `limits.max_body` and flow control, and handed to the handler as a body of known length.
 //!
-//! Streams are served in the connection's own flow of control: each request's handler runs
-//! when its body is whole, and the responses' bodies go out interleaved, as flow control lets
-//! them, in turns of at most [`TURN_BYTES`] per stream. A handler that blocks (a slow CGI
-//! script) holds the connection's other streams meanwhile (ARCHITECTURE.md, "HTTP/2").
+//! Each request's handler runs when its body is whole, and the responses' bodies go out
+//! interleaved, as flow control lets them, in turns of at most [`TURN_BYTES`] per stream. A
+//! handler that answers from memory or files (static files, the response cache, weft's own
+//! routes) runs in the connection's own flow of control. One that may wait on another process
+//! (CGI, the proxy, an embedder's route: `App::may_block`) runs away from it, on a fiber of
+//! its own in the fiber model and on a thread of its own elsewhere ([`Away`]), and a streamed
+//! body it answers with is read there too; the connection meanwhile waits on its socket *or*
+//! on their wake-up (`Transport::read_or`), so a slow script holds only its own stream
+//! (ARCHITECTURE.md, "HTTP/2").
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering::Relaxed;
@@ -19,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use weft_fiber::sync::{bounded, Interrupt, Receiver, Sender, TryRecvError};
 use weft_http::h2::{self, Connection, ErrorCode, Event, RequestHead2, StreamId};
 use weft_http::{Method, Parser, Version};
 
@@ -38,6 +44,13 @@ const TURN_BYTES: usize = 64 * 1024;
 const WRITE_BATCH: usize = 256 * 1024;
 /// Bytes read from the socket at once.
 const READ_CHUNK: usize = 16 * 1024;
+/// Handlers one connection runs on threads of their own at once (outside the fiber model,
+/// where a thread is dear); a request past them runs in the connection's flow of control.
+const AWAY_THREADS: usize = 16;
+/// Bytes of a streamed body read away per piece, and pieces queued for the connection: what
+/// a stream's producer may run ahead of its client.
+const PIECE_BYTES: usize = 16 * 1024;
+const PIECES: usize = 4;
 
 /// The HTTP/2 settings and limits of `app`'s configuration.
 pub(crate) fn settings(app: &App) -> h2::Config {
@@ -83,6 +96,8 @@ struct Outgoing {
     reset_after: bool,
     /// Since when its turns found its window shut.
     stalled: Option<Instant>,
+    /// Its last turn stopped because its producer (a handler away) had nothing yet.
+    waiting: bool,
     /// Its request's clock readings, and when its head was framed (`[timing]`).
     times: Times,
     head_out: Option<Instant>,
@@ -100,8 +115,159 @@ enum Source {
         reader: Box<dyn Read + Send>,
         left: Option<u64>,
     },
+    /// A streamed body read by its handler's fiber or thread ([`pipe`]).
+    Piped(Receiver<Piece>),
     /// Every byte framed, END_STREAM included.
     Done,
+}
+
+/// What a handler away hands back of a streamed body.
+enum Piece {
+    Data(Vec<u8>),
+    /// The whole body went (its declared length, if it had one, checked).
+    End,
+    Failed(io::Error),
+}
+
+/// The handlers of one connection that run away from its flow of control (`App::may_block`),
+/// and what they hand back.
+struct Away {
+    /// Fired whenever something is handed back; the connection's reads end at it.
+    wake: Interrupt,
+    done: Mutex<Vec<Finished>>,
+}
+
+/// A handler away, done: its answer, or `None` if it never gave one (it panicked, or its
+/// fiber or thread could not start).
+struct Finished {
+    id: StreamId,
+    answer: Option<Box<Answer>>,
+}
+
+struct Answer {
+    req: Request,
+    resp: Response,
+    times: Times,
+    /// The pieces of a streamed body, and its length if known.
+    piped: Option<(Receiver<Piece>, Option<u64>)>,
+}
+
+/// A handler's claim to hand back its stream: handed back with [`Ticket::answer`], or as
+/// unanswered when dropped without (a panic unwinding, a job never run), so the connection
+/// never waits for a stream nobody serves.
+struct Ticket {
+    away: Arc<Away>,
+    id: StreamId,
+    answered: bool,
+}
+
+impl Ticket {
+    fn hand_back(&self, answer: Option<Box<Answer>>) {
+        let id = self.id;
+        self.away
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Finished { id, answer });
+        self.away.wake.fire();
+    }
+
+    fn answer(mut self, answer: Answer) -> Arc<Away> {
+        self.answered = true;
+        self.hand_back(Some(Box::new(answer)));
+        self.away.clone()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.hand_back(None);
+        }
+    }
+}
+
+/// A handler that may block, run away from its connection: the response, and a streamed
+/// body's pieces after it.
+fn run_away(app: Arc<App>, ticket: Ticket, req: Request, body: Vec<u8>, mut times: Times) {
+    let mut rbuf = ReadBuf::new(0);
+    if !body.is_empty() {
+        rbuf.push(&body);
+    }
+    drop(body);
+    let mut keep_alive = false;
+    let limits = app.cfg.limits.http();
+    let mut resp = super::handle(
+        &mut NoSocket,
+        &mut rbuf,
+        &app,
+        &req,
+        &limits,
+        &mut times,
+        &mut keep_alive,
+    );
+    let s = match std::mem::take(&mut resp.body) {
+        Body::Stream(s) => s,
+        body => {
+            // Not streamed: framed from memory or a file by the connection, as any response.
+            resp.body = body;
+            return drop(ticket.answer(Answer {
+                req,
+                resp,
+                times,
+                piped: None,
+            }));
+        }
+    };
+    let len = s.known_len();
+    let mut reader = s.into_reader();
+    let (tx, rx) = bounded(PIECES);
+    let away = ticket.answer(Answer {
+        req,
+        resp,
+        times,
+        piped: Some((rx, len)),
+    });
+    pipe(&mut *reader, len, &tx, &away.wake);
+}
+
+/// Reads a streamed body (`len` bytes, or to its end) in pieces for the connection, as its
+/// client takes them (at most [`PIECES`] ahead); stops when the stream is gone.
+fn pipe(reader: &mut dyn Read, len: Option<u64>, tx: &Sender<Piece>, wake: &Interrupt) {
+    let mut left = len;
+    loop {
+        let piece = if left == Some(0) {
+            Piece::End
+        } else {
+            let want = left.map_or(PIECE_BYTES, |l| (l as usize).min(PIECE_BYTES));
+            let mut buf = vec![0u8; want];
+            match reader.read(&mut buf) {
+                Ok(0) if left.is_none() => Piece::End,
+                Ok(0) => Piece::Failed(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the body ended before its length",
+                )),
+                Ok(n) => {
+                    buf.truncate(n);
+                    if let Some(l) = &mut left {
+                        *l -= n as u64;
+                    }
+                    Piece::Data(buf)
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => Piece::Failed(e),
+            }
+        };
+        let last = !matches!(piece, Piece::Data(_));
+        if tx.send(piece).is_err() {
+            // The stream ended (reset, or the connection went): the rest is not wanted.
+            return;
+        }
+        wake.fire();
+        if last {
+            return;
+        }
+    }
 }
 
 /// A request whose body is still arriving.
@@ -115,6 +281,8 @@ struct Incoming {
 
 enum State {
     Receiving(Incoming),
+    /// Its handler runs away ([`Away`]); its answer comes back through [`Driver::collect`].
+    Running,
     /// Answered before its body ended (413): the rest of the body is dropped.
     Discarding,
     Sending(Box<Outgoing>),
@@ -252,6 +420,8 @@ fn run<T: Transport>(
         info,
         stalled_since: None,
         park: false,
+        away: None,
+        away_threads: 0,
     };
     let mut buf = buf;
     let result = drive(&mut d, &mut buf, stream, early, on_idle);
@@ -309,6 +479,7 @@ fn drive<T: Transport>(
             d.parked.conn.go_away();
             d.parked.going_away = true;
         }
+        d.collect();
         let more = d.pump();
         if !d.flush(stream) {
             d.cut_all("the client stopped reading");
@@ -336,18 +507,28 @@ fn drive<T: Transport>(
                 return Ok(Served::Idle);
             }
             t.keepalive
-        } else if d.sending() {
+        } else if d.window_shut() {
             let since = *d.stalled_since.get_or_insert(now);
             t.send.saturating_sub(now - since)
-        } else {
+        } else if d.receiving() {
             t.body_read
+        } else {
+            // Only handlers away and their bodies are awaited: the client owes nothing.
+            t.keepalive
         };
         if wait.is_zero() {
             d.timed_out(stream);
             return Ok(Served::Closed);
         }
-        stream.set_read_timeout(Some(wait))?;
-        match stream.read(buf) {
+        let got = match &d.away {
+            // Some handler may hand back work: its wake-up ends the wait too.
+            Some(away) => stream.read_or(buf, wait, &away.wake),
+            None => {
+                stream.set_read_timeout(Some(wait))?;
+                stream.read(buf)
+            }
+        };
+        match got {
             Ok(0) => {
                 if app.shutdown.is_set() && d.streams.is_empty() {
                     // Shutdown closed the read side of this idle connection: GOAWAY tells
@@ -368,6 +549,9 @@ fn drive<T: Transport>(
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if crate::net::timed_out(&e) => {
+                if d.owes_nothing() {
+                    continue;
+                }
                 d.timed_out(stream);
                 return Ok(Served::Closed);
             }
@@ -399,6 +583,10 @@ struct Driver<'a> {
     stalled_since: Option<Instant>,
     /// The connection fell idle: `run` parks its state.
     park: bool,
+    /// Made when the first handler runs away ([`Driver::send_away`]).
+    away: Option<Arc<Away>>,
+    /// Handlers away on threads of their own, not yet handed back.
+    away_threads: usize,
 }
 
 impl Driver<'_> {
@@ -419,10 +607,132 @@ impl Driver<'_> {
         true
     }
 
-    fn sending(&self) -> bool {
+    /// Whether a response in progress waits on the client's flow-control window.
+    fn window_shut(&self) -> bool {
         self.streams
             .iter()
-            .any(|s| matches!(s.state, State::Sending(_)))
+            .any(|s| matches!(&s.state, State::Sending(out) if out.stalled.is_some()))
+    }
+
+    fn receiving(&self) -> bool {
+        self.streams
+            .iter()
+            .any(|s| matches!(s.state, State::Receiving(_)))
+    }
+
+    /// Streams are open, but each waits on this side (a handler away, a body being read
+    /// away): a quiet client is not late.
+    fn owes_nothing(&self) -> bool {
+        !self.streams.is_empty() && !self.window_shut() && !self.receiving()
+    }
+
+    /// Takes what the handlers away have handed back: each answer's head framed (its body
+    /// then goes out as any other's), each stream reset meanwhile logged as cut.
+    fn collect(&mut self) {
+        let Some(away) = &self.away else {
+            return;
+        };
+        // Before the look: a hand-back after this fires again, so none is missed.
+        away.wake.rearm();
+        let done = std::mem::take(&mut *away.done.lock().unwrap_or_else(|e| e.into_inner()));
+        let in_fiber = weft_fiber::in_fiber();
+        for f in done {
+            if !in_fiber {
+                self.away_threads -= 1;
+            }
+            let live = self
+                .find(f.id)
+                .filter(|&i| matches!(self.streams[i].state, State::Running));
+            match (live, f.answer) {
+                (Some(i), Some(answer)) => {
+                    self.streams.swap_remove(i);
+                    let Answer {
+                        req,
+                        resp,
+                        times,
+                        piped,
+                    } = *answer;
+                    self.times = times;
+                    self.respond_with(f.id, Some(req), resp, piped);
+                }
+                (Some(i), None) => {
+                    self.streams.swap_remove(i);
+                    log::error!(
+                        "{}: 500 HTTP/2 stream {}: its handler ended without an answer",
+                        self.info.peer,
+                        f.id
+                    );
+                    self.respond(f.id, None, Response::error(500));
+                }
+                (None, Some(answer)) => {
+                    super::log_cut(
+                        self.app,
+                        self.info.peer,
+                        Some(&answer.req),
+                        answer.resp.status,
+                        0,
+                        &"the client reset the stream",
+                    );
+                    self.info.listener.response(answer.resp.status, 0);
+                    self.info.listener.h2_requests.fetch_add(1, Relaxed);
+                }
+                (None, None) => {}
+            }
+        }
+    }
+
+    /// Runs the handler of `req` away from the connection ([`Away`]) when it may block and
+    /// a fiber or thread can take it; gives the request back otherwise.
+    fn send_away(
+        &mut self,
+        id: StreamId,
+        req: Request,
+        body: Vec<u8>,
+        times: Times,
+    ) -> Option<(Request, Vec<u8>, Times)> {
+        let in_fiber = weft_fiber::in_fiber();
+        if !self.app.may_block(&req) || (!in_fiber && self.away_threads >= AWAY_THREADS) {
+            return Some((req, body, times));
+        }
+        let Some(app) = self.app.shared() else {
+            return Some((req, body, times));
+        };
+        let away = self
+            .away
+            .get_or_insert_with(|| {
+                Arc::new(Away {
+                    wake: Interrupt::new(),
+                    done: Mutex::new(Vec::new()),
+                })
+            })
+            .clone();
+        let ticket = Ticket {
+            away,
+            id,
+            answered: false,
+        };
+        let job = move || run_away(app, ticket, req, body, times);
+        self.streams.push(Stream {
+            id,
+            state: State::Running,
+        });
+        if in_fiber {
+            // Detached: the ticket hands back its end, whatever it is.
+            drop(weft_fiber::spawn(job));
+        } else {
+            self.away_threads += 1;
+            let spawned = std::thread::Builder::new()
+                .name("weft-h2-stream".into())
+                .spawn(job);
+            if let Err(e) = spawned {
+                // The job (and its ticket) dropped unrun: handed back as unanswered.
+                log::error!(
+                    "{}: cannot start a thread for a stream: {e}",
+                    self.info.peer
+                );
+            }
+        }
+        None
     }
 
     /// Takes the connection's events: new requests, body bytes, resets.
@@ -520,7 +830,7 @@ impl Driver<'_> {
                                 self.streams.swap_remove(i);
                             }
                         }
-                        State::Sending(_) => self.parked.conn.release(id, n),
+                        State::Sending(_) | State::Running => self.parked.conn.release(id, n),
                     }
                 }
                 Event::Trailers { id } => {
@@ -538,6 +848,7 @@ impl Driver<'_> {
                 }
                 Event::Reset { id, .. } => {
                     if let Some(i) = self.find(id) {
+                        // A handler away hands back into nothing: `collect` logs it.
                         let s = self.streams.swap_remove(i);
                         if let State::Sending(out) = s.state {
                             self.finish(out, Some("the client reset the stream"));
@@ -617,7 +928,7 @@ impl Driver<'_> {
         let body = std::mem::take(&mut inc.body);
         let req = self.request(&head, body.len() as u64);
         self.parked.conn.recycle(head);
-        let req = match req {
+        let mut req = match req {
             Ok(req) => req,
             Err(status) => {
                 // Logged as a head refused before it was read, with the line it made.
@@ -631,14 +942,21 @@ impl Driver<'_> {
         let resp = match super::redirect(self.app, self.info, &req, &mut keep_alive) {
             Some(r) => r,
             None => {
-                let mut rbuf = ReadBuf::new(0);
-                if !body.is_empty() {
-                    rbuf.push(&body);
-                }
                 let times = &mut inc.times;
                 if let Some(head) = times.head {
                     // The body's wait, from the HEADERS to its end.
                     times.add_body_wait(head.elapsed());
+                }
+                let times = std::mem::take(times);
+                let Some((back, body, times)) = self.send_away(id, req, body, times) else {
+                    return;
+                };
+                req = back;
+                inc.times = times;
+                let times = &mut inc.times;
+                let mut rbuf = ReadBuf::new(0);
+                if !body.is_empty() {
+                    rbuf.push(&body);
                 }
                 super::handle(
                     &mut NoSocket,
@@ -673,7 +991,19 @@ impl Driver<'_> {
     }
 
     /// Frames the head of `resp` on stream `id` and queues its body.
-    fn respond(&mut self, id: StreamId, req: Option<Request>, mut resp: Response) {
+    fn respond(&mut self, id: StreamId, req: Option<Request>, resp: Response) {
+        self.respond_with(id, req, resp, None);
+    }
+
+    /// As [`Driver::respond`]; `piped`: the body is streamed by the handler's fiber or
+    /// thread ([`pipe`]), with its length if known.
+    fn respond_with(
+        &mut self,
+        id: StreamId,
+        req: Option<Request>,
+        mut resp: Response,
+        piped: Option<(Receiver<Piece>, Option<u64>)>,
+    ) {
         let head_only = req.as_ref().is_some_and(|r| r.method() == Method::Head);
         let mut fields = std::mem::take(&mut self.fields);
         fields.clear();
@@ -703,15 +1033,17 @@ impl Driver<'_> {
                 }
                 fields.push_lines(extra);
                 if !no_body {
-                    let len = match &body {
-                        Body::Stream(s) => s.known_len(),
-                        other => Some(other.len()),
+                    let len = match (&piped, &body) {
+                        (Some((_, len)), _) => *len,
+                        (None, Body::Stream(s)) => s.known_len(),
+                        (None, other) => Some(other.len()),
                     };
                     if let Some(len) = len {
                         fields.push_decimal(b"content-length", len);
                     }
                 }
                 match body {
+                    _ if piped.is_some() => Source::Piped(piped.expect("checked").0),
                     Body::Empty => Source::Done,
                     Body::Bytes(b) => Source::Bytes(b),
                     Body::File { file, offset, len } => Source::File {
@@ -770,6 +1102,7 @@ impl Driver<'_> {
             sent: 0,
             reset_after: false,
             stalled: None,
+            waiting: false,
             head_out: times.head.map(|_| Instant::now()),
             times,
         };
@@ -808,7 +1141,8 @@ impl Driver<'_> {
             batch += (out.sent - before) as usize;
             progressed |= out.sent > before;
             match result {
-                Ok(false) if out.sent > before => {
+                // Progress, or a producer away with nothing yet: not the client's doing.
+                Ok(false) if out.sent > before || out.waiting => {
                     out.stalled = None;
                     i += 1;
                 }
@@ -920,7 +1254,7 @@ impl Driver<'_> {
     fn timed_out<T: Transport>(&mut self, stream: &mut T) {
         if self.streams.is_empty() {
             self.parked.conn.go_away();
-        } else if self.sending() {
+        } else if self.window_shut() {
             self.cut_all("the client did not open its window within timeouts.send");
         } else {
             log::info!(
@@ -941,6 +1275,7 @@ impl Driver<'_> {
 /// once all of it (END_STREAM) went.
 fn turn(conn: &mut Connection, id: StreamId, out: &mut Outgoing) -> io::Result<bool> {
     let mut budget = TURN_BYTES;
+    out.waiting = false;
     loop {
         let cap = conn.send_capacity(id).min(budget);
         if cap == 0 {
@@ -966,7 +1301,10 @@ fn turn(conn: &mut Connection, id: StreamId, out: &mut Outgoing) -> io::Result<b
         if out.chunk_at == out.chunk.len() {
             out.chunk.clear();
             out.chunk_at = 0;
-            fill(&mut out.source, &mut out.chunk, TURN_BYTES)?;
+            if !fill(&mut out.source, &mut out.chunk, TURN_BYTES)? {
+                out.waiting = true;
+                return Ok(false);
+            }
         }
         let rest = &out.chunk[out.chunk_at..];
         let n = cap.min(rest.len());
@@ -985,9 +1323,24 @@ fn turn(conn: &mut Connection, id: StreamId, out: &mut Outgoing) -> io::Result<b
 }
 
 /// Reads up to `max` more body bytes from a file or reader into `chunk`; the source becomes
-/// [`Source::Done`] once it has given its last byte.
-fn fill(source: &mut Source, chunk: &mut Vec<u8>, max: usize) -> io::Result<()> {
+/// [`Source::Done`] once it has given its last byte. False: a piped source has nothing yet.
+fn fill(source: &mut Source, chunk: &mut Vec<u8>, max: usize) -> io::Result<bool> {
     match source {
+        Source::Piped(rx) => match rx.try_recv() {
+            Ok(Piece::Data(data)) => {
+                *chunk = data;
+                Ok(true)
+            }
+            Ok(Piece::End) => {
+                *source = Source::Done;
+                Ok(true)
+            }
+            Ok(Piece::Failed(e)) => Err(e),
+            Err(TryRecvError::Empty) => Ok(false),
+            Err(TryRecvError::Disconnected) => {
+                Err(io::Error::other("the handler ended before its body's end"))
+            }
+        },
         Source::File { file, pos, end } => {
             use std::os::unix::fs::FileExt;
             let want = (*end - *pos).min(max as u64) as usize;
@@ -1010,7 +1363,7 @@ fn fill(source: &mut Source, chunk: &mut Vec<u8>, max: usize) -> io::Result<()> 
             if *pos == *end {
                 *source = Source::Done;
             }
-            Ok(())
+            Ok(true)
         }
         Source::Read { reader, left } => {
             let want = left.map_or(max, |l| (l as usize).min(max));
@@ -1020,7 +1373,7 @@ fn fill(source: &mut Source, chunk: &mut Vec<u8>, max: usize) -> io::Result<()> 
                     Ok(0) if want == 0 || left.is_none() => {
                         chunk.clear();
                         *source = Source::Done;
-                        return Ok(());
+                        return Ok(true);
                     }
                     Ok(0) => {
                         return Err(io::Error::new(
@@ -1036,7 +1389,7 @@ fn fill(source: &mut Source, chunk: &mut Vec<u8>, max: usize) -> io::Result<()> 
                                 *source = Source::Done;
                             }
                         }
-                        return Ok(());
+                        return Ok(true);
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
@@ -1046,7 +1399,7 @@ fn fill(source: &mut Source, chunk: &mut Vec<u8>, max: usize) -> io::Result<()> 
         Source::Bytes(_) | Source::Done => {
             chunk.clear();
             *source = Source::Done;
-            Ok(())
+            Ok(true)
         }
     }
 }

@@ -131,6 +131,15 @@ impl<T: Transport> Transport for Stamped<'_, T> {
         self.inner.set_write_timeout(timeout)
     }
 
+    fn read_or(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        wake: &weft_fiber::sync::Interrupt,
+    ) -> io::Result<usize> {
+        self.inner.read_or(buf, timeout, wake)
+    }
+
     fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
         let r = self.inner.write_head(head);
         self.stamp(&r);

@@ -237,6 +237,15 @@ impl crate::net::Transport for FiberStream {
         FiberStream::set_write_timeout(self, timeout.map(|d| d.max(Duration::from_millis(1))))
     }
 
+    fn read_or(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        wake: &weft_fiber::sync::Interrupt,
+    ) -> io::Result<usize> {
+        FiberStream::read_or(self, buf, Some(std::time::Instant::now() + timeout), wake)
+    }
+
     fn linger(&mut self, period: Duration) -> bool {
         // An error (not pollable): false, and the park that follows settles it.
         FiberStream::linger(self, period).unwrap_or(false)

@@ -61,6 +61,9 @@ impl Route {
 struct Mounted {
     route: Route,
     method: MethodMatch,
+    /// weft's own route (health, echo, status), which answers from memory; an embedder's
+    /// route may wait on anything ([`App::may_block`]).
+    own: bool,
 }
 
 /// How a route's method matches a request's.
@@ -86,7 +89,11 @@ impl Mounted {
             Some(Method::Other) => MethodMatch::Named,
             Some(known) => MethodMatch::Known(known),
         };
-        Mounted { route, method }
+        Mounted {
+            route,
+            method,
+            own: false,
+        }
     }
 
     fn matches(&self, req: &Request, path: &str) -> bool {
@@ -124,6 +131,8 @@ pub struct App {
     pub(crate) clients: Arc<ClientTable>,
     /// This generation's certificates, when a listener serves TLS (re-read on reload).
     pub(crate) tls: Option<Arc<crate::tls::Tls>>,
+    /// The `Arc` this application is served from ([`App::shared`]).
+    me: std::sync::OnceLock<std::sync::Weak<App>>,
 }
 
 /// What one generation of the application hands to the next on reload.
@@ -203,6 +212,7 @@ impl App {
                 handler: Arc::new(move |req, _| health::handle(req, &sd)),
             });
         }
+        let users = routes.len()..routes.len() + user_routes.len();
         routes.extend(user_routes.iter().cloned());
         if let Some(path) = cfg.echo.mount_path(&cfg.root) {
             routes.push(Route {
@@ -260,7 +270,14 @@ impl App {
         Ok(App {
             cfg,
             user_routes,
-            routes: routes.into_iter().map(Mounted::new).collect(),
+            routes: routes
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| Mounted {
+                    own: !users.contains(&i),
+                    ..Mounted::new(r)
+                })
+                .collect(),
             cgi,
             cgi_ext,
             proxy,
@@ -273,6 +290,7 @@ impl App {
             shutdown,
             clients,
             tls,
+            me: std::sync::OnceLock::new(),
         })
     }
 
@@ -291,6 +309,42 @@ impl App {
     /// The counters.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// Whether `req`'s handler may wait on something besides this machine's memory and
+    /// files: a proxied upstream, a CGI script, or an embedder's route (its code may do
+    /// anything). A connection that multiplexes requests (HTTP/2) runs such a handler away
+    /// from its other streams (`conn::h2`). Conservative: true where routing cannot tell
+    /// without running the handler (an internal redirect to anywhere dynamic).
+    pub(crate) fn may_block(&self, req: &Request) -> bool {
+        let path = req.path();
+        if let Some(r) = self.routes.iter().find(|r| r.matches(req, path)) {
+            return !r.own;
+        }
+        if let Some(b) = self.sites.as_ref().and_then(|s| s.may_block(req)) {
+            return b;
+        }
+        HandlersRef {
+            proxy: self.proxy.as_ref(),
+            cgi: self.cgi.as_ref(),
+            cgi_ext: self.cgi_ext.as_ref(),
+            static_files: self.static_files.as_ref(),
+        }
+        .may_block(path)
+    }
+
+    /// This application as the `Arc` the server shares it in, for work that outlives a
+    /// borrow (a handler run on a fiber of its own); `None` for an application used
+    /// without one (some unit tests).
+    pub(crate) fn shared(&self) -> Option<Arc<App>> {
+        self.me.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// Wraps this application in the `Arc` it is served from ([`App::shared`]).
+    pub(crate) fn into_shared(self) -> Arc<App> {
+        let app = Arc::new(self);
+        let _ = app.me.set(Arc::downgrade(&app));
+        app
     }
 
     /// Routes `req` to its handler.
@@ -412,6 +466,23 @@ pub(crate) struct HandlersRef<'a> {
     pub(crate) static_files: Option<&'a StaticFiles>,
 }
 
+impl HandlersRef<'_> {
+    /// Whether [`App::dispatch`] with these handlers may wait on another process for `path`.
+    pub(crate) fn may_block(&self, path: &str) -> bool {
+        self.proxy
+            .is_some_and(|p| p.route(path).is_some() || p.fallback().is_some())
+            || [self.cgi, self.cgi_ext]
+                .into_iter()
+                .flatten()
+                .any(|c| c.matches(path))
+    }
+
+    /// Whether any of these handlers may wait on another process.
+    pub(crate) fn any_dynamic(&self) -> bool {
+        self.proxy.is_some() || self.cgi.is_some() || self.cgi_ext.is_some()
+    }
+}
+
 /// Re-reads the configuration for a reload (the command line's file and flags again).
 pub type ReloadFn = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
 
@@ -501,7 +572,7 @@ impl LiveApp {
         cfg.threads = old.cfg.threads;
         cfg.fiber = old.cfg.fiber.clone();
         let next = old.reload(cfg).map_err(ReloadError::Apply)?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = next.into_shared();
         Ok(())
     }
 }

@@ -939,6 +939,31 @@ impl Sites {
         Some(resp)
     }
 
+    /// Whether the handler [`Sites::handle`] would give `req` may wait on another process
+    /// (`App::may_block`); `None` when no site takes it.
+    pub(crate) fn may_block(&self, req: &Request) -> Option<bool> {
+        let host = request_host(req);
+        let sni = req.tls().and_then(|t| t.sni.as_deref()).map(str::as_bytes);
+        if self.router.misdirected(sni, host) {
+            return Some(false);
+        }
+        let i = self.router.site(host)?;
+        let (site, rules) = (&self.sites[i], &self.router.sites[i]);
+        let here = site.handlers.as_ref();
+        let loc = normal_path(req.path())
+            .ok()
+            .and_then(|p| rules.locations.find(p.as_bytes()));
+        Some(match loc.map(|l| &rules.rules[l].action) {
+            None | Some(Action::Pass) => here.may_block(req.path()),
+            Some(Action::Deny | Action::Redirect { .. }) => false,
+            Some(Action::Proxy(_) | Action::Cgi(_)) => true,
+            // An internal redirect may land anywhere: waits wherever the site could.
+            Some(Action::TryFiles { last, .. }) => {
+                matches!(last, Last::Uri(_)) && here.any_dynamic()
+            }
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn location(
         &self,

@@ -11,7 +11,9 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use weft_fiber::sync::Interrupt;
 
 use super::session::Session;
 use crate::net::Transport;
@@ -66,13 +68,28 @@ impl<'a, T: Transport> TlsStream<'a, T> {
 
     /// Reads and decrypts more records; `Ok(false)` at the end of the TCP stream.
     fn read_records(&mut self) -> io::Result<bool> {
+        self.read_records_with(None)
+    }
+
+    /// As [`TlsStream::read_records`]; with `or`, a wait for the records ends as
+    /// [`Transport::read_or`]'s does.
+    fn read_records_with(&mut self, or: Option<(Instant, &Interrupt)>) -> io::Result<bool> {
         // Anything queued (an alert, a key update's answer) goes out before waiting, and
         // what a large answer grew is given back.
         self.flush_tls()?;
         self.conn.trim_excess();
         let n = loop {
-            match self.conn.read_tls(self.inner) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            let got = match or {
+                None => self.conn.read_tls(self.inner),
+                Some((end, wake)) => self.conn.read_tls(&mut ReadOr {
+                    inner: &mut *self.inner,
+                    end,
+                    wake,
+                }),
+            };
+            match got {
+                // A signal: again. With `or`, the same kind says the wake-up fired: the caller's.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted && or.is_none() => {}
                 r => break r?,
             }
         };
@@ -130,9 +147,45 @@ impl<T: Transport> Write for TlsStream<'_, T> {
     }
 }
 
+/// The TCP side of [`TlsStream::read_records_with`]: reads that end at a deadline or a
+/// wake-up.
+struct ReadOr<'a, T> {
+    inner: &'a mut T,
+    end: Instant,
+    wake: &'a Interrupt,
+}
+
+impl<T: Transport> Read for ReadOr<'_, T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.inner.read_or(buf, left, self.wake)
+    }
+}
+
 impl<T: Transport> Transport for TlsStream<'_, T> {
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.inner.set_read_timeout(timeout)
+    }
+
+    fn read_or(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        wake: &Interrupt,
+    ) -> io::Result<usize> {
+        let end = Instant::now() + timeout;
+        loop {
+            // Plaintext already decrypted is read whether or not `wake` fired.
+            if let Some(n) = self.conn.read_plain(buf) {
+                return Ok(n);
+            }
+            if !self.read_records_with(Some((end, wake)))? {
+                return Ok(0);
+            }
+        }
     }
 
     fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
