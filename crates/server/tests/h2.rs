@@ -14,6 +14,7 @@
 //! check runs over TLS and over h2c. `known_bugs::MODEL::TEST` are ignored until the server
 //! is fixed (`-- --ignored` runs them).
 
+#[macro_use]
 mod common;
 
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Conn, Launch, Weft};
+use common::{Conn, Launch, Model, Weft};
 
 use serde_json::Value;
 
@@ -46,27 +47,10 @@ const ENHANCE_YOUR_CALM: u64 = 0xb;
 /// SETTINGS_MAX_CONCURRENT_STREAMS.
 const MAX_CONCURRENT_STREAMS: &str = "3";
 
-/// Makes each `fn TEST(model: &str)` named a test once per model: `fiber::TEST`, ...
-macro_rules! per_model {
-    ($($test:ident),* $(,)?) => {
-        per_model!(@models [fiber, thread, process, pipeline] $($test),*);
-    };
-    (@models [] $($test:ident),*) => {};
-    (@models [$model:ident $(, $models:ident)*] $($test:ident),*) => {
-        mod $model {
-            $(
-                #[test]
-                fn $test() {
-                    let _watch = super::Watch(stringify!($model));
-                    super::$test(stringify!($model));
-                }
-            )*
-        }
-        per_model!(@models [$($models),*] $($test),*);
-    };
-}
-
+// Each test is `fn TEST(model: &str)`, run by `watched` once per model (`per_model!`, the
+// suite's macro in `common/`).
 per_model! {
+    [fiber, thread, process, pipeline] with watched:
     index_over_h2_is_http_2_for_curl_and_in_the_access_log,
     nghttp_reads_the_index_and_the_settings,
     alpn_without_http2_and_a_plain_listener_without_h2c_speak_http1,
@@ -88,53 +72,28 @@ per_model! {
 /// The models whose idle connections shutdown wakes (the process model's TLS children do not
 /// see it while they wait: `known_bugs`).
 mod drained {
-    macro_rules! per_model {
-        (@models [] $($test:ident),*) => {};
-        (@models [$model:ident $(, $models:ident)*] $($test:ident),*) => {
-            mod $model {
-                $(
-                    #[test]
-                    fn $test() {
-                        let _watch = super::super::Watch(stringify!($model));
-                        super::super::$test(stringify!($model));
-                    }
-                )*
-            }
-            per_model!(@models [$($models),*] $($test),*);
-        };
-    }
-    per_model!(@models [fiber, thread, pipeline] sigterm_sends_goaway_to_an_idle_connection);
+    use super::{sigterm_sends_goaway_to_an_idle_connection, watched};
+
+    per_model!([fiber, thread, pipeline] with watched: sigterm_sends_goaway_to_an_idle_connection);
 }
 
 /// Known server bugs: tests that fail until the fix lands (`--ignored` runs them).
 mod known_bugs {
-    macro_rules! ignored_per_model {
-        ($($reason:literal => $test:ident),* $(,)?) => {
-            ignored_per_model!(@models [fiber, thread, process, pipeline] $($reason => $test),*);
-        };
-        (@models [] $($reason:literal => $test:ident),*) => {};
-        (@models [$model:ident $(, $models:ident)*] $($reason:literal => $test:ident),*) => {
-            mod $model {
-                $(
-                    #[test]
-                    #[ignore = $reason]
-                    fn $test() {
-                        let _watch = super::super::Watch(stringify!($model));
-                        super::super::$test(stringify!($model));
-                    }
-                )*
-            }
-            ignored_per_model!(@models [$($models),*] $($reason => $test),*);
-        };
-    }
+    use super::{sigterm_sends_goaway_to_an_idle_connection, watched};
 
-    ignored_per_model! {
-        @models [process]
-        "SIGTERM: on the process model an idle connection over TLS is not woken while its \
-         child waits in a blocking read (HTTP/1.1 keep-alive neither); it ends at the \
-         keep-alive timeout or the shutdown grace" =>
-            sigterm_sends_goaway_to_an_idle_connection
+    per_model! {
+        #[ignore = "SIGTERM: on the process model an idle connection over TLS is not woken \
+                    while its child waits in a blocking read (HTTP/1.1 keep-alive neither); it \
+                    ends at the keep-alive timeout or the shutdown grace"]
+        [process] with watched:
+        sigterm_sends_goaway_to_an_idle_connection
     }
+}
+
+/// Runs `test` on `model`'s name, under a [`Watch`].
+fn watched(test: fn(&'static str), model: Model) {
+    let _watch = Watch(model.name);
+    test(model.name);
 }
 
 // ---- the shared servers --------------------------------------------------------------------

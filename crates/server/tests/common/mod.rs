@@ -1,10 +1,11 @@
 //! What the tests that start the `weft` binary share: the one launcher ([`launch`]), a raw
 //! HTTP/1.1 client ([`client`]), the black-box server ([`Builder`], [`Server`]: a private
 //! temporary directory with a document root, on 127.0.0.1 with a free port), systemd's way of
-//! starting it ([`handover`]), and readings of `/proc`.
+//! starting it ([`handover`]), a test once per model (`per_model!`, for a test file that
+//! declares this module `#[macro_use]`), and readings of `/proc`.
 
 // Each test file compiles this module on its own and uses a different part of it.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod client;
 pub mod handover;
@@ -64,6 +65,67 @@ impl Model {
     pub fn cache_off(self) -> bool {
         self.args.windows(2).any(|w| w == ["--cache", "off"])
     }
+
+    /// The model of `per_model!`'s module `name`: `thread`, `fiber`, `pipeline`, `process` or
+    /// `fiber_nocache` ([`Model::FIBER_NOCACHE`]).
+    pub fn of_module(name: &str) -> Model {
+        match name {
+            "thread" => Model::THREAD,
+            "fiber" => Model::FIBER,
+            "pipeline" => Model::PIPELINE,
+            "process" => Model::PROCESS,
+            "fiber_nocache" => Model::FIBER_NOCACHE,
+            other => panic!("per_model!: no model {other:?}"),
+        }
+    }
+}
+
+/// Makes each named test, a `fn TEST(model: Model)` of the module that invokes it, a test once
+/// per model: `thread::TEST`, `fiber::TEST`, `pipeline::TEST`, `process::TEST` and
+/// `fiber_nocache::TEST` (the fiber model with the response cache off), so that a failure
+/// names its model and `::fiber::` runs one model's tests.
+///
+/// * `per_model!(TEST, ...)`: every model and `fiber_nocache`;
+/// * `per_model!(except fiber_nocache: TEST, ...)`: the four models;
+/// * `per_model!(#[ATTR]... [MODULE, ...] with RUNNER: TEST, ...)`: the models named (module
+///   names as above), each test with the attributes given (`#[ignore = "why"]`), and, with
+///   `with RUNNER`, run as `RUNNER(TEST, model)` (a `fn(fn(&'static str), Model)` of the
+///   invoking module, for tests that take the model's name and need a guard around them);
+///   `with RUNNER` may be left out.
+macro_rules! per_model {
+    (except fiber_nocache: $($test:ident),* $(,)?) => {
+        per_model!([thread, fiber, pipeline, process]: $($test),*);
+    };
+    (
+        $(#[$attr:meta])* [$($module:ident),* $(,)?] $(with $runner:ident)?:
+        $($test:ident),* $(,)?
+    ) => {
+        per_model!(@modules [$($module),*] [$(#[$attr])*] [$($runner)?] $($test),*);
+    };
+    (@modules [] $attrs:tt $runner:tt $($test:ident),*) => {};
+    (@modules [$module:ident $(, $modules:ident)*] $attrs:tt $runner:tt $($test:ident),*) => {
+        mod $module {
+            $(per_model!(@test $attrs $runner $module $test);)*
+        }
+        per_model!(@modules [$($modules),*] $attrs $runner $($test),*);
+    };
+    (@test [$($attr:tt)*] [] $module:ident $test:ident) => {
+        #[test]
+        $($attr)*
+        fn $test() {
+            super::$test($crate::common::Model::of_module(stringify!($module)));
+        }
+    };
+    (@test [$($attr:tt)*] [$runner:ident] $module:ident $test:ident) => {
+        #[test]
+        $($attr)*
+        fn $test() {
+            super::$runner(super::$test, $crate::common::Model::of_module(stringify!($module)));
+        }
+    };
+    ($($test:ident),* $(,)?) => {
+        per_model!([thread, fiber, pipeline, process, fiber_nocache]: $($test),*);
+    };
 }
 
 /// How to start a black-box server.
