@@ -21,13 +21,16 @@ scripts/peers/h2_vs_peers.sh; NAME is the first CSV column. The server should be
 memory freed by earlier load is reused by the new connections and hides their cost.
 
 Needs python3's ssl module (ALPN) and, without --attach, openssl and a release build of weft.
+Shares its set-up and measurement with tls_idle_rss.py (idle_common.py).
 CSV on stdout: server,transport,connections,rss_before_kib,rss_after_kib,bytes_per_connection,open_after
 """
-import os, resource, select, socket, ssl, struct, subprocess, sys, tempfile, time
+import os, select, socket, ssl, struct, sys, tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WEFT = os.environ.get("WEFT", os.path.join(ROOT, "target/release/weft"))
-MODELS = os.environ.get("MODELS", "fiber").split()
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from idle_common import idle_rss, make_cert, models, per_conn, raise_nofile, weft  # noqa: E402
+
+MODELS = models("fiber")
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SETTINGS, GOAWAY = 0x4, 0x7
@@ -36,32 +39,6 @@ ACK = 0x1
 
 def frame(ftype, flags=0, stream=0, payload=b""):
     return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
-
-
-def tree_rss_kib(pid):
-    pids = [pid]
-    try:
-        pids += [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()]
-    except ValueError:
-        pass
-    total = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        except FileNotFoundError:
-            pass
-    return total
-
-
-def make_cert(work):
-    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
-    return cert, key
 
 
 def client_context():
@@ -128,52 +105,26 @@ def still_open(s):
     return bool(data) and not (len(data) >= 9 and data[3] == GOAWAY)
 
 
-def wait_port(port):
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"server on {port} did not start")
-
-
 def measure(name, pid, port, n, h2c):
     ctx = None if h2c else client_context()
-    # Warm up: lazily built state (date cache, pools, session cache, HPACK tables) exists before.
-    for _ in range(10):
-        open_h2(port, ctx).close()
-    time.sleep(0.5)
-    before = tree_rss_kib(pid)
-    conns = [open_h2(port, ctx) for _ in range(n)]
-    time.sleep(2)
-    after = tree_rss_kib(pid)
+    before, after, conns = idle_rss(pid, n, lambda: open_h2(port, ctx))
     alive = sum(still_open(s) for s in conns)
     transport = "h2c" if h2c else "tls"
-    print(f"{name},{transport},{n},{before},{after},{(after - before) * 1024 / n:.0f},{alive}", flush=True)
+    print(f"{name},{transport},{n},{before},{after},{per_conn(before, after, n)},{alive}", flush=True)
     for s in conns:
         s.close()
 
 
 def run_weft(model, n, h2c, cert, key, port, work):
-    cfg = os.path.join(work, "weft.toml")
-    with open(cfg, "w") as f:
-        f.write("[limits]\nmax_connections = 20000\n")
-    argv = [WEFT, "serve", "--config", cfg, "--root", os.path.join(ROOT, "www"), "--threads", "1",
-            "--access-log", "off"]
+    extra = ["--access-log", "off"]
     if os.geteuid() == 0:
-        argv.append("--allow-root")
+        extra.append("--allow-root")
     if h2c:
-        argv += ["--listen", f"127.0.0.1:{port}={model}", "--h2c"]
+        listeners = ["--listen", f"127.0.0.1:{port}={model}", "--h2c"]
     else:
-        argv += ["--https", f"127.0.0.1:{port}={model}", "--tls-cert", cert, "--tls-key", key]
-    proc = subprocess.Popen(["taskset", "-c", "0"] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_port(port)
+        listeners = ["--https", f"127.0.0.1:{port}={model}", "--tls-cert", cert, "--tls-key", key]
+    with weft(port, listeners, work, extra) as proc:
         measure(f"weft-{model}", proc.pid, port, n, h2c)
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def main():
@@ -187,8 +138,7 @@ def main():
         attach = (int(args[1]), int(args[2]), args[3])
         args = args[4:]
     counts = [int(a) for a in args] or [2000]
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    raise_nofile()
     print("server,transport,connections,rss_before_kib,rss_after_kib,bytes_per_connection,open_after")
     if attach:
         pid, port, name = attach
