@@ -49,10 +49,16 @@
 # SERVERS="weft nginx h2o" picks servers (weft must be one); a peer that is not installed is
 # left out with a line saying so, and its ratios are empty.
 #
+# Each server listens on 127.0.0.1 at a port free when the script starts (the kernel's pick,
+# none given twice), and counts as up once `ss -ltnp` shows its own process (the pid started
+# here) listening there: a leftover server or another program on that port is not taken for
+# it.
+#
 # OUT_DIR (default: a new temporary folder, printed) gets rounds.csv (every run), median.csv
 # (per server and path), ratios.csv (path,ratio,value,target,verdict: what perf_check.sh
 # reads), idle.csv and the servers' logs and configurations. Needs h2load
-# (apt-get install nghttp2-client), nginx (nginx-light) and h2o (h2o), openssl, python3, taskset.
+# (apt-get install nghttp2-client), nginx (nginx-light) and h2o (h2o), openssl, python3, taskset
+# and ss (iproute2).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 runs=${RUNS:-5}; dur=${DURATION:-3}; over=${OVER:-tls}; idle_k=${IDLE_CONNS:-2000}
@@ -62,9 +68,9 @@ paths=(/echo /haewelmann.html)
 out=${1:-$(mktemp -d /tmp/weft-h2-peers.XXXXXX)}
 mkdir -p "$out"
 if [[ $over != tls && $over != h2c ]]; then echo "h2_vs_peers: OVER is tls or h2c, not $over" >&2; exit 2; fi
-for tool in h2load openssl python3 taskset; do
+for tool in h2load openssl python3 taskset ss; do
   command -v "$tool" >/dev/null ||
-    { echo "h2_vs_peers: $tool is missing (apt-get install nghttp2-client openssl python3)" >&2; exit 2; }
+    { echo "h2_vs_peers: $tool is missing (apt-get install nghttp2-client openssl python3 iproute2)" >&2; exit 2; }
 done
 servers=()
 for s in ${SERVERS:-weft nginx h2o}; do
@@ -88,8 +94,8 @@ page=$www/haewelmann.html
 if [[ ! -f $page ]]; then echo "h2_vs_peers: $page is missing (weft fileset www)" >&2; exit 2; fi
 work=$(mktemp -d /tmp/weft-h2.XXXXXX)
 declare -A PID PORT
-# On exit the servers are stopped and waited for, so a next run can bind the same ports; their
-# logs and configurations are kept in OUT_DIR.
+# On exit the servers are stopped and waited for (none outlives the script); their logs and
+# configurations are kept in OUT_DIR.
 trap 'kill "${PID[@]}" 2>/dev/null; wait 2>/dev/null; cp "$work"/*.log "$work"/*.conf "$out"/ 2>/dev/null; rm -rf "$work"' EXIT
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
@@ -99,7 +105,13 @@ if ((EUID == 0)); then root_flag=(--allow-root); nginx_user="user root;"; fi
 scheme=https; idle_flag=(); proto_want=h2
 if [[ $over == h2c ]]; then scheme=http; idle_flag=(--h2c); proto_want=h2c; fi
 
-port=18700
+# free_port: a port of 127.0.0.1 that no socket holds now and no server here was given.
+free_port() {
+  local p
+  while p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') &&
+    [[ " ${PORT[*]} " == *" $p "* ]]; do :; done
+  echo "$p"
+}
 start_weft() {
   local listen=(--https "127.0.0.1:$port=$model" --tls-cert "$work/cert.pem" --tls-key "$work/key.pem")
   if [[ $over == h2c ]]; then listen=(--listen "127.0.0.1:$port=$model" --h2c); fi
@@ -198,12 +210,26 @@ start_hyper() {
     >"$work/hyper.log" 2>&1 &
 }
 for s in "${servers[@]}"; do
-  port=$((port + 1)); PORT[$s]=$port
+  port=$(free_port); PORT[$s]=$port
+  # taskset execs the server: $! is the server's own pid.
   "start_$s"; PID[$s]=$!
 done
-# shellcheck source=scripts/lib/wait_listening.sh
-source scripts/lib/wait_listening.sh
-for s in "${servers[@]}"; do wait_listening "$s" "${PORT[$s]}" "$work/$s.log"; done
+# wait_own_listener SERVER: waits up to 10 s for SERVER's process (PID) to listen on its PORT
+# itself, as `ss -ltnp` shows (nginx's worker holds the socket too: the pid need only be
+# among its holders). If it exits first or is not listening by then, prints its log and exits.
+wait_own_listener() {
+  local s=$1 state
+  for _ in $(seq 100); do
+    ss -Hltnp "sport = :${PORT[$s]}" 2>/dev/null | grep -q "pid=${PID[$s]}," && return 0
+    # Exited (a zombie until reaped): it will not listen.
+    state=$(sed 's/.*) //' "/proc/${PID[$s]}/stat" 2>/dev/null | cut -d' ' -f1)
+    [[ -z $state || $state == Z ]] && break
+    sleep 0.1
+  done
+  echo "h2_vs_peers: $s (pid ${PID[$s]}) is not listening on 127.0.0.1:${PORT[$s]}; its log:" >&2
+  cat "$work/$s.log" >&2; exit 1
+}
+for s in "${servers[@]}"; do wait_own_listener "$s"; done
 # shellcheck source=scripts/lib/cpu_ticks.sh
 source scripts/lib/cpu_ticks.sh
 HZ=$(getconf CLK_TCK)
