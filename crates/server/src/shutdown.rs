@@ -45,6 +45,14 @@ impl Shutdown {
     pub fn begin(&self) {
         self.flag.store(true, SeqCst);
         self.wake.fire();
+        self.wake_idle();
+    }
+
+    /// What `begin` does to the connections: shuts down the read side of every idle one, so
+    /// its wait for a request ends (with what the client had sent, then the end of stream).
+    /// For a process-model connection process once it sees the flag its signal handler set
+    /// (nothing waits on its interrupt there).
+    pub(crate) fn wake_idle(&self) {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         for (fd, idle) in conns.values() {
             if idle.load(SeqCst) {
@@ -54,7 +62,8 @@ impl Shutdown {
     }
 
     /// The flag itself, for a signal handler that begins shutdown by setting it (no locks:
-    /// a process-model child wakes from its interrupted read and sees it).
+    /// a process-model connection process, whose reads also wait on a pipe the same signal
+    /// writes to, wakes and sees it).
     pub(crate) fn flag(&self) -> Arc<AtomicBool> {
         self.flag.clone()
     }

@@ -11,8 +11,7 @@
 //! printed). The shutdown tests start servers of their own.
 //!
 //! Each test is `MODEL::TEST` (`cargo test -p weft --test h2 fiber::`); within a test, every
-//! check runs over TLS and over h2c. `known_bugs::MODEL::TEST` are ignored until the server
-//! is fixed (`-- --ignored` runs them).
+//! check runs over TLS and over h2c.
 
 #[macro_use]
 mod common;
@@ -67,27 +66,7 @@ per_model! {
     settings_and_ping_floods_get_goaway_enhance_your_calm,
     an_oversized_header_list_gets_431_or_a_reset,
     sigterm_sends_goaway_and_finishes_the_stream_in_flight,
-}
-
-/// The models whose idle connections shutdown wakes (the process model's TLS children do not
-/// see it while they wait: `known_bugs`).
-mod drained {
-    use super::{sigterm_sends_goaway_to_an_idle_connection, watched};
-
-    per_model!([fiber, thread, pipeline] with watched: sigterm_sends_goaway_to_an_idle_connection);
-}
-
-/// Known server bugs: tests that fail until the fix lands (`--ignored` runs them).
-mod known_bugs {
-    use super::{sigterm_sends_goaway_to_an_idle_connection, watched};
-
-    per_model! {
-        #[ignore = "SIGTERM: on the process model an idle connection over TLS is not woken \
-                    while its child waits in a blocking read (HTTP/1.1 keep-alive neither); it \
-                    ends at the keep-alive timeout or the shutdown grace"]
-        [process] with watched:
-        sigterm_sends_goaway_to_an_idle_connection
-    }
+    sigterm_sends_goaway_to_an_idle_connection,
 }
 
 /// Runs `test` on `model`'s name, under a [`Watch`].

@@ -659,6 +659,55 @@ fn sighup_reloads_certificates_and_open_connections_stay() {
     }
 }
 
+/// SIGTERM with an idle keep-alive HTTPS connection open: every model closes it at once, well
+/// before the keep-alive timeout, and the server exits 0 well within the grace period. On the
+/// process model the connection waits in its child's read (a TLS connection stays with its
+/// child), which shutdown must wake.
+#[test]
+fn sigterm_closes_an_idle_keepalive_connection_at_once() {
+    for model in MODELS {
+        let dir = unique_dir("sigterm-idle");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let mut server = Server::start(
+            model,
+            &dir,
+            &cert,
+            "[timeouts]\nkeepalive = \"60s\"\nshutdown_grace = \"20s\"\n",
+            &[],
+        );
+        let cfg = client_config(&[&cert.der]);
+        let mut s = connect(server.https, &cfg, "localhost");
+        let r = get(&mut s, "/", false);
+        assert_eq!((r.status, r.body.as_slice()), (200, INDEX), "{model}");
+        // Idle in its wait for the next request (past the fiber model's linger, parked).
+        std::thread::sleep(Duration::from_millis(300));
+        s.sock
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let start = Instant::now();
+        // SAFETY: kill takes no pointers; the pid is our child, not reaped.
+        assert_eq!(unsafe { libc::kill(server.pid(), libc::SIGTERM) }, 0);
+        let end = read_end(&mut s);
+        let took = start.elapsed();
+        assert!(
+            end.is_ok(),
+            "{model}: the idle connection is still open after SIGTERM: {end:?}\n{}",
+            server.log()
+        );
+        assert!(
+            took < Duration::from_secs(3),
+            "{model}: closed after {took:?}"
+        );
+        let status = server.weft.exit_within(Duration::from_secs(10));
+        assert!(status.success(), "{model}: {status:?}\n{}", server.log());
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{model}: exit took {:?}",
+            start.elapsed()
+        );
+    }
+}
+
 /// Runs `weft serve` with TLS settings that must not start; returns its error output.
 fn refused(dir: &Path, args: &[&str]) -> String {
     let out = Launch::new()

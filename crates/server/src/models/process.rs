@@ -44,7 +44,10 @@
 //!   the connections it holds, sends SIGTERM to its children and waits for them within
 //!   `timeouts.shutdown_grace`, then kills the rest. Each child asks for SIGTERM when the
 //!   master dies, the master when the server's process dies, so a killed server leaves no
-//!   orphans.
+//!   orphans. In a child the two signals also write to a pipe of its own ([`stop_pipe`]),
+//!   which its reads wait on beside the connection: a connection idle in its child (TLS and
+//!   HTTP/2 stay with theirs to the end) is woken at shutdown as the other models' are, and
+//!   closed (HTTP/2 with GOAWAY) at once, not at the keep-alive timeout.
 //!
 //! A limit on live children (`process.max_children`, and `limits.max_connections`): a whole
 //! head that finds none free waits in the master, in arrival order. Every child is reaped when
@@ -59,6 +62,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1019,6 +1023,11 @@ fn serve_child(
     max_children: usize,
 ) -> i32 {
     app.enter_connection_process();
+    // A shutdown signal from here on wakes the reads; one that came before set the flag,
+    // which they look at first.
+    let stop = stop_pipe()
+        .map_err(|e| log::warn!("{}: no shutdown wake-up for reads: {e}", h.peer))
+        .ok();
     if let Some(l) = &app.access_log {
         if let Err(e) = l.start_flusher() {
             log::warn!("access log flusher: {e}");
@@ -1051,6 +1060,8 @@ fn serve_child(
         master_fd,
         app,
         gave_back: false,
+        stop,
+        read_timeout: None,
     };
     let info = ConnInfo {
         peer,
@@ -1141,8 +1152,24 @@ fn wait_for_request(
     }
 }
 
+/// A connection process's wake-up at shutdown: the read end of a pipe that SIGTERM and SIGINT
+/// (the master's word at shutdown, or its death: `die_with_parent`) write a byte to, after
+/// their inherited handler has set the shutdown flag (signal-hook runs a signal's actions in
+/// the order they were registered). Readable, and left so, once shutdown has begun, whichever
+/// thread took the signal. A read that polls it beside the connection cannot sleep through
+/// shutdown, as a look at the flag before a blocking read could (the signal landing between
+/// the two; and TLS makes a read the signal interrupted again). The read end stays open for
+/// the process's life (the handlers write to the pair until it exits).
+fn stop_pipe() -> io::Result<RawFd> {
+    let (read, write) = UnixStream::pair()?;
+    signal_hook::low_level::pipe::register(SIGTERM, write.try_clone()?)?;
+    signal_hook::low_level::pipe::register(SIGINT, write)?;
+    Ok(std::os::fd::IntoRawFd::into_raw_fd(read))
+}
+
 /// A connection process's transport: first the head bytes the master read, then the socket;
-/// between requests it lingers for the keep-alive timeout unless children are scarce.
+/// between requests it lingers for the keep-alive timeout unless children are scarce. Its reads
+/// wake at shutdown ([`ChildStream::wait_for_bytes`]).
 struct ChildStream<'a> {
     inner: BlockingStream,
     head: Vec<u8>,
@@ -1158,6 +1185,45 @@ struct ChildStream<'a> {
     app: &'a App,
     /// The last linger ended because children were scarce (not by the timeout).
     gave_back: bool,
+    /// [`stop_pipe`], until the reads have seen shutdown (none if it could not be made: the
+    /// reads block on the connection alone).
+    stop: Option<RawFd>,
+    /// The reads' timeout, which [`ChildStream::wait_for_bytes`] applies (`None`: no limit).
+    read_timeout: Option<Duration>,
+}
+
+impl ChildStream<'_> {
+    /// Waits, within the read timeout, until the connection has bytes (or its end) or shutdown
+    /// begins. At shutdown it does to the connection what `Shutdown::begin` does in the other
+    /// models ([`crate::shutdown::Shutdown::wake_idle`]): a connection idle between requests
+    /// has its read side shut, so the read returns what the client sent before, then the end
+    /// of the stream, and the driver closes it (HTTP/2 with GOAWAY); a busy one reads on, and
+    /// closes when it falls idle. From then on reads wait on the connection alone.
+    fn wait_for_bytes(&mut self) -> io::Result<()> {
+        let Some(stop) = self.stop else {
+            return Ok(());
+        };
+        let fds = [self.inner.raw_fd(), stop];
+        let end = self.read_timeout.map(|t| Instant::now() + t);
+        loop {
+            if self.app.shutdown.is_set() {
+                self.app.shutdown.wake_idle();
+                self.stop = None;
+                return Ok(());
+            }
+            let left = end.map_or(Duration::MAX, |e| {
+                e.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "read timeout"));
+            }
+            // Nothing ready: the pipe (shutdown), a signal or the timeout, which the loop's
+            // next turn tells apart.
+            if poll_readable_any(&fds, left)?.first() == Some(&0) {
+                return Ok(());
+            }
+        }
+    }
 }
 
 impl Read for ChildStream<'_> {
@@ -1172,6 +1238,7 @@ impl Read for ChildStream<'_> {
             }
             return Ok(n);
         }
+        self.wait_for_bytes()?;
         self.inner.read(buf)
     }
 }
@@ -1190,6 +1257,8 @@ impl Write for ChildStream<'_> {
 
 impl Transport for ChildStream<'_> {
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        // As the socket's own: zero is taken for a millisecond.
+        self.read_timeout = timeout.map(|t| t.max(Duration::from_millis(1)));
         self.inner.set_read_timeout(timeout)
     }
 
@@ -1303,6 +1372,135 @@ mod tests {
         let (conn, client) = UnixStream::pair().expect("socketpair");
         let (flag, raiser) = UnixStream::pair().expect("socketpair");
         (conn, client, flag, raiser)
+    }
+
+    /// A connection (the server's end, the client's) and an app for a [`ChildStream`].
+    fn child_parts() -> (TcpStream, TcpStream, App) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(l.local_addr().unwrap()).expect("connect");
+        let (server, _) = l.accept().expect("accept");
+        let cfg = crate::config::Config {
+            root: std::env::temp_dir(),
+            ..Default::default()
+        };
+        (server, client, App::new(cfg, Vec::new()).expect("app"))
+    }
+
+    /// A [`ChildStream`] on `server` with `stop` for its [`stop_pipe`].
+    fn child_stream<'a>(
+        server: TcpStream,
+        app: &'a App,
+        live: &'a Shared<AtomicU64>,
+        flag: &PollFlag,
+        stop: &UnixStream,
+    ) -> ChildStream<'a> {
+        ChildStream {
+            inner: BlockingStream::new(server),
+            head: Vec::new(),
+            pos: 0,
+            live,
+            pressure: 1,
+            pressure_fd: flag.raw_fd(),
+            master_fd: None,
+            app,
+            gave_back: false,
+            stop: Some(stop.as_raw_fd()),
+            read_timeout: None,
+        }
+    }
+
+    /// The shutdown signal as a connection process's handlers give it: the flag, then a byte
+    /// in its [`stop_pipe`].
+    fn signal(app: &App, pipe: &mut UnixStream) {
+        app.shutdown.flag().store(true, Relaxed);
+        pipe.write_all(b"X").unwrap();
+    }
+
+    /// What a connection process's reads do once the shutdown signal has come: an idle
+    /// connection's read gives what the client sent before, then the end, and a read that
+    /// waits is woken to the end at once; a busy connection's reads go on.
+    #[test]
+    fn a_childs_read_ends_an_idle_connection_at_shutdown_and_a_busy_one_reads_on() {
+        let (live, flag) = (Shared::new(), PollFlag::new().unwrap());
+        let mut buf = [0u8; 64];
+        // Idle, with bytes the client sent before the signal.
+        let (server, mut client, app) = child_parts();
+        let app = Arc::new(app);
+        let (stop, mut pipe) = UnixStream::pair().unwrap();
+        let idle = app.shutdown.register(server.as_raw_fd());
+        assert!(idle.set_idle(true));
+        let mut s = child_stream(server, &app, &live, &flag, &stop);
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        client.write_all(b"abc").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        signal(&app, &mut pipe);
+        assert_eq!(s.read(&mut buf).unwrap(), 3, "the bytes sent before");
+        assert_eq!(s.read(&mut buf).unwrap(), 0, "then the end");
+        drop((s, idle));
+
+        // Idle, the signal coming while the read waits.
+        let (server, _client, app) = child_parts();
+        let app = Arc::new(app);
+        let (stop, mut pipe) = UnixStream::pair().unwrap();
+        let idle = app.shutdown.register(server.as_raw_fd());
+        assert!(idle.set_idle(true));
+        let mut s = child_stream(server, &app, &live, &flag, &stop);
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let start = Instant::now();
+        let signaller = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                signal(&app, &mut pipe);
+            });
+            s.read(&mut buf)
+        });
+        assert_eq!(signaller.unwrap(), 0);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+        drop((s, idle));
+
+        // Busy: not shut; a read waits for the client's bytes and times out as usual.
+        let (server, mut client, app) = child_parts();
+        let app = Arc::new(app);
+        let (stop, mut pipe) = UnixStream::pair().unwrap();
+        let busy = app.shutdown.register(server.as_raw_fd());
+        assert!(busy.set_idle(false));
+        let mut s = child_stream(server, &app, &live, &flag, &stop);
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        signal(&app, &mut pipe);
+        let got = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                client.write_all(b"more").unwrap();
+            });
+            s.read(&mut buf)
+        });
+        assert_eq!(&buf[..got.unwrap()], b"more");
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let e = s.read(&mut buf).unwrap_err();
+        assert!(crate::net::timed_out(&e), "{e}");
+        drop((s, busy));
+    }
+
+    #[test]
+    fn a_childs_read_times_out_on_its_own_without_shutdown() {
+        let (server, _client, app) = child_parts();
+        let (stop, _pipe) = UnixStream::pair().unwrap();
+        let (live, flag) = (Shared::new(), PollFlag::new().unwrap());
+        let mut s = child_stream(server, &app, &live, &flag, &stop);
+        s.head = b"GET".to_vec();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut buf = [0u8; 8];
+        // The master's head bytes first, without a wait.
+        assert_eq!(s.read(&mut buf).unwrap(), 3);
+        let start = Instant::now();
+        let e = s.read(&mut buf).unwrap_err();
+        assert!(crate::net::timed_out(&e), "{e}");
+        assert!(start.elapsed() >= Duration::from_millis(100));
     }
 
     #[test]
