@@ -39,6 +39,13 @@ const CGI_SH: &str = "#!/bin/sh\n\
     printf 'Content-Type: text/plain\\r\\n\\r\\n'\n\
     printf 'protocol=%s method=%s body=' \"$SERVER_PROTOCOL\" \"$REQUEST_METHOD\"\n\
     if [ -n \"$CONTENT_LENGTH\" ]; then head -c \"$CONTENT_LENGTH\"; fi\n";
+/// A CGI script that waits before its head and in the middle of its body: a slow upstream.
+const SLOW_SH: &str = "#!/bin/sh\n\
+    sleep 0.5\n\
+    printf 'Content-Type: text/plain\\r\\n\\r\\n'\n\
+    printf 'first '\n\
+    sleep 0.5\n\
+    printf 'second'\n";
 /// RFC 9113 §7 error codes.
 const NO_ERROR: u64 = 0x0;
 const REFUSED_STREAM: u64 = 0x7;
@@ -66,6 +73,8 @@ per_model! {
     settings_and_ping_floods_get_goaway_enhance_your_calm,
     an_oversized_header_list_gets_431_or_a_reset,
     sigterm_sends_goaway_and_finishes_the_stream_in_flight,
+    a_slow_cgi_stream_does_not_hold_the_others,
+    deadlines_are_per_stream_408_goaway_and_the_send_timeout,
     sigterm_sends_goaway_to_an_idle_connection,
 }
 
@@ -213,10 +222,10 @@ fn start_site(model: &'static str, name: &str, extra: &str) -> Site {
     std::fs::write(root.join("index.html"), INDEX).unwrap();
     std::fs::write(root.join("big.bin"), &big).unwrap();
     std::fs::write(root.join("page.txt"), &page).unwrap();
-    {
+    for (name, text) in [("hello.sh", CGI_SH), ("slow.sh", SLOW_SH)] {
         use std::os::unix::fs::PermissionsExt;
-        let script = cgi.join("hello.sh");
-        std::fs::write(&script, CGI_SH).unwrap();
+        let script = cgi.join(name);
+        std::fs::write(&script, text).unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let key = rcgen::KeyPair::generate().expect("key");
@@ -733,6 +742,131 @@ fn post_bodies_reach_echo_and_cgi(model: &str) {
             assert!(r.ended, "{model} {via:?}");
             assert_eq!(String::from_utf8_lossy(&r.body), want, "{model} {via:?}");
         }
+    }
+}
+
+/// A CGI script slow before its head and within its body, beside static requests on the same
+/// connection: they are answered first, and the script's answer is whole.
+fn a_slow_cgi_stream_does_not_hold_the_others(model: &str) {
+    if !have_python_h2() {
+        return;
+    }
+    let site = shared(model);
+    for via in BOTH {
+        let who = format!("{model} {via:?}");
+        let (resps, v) = h2_requests(
+            site,
+            via,
+            &[
+                req("GET", "/cgi-bin/slow.sh", &[], None),
+                req("GET", "/index.html", &[], None),
+                req("POST", "/echo", &[], Some(b"beside")),
+                req("GET", "/page.txt", &[], None),
+            ],
+        );
+        assert_eq!(resps[0].status, 200, "{who}: {:?}", resps[0]);
+        assert_eq!(resps[0].body, b"first second", "{who}");
+        assert!(resps[0].ended, "{who}");
+        assert_eq!(resps[1].body, INDEX, "{who}");
+        assert_eq!(resps[2].body, b"beside", "{who}");
+        assert!(resps[3].body == site.page, "{who}");
+        // Streams 1 (the script), 3, 5, 7: the script's ends last.
+        let order: Vec<u64> = v["ended_order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_u64().unwrap())
+            .collect();
+        assert_eq!(order.len(), 4, "{who}: {order:?}");
+        assert_eq!(
+            order.last(),
+            Some(&1),
+            "{who}: the others waited: {order:?}"
+        );
+    }
+}
+
+/// A server whose client deadlines are short: a second's grace, the minimum rates at their
+/// defaults, and a second's send timeout.
+fn deadline_site(model: &'static str) -> Site {
+    start_site(
+        model,
+        "deadlines",
+        "[timeouts]\nsend = \"1s\"\nmin_rate_grace = \"1s\"\n\
+         header_min_rate = 500\nbody_min_rate = 500\n",
+    )
+}
+
+/// Each deadline the client owes is its stream's: a body below `body_min_rate` gets 408 on
+/// its own stream while the others are answered; a head whose CONTINUATION never comes ends
+/// the connection (GOAWAY) at `header_min_rate`; a window kept shut ends at `timeouts.send`.
+fn deadlines_are_per_stream_408_goaway_and_the_send_timeout(model: &str) {
+    if !have_python_h2() {
+        return;
+    }
+    let model: &'static str = MODELS.iter().find(|m| **m == model).unwrap();
+    let site = deadline_site(model);
+    for via in BOTH {
+        let who = format!("{model} {via:?}");
+        // Ten bytes of a hundred, then nothing; beside it, requests that finish.
+        let mut late = req(
+            "POST",
+            "/echo",
+            &[("content-length", "100")],
+            Some(&[b'x'; 10]),
+        );
+        late["hold"] = Value::Bool(true);
+        let (resps, v) = h2_requests(
+            &site,
+            via,
+            &[
+                late,
+                req("GET", "/index.html", &[], None),
+                req("POST", "/echo", &[], Some(b"whole")),
+            ],
+        );
+        assert_eq!(resps[0].status, 408, "{who}: {:?}", resps[0]);
+        assert_eq!(
+            (resps[1].status, resps[1].body.as_slice()),
+            (200, INDEX),
+            "{who}"
+        );
+        assert_eq!(resps[2].body, b"whole", "{who}");
+        assert_eq!(v["ended_order"][2], 1, "{who}: the 408 came last: {v}");
+        assert!(v["goaway"].is_null(), "{who}: the connection went on: {v}");
+
+        // A head that never ends.
+        let v = run_python(&site, via, "slow-head", &[], "");
+        assert_eq!(v["goaway"]["code"], NO_ERROR, "{who}: {v}");
+        assert_eq!(v["closed"], true, "{who}: {v}");
+        let elapsed = v["elapsed"].as_f64().unwrap();
+        assert!(elapsed >= 0.9, "{who}: cut before the grace: {v}");
+
+        // A window kept shut, the client silent for four seconds.
+        let mut c = Interactive::start(
+            &site,
+            via,
+            "stall",
+            &["--path", "/big.bin", "--silent", "4"],
+            "stalled",
+        );
+        c.go();
+        let v = c.result();
+        assert_eq!(v["received"], 65535, "{who}: {v}");
+        assert!(v["goaway_while_silent"].is_object(), "{who}: {v}");
+        assert_eq!(v["ended"], false, "{who}");
+        assert_eq!(v["closed"], true, "{who}");
+    }
+    let log = site.weft.log();
+    for said in [
+        "408 HTTP/2 stream 1: request body below timeouts.body_min_rate",
+        "408 HTTP/2 request head below timeouts.header_min_rate",
+        "did not open its window within timeouts.send",
+    ] {
+        assert!(
+            log.contains(said),
+            "{model}: the error log lacks {said:?}:\n{log}"
+        );
     }
 }
 

@@ -1313,6 +1313,23 @@ impl Connection {
             && self.output().is_empty()
     }
 
+    /// True while a request head is partly received: a HEADERS frame whose CONTINUATION
+    /// frames have not all come, or a HEADERS or CONTINUATION frame (or a frame header not
+    /// yet whole) cut short. Nothing else may come on the connection meanwhile (RFC 9113
+    /// §6.10), so a server bounds it as it bounds an HTTP/1.1 head (a minimum rate).
+    pub fn head_in_progress(&self) -> bool {
+        if self.block.is_some() {
+            return true;
+        }
+        if self.inbuf.is_empty() {
+            return false;
+        }
+        match FrameHeader::parse(&self.inbuf) {
+            None => true,
+            Some(h) => matches!(h.kind, FrameKind::Headers | FrameKind::Continuation),
+        }
+    }
+
     /// Frees every buffer an idle connection does not need (they are made again as requests
     /// come): what is left is the state proper, the HPACK table the client filled among it.
     pub fn shrink(&mut self) {
@@ -2373,6 +2390,28 @@ mod tests {
             &headers(7, ES | EH, &with(&[("Bad", "x")])),
             ErrorCode::EnhanceYourCalm,
         );
+    }
+
+    #[test]
+    fn a_head_is_in_progress_until_its_last_continuation() {
+        let mut p = Peer::ready(Config::default());
+        assert!(!p.conn.head_in_progress());
+        let h = frame(1, ES, 1, &block(GET));
+        // A frame header cut short, then the HEADERS frame cut short.
+        p.ok(&h[..5]);
+        assert!(p.conn.head_in_progress());
+        p.ok(&h[5..12]);
+        assert!(p.conn.head_in_progress());
+        // Whole, without END_HEADERS: still in progress until its CONTINUATION.
+        p.ok(&h[12..]);
+        assert!(p.conn.head_in_progress());
+        p.ok(&frame(9, EH, 1, &[]));
+        assert!(!p.conn.head_in_progress());
+        // A DATA frame cut short is a body, not a head.
+        let mut p = Peer::ready(Config::default());
+        p.ok(&headers(1, EH, GET));
+        p.ok(&data(1, ES, b"hello")[..11]);
+        assert!(!p.conn.head_in_progress());
     }
 
     #[test]

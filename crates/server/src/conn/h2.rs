@@ -30,6 +30,7 @@ use weft_http::{Method, Parser, Version};
 
 use crate::app::App;
 use crate::body::ReadBuf;
+use crate::minrate::MinRate;
 use crate::net::Transport;
 use crate::response::{Body, Response};
 use crate::Request;
@@ -188,8 +189,16 @@ impl Drop for Ticket {
 }
 
 /// A handler that may block, run away from its connection: the response, and a streamed
-/// body's pieces after it.
-fn run_away(app: Arc<App>, ticket: Ticket, req: Request, body: Vec<u8>, mut times: Times) {
+/// body's pieces after it (`staged`: on a thread of its own, so that a slow client of a
+/// streamed body does not hold a thread of the model's pool).
+fn run_away(
+    app: Arc<App>,
+    ticket: Ticket,
+    req: Request,
+    body: Vec<u8>,
+    mut times: Times,
+    staged: bool,
+) {
     let mut rbuf = ReadBuf::new(0);
     if !body.is_empty() {
         rbuf.push(&body);
@@ -228,7 +237,17 @@ fn run_away(app: Arc<App>, ticket: Ticket, req: Request, body: Vec<u8>, mut time
         times,
         piped: Some((rx, len)),
     });
-    pipe(&mut *reader, len, &tx, &away.wake);
+    let mut piping = move || pipe(&mut *reader, len, &tx, &away.wake);
+    if !staged {
+        return piping();
+    }
+    let spawned = std::thread::Builder::new()
+        .name("weft-h2-body".into())
+        .spawn(piping);
+    if let Err(e) = spawned {
+        // The pieces' sender went with it: the connection resets the stream.
+        log::error!("cannot start a thread for a streamed body: {e}");
+    }
 }
 
 /// Reads a streamed body (`len` bytes, or to its end) in pieces for the connection, as its
@@ -277,10 +296,24 @@ struct Incoming {
     too_large: bool,
     /// Its clock readings (`[timing]`): the head when the HEADERS came.
     times: Times,
+    /// When its last DATA came (its HEADERS, before any): `timeouts.body_read` runs from it.
+    last: Instant,
+    /// Its body's minimum rate (`timeouts.body_min_rate`), from its HEADERS.
+    rate: MinRate,
+}
+
+impl Incoming {
+    /// When the rest of its body is late, and whether the minimum rate (rather than
+    /// `timeouts.body_read`) says so.
+    fn deadline(&self, t: &crate::config::Timeouts) -> (Instant, bool) {
+        self.rate
+            .earliest(self.body.len() as u64, self.last + t.body_read)
+    }
 }
 
 enum State {
-    Receiving(Incoming),
+    /// Boxed: a request without a body (most) never takes this state.
+    Receiving(Box<Incoming>),
     /// Its handler runs away ([`Away`]); its answer comes back through [`Driver::collect`].
     Running,
     /// Answered before its body ended (413): the rest of the body is dropped.
@@ -329,6 +362,13 @@ impl H2Park {
     }
 }
 
+/// A handler's run, handed to a model's own pool ([`Stage`]).
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
+/// A model's pool that runs every stream's handler (the pipeline's process stage): takes a
+/// job, or gives it back when it has no room now.
+pub(crate) type Stage = dyn Fn(Job) -> Result<(), Job> + Send + Sync;
+
 /// Serves an HTTP/2 connection whose first bytes (the client's preface, maybe more) are
 /// `early`, until either side ends it, or (with [`OnIdle::Return`] where the model parks, see
 /// [`H2Park`]) until it falls idle.
@@ -339,13 +379,26 @@ pub(crate) fn serve<T: Transport>(
     info: &ConnInfo,
     on_idle: OnIdle,
 ) -> io::Result<Served> {
+    serve_staged(stream, early, app, info, on_idle, None)
+}
+
+/// As [`serve`]; with `stage`, every stream's handler runs there (the connection's flow of
+/// control frames requests and responses, as a pipeline's receive and send stages would).
+pub(crate) fn serve_staged<T: Transport>(
+    stream: &mut T,
+    early: &[u8],
+    app: &App,
+    info: &ConnInfo,
+    on_idle: OnIdle,
+    stage: Option<&Stage>,
+) -> io::Result<Served> {
     info.listener.h2_connections.fetch_add(1, Relaxed);
     let parked = Box::new(Parked {
         conn: Connection::new(settings(app)),
         going_away: false,
         timed_one: false,
     });
-    run(stream, parked, early, app, info, on_idle)
+    run(stream, parked, early, app, info, on_idle, stage)
 }
 
 /// Goes on serving a parked HTTP/2 connection whose client has sent again.
@@ -356,7 +409,7 @@ pub(crate) fn resume<T: Transport>(
     info: &ConnInfo,
     on_idle: OnIdle,
 ) -> io::Result<Served> {
-    run(stream, parked, &[], app, info, on_idle)
+    run(stream, parked, &[], app, info, on_idle, None)
 }
 
 /// The driver's working storage between requests: kept per thread while no connection uses
@@ -387,6 +440,7 @@ fn run<T: Transport>(
     app: &App,
     info: &ConnInfo,
     on_idle: OnIdle,
+    stage: Option<&Stage>,
 ) -> io::Result<Served> {
     let limits = app.cfg.limits.http();
     let scratch = match SCRATCH.with(|p| p.borrow_mut().pop()) {
@@ -422,6 +476,9 @@ fn run<T: Transport>(
         park: false,
         away: None,
         away_threads: 0,
+        head_since: None,
+        head_bytes: 0,
+        stage,
     };
     let mut buf = buf;
     let result = drive(&mut d, &mut buf, stream, early, on_idle);
@@ -494,7 +551,7 @@ fn drive<T: Transport>(
         // Nothing to send until the client says more: read, within the deadline of what it
         // owes.
         let now = Instant::now();
-        let wait = if d.streams.is_empty() {
+        if d.streams.is_empty() && d.head_since.is_none() {
             if !mark_idle(info, Start::Resumed) && !d.parked.going_away {
                 d.parked.conn.go_away();
                 d.parked.going_away = true;
@@ -506,19 +563,17 @@ fn drive<T: Transport>(
                 d.park = true;
                 return Ok(Served::Idle);
             }
-            t.keepalive
-        } else if d.window_shut() {
-            let since = *d.stalled_since.get_or_insert(now);
-            t.send.saturating_sub(now - since)
-        } else if d.receiving() {
-            t.body_read
-        } else {
-            // Only handlers away and their bodies are awaited: the client owes nothing.
-            t.keepalive
-        };
+        }
+        // The earliest of what the client owes: a head, a stream's body, an open window;
+        // idle, or with only this side's work awaited, the keep-alive period.
+        let wait = d
+            .deadline(now)
+            .map_or(t.keepalive, |at| at.saturating_duration_since(now));
         if wait.is_zero() {
-            d.timed_out(stream);
-            return Ok(Served::Closed);
+            if d.expire(stream, now) {
+                return Ok(Served::Closed);
+            }
+            continue;
         }
         let got = match &d.away {
             // Some handler may hand back work: its wake-up ends the wait too.
@@ -546,14 +601,13 @@ fn drive<T: Transport>(
                 if !d.receive(stream, &buf[..n]) {
                     return Ok(Served::Closed);
                 }
+                d.note_head(n);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if crate::net::timed_out(&e) => {
-                if d.owes_nothing() {
-                    continue;
+                if d.expire(stream, Instant::now()) {
+                    return Ok(Served::Closed);
                 }
-                d.timed_out(stream);
-                return Ok(Served::Closed);
             }
             Err(e) => {
                 log::debug!("{}: HTTP/2 read: {e}", info.peer);
@@ -585,8 +639,14 @@ struct Driver<'a> {
     park: bool,
     /// Made when the first handler runs away ([`Driver::send_away`]).
     away: Option<Arc<Away>>,
+    /// Since when a request head is partly received (`Connection::head_in_progress`), and
+    /// the bytes read since: `timeouts.header_read` and `header_min_rate` bound it.
+    head_since: Option<Instant>,
+    head_bytes: u64,
     /// Handlers away on threads of their own, not yet handed back.
     away_threads: usize,
+    /// Where every stream's handler runs, for a model that has such a pool.
+    stage: Option<&'a Stage>,
 }
 
 impl Driver<'_> {
@@ -614,16 +674,108 @@ impl Driver<'_> {
             .any(|s| matches!(&s.state, State::Sending(out) if out.stalled.is_some()))
     }
 
-    fn receiving(&self) -> bool {
-        self.streams
-            .iter()
-            .any(|s| matches!(s.state, State::Receiving(_)))
+    /// After `n` bytes were read and taken: whether a request head is partly received now,
+    /// and since when.
+    fn note_head(&mut self, n: usize) {
+        if self.parked.conn.head_in_progress() {
+            if self.head_since.is_none() {
+                self.head_since = Some(Instant::now());
+                self.head_bytes = 0;
+            }
+            self.head_bytes += n as u64;
+        } else {
+            self.head_since = None;
+        }
     }
 
-    /// Streams are open, but each waits on this side (a handler away, a body being read
-    /// away): a quiet client is not late.
-    fn owes_nothing(&self) -> bool {
-        !self.streams.is_empty() && !self.window_shut() && !self.receiving()
+    /// When the head in progress is late, and whether the minimum rate says so.
+    fn head_deadline(&self) -> Option<(Instant, bool)> {
+        let t = &self.app.cfg.timeouts;
+        self.head_since
+            .map(|since| MinRate::head(t, since).earliest(self.head_bytes, since + t.header_read))
+    }
+
+    /// The earliest time something the client owes is late: the head in progress, a
+    /// stream's body (`timeouts.body_read` since its last DATA, or `body_min_rate`), the
+    /// window of every response in progress (`timeouts.send`). `None`: it owes nothing
+    /// (idle, or only handlers away are awaited).
+    fn deadline(&mut self, now: Instant) -> Option<Instant> {
+        let t = &self.app.cfg.timeouts;
+        let mut at = self.head_deadline().map(|(at, _)| at);
+        let mut earlier = |x: Instant| at = Some(at.map_or(x, |a: Instant| a.min(x)));
+        if self.window_shut() {
+            earlier(*self.stalled_since.get_or_insert(now) + t.send);
+        }
+        for s in &self.streams {
+            if let State::Receiving(inc) = &s.state {
+                earlier(inc.deadline(t).0);
+            }
+        }
+        at
+    }
+
+    /// Acts on what is late at `now`: a stream whose body is late gets 408 (its own, the
+    /// others go on); a late head, a window kept shut past `timeouts.send`, or an idle
+    /// connection past `timeouts.keepalive` ends the connection (true; GOAWAY written).
+    fn expire<T: Transport>(&mut self, stream: &mut T, now: Instant) -> bool {
+        let t = &self.app.cfg.timeouts;
+        let peer = self.info.peer;
+        let end = if let Some((at, by_rate)) = self.head_deadline().filter(|(at, _)| now >= *at) {
+            // Nothing else may come while a head is unfinished: the connection goes.
+            log::info!(
+                "{peer}: 408 HTTP/2 request head {} ({} bytes in {:?})",
+                if by_rate {
+                    "below timeouts.header_min_rate"
+                } else {
+                    "not received within timeouts.header_read"
+                },
+                self.head_bytes,
+                at - self.head_since.unwrap_or(at),
+            );
+            self.cut_all("the client's next request head was late");
+            true
+        } else if self.window_shut()
+            && self
+                .stalled_since
+                .is_some_and(|since| now >= since + t.send)
+        {
+            self.cut_all("the client did not open its window within timeouts.send");
+            true
+        } else {
+            let mut i = 0;
+            while i < self.streams.len() {
+                let id = self.streams[i].id;
+                let late = match &self.streams[i].state {
+                    State::Receiving(inc) => Some(inc.deadline(t)).filter(|(at, _)| now >= *at),
+                    _ => None,
+                };
+                let Some((_, by_rate)) = late else {
+                    i += 1;
+                    continue;
+                };
+                let State::Receiving(inc) = self.streams.swap_remove(i).state else {
+                    unreachable!()
+                };
+                log::info!(
+                    "{peer}: 408 HTTP/2 stream {id}: request body {} ({} bytes)",
+                    if by_rate {
+                        "below timeouts.body_min_rate"
+                    } else {
+                        "not received within timeouts.body_read"
+                    },
+                    inc.body.len()
+                );
+                self.answer_early(id, *inc, false, 408);
+            }
+            // Idle past the keep-alive period.
+            self.streams.is_empty() && self.head_since.is_none()
+        };
+        if end {
+            self.parked.conn.go_away();
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            self.flush(stream);
+        }
+        end
     }
 
     /// Takes what the handlers away have handed back: each answer's head framed (its body
@@ -635,9 +787,11 @@ impl Driver<'_> {
         // Before the look: a hand-back after this fires again, so none is missed.
         away.wake.rearm();
         let done = std::mem::take(&mut *away.done.lock().unwrap_or_else(|e| e.into_inner()));
-        let in_fiber = weft_fiber::in_fiber();
+        // Handlers on threads of their own are counted (`AWAY_THREADS`); on fibers or in a
+        // model's stage they are not.
+        let threads = !weft_fiber::in_fiber() && self.stage.is_none();
         for f in done {
-            if !in_fiber {
+            if threads {
                 self.away_threads -= 1;
             }
             let live = self
@@ -691,7 +845,10 @@ impl Driver<'_> {
         times: Times,
     ) -> Option<(Request, Vec<u8>, Times)> {
         let in_fiber = weft_fiber::in_fiber();
-        if !self.app.may_block(&req) || (!in_fiber && self.away_threads >= AWAY_THREADS) {
+        let staged = self.stage.is_some();
+        if !staged
+            && (!self.app.may_block(&req) || (!in_fiber && self.away_threads >= AWAY_THREADS))
+        {
             return Some((req, body, times));
         }
         let Some(app) = self.app.shared() else {
@@ -711,12 +868,18 @@ impl Driver<'_> {
             id,
             answered: false,
         };
-        let job = move || run_away(app, ticket, req, body, times);
+        let staged = self.stage.is_some();
+        let job = move || run_away(app, ticket, req, body, times, staged);
         self.streams.push(Stream {
             id,
             state: State::Running,
         });
-        if in_fiber {
+        if let Some(stage) = self.stage {
+            // A full stage: the handler runs here, and hands back as any other.
+            if let Err(job) = stage(Box::new(job)) {
+                job();
+            }
+        } else if in_fiber {
             // Detached: the ticket hands back its end, whatever it is.
             drop(weft_fiber::spawn(job));
         } else {
@@ -746,11 +909,14 @@ impl Driver<'_> {
                     too_large,
                 } => {
                     let declared = head.content_length;
+                    let now = Instant::now();
                     let mut incoming = Incoming {
                         head,
                         body: Vec::new(),
                         too_large,
                         times: self.head_times(),
+                        last: now,
+                        rate: MinRate::body(&self.app.cfg.timeouts, now),
                     };
                     if too_large {
                         log::info!(
@@ -775,7 +941,7 @@ impl Driver<'_> {
                         }
                         self.streams.push(Stream {
                             id,
-                            state: State::Receiving(incoming),
+                            state: State::Receiving(Box::new(incoming)),
                         });
                     }
                 }
@@ -805,9 +971,10 @@ impl Driver<'_> {
                                 };
                                 self.streams.swap_remove(i);
                                 self.parked.conn.release(id, n);
-                                self.answer_early(id, inc, end_stream, 413);
+                                self.answer_early(id, *inc, end_stream, 413);
                                 continue;
                             }
+                            inc.last = Instant::now();
                             if inc.body.is_empty() && end_stream {
                                 // The whole body in one frame: its buffer becomes the body.
                                 inc.body = data;
@@ -1247,27 +1414,6 @@ impl Driver<'_> {
                 self.finish(out, Some(why));
             }
         }
-    }
-
-    /// The client owed something past its deadline: an idle connection is closed with
-    /// GOAWAY; a stalled one is cut.
-    fn timed_out<T: Transport>(&mut self, stream: &mut T) {
-        if self.streams.is_empty() {
-            self.parked.conn.go_away();
-        } else if self.window_shut() {
-            self.cut_all("the client did not open its window within timeouts.send");
-        } else {
-            log::info!(
-                "{}: 408 HTTP/2 request body not received in time",
-                self.info.peer
-            );
-            for s in std::mem::take(&mut self.streams) {
-                self.parked.conn.reset(s.id, ErrorCode::Cancel);
-            }
-            self.parked.conn.go_away();
-        }
-        let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-        self.flush(stream);
     }
 }
 

@@ -36,7 +36,7 @@ use crate::shutdown::Registration;
 
 use driver::serve_inner;
 pub(crate) use driver::{open, Opened};
-pub(crate) use h2::{serve as serve_h2, H2Park};
+pub(crate) use h2::{serve_staged as serve_h2_staged, H2Park, Job, Stage};
 pub(crate) use handle::{
     failure, handle, log_access, log_cut, log_refused, recycle_request, take_request,
 };

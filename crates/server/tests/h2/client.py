@@ -9,7 +9,11 @@ asserts on it. Modes:
   requests      the requests of a JSON list on standard input, all opened at once on one
                 connection with the `h2` library (flow control as the library keeps it; the
                 client's windows are the default 65,535 bytes, so a large response needs the
-                server to wait for WINDOW_UPDATE frames)
+                server to wait for WINDOW_UPDATE frames); `ended_order`: the stream ids in
+                the order their responses ended. A request with `"hold": true` sends its
+                body's bytes without END_STREAM and nothing more
+  slow-head     raw frames: a HEADERS frame without END_HEADERS and no CONTINUATION; what
+                the server sends (GOAWAY?) before it closes, and when
   refuse        raw frames: 129 POST streams left open; the extra one is refused, then the
                 128 bodies are ended and each answered
   rapid-reset   raw frames: 1000 GETs, each reset at once (CVE-2023-44487)
@@ -129,7 +133,14 @@ class Reply:
 def mode_requests(args):
     specs = json.load(sys.stdin)
     sock, alpn = connect(args)
-    result = {"alpn": alpn, "settings": {}, "goaway": None, "responses": [], "error": None}
+    result = {
+        "alpn": alpn,
+        "settings": {},
+        "goaway": None,
+        "responses": [],
+        "ended_order": [],
+        "error": None,
+    }
     if args.tls and alpn != "h2":
         result["error"] = "ALPN chose %r" % alpn
         print(json.dumps(result))
@@ -153,7 +164,10 @@ def mode_requests(args):
         body = bytes.fromhex(spec["body_hex"]) if "body_hex" in spec else None
         conn.send_headers(sid, headers, end_stream=body is None)
         replies[sid] = Reply(sid, spec)
-        if body is not None:
+        if body is not None and spec.get("hold"):
+            # Its body's bytes, and then nothing: the rest never comes.
+            conn.send_data(sid, body, end_stream=False)
+        elif body is not None:
             bodies[sid] = body
 
     def push_bodies():
@@ -206,6 +220,7 @@ def mode_requests(args):
                 conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             elif isinstance(ev, h2.events.StreamEnded):
                 replies[ev.stream_id].ended = True
+                result["ended_order"].append(ev.stream_id)
             elif isinstance(ev, h2.events.StreamReset):
                 if ev.stream_id in replies and replies[ev.stream_id].reset is None:
                     replies[ev.stream_id].reset = int(ev.error_code)
@@ -544,8 +559,12 @@ def mode_stall(args):
         take(f)
         if out["goaway"] is not None:
             out["goaway_while_silent"] = out["goaway"]
-    # Open the windows wide; read to the end of the stream and of the connection.
-    c.send([WindowUpdateFrame(0, window_increment=1 << 30), WindowUpdateFrame(1, window_increment=1 << 30)])
+    # Open the windows wide; read to the end of the stream and of the connection (which
+    # the server may have closed already: its send timeout).
+    try:
+        c.send([WindowUpdateFrame(0, window_increment=1 << 30), WindowUpdateFrame(1, window_increment=1 << 30)])
+    except OSError:
+        pass
     end = time.monotonic() + args.timeout
     while time.monotonic() < end:
         f = c.frame(timeout=max(0.05, end - time.monotonic()))
@@ -554,6 +573,30 @@ def mode_stall(args):
         take(f)
     out["closed"] = c.eof
     out["body_hex"] = bytes(body).hex()
+    print(json.dumps(out))
+
+
+def mode_slow_head(args):
+    """A request head that never ends: HEADERS without END_HEADERS, then nothing."""
+    c = Raw(args)
+    c.start()
+    block = c.enc.encode(
+        [(":method", "GET"), (":scheme", scheme(args)), (":authority", "localhost")],
+        huffman=False,
+    )
+    f = HeadersFrame(1, flags=["END_STREAM"])
+    f.data = block
+    start = time.monotonic()
+    c.send([f])
+    out = {"goaway": None, "closed": False, "elapsed": None}
+    while True:
+        f = c.frame(timeout=args.timeout)
+        if f is None:
+            out["closed"] = c.eof
+            break
+        if isinstance(f, GoAwayFrame):
+            out["goaway"] = goaway_json(f)
+    out["elapsed"] = time.monotonic() - start
     print(json.dumps(out))
 
 
@@ -587,6 +630,7 @@ def mode_idle(args):
 
 MODES = {
     "requests": mode_requests,
+    "slow-head": mode_slow_head,
     "refuse": mode_refuse,
     "rapid-reset": mode_rapid_reset,
     "settings-flood": mode_settings_flood,

@@ -132,6 +132,14 @@ struct Out {
     req: Option<Request>,
 }
 
+/// What a stage's queue carries: a connection, or (in process's queue only) the handler of
+/// an HTTP/2 stream whose connection left the stages for a thread that frames its requests and
+/// responses (`h2.rs`).
+pub(crate) enum Task {
+    Conn(Box<Conn>),
+    Stream(crate::conn::Job),
+}
+
 /// Where a connection goes after a stage's step.
 enum Next {
     /// Into receive's queue (from accept; waits for room).
@@ -143,7 +151,9 @@ enum Next {
     /// Into the poller until the socket is ready or the deadline passes.
     Park(Box<Conn>, Wait, Instant),
     Close(Box<Conn>),
-    /// Gone from the stages (an HTTP/2 connection on a thread of its own, `h2.rs`).
+    /// An HTTP/2 connection, out of the stages to a thread of its own (`h2.rs`).
+    Http2(Box<Conn>),
+    /// Gone from the stages (an HTTP/2 stream's handler, done).
     Detached,
 }
 
@@ -156,7 +166,7 @@ pub(crate) struct Pipeline {
     live: Arc<LiveApp>,
     lm: Arc<ListenerMetrics>,
     /// Each stage's queue and permits, indexed by `Stage as usize`.
-    stages: [queue::Stage<Box<Conn>>; 4],
+    stages: [Arc<queue::Stage<Task>>; 4],
     poller: Arc<Poller>,
     /// Wakes the monitor from a quiet spell when work comes.
     rouse: Rouse,
@@ -209,16 +219,27 @@ impl Rouse {
 }
 
 impl Pipeline {
-    fn stage(&self, stage: Stage) -> &queue::Stage<Box<Conn>> {
+    fn stage(&self, stage: Stage) -> &queue::Stage<Task> {
         &self.stages[stage as usize]
     }
 
-    fn receive(&self) -> &queue::Stage<Box<Conn>> {
+    fn receive(&self) -> &queue::Stage<Task> {
         self.stage(Stage::Receive)
     }
 
-    fn send(&self) -> &queue::Stage<Box<Conn>> {
+    fn send(&self) -> &queue::Stage<Task> {
         self.stage(Stage::Send)
+    }
+
+    /// Takes an HTTP/2 connection out of the stages: a thread of its own frames its
+    /// requests and responses, and queues each stream's handler in process (`h2.rs`).
+    fn detach_h2(&self, conn: Box<Conn>) {
+        let process = self.stages[Stage::Process as usize].clone();
+        h2::detach(conn, move |job| match process.try_push(Task::Stream(job)) {
+            Ok(()) => Ok(()),
+            Err(Task::Stream(job)) => Err(job),
+            Err(Task::Conn(_)) => unreachable!("a stream was pushed"),
+        });
     }
 
     /// Hands a connection on. `from_send`: the step was send's, which must not wait for room
@@ -227,21 +248,21 @@ impl Pipeline {
         // A push into a closed stage (final shutdown) gives the connection back: it closes.
         match next {
             Next::Receive(c) => {
-                drop(self.receive().push(c));
+                drop(self.receive().push(Task::Conn(c)));
                 self.rouse.work();
             }
             Next::Reparse(c) if from_send => {
-                if let Err(c) = self.receive().try_push(c) {
+                if let Err(Task::Conn(c)) = self.receive().try_push(Task::Conn(c)) {
                     self.poller.ready(c);
                 }
                 self.rouse.work();
             }
             Next::Reparse(c) => {
-                drop(self.receive().push(c));
+                drop(self.receive().push(Task::Conn(c)));
                 self.rouse.work();
             }
-            Next::Process(c) => drop(self.stage(Stage::Process).push(c)),
-            Next::Send(c) => drop(self.send().push(c)),
+            Next::Process(c) => drop(self.stage(Stage::Process).push(Task::Conn(c))),
+            Next::Send(c) => drop(self.send().push(Task::Conn(c))),
             Next::Park(c, wait, deadline) => {
                 // Bytes may be waiting: back to receive, without waiting for room in its
                 // queue (this may be a receive thread).
@@ -250,6 +271,7 @@ impl Pipeline {
                 }
             }
             Next::Close(c) => drop(c),
+            Next::Http2(c) => self.detach_h2(c),
             Next::Detached => {}
         }
     }
@@ -276,7 +298,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     // beside what they wait for, with no timeout to look at the flag.
     let stop = app.shutdown.interrupt().eventfd()?.as_raw_fd();
     let p = Arc::new(Pipeline {
-        stages: std::array::from_fn(|k| queue::Stage::new(pc.queue, initial[k])),
+        stages: std::array::from_fn(|k| Arc::new(queue::Stage::new(pc.queue, initial[k]))),
         poller: Arc::new(Poller::new()?),
         rouse: Rouse::new()?,
         listener: Mutex::new(Some(Arc::new(listener))),
@@ -360,15 +382,22 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
 /// A receive, process or send thread: takes tasks while it holds a permit.
 fn worker(p: &Pipeline, which: Stage, idx: usize) {
     let stage = p.stage(which);
-    while let Some(conn) = stage.pop(idx) {
+    while let Some(task) = stage.pop(idx) {
         let t0 = stage.begin();
         // A panicking handler ends its own connection (dropped while unwinding), not the
         // stage's thread: threads are never replaced at run time.
-        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match which {
-            Stage::Receive => stages::receive(conn),
-            Stage::Process => stages::process(conn),
-            // Accept threads run `accept_worker`; none pops a connection.
-            Stage::Send | Stage::Accept => stages::send(p, conn),
+        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match task {
+            // An HTTP/2 stream's handler: it hands its answer back to its connection's thread.
+            Task::Stream(job) => {
+                job();
+                Next::Detached
+            }
+            Task::Conn(conn) => match which {
+                Stage::Receive => stages::receive(conn),
+                Stage::Process => stages::process(conn),
+                // Accept threads run `accept_worker`; none pops a connection.
+                Stage::Send | Stage::Accept => stages::send(p, conn),
+            },
         }));
         stage.end(t0);
         match step {

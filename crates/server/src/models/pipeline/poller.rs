@@ -302,7 +302,7 @@ pub(crate) fn run(p: &Pipeline) {
         let handoff = std::mem::take(&mut poller.lock().ready);
         handed |= !handoff.is_empty();
         for conn in handoff {
-            let _ = p.receive().push(conn);
+            let _ = p.receive().push(super::Task::Conn(conn));
         }
         if handed {
             p.rouse.work();
@@ -316,10 +316,10 @@ fn ready(p: &Pipeline, parked: Parked) {
     let Parked { conn, wait, .. } = parked;
     match wait {
         Wait::Request => {
-            let _ = p.receive().push(conn);
+            let _ = p.receive().push(super::Task::Conn(conn));
         }
         Wait::Writable => {
-            let _ = p.send().push(conn);
+            let _ = p.send().push(super::Task::Conn(conn));
         }
         Wait::Linger => {
             let mut scratch = [0u8; 4096];

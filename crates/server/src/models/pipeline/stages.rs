@@ -227,7 +227,7 @@ fn open(mut conn: Box<Conn>) -> Result<Box<Conn>, Next> {
         let c = &mut *conn;
         match c.prelude.step(c.rbuf.data(), &app.cfg, now) {
             conn::Step::Open(conn::Protocol::Http1) => return Ok(conn),
-            conn::Step::Open(conn::Protocol::Http2) => return Err(super::h2::detach(conn)),
+            conn::Step::Open(conn::Protocol::Http2) => return Err(Next::Http2(conn)),
             conn::Step::Read { max, until } => match c.rbuf.fill(&mut &c.stream, max) {
                 Ok(0) => {
                     if let Some(why) = c.prelude.ended(c.rbuf.len()) {
