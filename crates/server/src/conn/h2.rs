@@ -528,8 +528,11 @@ fn drive<T: Transport>(
     // Resumed because the socket turned readable: read before parking again.
     let mut read_since_resume = !early.is_empty();
     let t = &app.cfg.timeouts;
-    if !early.is_empty() && !d.receive(stream, early) {
-        return Ok(Served::Closed);
+    if !early.is_empty() {
+        if !d.receive(stream, early) {
+            return Ok(Served::Closed);
+        }
+        d.note_head(early.len());
     }
     loop {
         if !d.parked.going_away && app.shutdown.is_set() {
