@@ -476,13 +476,21 @@ fn closes_cleanly(req: &Request, rbuf: &ReadBuf) -> bool {
 // that calls it, on every fiber's stack (`fiber.stack_size`; tests/fiber_only.rs).
 #[inline(never)]
 fn linger<T: Transport>(stream: &mut T, rbuf: &mut ReadBuf, time: Duration) {
+    rbuf.consume(rbuf.len());
+    drain_close(stream, time);
+}
+
+/// The lingering close itself: flushes, half-closes, and reads and drops what the client
+/// still sends for up to `time` (or until its end). HTTP/2 closes so after a GOAWAY for an
+/// error, whose client may be in the middle of a flood.
+#[inline(never)]
+pub(super) fn drain_close<T: Transport>(stream: &mut T, time: Duration) {
     let _ = stream.flush();
     if stream.shutdown_write().is_err() {
         return;
     }
     let end = Instant::now() + time;
     let mut scratch = [0u8; 4096];
-    rbuf.consume(rbuf.len());
     loop {
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {

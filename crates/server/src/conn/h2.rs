@@ -296,18 +296,18 @@ struct Incoming {
     too_large: bool,
     /// Its clock readings (`[timing]`): the head when the HEADERS came.
     times: Times,
-    /// When its last DATA came (its HEADERS, before any): `timeouts.body_read` runs from it.
-    last: Instant,
-    /// Its body's minimum rate (`timeouts.body_min_rate`), from its HEADERS.
-    rate: MinRate,
+    /// Once its body is awaited: when its last DATA came (its HEADERS, before any), which
+    /// `timeouts.body_read` runs from, and its body's minimum rate (`body_min_rate`). Unset
+    /// for a request answered at once (no clock read for it).
+    due: Option<(Instant, MinRate)>,
 }
 
 impl Incoming {
     /// When the rest of its body is late, and whether the minimum rate (rather than
     /// `timeouts.body_read`) says so.
-    fn deadline(&self, t: &crate::config::Timeouts) -> (Instant, bool) {
-        self.rate
-            .earliest(self.body.len() as u64, self.last + t.body_read)
+    fn deadline(&self, t: &crate::config::Timeouts) -> Option<(Instant, bool)> {
+        let (last, rate) = self.due?;
+        Some(rate.earliest(self.body.len() as u64, last + t.body_read))
     }
 }
 
@@ -528,8 +528,10 @@ fn drive<T: Transport>(
     // Resumed because the socket turned readable: read before parking again.
     let mut read_since_resume = !early.is_empty();
     let t = &app.cfg.timeouts;
+    let lingering = app.cfg.timeouts.lingering_time;
     if !early.is_empty() {
         if !d.receive(stream, early) {
+            super::driver::drain_close(stream, lingering);
             return Ok(Served::Closed);
         }
         d.note_head(early.len());
@@ -574,6 +576,7 @@ fn drive<T: Transport>(
             .map_or(t.keepalive, |at| at.saturating_duration_since(now));
         if wait.is_zero() {
             if d.expire(stream, now) {
+                super::driver::drain_close(stream, lingering);
                 return Ok(Served::Closed);
             }
             continue;
@@ -602,6 +605,8 @@ fn drive<T: Transport>(
                 mark_busy(info);
                 read_since_resume = true;
                 if !d.receive(stream, &buf[..n]) {
+                    // GOAWAY for an error is written: unread bytes must not reset it away.
+                    super::driver::drain_close(stream, lingering);
                     return Ok(Served::Closed);
                 }
                 d.note_head(n);
@@ -609,6 +614,7 @@ fn drive<T: Transport>(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if crate::net::timed_out(&e) => {
                 if d.expire(stream, Instant::now()) {
+                    super::driver::drain_close(stream, lingering);
                     return Ok(Served::Closed);
                 }
             }
@@ -711,7 +717,9 @@ impl Driver<'_> {
         }
         for s in &self.streams {
             if let State::Receiving(inc) = &s.state {
-                earlier(inc.deadline(t).0);
+                if let Some((late, _)) = inc.deadline(t) {
+                    earlier(late);
+                }
             }
         }
         at
@@ -749,7 +757,7 @@ impl Driver<'_> {
             while i < self.streams.len() {
                 let id = self.streams[i].id;
                 let late = match &self.streams[i].state {
-                    State::Receiving(inc) => Some(inc.deadline(t)).filter(|(at, _)| now >= *at),
+                    State::Receiving(inc) => inc.deadline(t).filter(|(at, _)| now >= *at),
                     _ => None,
                 };
                 let Some((_, by_rate)) = late else {
@@ -838,8 +846,18 @@ impl Driver<'_> {
         }
     }
 
-    /// Runs the handler of `req` away from the connection ([`Away`]) when it may block and
-    /// a fiber or thread can take it; gives the request back otherwise.
+    /// Whether [`Driver::send_away`] takes `req` (it may block, or the model runs every
+    /// handler in a stage): decided before the request is moved, so the common request
+    /// (answered here) pays one routing look and nothing more.
+    fn runs_away(&self, req: &Request) -> bool {
+        if self.stage.is_some() {
+            return true;
+        }
+        (weft_fiber::in_fiber() || self.away_threads < AWAY_THREADS) && self.app.may_block(req)
+    }
+
+    /// Runs the handler of `req` away from the connection ([`Away`]); gives the request back
+    /// when the application is not shared (it cannot go to another fiber or thread).
     fn send_away(
         &mut self,
         id: StreamId,
@@ -848,12 +866,6 @@ impl Driver<'_> {
         times: Times,
     ) -> Option<(Request, Vec<u8>, Times)> {
         let in_fiber = weft_fiber::in_fiber();
-        let staged = self.stage.is_some();
-        if !staged
-            && (!self.app.may_block(&req) || (!in_fiber && self.away_threads >= AWAY_THREADS))
-        {
-            return Some((req, body, times));
-        }
         let Some(app) = self.app.shared() else {
             return Some((req, body, times));
         };
@@ -912,14 +924,12 @@ impl Driver<'_> {
                     too_large,
                 } => {
                     let declared = head.content_length;
-                    let now = Instant::now();
                     let mut incoming = Incoming {
                         head,
                         body: Vec::new(),
                         too_large,
                         times: self.head_times(),
-                        last: now,
-                        rate: MinRate::body(&self.app.cfg.timeouts, now),
+                        due: None,
                     };
                     if too_large {
                         log::info!(
@@ -942,6 +952,8 @@ impl Driver<'_> {
                         if let Some(n) = declared {
                             incoming.body.reserve_exact(n.min(64 * 1024) as usize);
                         }
+                        let now = Instant::now();
+                        incoming.due = Some((now, MinRate::body(&self.app.cfg.timeouts, now)));
                         self.streams.push(Stream {
                             id,
                             state: State::Receiving(Box::new(incoming)),
@@ -977,7 +989,9 @@ impl Driver<'_> {
                                 self.answer_early(id, *inc, end_stream, 413);
                                 continue;
                             }
-                            inc.last = Instant::now();
+                            if let Some((last, _)) = &mut inc.due {
+                                *last = Instant::now();
+                            }
                             if inc.body.is_empty() && end_stream {
                                 // The whole body in one frame: its buffer becomes the body.
                                 inc.body = data;
@@ -1117,12 +1131,17 @@ impl Driver<'_> {
                     // The body's wait, from the HEADERS to its end.
                     times.add_body_wait(head.elapsed());
                 }
-                let times = std::mem::take(times);
-                let Some((back, body, times)) = self.send_away(id, req, body, times) else {
-                    return;
+                let body = if self.runs_away(&req) {
+                    let times = std::mem::take(times);
+                    let Some((back, body, times)) = self.send_away(id, req, body, times) else {
+                        return;
+                    };
+                    req = back;
+                    inc.times = times;
+                    body
+                } else {
+                    body
                 };
-                req = back;
-                inc.times = times;
                 let times = &mut inc.times;
                 let mut rbuf = ReadBuf::new(0);
                 if !body.is_empty() {
