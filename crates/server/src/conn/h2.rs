@@ -672,7 +672,7 @@ impl Driver<'_> {
             self.flush(stream);
             return false;
         }
-        self.dispatch(stream);
+        self.dispatch();
         true
     }
 
@@ -914,7 +914,7 @@ impl Driver<'_> {
     }
 
     /// Takes the connection's events: new requests, body bytes, resets.
-    fn dispatch<T: Transport>(&mut self, stream: &mut T) {
+    fn dispatch(&mut self) {
         while let Some(ev) = self.parked.conn.poll_event() {
             match ev {
                 Event::Request {
@@ -947,7 +947,7 @@ impl Driver<'_> {
                         continue;
                     }
                     if end_stream {
-                        self.run(stream, id, &mut incoming);
+                        self.run(id, &mut incoming);
                     } else {
                         if let Some(n) = declared {
                             incoming.body.reserve_exact(n.min(64 * 1024) as usize);
@@ -1005,7 +1005,7 @@ impl Driver<'_> {
                                 else {
                                     unreachable!()
                                 };
-                                self.run(stream, id, &mut inc);
+                                self.run(id, &mut inc);
                             }
                         }
                         State::Discarding => {
@@ -1024,7 +1024,7 @@ impl Driver<'_> {
                             else {
                                 unreachable!()
                             };
-                            self.run(stream, id, &mut inc);
+                            self.run(id, &mut inc);
                         } else if matches!(self.streams[i].state, State::Discarding) {
                             self.streams.swap_remove(i);
                         }
@@ -1101,7 +1101,7 @@ impl Driver<'_> {
     }
 
     /// Runs the handler of a request whose body is whole and starts its response.
-    fn run<T: Transport>(&mut self, _stream: &mut T, id: StreamId, inc: &mut Incoming) {
+    fn run(&mut self, id: StreamId, inc: &mut Incoming) {
         let head = std::mem::take(&mut inc.head);
         if inc.too_large {
             let req = self.request(&head, 0).ok();
