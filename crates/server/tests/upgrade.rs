@@ -4,20 +4,28 @@
 //! and no connection refused. A keep-alive request that meets the old process closing the idle
 //! connection (no byte of a response) is retried on a new connection, as HTTP clients do
 //! (RFC 9112 §9.3.1); anything else counts as a failure.
+//!
+//! HTTP/2 (h2c) on every model: SIGUSR2 with a stream held by the client's flow control and
+//! an idle connection open sends both GOAWAY NO_ERROR, the stream completes, the old process
+//! closes both and exits, and the new one serves. Python's `h2` library (`h2/client.py`, as
+//! `h2.rs` drives it) is the client; without it these tests print a line and skip.
 
 mod common;
 
 use std::fs;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::handover::{self, become_subreaper, recv_notify, serve, site, WAIT};
 use common::{Conn, Launch, ReadError, Weft, INDEX_HTML};
+
+use serde_json::{json, Value};
 
 /// Requests per client thread at most (the load is bounded whatever happens).
 const MAX_REQUESTS: u64 = 20_000;
@@ -240,6 +248,225 @@ fn upgrade_under_load_process() {
 #[test]
 fn upgrade_under_load_pipeline() {
     upgrade_under_load("pipeline");
+}
+
+/// The Python client of `h2.rs`: `client.py MODE --port PORT`, one JSON object out.
+const H2_CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h2/client.py");
+/// RFC 9113 §7: GOAWAY's code for a graceful close.
+const NO_ERROR: u64 = 0x0;
+
+/// Python 3 with the `h2` library, or a printed line saying the test skips.
+fn have_python_h2() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import h2, hpack, hyperframe"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("skipped: python3 with the h2 library is not installed (pip install h2)");
+    }
+    ok
+}
+
+/// The Python client's command for `mode` at `addr` (h2c).
+fn python(addr: SocketAddr, mode: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("python3");
+    cmd.arg(H2_CLIENT)
+        .arg(mode)
+        .args(["--port", &addr.port().to_string()])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    cmd
+}
+
+/// A Python client in an interactive mode: it prints `ready` when set, then waits for a
+/// line, then prints its JSON.
+struct Interactive {
+    child: std::process::Child,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Interactive {
+    fn start(addr: SocketAddr, mode: &str, args: &[&str], ready: &str) -> Interactive {
+        let mut child = python(addr, mode, args).spawn().expect("run python3");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), ready, "{mode}");
+        Interactive { child, stdout }
+    }
+
+    fn go(&mut self) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn result(mut self) -> Value {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut self.stdout, &mut text).unwrap();
+        let _ = self.child.wait();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("no JSON ({e}): {text}"))
+    }
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// SIGUSR2 with HTTP/2 connections open on an h2c listener: a `GET /big.bin` held by the
+/// client's flow control after its first 65,535 bytes, and an idle connection (one request
+/// answered). Both get GOAWAY NO_ERROR naming stream 1; the held stream completes with the
+/// whole file once the client opens its windows; the old process closes both connections
+/// (the idle one at once) and exits 0 long before its grace ends; the new process serves
+/// HTTP/2 with prior knowledge and HTTP/1.1 on the same socket.
+fn upgrade_sends_h2_goaway(model: &str) {
+    if !have_python_h2() {
+        return;
+    }
+    become_subreaper();
+    let dir = site(&format!("upgrade-h2-{model}"));
+    // Larger than the client's 65,535-byte windows, and not the same byte over and over.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(dir.join("root/big.bin"), &big).unwrap();
+    let notify_path = dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(WAIT)).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // A grace longer than the test: the old process must close and exit because its
+    // connections are done, not because the grace ran out.
+    let mut old = serve(&dir, &format!("{addr}={model}"), listener.as_raw_fd())
+        .arg("--h2c")
+        .config("[timeouts]\nshutdown_grace = \"30s\"\n")
+        .env("NOTIFY_SOCKET", &notify_path)
+        .start();
+    drop(listener);
+    assert_eq!(recv_notify(&notify, &old).trim(), "READY=1");
+
+    let mut stalled = Interactive::start(
+        addr,
+        "stall",
+        &["--path", "/big.bin", "--silent", "1"],
+        "stalled",
+    );
+    let mut idle = Interactive::start(addr, "idle", &[], "idle");
+    old.signal(libc::SIGUSR2);
+    let started = Instant::now();
+    let mut new = upgraded(&notify, &old);
+    let new_pid = new.pid();
+    assert_ne!(new_pid, old.pid());
+    idle.go();
+    stalled.go();
+
+    let v = idle.result();
+    assert_eq!(
+        v["status"],
+        200,
+        "{model} idle: {v}; old log:\n{}",
+        old.log()
+    );
+    assert_eq!(
+        v["goaway"],
+        json!({"code": NO_ERROR, "last_stream_id": 1}),
+        "{model} idle: {v}; old log:\n{}",
+        old.log()
+    );
+    assert_eq!(
+        v["closed"],
+        true,
+        "{model} idle: {v}; old log:\n{}",
+        old.log()
+    );
+    assert!(
+        v["elapsed"].as_f64().unwrap() < 3.0,
+        "{model} idle: not closed at once: {v}"
+    );
+
+    // The GOAWAY may come only once the client opens its window (`goaway_while_silent` is
+    // not asked for): a connection whose stream waits on flow control is not woken by the
+    // drain, under SIGUSR2 as under SIGTERM (h2.rs).
+    let mut v = stalled.result();
+    let body = unhex(v["body_hex"].as_str().unwrap());
+    v["body_hex"] = Value::String(format!("{} bytes", body.len()));
+    let who = format!("{model} stalled");
+    assert_eq!(v["status"], 200, "{who}: {v}; old log:\n{}", old.log());
+    assert_eq!(v["received"], 65535, "{who}: {v}");
+    assert_eq!(
+        v["goaway"],
+        json!({"code": NO_ERROR, "last_stream_id": 1}),
+        "{who}: {v}; old log:\n{}",
+        old.log()
+    );
+    assert!(v["reset"].is_null(), "{who}: {v}; old log:\n{}", old.log());
+    assert_eq!(v["ended"], true, "{who}: {v}; old log:\n{}", old.log());
+    assert!(body == big, "{who}: {} bytes, not the file", body.len());
+    assert_eq!(v["closed"], true, "{who}: the connection stays open: {v}");
+
+    let exit = old.exit_within(WAIT);
+    assert_eq!(exit.code(), Some(0), "old log:\n{}", old.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{model}: the old process exited only after {:?}; old log:\n{}",
+        started.elapsed(),
+        old.log()
+    );
+    let old_log = old.log();
+    assert!(
+        old_log.contains(&format!("upgraded: process {new_pid} serves; draining")),
+        "{old_log}"
+    );
+
+    // The new process alone serves now: h2c on a new connection, and HTTP/1.1.
+    let mut fresh = python(addr, "requests", &[]).spawn().expect("run python3");
+    fresh
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json!([{"path": "/"}]).to_string().as_bytes())
+        .unwrap();
+    let out = fresh.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{model} requests: no JSON ({e})"));
+    assert!(v["error"].is_null(), "{model} h2c after the upgrade: {v}");
+    assert!(v["goaway"].is_null(), "{model} h2c after the upgrade: {v}");
+    let r = &v["responses"][0];
+    assert_eq!(r["status"], 200, "{model} h2c after the upgrade: {v}");
+    assert_eq!(r["ended"], true, "{model} h2c after the upgrade: {v}");
+    assert!(
+        unhex(r["body_hex"].as_str().unwrap()) == INDEX_HTML,
+        "{model} h2c after the upgrade: {v}"
+    );
+    let r = handover::get_index(addr, &new);
+    assert_eq!((r.status, &r.body[..]), (200, INDEX_HTML), "{model}");
+
+    new.signal(libc::SIGTERM);
+    let exit = new.exit_within(WAIT);
+    assert_eq!(exit.code(), Some(0), "new log:\n{}", new.log());
+    fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn upgrade_sends_h2_goaway_fiber() {
+    upgrade_sends_h2_goaway("fiber");
+}
+
+#[test]
+fn upgrade_sends_h2_goaway_thread() {
+    upgrade_sends_h2_goaway("thread");
+}
+
+#[test]
+fn upgrade_sends_h2_goaway_process() {
+    upgrade_sends_h2_goaway("process");
+}
+
+#[test]
+fn upgrade_sends_h2_goaway_pipeline() {
+    upgrade_sends_h2_goaway("pipeline");
 }
 
 #[test]
