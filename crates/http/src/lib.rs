@@ -16,6 +16,8 @@
 //! * [`encoding`] reads `Accept-Encoding` and chooses a response's content coding.
 //! * [`ResponseParser`] reads a response head (the reverse proxy's upstream client) and
 //!   decides its body framing for the request it answers, as strictly as [`Parser`] does.
+//! * [`fastcgi`] is the web server's side of FastCGI 1.0 (php-fpm): a request's records out,
+//!   the response's records in, its STDOUT a CGI response for [`cgi`].
 //! * [`response`] encodes a response head; [`date`] keeps the `Date` value, formatted once a
 //!   second.
 //!
@@ -37,6 +39,7 @@ pub mod conditional;
 pub mod date;
 pub mod encoding;
 mod error;
+pub mod fastcgi;
 pub mod h2;
 mod host;
 mod limits;
