@@ -740,3 +740,99 @@ fn answer(conn: &mut weft_http::h2::Connection, id: u32, pending: &mut Vec<(u32,
         pending.push((id, BODY.len() - sent));
     }
 }
+
+/// A FastCGI application's answer into `weft_http::fastcgi::Decoder`, whole and in pieces.
+/// The first byte steers: bit 0, the request is id 1 or 2 (records for the other one are
+/// errors); bit 1, the pieces are single bytes; the rest, where the pieces end. Never a panic;
+/// every call keeps its promises (an event's bytes are the last ones consumed and never more
+/// than one record's content, no event means everything was taken, an error stays); the
+/// decoder holds nothing but its fixed-size self; both feeds agree on STDOUT, STDERR, the end
+/// and the verdict.
+pub fn fastcgi_records(data: &[u8]) {
+    use std::num::NonZeroU16;
+    let Some((&control, input)) = data.split_first() else {
+        return;
+    };
+    assert!(std::mem::size_of::<weft_http::fastcgi::Decoder>() <= 64);
+    let id = NonZeroU16::MIN.saturating_add(u16::from(control & 1));
+    let whole = fastcgi_decode(id, input, || input.len());
+    let mut seed = u32::from(control) | 1;
+    let pieces = fastcgi_decode(id, input, || {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        if control & 2 != 0 {
+            1
+        } else {
+            1 + (seed >> 16) as usize % 64
+        }
+    });
+    assert_eq!(whole, pieces, "{} bytes", input.len());
+}
+
+/// What a FastCGI response decoded to.
+#[derive(Debug, PartialEq, Eq)]
+struct FastCgiDecoded {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    end: Option<u32>,
+    verdict: Result<(), weft_http::fastcgi::DecodeError>,
+}
+
+fn fastcgi_decode(
+    id: std::num::NonZeroU16,
+    input: &[u8],
+    mut piece_len: impl FnMut() -> usize,
+) -> FastCgiDecoded {
+    use weft_http::fastcgi::{Decoder, Event, MAX_CONTENT_LEN};
+    let mut d = Decoder::new(id);
+    let mut out = FastCgiDecoded {
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        end: None,
+        verdict: Ok(()),
+    };
+    let mut rest = input;
+    'pieces: while !rest.is_empty() {
+        let (mut piece, tail) = rest.split_at(piece_len().clamp(1, rest.len()));
+        rest = tail;
+        loop {
+            let step = match d.decode(piece) {
+                Ok(step) => step,
+                Err(e) => {
+                    assert_eq!(d.decode(b""), Err(e), "an error stays");
+                    assert_eq!(d.decode(input), Err(e), "an error stays");
+                    out.verdict = Err(e);
+                    break 'pieces;
+                }
+            };
+            assert!(step.consumed <= piece.len());
+            let taken = piece[..step.consumed].as_ptr_range();
+            piece = &piece[step.consumed..];
+            let (bytes, into) = match step.event {
+                None => {
+                    assert!(piece.is_empty(), "no event, yet bytes left");
+                    break;
+                }
+                Some(Event::End { app_status }) => {
+                    assert!(out.end.is_none() && d.is_done());
+                    out.end = Some(app_status);
+                    continue;
+                }
+                Some(Event::Stdout(b)) => (b, &mut out.stdout),
+                Some(Event::Stderr(b)) => (b, &mut out.stderr),
+            };
+            assert!(!bytes.is_empty() && bytes.len() <= MAX_CONTENT_LEN);
+            let at = bytes.as_ptr_range();
+            assert!(
+                taken.start <= at.start && at.end == taken.end,
+                "not the bytes consumed"
+            );
+            into.extend_from_slice(bytes);
+        }
+    }
+    if out.verdict.is_ok() {
+        out.verdict = d.finish();
+        assert_eq!(out.verdict.is_ok(), d.is_done());
+        assert_eq!(out.verdict.is_ok(), out.end.is_some());
+    }
+    out
+}

@@ -97,3 +97,8 @@ fn hpack_decode_corpus() {
 fn h2_connection_corpus() {
     replay("h2_connection", checks::h2_connection);
 }
+
+#[test]
+fn fastcgi_records_corpus() {
+    replay("fastcgi_records", checks::fastcgi_records);
+}
