@@ -66,13 +66,8 @@ impl<'a, T: Transport> TlsStream<'a, T> {
         flush_tls(self.conn, self.inner)
     }
 
-    /// Reads and decrypts more records; `Ok(false)` at the end of the TCP stream.
-    fn read_records(&mut self) -> io::Result<bool> {
-        self.read_records_with(None)
-    }
-
-    /// As [`TlsStream::read_records`]; with `or`, a wait for the records ends as
-    /// [`Transport::read_or`]'s does.
+    /// Reads and decrypts more records; `Ok(false)` at the end of the TCP stream. With `or`,
+    /// a wait for the records ends as [`Transport::read_or`]'s does.
     fn read_records_with(&mut self, or: Option<(Instant, &Interrupt)>) -> io::Result<bool> {
         // Anything queued (an alert, a key update's answer) goes out before waiting, and
         // what a large answer grew is given back.
@@ -106,13 +101,26 @@ impl<'a, T: Transport> TlsStream<'a, T> {
 
 impl<T: Transport> Read for TlsStream<'_, T> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_with(buf, None)
+    }
+}
+
+impl<T: Transport> TlsStream<'_, T> {
+    /// Plaintext already decrypted, else records read and decrypted (with `or`, a wait for
+    /// them ends as [`Transport::read_or`]'s does).
+    #[inline]
+    fn read_with(
+        &mut self,
+        buf: &mut [u8],
+        or: Option<(Instant, &Interrupt)>,
+    ) -> io::Result<usize> {
         loop {
             if let Some(n) = self.conn.read_plain(buf) {
                 return Ok(n);
             }
             // The TCP stream may end without close_notify: most HTTP clients close so, and
             // HTTP framing, not TLS, says whether a request was whole.
-            if !self.read_records()? {
+            if !self.read_records_with(or)? {
                 return Ok(0);
             }
         }
@@ -176,16 +184,8 @@ impl<T: Transport> Transport for TlsStream<'_, T> {
         timeout: Duration,
         wake: &Interrupt,
     ) -> io::Result<usize> {
-        let end = Instant::now() + timeout;
-        loop {
-            // Plaintext already decrypted is read whether or not `wake` fired.
-            if let Some(n) = self.conn.read_plain(buf) {
-                return Ok(n);
-            }
-            if !self.read_records_with(Some((end, wake)))? {
-                return Ok(0);
-            }
-        }
+        // Plaintext already decrypted is read whether or not `wake` fired.
+        self.read_with(buf, Some((Instant::now() + timeout, wake)))
     }
 
     fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
