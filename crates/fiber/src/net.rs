@@ -1,4 +1,5 @@
-//! Fiber-aware TCP: [`TcpListener`] and [`TcpStream`].
+//! Fiber-aware sockets: [`TcpListener`], [`TcpStream`], and the client side of a Unix stream
+//! socket, [`UnixStream`].
 //!
 //! Sockets are non-blocking. An operation that would block parks the calling fiber until the
 //! socket is ready (or its timeout passes: `ErrorKind::TimedOut`); called from a plain thread
@@ -157,34 +158,8 @@ impl TcpStream {
     }
 
     fn connect_deadline(addr: &SocketAddr, deadline: Deadline) -> io::Result<TcpStream> {
-        let sock = Socket::new(Domain::for_address(*addr), Type::STREAM.nonblocking(), None)?;
         let target = socket2::SockAddr::from(*addr);
-        let src = Source::from_nonblocking(OwnedFd::from(sock));
-        let mut started = false;
-        src.io_until(Dir::Write, deadline, never_drained, |_| {
-            let s = SockRef::from(src.owned());
-            if !started {
-                started = true;
-                match s.connect(&target) {
-                    Ok(()) => return Ok(()),
-                    Err(e) if e.raw_os_error() == Some(errno::EINPROGRESS) => {
-                        return Err(io::ErrorKind::WouldBlock.into())
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            // Writable: the handshake ended one way or the other.
-            match s.take_error()? {
-                Some(e) => Err(e),
-                None => match s.peer_addr() {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.raw_os_error() == Some(errno::ENOTCONN) => {
-                        Err(io::ErrorKind::WouldBlock.into())
-                    }
-                    Err(e) => Err(e),
-                },
-            }
-        })?;
+        let src = connect_source(Domain::for_address(*addr), &target, deadline)?;
         Ok(TcpStream { src })
     }
 
@@ -554,6 +529,43 @@ where
     }
 }
 
+/// A non-blocking stream socket of `domain` connected to `target`: the fiber parks (the thread
+/// polls) until the handshake ends, failing with `TimedOut` at `deadline`.
+fn connect_source(
+    domain: Domain,
+    target: &socket2::SockAddr,
+    deadline: Deadline,
+) -> io::Result<Source> {
+    let sock = Socket::new(domain, Type::STREAM.nonblocking(), None)?;
+    let src = Source::from_nonblocking(OwnedFd::from(sock));
+    let mut started = false;
+    src.io_until(Dir::Write, deadline, never_drained, |_| {
+        let s = SockRef::from(src.owned());
+        if !started {
+            started = true;
+            match s.connect(target) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(errno::EINPROGRESS) => {
+                    return Err(io::ErrorKind::WouldBlock.into())
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Writable: the handshake ended one way or the other.
+        match s.take_error()? {
+            Some(e) => Err(e),
+            None => match s.peer_addr() {
+                Ok(_) => Ok(()),
+                Err(e) if e.raw_os_error() == Some(errno::ENOTCONN) => {
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+                Err(e) => Err(e),
+            },
+        }
+    })?;
+    Ok(src)
+}
+
 impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let want = buf.len();
@@ -601,6 +613,81 @@ impl Write for TcpStream {
     }
 }
 
+/// A connected Unix stream socket (the client side, as a web server reaches a FastCGI
+/// application such as php-fpm), parking the fiber as [`TcpStream`] does.
+#[derive(Debug)]
+pub struct UnixStream {
+    src: Source,
+}
+
+impl UnixStream {
+    /// Connects to the socket at `path`, giving up after `timeout` (`ErrorKind::TimedOut`); a
+    /// listener whose backlog is full fails at once with `ErrorKind::ResourceBusy`.
+    pub fn connect_timeout(path: &std::path::Path, timeout: Duration) -> io::Result<UnixStream> {
+        let target = socket2::SockAddr::unix(path)?;
+        let deadline = Deadline::At(Instant::now() + timeout);
+        Ok(UnixStream {
+            src: connect_source(Domain::UNIX, &target, deadline)?,
+        })
+    }
+
+    /// Bounds each read (`None`: wait forever); a read that waits longer fails with
+    /// `ErrorKind::TimedOut`.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.src.set_timeout(Dir::Read, t)
+    }
+
+    /// Bounds each write the same way.
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.src.set_timeout(Dir::Write, t)
+    }
+
+    /// Reads into `buf`, failing with `TimedOut` at `deadline` (ignores the read timeout).
+    pub fn read_deadline(&self, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
+        let want = buf.len();
+        self.src
+            .io_until(Dir::Read, Deadline::At(deadline), short_read(want), |fd| {
+                socket::recv(fd, buf)
+            })
+    }
+}
+
+impl Read for &UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf.len();
+        self.src
+            .io(Dir::Read, short_read(want), |fd| socket::recv(fd, buf))
+    }
+}
+
+impl Write for &UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.src.io(Dir::Write, short_write(buf.len()), |fd| {
+            socket::send(fd, buf)
+        })
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+}
+
+impl Write for UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// `FromRawFd` for the socket types: the fd is switched to non-blocking mode on the way in.
 macro_rules! socket_from_raw_fd {
     ($t:ty) => {
@@ -623,5 +710,6 @@ macro_rules! socket_from_raw_fd {
 
 fd_traits!(TcpStream);
 fd_traits!(TcpListener);
+fd_traits!(UnixStream);
 socket_from_raw_fd!(TcpStream);
 socket_from_raw_fd!(TcpListener);

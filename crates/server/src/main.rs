@@ -111,6 +111,11 @@ struct ServeArgs {
     /// that is not a file); may repeat (config `[[proxy]]`).
     #[arg(long = "proxy", value_name = "/PREFIX=http://HOST:PORT")]
     proxy: Vec<weft::config::ProxyConfig>,
+    /// Pass requests under /PREFIX to a FastCGI application such as php-fpm, with PHP's
+    /// defaults (index.php, PATH_INFO, a front controller, .php never served as source); may
+    /// repeat (config `[[fastcgi]]`).
+    #[arg(long = "fastcgi", value_name = "/PREFIX=unix:/PATH|HOST:PORT")]
+    fastcgi: Vec<weft::config::FastcgiConfig>,
     /// Mount the echo function at PATH, or "off" (config `[echo] path`; by default mounted at
     /// /echo on the sample site www/ only).
     #[arg(long, value_name = "PATH|off")]
@@ -266,6 +271,7 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
         cfg.pipeline.controller = matches!(c, OnOff::On);
     }
     cfg.proxy.extend(args.proxy.iter().cloned());
+    cfg.fastcgi.extend(args.fastcgi.iter().cloned());
     if let Some(path) = &args.health {
         cfg.health.path = path.clone();
     }

@@ -428,6 +428,7 @@ const SAME_KEYS_AS: &[(&str, &str)] = &[
     ("site.static_files", "static_files"),
     ("site.cgi", "cgi"),
     ("site.proxy", "proxy"),
+    ("site.fastcgi", "fastcgi"),
     ("site.rate_limit", "rate_limit"),
 ];
 
@@ -439,6 +440,10 @@ fn prelude(section: &str) -> String {
         (
             "proxy",
             "[[proxy]]\nprefix = \"/p/\"\nupstream = \"http://127.0.0.1:9\"\n",
+        ),
+        (
+            "fastcgi",
+            "[[fastcgi]]\nserver = \"127.0.0.1:9\"\n",
         ),
         (
             "tls.sni",

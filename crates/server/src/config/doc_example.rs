@@ -190,12 +190,14 @@ fn entry_defaults() -> BTreeMap<&'static str, Value> {
     BTreeMap::from([
         ("listen", to_value(&listen)),
         ("proxy", to_value(&ProxyConfig::default())),
+        ("fastcgi", to_value(&super::FastcgiConfig::default())),
         ("site", to_value(&super::sites::SiteConfig::default())),
         (
             "site.location",
             to_value(&super::sites::LocationConfig::default()),
         ),
         ("site.proxy", to_value(&ProxyConfig::default())),
+        ("site.fastcgi", to_value(&super::FastcgiConfig::default())),
         // A certificate has no default: every key of an entry is the example's own.
         ("tls.sni", Value::Table(Table::new())),
     ])
@@ -306,6 +308,11 @@ const SHOWN_ON_PURPOSE: &[(&str, &str, &str)] = &[
         "a [[proxy]] entry has no default upstream",
     ),
     (
+        "fastcgi[0].server",
+        "\"unix:/run/php/php-fpm.sock\"",
+        "a [[fastcgi]] entry has no default server",
+    ),
+    (
         "tls.sni[0].names",
         "[\"example.org\", \"*.example.org\"]",
         "a certificate's names have no default",
@@ -369,6 +376,7 @@ fn the_docs_sites_example_names_every_site_and_location_setting() {
         ("site.static_files", "[static_files]"),
         ("site.cgi", "[cgi]"),
         ("site.proxy", "[[proxy]]"),
+        ("site.fastcgi", "[[fastcgi]]"),
     ];
     let missing: Vec<String> = missing_keys(&docs_sites_example(), &elsewhere)
         .into_iter()

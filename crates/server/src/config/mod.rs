@@ -132,6 +132,25 @@
 //! underscores_in_headers = false  # nginx underscores_in_headers: fields named with `_`
 //!                             # are not forwarded (X_Forwarded_For is no X-Forwarded-For)
 //!
+//! [[fastcgi]]                 # FastCGI applications: php-fpm (see handlers/fastcgi/); may repeat
+//! prefix = "/"                # requests under this may go to the application
+//! server = "unix:/run/php/php-fpm.sock"  # or "127.0.0.1:9000"
+//! # root = "/srv/www"         # SCRIPT_FILENAME = root + script path; default: the document root
+//! php = true                  # Caddy's php_fastcgi: .php scripts, PATH_INFO, index.php, front
+//!                             # controller, .php never served as source; false: all to the app
+//! split_path = [".php"]       # the endings that make a file a script
+//! index = "index.php"         # directory index, and the front controller under the prefix
+//! front_controller = true     # a path that names no file goes to PREFIX + index (else 404)
+//! # params = { PHP_VALUE = "upload_max_filesize=64M" }  # nginx fastcgi_param
+//! connect_timeout = "5s"      # nginx fastcgi_connect_timeout; past it 504
+//! read_timeout = "60s"        # nginx fastcgi_read_timeout, between two reads (and writes); 504
+//! idle_timeout = "30s"        # a kept connection idle longer than this is closed
+//! max_conns = 0               # > 0: at most this many kept open and reused (fastcgi_keep_conn
+//!                             # on); no more than php-fpm's pm.max_children. 0: one per request
+//! request_buffering = true    # nginx fastcgi_request_buffering: the whole body first
+//! max_header_bytes = 32768    # the application's header section; 502 past it
+//! output_buffer = 65536       # a response that ends within this gets a Content-Length
+//!
 //! [tls]                       # HTTPS listeners: [[listen]] tls = true (see crate::tls)
 //! cert = "cert.pem"           # nginx ssl_certificate (PEM chain, leaf first)
 //! key = "key.pem"             # nginx ssl_certificate_key (PKCS#8, RSA or EC)
@@ -179,6 +198,7 @@ mod cidr;
 pub(crate) mod compression;
 mod de;
 mod error;
+mod fastcgi;
 mod fiber;
 mod limits;
 mod listen;
@@ -202,6 +222,7 @@ pub(crate) use de::de_size;
 use de::de_threads;
 pub use de::{format_duration, parse_duration, parse_size};
 pub use error::ConfigError;
+pub use fastcgi::FastcgiConfig;
 pub use fiber::{AcceptMode, FiberConfig};
 pub use limits::LimitsConfig;
 pub(crate) use listen::default_backlog;
@@ -259,6 +280,8 @@ pub struct Config {
     pub cgi: CgiConfig,
     /// Reverse-proxy mounts (`[[proxy]]`, or `--proxy /PREFIX=URL`).
     pub proxy: Vec<ProxyConfig>,
+    /// FastCGI mounts (`[[fastcgi]]`, or `--fastcgi /PREFIX=unix:/PATH`): php-fpm and the like.
+    pub fastcgi: Vec<FastcgiConfig>,
     /// `[timing]`: per-request phase timing (`--timing`).
     pub timing: TimingConfig,
     /// `[pipeline]`: the pipeline model's stages and controller.
@@ -302,6 +325,7 @@ impl Default for Config {
             process: ProcessConfig::default(),
             cgi: CgiConfig::default(),
             proxy: Vec::new(),
+            fastcgi: Vec::new(),
             timing: TimingConfig::default(),
             pipeline: PipelineConfig::default(),
             user: None,

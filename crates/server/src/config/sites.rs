@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::rate_limit::RateLimitConfig;
-use super::{CgiConfig, ProxyConfig, StaticConfig};
+use super::{CgiConfig, FastcgiConfig, ProxyConfig, StaticConfig};
 
 /// One `[[site]]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -33,6 +33,10 @@ pub struct SiteConfig {
     /// The site's proxy mounts, as the top-level `[[proxy]]`; not set: none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub proxy: Vec<ProxyConfig>,
+    /// The site's FastCGI mounts, as the top-level `[[fastcgi]]` (their root: the site's);
+    /// not set: none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fastcgi: Vec<FastcgiConfig>,
     /// `[[site.location]]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub location: Vec<LocationConfig>,
@@ -73,6 +77,11 @@ pub struct LocationConfig {
     /// Forward the location's requests to this upstream (`http://HOST:PORT`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<String>,
+    /// Pass the location's requests to this FastCGI application (`unix:/PATH` or
+    /// `HOST:PORT`) with PHP's defaults under the site root (the settings of the site's first
+    /// `[[site.fastcgi]]`, if it has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fastcgi: Option<String>,
     /// Run the executable files of this directory as CGI scripts under the location's prefix.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgi: Option<PathBuf>,

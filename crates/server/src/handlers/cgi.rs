@@ -400,7 +400,7 @@ impl Cgi {
         let mut filename = self.dir.as_os_str().as_bytes().to_vec();
         filename.push(b'/');
         filename.extend_from_slice(&loc.rel);
-        for (k, v) in meta_variables(req, content_length) {
+        for (k, v) in meta_variables(req, content_length, Credentials::Withheld) {
             cmd.env(k, v);
         }
         cmd.env("PATH", &self.path_env)
@@ -417,8 +417,21 @@ impl Cgi {
     }
 }
 
+/// Whether `HTTP_AUTHORIZATION` reaches the program: withheld from a CGI script (RFC 3875
+/// §4.1.18: SHOULD), passed to a FastCGI application (the operator's own server process,
+/// which PHP applications authenticate with, as nginx and Caddy pass it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Credentials {
+    Withheld,
+    Passed,
+}
+
 /// The request's meta-variables (RFC 3875 §4.1) but for the script's names and paths.
-fn meta_variables(req: &Request, content_length: Option<u64>) -> Vec<(String, OsString)> {
+pub(crate) fn meta_variables(
+    req: &Request,
+    content_length: Option<u64>,
+    credentials: Credentials,
+) -> Vec<(String, OsString)> {
     let text = |s: &str| OsString::from(s);
     let local = req.local_addr();
     let peer = req.peer_addr();
@@ -459,7 +472,7 @@ fn meta_variables(req: &Request, content_length: Option<u64>) -> Vec<(String, Os
     }
     let mut http: Vec<(String, Vec<u8>)> = Vec::new();
     for (name, mut value) in req.headers() {
-        let Some(var) = http_variable(name) else {
+        let Some(var) = http_variable(name, credentials) else {
             continue;
         };
         // The request's host, which an absolute-form target's authority replaces
@@ -481,7 +494,7 @@ fn meta_variables(req: &Request, content_length: Option<u64>) -> Vec<(String, Os
 }
 
 /// `HTTP_*` for header `name`, or `None` for a header the script must not see this way.
-fn http_variable(name: &str) -> Option<String> {
+fn http_variable(name: &str, credentials: Credentials) -> Option<String> {
     const WITHHELD: &[&str] = &[
         // httpoxy (CVE-2016-5385): HTTP_PROXY is read as the outgoing proxy by many libraries.
         "proxy",
@@ -502,6 +515,7 @@ fn http_variable(name: &str) -> Option<String> {
     if name.is_empty()
         || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         || WITHHELD.iter().any(|w| name.eq_ignore_ascii_case(w))
+            && !(credentials == Credentials::Passed && name.eq_ignore_ascii_case("authorization"))
     {
         return None;
     }
@@ -958,12 +972,13 @@ mod tests {
 
     #[test]
     fn header_variables_exclude_httpoxy_and_ambiguous_names() {
+        let w = Credentials::Withheld;
         assert_eq!(
-            http_variable("User-Agent").as_deref(),
+            http_variable("User-Agent", w).as_deref(),
             Some("HTTP_USER_AGENT")
         );
         assert_eq!(
-            http_variable("x-custom-1").as_deref(),
+            http_variable("x-custom-1", w).as_deref(),
             Some("HTTP_X_CUSTOM_1")
         );
         for withheld in [
@@ -978,7 +993,16 @@ mod tests {
             "X.Dot",
             "",
         ] {
-            assert_eq!(http_variable(withheld), None, "{withheld}");
+            assert_eq!(http_variable(withheld, w), None, "{withheld}");
+        }
+        // A FastCGI application gets the credentials, and nothing else more.
+        let p = Credentials::Passed;
+        assert_eq!(
+            http_variable("Authorization", p).as_deref(),
+            Some("HTTP_AUTHORIZATION")
+        );
+        for withheld in ["Proxy", "Proxy-Authorization", "Content-Length", "X_Under"] {
+            assert_eq!(http_variable(withheld, p), None, "{withheld}");
         }
     }
 
@@ -991,7 +1015,7 @@ mod tests {
         let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
         let req = Request::new(raw.to_vec(), p.take_head(), local, local);
         assert_eq!(req.host(), Some("other.example:81"));
-        let env = meta_variables(&req, None);
+        let env = meta_variables(&req, None, Credentials::Withheld);
         let var = |name: &str| {
             env.iter()
                 .find(|(n, _)| n == name)

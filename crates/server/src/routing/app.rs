@@ -10,6 +10,7 @@ use crate::cache::ResponseCache;
 use crate::compress::Compression;
 use crate::config::{Config, ConfigError};
 use crate::handlers::cgi::{self, Cgi};
+use crate::handlers::fastcgi::FastCgi;
 use crate::handlers::proxy::Proxy;
 use crate::handlers::{echo, health, static_files::StaticFiles, status};
 use crate::limits_ip::ClientTable;
@@ -117,6 +118,8 @@ pub struct App {
     /// Scripts anywhere under the document root by file ending (`[cgi] extensions`).
     cgi_ext: Option<Cgi>,
     proxy: Option<Proxy>,
+    /// `[[fastcgi]]`: FastCGI applications (php-fpm).
+    fastcgi: Option<FastCgi>,
     static_files: Option<StaticFiles>,
     /// `[[site]]`: virtual hosts, each with its own handlers; `None` without any.
     sites: Option<Sites>,
@@ -260,6 +263,7 @@ impl App {
         let cgi = Cgi::new(&cfg.cgi, &cfg.root)?;
         let cgi_ext = Cgi::by_extension(&cfg.cgi, &cfg.root)?;
         let proxy = Proxy::new(&cfg.proxy)?;
+        let fastcgi = FastCgi::new(&cfg.fastcgi, &cfg.root)?;
         let sites = Sites::new(&cfg, cache.as_ref(), compression.as_ref())?;
         let access_log = match access_log {
             Some(l) => Some(l),
@@ -281,6 +285,7 @@ impl App {
             cgi,
             cgi_ext,
             proxy,
+            fastcgi,
             static_files,
             sites,
             cache,
@@ -294,11 +299,13 @@ impl App {
         })
     }
 
-    /// Readies this application for a `process`-model connection process: no cache fills.
+    /// Readies this application for a `process`-model connection process: no cache fills, no
+    /// FastCGI connection kept past its request.
     pub(crate) fn enter_connection_process(&self) {
         if let Some(c) = &self.cache {
             c.set_fills(false);
         }
+        crate::handlers::fastcgi::enter_connection_process();
     }
 
     /// The configuration.
@@ -324,13 +331,7 @@ impl App {
         if let Some(b) = self.sites.as_ref().and_then(|s| s.may_block(req)) {
             return b;
         }
-        HandlersRef {
-            proxy: self.proxy.as_ref(),
-            cgi: self.cgi.as_ref(),
-            cgi_ext: self.cgi_ext.as_ref(),
-            static_files: self.static_files.as_ref(),
-        }
-        .may_block(path)
+        self.top().may_block(req)
     }
 
     /// This application as the `Arc` the server shares it in, for work that outlives a
@@ -378,13 +379,18 @@ impl App {
         {
             return resp;
         }
-        let top = HandlersRef {
+        self.dispatch(self.top(), req, body, redirects)
+    }
+
+    /// The top-level handlers (those of no site).
+    fn top(&self) -> HandlersRef<'_> {
+        HandlersRef {
             proxy: self.proxy.as_ref(),
+            fastcgi: self.fastcgi.as_ref(),
             cgi: self.cgi.as_ref(),
             cgi_ext: self.cgi_ext.as_ref(),
             static_files: self.static_files.as_ref(),
-        };
-        self.dispatch(top, req, body, redirects)
+        }
     }
 
     /// Answers `req` with handlers `h` (the top-level ones or a site's): proxy prefixes, CGI,
@@ -400,32 +406,21 @@ impl App {
         if let Some(up) = h.proxy.and_then(|p| p.route(path)) {
             return self.dynamic(req, up.forward(req, body));
         }
+        // `None`: a file that is not a script, for the static files.
+        if let Some(outcome) = h
+            .fastcgi
+            .and_then(|f| f.route(path))
+            .and_then(|m| m.handle(req, body))
+        {
+            return self.outcome(req, body, outcome, redirects);
+        }
         let script = [h.cgi, h.cgi_ext]
             .into_iter()
             .flatten()
             .find(|c| c.matches(path));
         // `None` from an extension mount: no script there, the static files answer.
         if let Some(outcome) = script.and_then(|cgi| cgi.handle(req, body)) {
-            return match outcome {
-                cgi::Outcome::Response(r) => self.dynamic(req, r),
-                cgi::Outcome::LocalRedirect(target) => {
-                    let next = (redirects < self.cfg.limits.max_internal_redirects)
-                        .then(|| cgi::redirected_request(req, &target, self.cfg.limits.http()))
-                        .flatten();
-                    match next {
-                        Some(next) => self.handle_redirected(&next, body, redirects + 1),
-                        None => {
-                            log::error!(
-                                "{}: CGI local redirect to {target:?} refused (invalid, or more \
-                                 than {} in a row); answering 500",
-                                req.peer_addr(),
-                                self.cfg.limits.max_internal_redirects
-                            );
-                            Response::error(500)
-                        }
-                    }
-                }
-            };
+            return self.outcome(req, body, outcome, redirects);
         }
         let fallback = h.proxy.and_then(|p| p.fallback());
         if let Some(up) = fallback {
@@ -438,6 +433,14 @@ impl App {
             return Response::error(501);
         }
         let resp = match h.static_files {
+            // A PHP script's source is never served, under the mount's prefix or not.
+            Some(_) if h.fastcgi.is_some_and(|f| f.hides(path)) => {
+                log::info!(
+                    "{}: {path}: a FastCGI script is not served as a file; answering 404",
+                    req.peer_addr()
+                );
+                Response::error(404)
+            }
             Some(s) => s.handle_path(req, path),
             None => Response::error(404),
         };
@@ -447,7 +450,38 @@ impl App {
         }
     }
 
-    /// A CGI or proxied response, compressed where `[compression]` allows.
+    /// A CGI or FastCGI answer: the response, or the request a local redirect names
+    /// (RFC 3875 §6.2.2), served in its place.
+    fn outcome(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        outcome: cgi::Outcome,
+        redirects: usize,
+    ) -> Response {
+        match outcome {
+            cgi::Outcome::Response(r) => self.dynamic(req, r),
+            cgi::Outcome::LocalRedirect(target) => {
+                let next = (redirects < self.cfg.limits.max_internal_redirects)
+                    .then(|| cgi::redirected_request(req, &target, self.cfg.limits.http()))
+                    .flatten();
+                match next {
+                    Some(next) => self.handle_redirected(&next, body, redirects + 1),
+                    None => {
+                        log::error!(
+                            "{}: local redirect to {target:?} refused (invalid, or more than {} \
+                             in a row); answering 500",
+                            req.peer_addr(),
+                            self.cfg.limits.max_internal_redirects
+                        );
+                        Response::error(500)
+                    }
+                }
+            }
+        }
+    }
+
+    /// A CGI, FastCGI or proxied response, compressed where `[compression]` allows.
     fn dynamic(&self, req: &Request, resp: Response) -> Response {
         match &self.compression {
             Some(z) => z.dynamic(req, resp),
@@ -457,20 +491,26 @@ impl App {
 }
 
 /// The handlers one request is answered with: the top-level ones, or a site's (with a
-/// location's own proxy or CGI mount in place of the site's).
+/// location's own proxy, FastCGI or CGI mount in place of the site's).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HandlersRef<'a> {
     pub(crate) proxy: Option<&'a Proxy>,
+    pub(crate) fastcgi: Option<&'a FastCgi>,
     pub(crate) cgi: Option<&'a Cgi>,
     pub(crate) cgi_ext: Option<&'a Cgi>,
     pub(crate) static_files: Option<&'a StaticFiles>,
 }
 
 impl HandlersRef<'_> {
-    /// Whether [`App::dispatch`] with these handlers may wait on another process for `path`.
-    pub(crate) fn may_block(&self, path: &str) -> bool {
+    /// Whether [`App::dispatch`] with these handlers may wait on another process for `req`.
+    pub(crate) fn may_block(&self, req: &Request) -> bool {
+        let path = req.path();
         self.proxy
             .is_some_and(|p| p.route(path).is_some() || p.fallback().is_some())
+            || self
+                .fastcgi
+                .and_then(|f| f.route(path))
+                .is_some_and(|m| m.takes(req))
             || [self.cgi, self.cgi_ext]
                 .into_iter()
                 .flatten()
@@ -479,7 +519,10 @@ impl HandlersRef<'_> {
 
     /// Whether any of these handlers may wait on another process.
     pub(crate) fn any_dynamic(&self) -> bool {
-        self.proxy.is_some() || self.cgi.is_some() || self.cgi_ext.is_some()
+        self.proxy.is_some()
+            || self.fastcgi.is_some()
+            || self.cgi.is_some()
+            || self.cgi_ext.is_some()
     }
 }
 

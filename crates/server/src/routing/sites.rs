@@ -40,8 +40,9 @@ use crate::body::RequestBody;
 use crate::cache::ResponseCache;
 use crate::compress::Compression;
 pub use crate::config::sites::{LocationConfig, SiteConfig};
-use crate::config::{CgiConfig, Config, ConfigError, ProxyConfig};
+use crate::config::{CgiConfig, Config, ConfigError, FastcgiConfig, ProxyConfig};
 use crate::handlers::cgi::Cgi;
+use crate::handlers::fastcgi::FastCgi;
 use crate::handlers::proxy::Proxy;
 use crate::handlers::static_files::StaticFiles;
 use crate::response::{Body, Response};
@@ -265,6 +266,8 @@ pub(crate) enum Action {
         last: Last,
     },
     Proxy(String),
+    /// A FastCGI application's address (`unix:/PATH` or `HOST:PORT`).
+    Fastcgi(String),
     Cgi(PathBuf),
 }
 
@@ -581,6 +584,25 @@ fn site_rules(site: &SiteConfig, at: &dyn Fn(&[Seg]) -> Vec<Seg>) -> Result<Site
             }
             actions.push(("proxy", Action::Proxy(up.clone())));
         }
+        if let Some(server) = &loc.fastcgi {
+            if server
+                .strip_prefix("unix:")
+                .is_some_and(|p| !p.starts_with('/'))
+                || (!server.starts_with("unix:") && !server.contains(':'))
+            {
+                return Err(Problem::new(
+                    here(&[Seg::Key("fastcgi")]),
+                    format!("`{server}`: expected unix:/PATH or HOST:PORT"),
+                ));
+            }
+            if site.root.is_none() {
+                return Err(Problem::new(
+                    here(&[Seg::Key("fastcgi")]),
+                    "a FastCGI location runs scripts under the root: the site needs a `root`",
+                ));
+            }
+            actions.push(("fastcgi", Action::Fastcgi(server.clone())));
+        }
         if let Some(dir) = &loc.cgi {
             if exact || !key.ends_with('/') {
                 return Err(Problem::new(
@@ -603,7 +625,7 @@ fn site_rules(site: &SiteConfig, at: &dyn Fn(&[Seg]) -> Vec<Seg>) -> Result<Site
         let action = actions.pop().map_or(Action::Pass, |(_, a)| a);
         let serves_files = match &action {
             Action::TryFiles { .. } => true,
-            Action::Pass => site.proxy.is_empty() && site.cgi.is_none(),
+            Action::Pass => site.proxy.is_empty() && site.cgi.is_none() && site.fastcgi.is_empty(),
             _ => false,
         };
         if serves_files && site.root.is_none() {
@@ -737,6 +759,7 @@ pub(crate) fn request_host(req: &Request) -> &[u8] {
 #[derive(Debug, Default)]
 pub(crate) struct Handlers {
     pub(crate) proxy: Option<Proxy>,
+    pub(crate) fastcgi: Option<FastCgi>,
     pub(crate) cgi: Option<Cgi>,
     pub(crate) cgi_ext: Option<Cgi>,
     pub(crate) static_files: Option<StaticFiles>,
@@ -746,6 +769,7 @@ impl Handlers {
     pub(crate) fn as_ref(&self) -> HandlersRef<'_> {
         HandlersRef {
             proxy: self.proxy.as_ref(),
+            fastcgi: self.fastcgi.as_ref(),
             cgi: self.cgi.as_ref(),
             cgi_ext: self.cgi_ext.as_ref(),
             static_files: self.static_files.as_ref(),
@@ -753,10 +777,11 @@ impl Handlers {
     }
 }
 
-/// A location's own proxy or CGI mount.
+/// A location's own proxy, FastCGI or CGI mount.
 #[derive(Debug, Default)]
 struct LocationHandlers {
     proxy: Option<Proxy>,
+    fastcgi: Option<FastCgi>,
     cgi: Option<Cgi>,
 }
 
@@ -823,6 +848,7 @@ impl Sites {
             }
             let handlers = Handlers {
                 proxy: Proxy::new(&sc.proxy).map_err(named)?,
+                fastcgi: FastCgi::new(&sc.fastcgi, doc_root).map_err(named)?,
                 cgi: Cgi::new(&cgi_cfg, doc_root).map_err(named)?,
                 cgi_ext: Cgi::by_extension(&cgi_cfg, doc_root).map_err(named)?,
                 static_files,
@@ -842,10 +868,22 @@ impl Sites {
                             ..ProxyConfig::default()
                         }])
                         .map_err(named)?,
-                        cgi: None,
+                        ..LocationHandlers::default()
+                    },
+                    Action::Fastcgi(server) => LocationHandlers {
+                        fastcgi: FastCgi::new(
+                            &[FastcgiConfig {
+                                prefix: mount,
+                                server: server.clone(),
+                                // The site's first mount's settings, else the defaults.
+                                ..sc.fastcgi.first().cloned().unwrap_or_default()
+                            }],
+                            doc_root,
+                        )
+                        .map_err(named)?,
+                        ..LocationHandlers::default()
                     },
                     Action::Cgi(dir) => LocationHandlers {
-                        proxy: None,
                         cgi: Cgi::new(
                             &CgiConfig {
                                 dir: Some(dir.clone()),
@@ -857,6 +895,7 @@ impl Sites {
                             doc_root,
                         )
                         .map_err(named)?,
+                        ..LocationHandlers::default()
                     },
                     _ => LocationHandlers::default(),
                 };
@@ -954,9 +993,16 @@ impl Sites {
             .ok()
             .and_then(|p| rules.locations.find(p.as_bytes()));
         Some(match loc.map(|l| &rules.rules[l].action) {
-            None | Some(Action::Pass) => here.may_block(req.path()),
+            None | Some(Action::Pass) => here.may_block(req),
             Some(Action::Deny | Action::Redirect { .. }) => false,
             Some(Action::Proxy(_) | Action::Cgi(_)) => true,
+            Some(Action::Fastcgi(_)) => {
+                let own = &site.locations[loc.expect("a location's action")];
+                own.fastcgi
+                    .as_ref()
+                    .and_then(|f| f.route(req.path()))
+                    .is_none_or(|m| m.takes(req))
+            }
             // An internal redirect may land anywhere: waits wherever the site could.
             Some(Action::TryFiles { last, .. }) => {
                 matches!(last, Last::Uri(_)) && here.any_dynamic()
@@ -999,11 +1045,24 @@ impl Sites {
                 body,
                 redirects,
             ),
+            Action::Fastcgi(_) => app.dispatch(
+                HandlersRef {
+                    fastcgi: own.fastcgi.as_ref(),
+                    cgi: None,
+                    cgi_ext: None,
+                    proxy: None,
+                    ..here
+                },
+                req,
+                body,
+                redirects,
+            ),
             Action::Cgi(_) => app.dispatch(
                 HandlersRef {
                     cgi: own.cgi.as_ref(),
                     cgi_ext: None,
                     proxy: None,
+                    fastcgi: None,
                     ..here
                 },
                 req,

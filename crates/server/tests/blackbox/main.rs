@@ -21,6 +21,7 @@ mod cgi;
 mod compression;
 mod connection;
 mod echo;
+mod fastcgi;
 mod guards;
 mod limits;
 mod malformed;

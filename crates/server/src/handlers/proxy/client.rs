@@ -15,6 +15,7 @@ use super::headers;
 use super::pool::{Conn, Pool};
 use crate::body::RequestBody;
 use crate::config::{ProxyConfig, ProxyHost};
+pub(super) use crate::handlers::{is_idempotent, is_timeout};
 use crate::response::{Body, BodyStream, Response};
 use crate::Request;
 
@@ -420,13 +421,6 @@ pub(super) fn io_failure(what: &str, e: &io::Error) -> Failure {
     Failure::new(status, format!("{what}: {e}"))
 }
 
-pub(super) fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-    )
-}
-
 /// How sending a request failed.
 enum Sent {
     /// The upstream connection failed in a way a dead pooled connection does.
@@ -442,14 +436,6 @@ enum HeadError {
     /// Closed or reset before any byte: a pooled connection the upstream had dropped.
     Dead(io::Error),
     Failed(Failure),
-}
-
-/// RFC 9110 §9.2.2.
-fn is_idempotent(m: Method) -> bool {
-    matches!(
-        m,
-        Method::Get | Method::Head | Method::Put | Method::Delete | Method::Options | Method::Trace
-    )
 }
 
 /// Where a response body stands.

@@ -1,15 +1,16 @@
-//! Idle keep-alive connections to an upstream: checked out (or a new one connected) for a
-//! request, given back only when both sides allow another.
+//! Connections to an upstream: a pooled one checked out (or a new one connected) for a
+//! request, given back only when both sides allow another (the pool: `handlers/pool.rs`).
 
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use weft_fiber::net::TcpStream;
 
 use super::client::{io_failure, is_timeout, Failure, Upstream};
 use crate::body::ReadBuf;
+pub(crate) use crate::handlers::pool::Idle;
+
+/// The idle connections of one upstream.
+pub(super) type Pool = crate::handlers::pool::Pool<Conn>;
 
 /// Initial read buffer of an upstream connection (it grows to the head limit if needed).
 const READ_BUF: usize = 8 * 1024;
@@ -59,194 +60,7 @@ pub(super) struct Conn {
     pub(super) keep: bool,
 }
 
-/// Idle connections of one upstream, most recently used last.
-pub(super) struct Pool {
-    idle: Mutex<Vec<(Conn, Instant)>>,
-    max_idle: usize,
-    idle_timeout: Duration,
-    /// The [`Reaper`] knows this pool.
-    watched: AtomicBool,
-}
-
-impl Pool {
-    /// An empty pool keeping at most `max_idle` connections, each for `idle_timeout` (closed
-    /// then by the [`Reaper`] if no request took it first).
-    pub(super) fn new(max_idle: usize, idle_timeout: Duration) -> Arc<Pool> {
-        Arc::new(Pool {
-            idle: Mutex::new(Vec::new()),
-            max_idle,
-            idle_timeout,
-            watched: AtomicBool::new(false),
-        })
-    }
-
-    /// Drops the entries past `idle_timeout` and those the upstream closed (or sent to
-    /// unasked); returns when the oldest one left expires. The entries are looked at outside
-    /// the lock (a request may take or put meanwhile) and the open ones go back before any put
-    /// since, which are newer.
-    fn sweep(&self) -> Option<Instant> {
-        let taken = std::mem::take(&mut *self.lock());
-        let (kept, dropped): (Vec<_>, Vec<_>) = taken
-            .into_iter()
-            .partition(|(conn, since)| since.elapsed() < self.idle_timeout && conn.is_open());
-        drop(dropped);
-        let mut idle = self.lock();
-        let newer = std::mem::replace(&mut *idle, kept);
-        idle.extend(newer);
-        // More than `max_idle` only if requests put that many meanwhile: the oldest go.
-        let excess = idle.len().saturating_sub(self.max_idle);
-        let evicted: Vec<_> = idle.drain(..excess).collect();
-        let next = idle.first().map(|(_, since)| *since + self.idle_timeout);
-        drop(idle);
-        drop(evicted);
-        next
-    }
-
-    /// The most recently used idle connection that is still open. The lock is held only to
-    /// take or put an entry, never across I/O (so never across a fiber's park).
-    fn take(&self) -> Option<Conn> {
-        loop {
-            let (conn, since) = self.lock().pop()?;
-            if since.elapsed() >= self.idle_timeout {
-                // Every other entry is older still.
-                let stale = std::mem::take(&mut *self.lock());
-                drop(stale);
-                return None;
-            }
-            if conn.is_open() {
-                return Some(conn);
-            }
-        }
-    }
-
-    fn put(self: &Arc<Self>, conn: Conn) {
-        if self.max_idle == 0 {
-            return;
-        }
-        let evicted = {
-            let mut idle = self.lock();
-            let fresh = idle
-                .iter()
-                .position(|(_, since)| since.elapsed() < self.idle_timeout)
-                .unwrap_or(idle.len());
-            let mut evicted: Vec<(Conn, Instant)> = idle.drain(..fresh).collect();
-            if idle.len() >= self.max_idle {
-                evicted.push(idle.remove(0));
-            }
-            idle.push((conn, Instant::now()));
-            evicted
-        };
-        drop(evicted);
-        // After the push: a reaper that looked at the pool before it is told (see `watch`).
-        if let Some(r) = reaper() {
-            r.watch(self, Instant::now() + self.idle_timeout);
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Conn, Instant)>> {
-        // A panic while holding it cannot leave the list inconsistent: keep using it.
-        self.idle.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Closes idle upstream connections once they are past `idle_timeout`, as nginx's
-/// `keepalive_timeout` in an upstream block does, rather than when a request next looks (a
-/// connection the upstream closed would sit in CLOSE-WAIT until then). One thread for the
-/// process, started by the first connection pooled; it sleeps until the earliest expiry,
-/// and with nothing pooled until a connection is (no wake-ups while idle).
-struct Reaper {
-    pools: Mutex<Vec<Weak<Pool>>>,
-    /// When the thread wakes next, ns after `base`; `u64::MAX` while it sleeps until woken.
-    wakes_at: AtomicU64,
-    base: Instant,
-    wake: weft_sys::epoll::EventFd,
-}
-
-/// The process's reaper; `None` if it could not be started (no descriptor or thread to
-/// spare: then a pool is swept only when a request takes from it).
-fn reaper() -> Option<&'static Reaper> {
-    static REAPER: OnceLock<Option<Reaper>> = OnceLock::new();
-    REAPER
-        .get_or_init(|| {
-            let wake = match weft_sys::epoll::EventFd::new() {
-                Ok(w) => w,
-                Err(e) => {
-                    log::warn!("proxy: idle upstream connections close when next looked at: {e}");
-                    return None;
-                }
-            };
-            let started = std::thread::Builder::new()
-                .name("weft-pool-reaper".into())
-                .spawn(|| {
-                    if let Some(r) = reaper() {
-                        r.run();
-                    }
-                });
-            if let Err(e) = started {
-                log::warn!("proxy: idle upstream connections close when next looked at: {e}");
-                return None;
-            }
-            Some(Reaper {
-                pools: Mutex::new(Vec::new()),
-                wakes_at: AtomicU64::new(u64::MAX),
-                base: Instant::now(),
-                wake,
-            })
-        })
-        .as_ref()
-}
-
-impl Reaper {
-    /// Notes that `pool` holds a connection expiring at `expires` (called after it was put
-    /// there), and wakes the thread if it would not wake by then: once per quiet spell, since
-    /// a pool in steady use expires no earlier than the entries the thread already waits for.
-    /// The thread says it sleeps with no deadline (`u64::MAX`) before it sweeps, so a
-    /// connection put while it sweeps either is seen by the sweep or wakes it again.
-    fn watch(&self, pool: &Arc<Pool>, expires: Instant) {
-        if !pool.watched.swap(true, SeqCst) {
-            let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-            pools.push(Arc::downgrade(pool));
-        }
-        let at = self.nanos(expires);
-        // The plain load first: in steady use nothing changes and no locked operation runs.
-        if at < self.wakes_at.load(SeqCst) && self.wakes_at.fetch_min(at, SeqCst) > at {
-            self.wake.notify();
-        }
-    }
-
-    fn nanos(&self, t: Instant) -> u64 {
-        u64::try_from(t.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX - 1)
-    }
-
-    fn run(&self) {
-        loop {
-            self.wakes_at.store(u64::MAX, SeqCst);
-            self.wake.drain();
-            // Every pool swept; forgotten once its configuration is gone (a reload).
-            let pools: Vec<Arc<Pool>> = {
-                let mut weak = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-                weak.retain(|p| p.strong_count() > 0);
-                weak.iter().filter_map(Weak::upgrade).collect()
-            };
-            let next = pools.iter().filter_map(|p| p.sweep()).min();
-            drop(pools);
-            let Some(next) = next else {
-                // Nothing pooled: sleep until a connection is (its `watch` wakes us).
-                let _ = weft_sys::poll::poll_readable_any(&[self.wake.as_raw_fd()], Duration::MAX);
-                continue;
-            };
-            let at = self.nanos(next);
-            // A connection put since the sweep may have lowered it already.
-            let _ = self.wakes_at.fetch_min(at, SeqCst);
-            let wait = next.saturating_duration_since(Instant::now());
-            let _ = weft_sys::poll::poll_readable_any(&[self.wake.as_raw_fd()], wait);
-        }
-    }
-}
-
-impl Conn {
-    /// True if the upstream has not closed the connection (nor sent anything unasked),
-    /// checked without waiting.
+impl Idle for Conn {
     fn is_open(&self) -> bool {
         let mut b = [0u8; 1];
         match self.stream.read_deadline(&mut b, Instant::now()) {
