@@ -12,6 +12,12 @@ pub(crate) trait Idle: Send + 'static {
     /// True if the backend has not closed the connection (nor sent anything unasked),
     /// checked without waiting.
     fn is_open(&self) -> bool;
+
+    /// Whether to take it from the pool for a request: [`Idle::is_open`] unless the caller
+    /// can tell a dead one cheaply once it writes.
+    fn is_open_to_take(&self) -> bool {
+        self.is_open()
+    }
 }
 
 /// Idle connections of one backend, most recently used last.
@@ -46,7 +52,7 @@ impl<C: Idle> Pool<C> {
                 drop(stale);
                 return None;
             }
-            if conn.is_open() {
+            if conn.is_open_to_take() {
                 return Some(conn);
             }
         }

@@ -169,6 +169,13 @@ impl Idle for Conn {
             Ok(_) => false,
         }
     }
+
+    /// A Unix socket is taken unchecked (a system call saved per request): one whose worker
+    /// closed it fails the first write with EPIPE, before anything is delivered, and the
+    /// request goes again on a new connection whatever its method.
+    fn is_open_to_take(&self) -> bool {
+        matches!(self.sock, Sock::Unix(_)) || self.is_open()
+    }
 }
 
 /// Why a request got no answer from the application: the status to answer, a line for the
@@ -375,7 +382,11 @@ impl Backend {
             };
             match sent {
                 Ok(()) => {}
-                Err(Sent::Dead(e)) if conn.reused && replayable => {
+                // Nothing was delivered when a Unix socket's first write fails (EPIPE): any
+                // request may go again; over TCP only one that may be sent twice.
+                Err(Sent::Dead(e))
+                    if conn.reused && (replayable || matches!(conn.sock, Sock::Unix(_))) =>
+                {
                     log::debug!(
                         "fastcgi {}: pooled connection dead ({e}); again",
                         self.server

@@ -1,9 +1,11 @@
 //! Which requests a FastCGI mount takes, and which script each one runs.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use weft_http::Method;
 
@@ -36,7 +38,19 @@ pub(crate) struct Mount {
     index: String,
     front_controller: bool,
     pub(super) backend: Arc<Backend>,
+    /// What paths under the root were when last looked at (see [`KIND_VALID`]).
+    kinds: Mutex<Kinds>,
 }
+
+/// Paths under a root, what each was and when that was seen.
+type Kinds = HashMap<Box<[u8]>, (Kind, Instant)>;
+
+/// How long what a path under the root is (a script, a directory, nothing) is taken as known
+/// (nginx's `open_file_cache_valid`, 60 s there): a script added or removed is seen within it,
+/// and a request spends three system calls on the question at most once per path per period.
+const KIND_VALID: Duration = Duration::from_secs(1);
+/// Paths remembered per mount at most; past it the memory starts again.
+const KINDS_MAX: usize = 4096;
 
 /// What a mount does with a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -147,6 +161,7 @@ impl Mount {
             index: cfg.index.clone(),
             front_controller: cfg.front_controller,
             backend: Arc::new(Backend::new(cfg)?),
+            kinds: Mutex::new(HashMap::new()),
         })
     }
 
@@ -276,8 +291,26 @@ impl Mount {
             .any(|e| seg.len() > e.len() && seg.ends_with(e.as_bytes()))
     }
 
-    /// What `rel` (normalised, relative to the root) is.
+    /// What `rel` (normalised, relative to the root) is, as last seen within [`KIND_VALID`].
     fn kind(&self, rel: &[u8]) -> Kind {
+        let now = Instant::now();
+        let lock = || self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&(kind, at)) = lock().get(rel) {
+            if now.saturating_duration_since(at) < KIND_VALID {
+                return kind;
+            }
+        }
+        let kind = self.look(rel);
+        let mut kinds = lock();
+        if kinds.len() >= KINDS_MAX {
+            kinds.clear();
+        }
+        kinds.insert(rel.into(), (kind, now));
+        kind
+    }
+
+    /// What `rel` is now, asked of the file system.
+    fn look(&self, rel: &[u8]) -> Kind {
         let meta = if rel.is_empty() {
             self.root_file.metadata()
         } else {
