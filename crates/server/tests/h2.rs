@@ -74,6 +74,7 @@ per_model! {
     an_oversized_header_list_gets_431_or_a_reset,
     sigterm_sends_goaway_and_finishes_the_stream_in_flight,
     a_slow_cgi_stream_does_not_hold_the_others,
+    a_slow_php_stream_does_not_hold_the_others,
     deadlines_are_per_stream_408_goaway_and_the_send_timeout,
     sigterm_sends_goaway_to_an_idle_connection,
 }
@@ -784,6 +785,75 @@ fn a_slow_cgi_stream_does_not_hold_the_others(model: &str) {
             "{who}: the others waited: {order:?}"
         );
     }
+}
+
+/// PHP through php-fpm over HTTP/2: a script that sleeps holds only its stream, and the
+/// application sees the request as HTTP/2 (and HTTPS over TLS).
+fn a_slow_php_stream_does_not_hold_the_others(model: &str) {
+    if !have_python_h2() {
+        return;
+    }
+    let Some(bin) = common::php_fpm::php_fpm() else {
+        eprintln!("skipped: php-fpm is not installed (apt-get install php-fpm)");
+        return;
+    };
+    let model: &'static str = MODELS.iter().find(|m| **m == model).unwrap();
+    let scripts = common::unique_dir(&format!("h2-{model}-php-scripts"));
+    std::fs::create_dir_all(scripts.join("php")).unwrap();
+    std::fs::write(
+        scripts.join("php/slow.php"),
+        "<?php\nusleep(800000);\necho 'slept';\n",
+    )
+    .unwrap();
+    std::fs::write(
+        scripts.join("php/env.php"),
+        "<?php\necho $_SERVER['SERVER_PROTOCOL'], ' ', $_SERVER['HTTPS'] ?? 'plain';\n",
+    )
+    .unwrap();
+    let fpm = common::php_fpm::PhpFpm::start(&bin, &scripts);
+    let site = start_site(
+        model,
+        "php",
+        &format!(
+            "[[fastcgi]]\nprefix = \"/php/\"\nserver = \"unix:{}\"\nroot = {:?}\n",
+            fpm.sock.display(),
+            scripts.display().to_string()
+        ),
+    );
+    for via in BOTH {
+        let who = format!("{model} {via:?}");
+        let (resps, v) = h2_requests(
+            &site,
+            via,
+            &[
+                req("GET", "/php/slow.php", &[], None),
+                req("GET", "/index.html", &[], None),
+                req("GET", "/php/env.php", &[], None),
+            ],
+        );
+        assert_eq!(resps[0].status, 200, "{who}: {:?}", resps[0]);
+        assert_eq!(resps[0].body, b"slept", "{who}");
+        assert_eq!(resps[1].body, INDEX, "{who}");
+        let https = if via == Via::Tls { "on" } else { "plain" };
+        assert_eq!(
+            String::from_utf8_lossy(&resps[2].body),
+            format!("HTTP/2.0 {https}"),
+            "{who}"
+        );
+        let order: Vec<u64> = v["ended_order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            order.last(),
+            Some(&1),
+            "{who}: the others waited: {order:?}"
+        );
+    }
+    drop(fpm);
+    let _ = std::fs::remove_dir_all(&scripts);
 }
 
 /// A server whose client deadlines are short: a second's grace, the minimum rates at their

@@ -10,6 +10,7 @@
 pub mod client;
 pub mod handover;
 pub mod launch;
+pub mod php_fpm;
 
 use std::fs;
 use std::net::SocketAddr;
