@@ -176,6 +176,7 @@ impl Setup<'_> {
             mark(&dir, a.quick)?;
             let b = Bench {
                 servers,
+                app: None,
                 runs: self.runs,
                 quick: a.quick,
                 dir,
