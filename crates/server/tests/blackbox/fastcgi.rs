@@ -26,6 +26,8 @@ per_model! {
     a_script_past_the_timeout_gets_504_and_the_next_request_its_own_answer,
     php_fpm_stopped_gets_502_and_restarted_is_reconnected,
     connections_are_kept_and_reused,
+    sites_locations_and_the_real_client_address,
+    a_generic_responder_local_redirects_stderr_and_failures,
 }
 
 /// The PHP application every test serves.
@@ -476,4 +478,153 @@ fn unix_connections_to(path: &Path) -> usize {
         .filter(|l| l.ends_with(p))
         .filter(|l| l.split_whitespace().nth(5) == Some("03"))
         .count()
+}
+
+fn sites_locations_and_the_real_client_address(model: Model) {
+    let Some(bin) = php_fpm() else {
+        eprintln!("fastcgi tests skipped: php-fpm is not installed (apt-get install php-fpm)");
+        return;
+    };
+    let mut b = Builder::new(model, "fcgi-sites");
+    for (path, text) in APP {
+        b = b.file(&format!("site/{path}"), text.as_bytes());
+    }
+    let fpm = PhpFpm::start(&bin, b.dir());
+    let site_root = b.dir().join("root/site");
+    let srv = b
+        .config(&format!(
+            "real_ip_from = [\"127.0.0.1/32\"]\n\
+             [[site]]\nhosts = [\"php.test\"]\nroot = {root:?}\n\
+             [[site.fastcgi]]\nserver = \"unix:{sock}\"\nprefix = \"/\"\n\
+             [[site]]\nhosts = [\"loc.test\"]\nroot = {root:?}\n\
+             [[site.location]]\nprefix = \"/blog/\"\nfastcgi = \"unix:{sock}\"\n",
+            root = site_root.display().to_string(),
+            sock = fpm.sock.display()
+        ))
+        .start();
+    // The site's mount: its root is the site's, the client the one X-Forwarded-For names.
+    let r = srv.send(
+        b"GET /env.php HTTP/1.1\r\nHost: php.test\r\nX-Forwarded-For: 203.0.113.9\r\n\
+          Connection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200, "{r:?}\n{}", srv.log());
+    let v = vars(&r.text());
+    let root = site_root.canonicalize().unwrap();
+    assert_eq!(v["DOCUMENT_ROOT"], root.to_str().unwrap());
+    assert_eq!(v["REMOTE_ADDR"], "203.0.113.9", "after real_ip_from");
+    assert_eq!(
+        srv.send(b"GET /users/7 HTTP/1.1\r\nHost: php.test\r\nConnection: close\r\n\r\n")
+            .text(),
+        "user 7 via /index.php query="
+    );
+    // A location's mount: PHP under /blog/ only, its front controller /blog/index.php.
+    let get = |host: &str, path: &str| {
+        srv.send(
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+    };
+    assert_eq!(get("loc.test", "/blog/").text(), "blog index");
+    assert_eq!(get("loc.test", "/blog/2024/hello").text(), "blog index");
+    assert_eq!(get("loc.test", "/docs/readme.txt").text(), "plain text\n");
+    // Outside the location the site has no FastCGI: its PHP files are plain files there.
+    let r = get("loc.test", "/info.php");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.text().starts_with("<?php"),
+        "a site without FastCGI serves files as files"
+    );
+}
+
+/// A FastCGI application that is not PHP (`php = false`), written in Python for the tests
+/// (`fastcgi/responder.py`): the whole prefix is the script, a local redirect is followed, its
+/// STDERR is logged a line at a time, and what it does wrong is answered as it should be.
+fn a_generic_responder_local_redirects_stderr_and_failures(model: Model) {
+    let Some(py) = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    };
+    let b = Builder::new(model, "fcgi-generic");
+    let script = b.dir().join("responder.py");
+    fs::write(&script, include_str!("fastcgi/responder.py")).unwrap();
+    let sock = b.dir().join("app.sock");
+    let _app = Reaped(
+        std::process::Command::new(py)
+            .arg(&script)
+            .arg(&sock)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the responder"),
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() {
+        assert!(Instant::now() < end, "the responder did not listen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let srv = b
+        .config(&format!(
+            "[[fastcgi]]\nprefix = \"/app/\"\nphp = false\nserver = \"unix:{}\"\n\
+             max_conns = 2\nread_timeout = \"5s\"\n",
+            sock.display()
+        ))
+        .start();
+    let r = srv.send(
+        b"POST /app/env?x=1 HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+    );
+    assert_eq!(r.status, 200, "{r:?}\n{}", srv.log());
+    let v = vars(&r.text());
+    assert_eq!(v["SCRIPT_NAME"], "/app");
+    assert_eq!(v["PATH_INFO"], "/env");
+    assert_eq!(v["QUERY_STRING"], "x=1");
+    assert_eq!(v["CONTENT_LENGTH"], "5");
+    assert_eq!(v["BODY"], "hello");
+    // Location: /index.html without a Status: the server answers GET /index.html itself.
+    let r = srv.get("/app/redirect");
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, crate::common::INDEX_HTML)
+    );
+    let r = srv.get("/app/stderr");
+    assert_eq!((r.status, r.text().as_str()), (201, "ok"));
+    let r = srv.get("/app/slowbody");
+    assert_eq!(r.text(), "piece 0\npiece 1\npiece 2\n");
+    assert_eq!(srv.get("/app/nothing").status, 404);
+    assert_eq!(srv.get("/app/bad").status, 502, "another protocol version");
+    assert_eq!(srv.get("/app/overloaded").status, 503, "FCGI_OVERLOADED");
+    assert_eq!(
+        srv.get("/app/bighead").status,
+        502,
+        "header section past the limit"
+    );
+    // An answer cut short after it began: the client sees it unfinished, not complete.
+    let mut c = srv.connect();
+    c.send(b"GET /app/cut HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    if let Ok(r) = c.read_response() {
+        assert!(r.body.len() < 300_000, "a cut answer passed as whole");
+    }
+    // Still serving, on kept connections.
+    assert_eq!(srv.get("/app/stderr").status, 201);
+    let log = srv.log();
+    for line in [
+        "fastcgi /app: stderr: first line from the app",
+        "fastcgi /app: stderr: second line from the app",
+        "the application's records",
+        "header section too large",
+    ] {
+        assert!(log.contains(line), "{line:?} not in the log:\n{log}");
+    }
+}
+
+/// A child process killed and reaped on drop, a failed assertion included.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -728,6 +728,9 @@ impl Reply {
             self.decode(&mut stdout)
                 .map_err(|e| HeadError::Failed(Failure::decode(e)))?;
             if let Some((head_len, body_start)) = find_blank_line(&stdout) {
+                if head_len > backend.max_header_bytes {
+                    return Err(failed(502, "header section too large (max_header_bytes)"));
+                }
                 return Ok(Head {
                     stdout,
                     head_len,
