@@ -772,12 +772,7 @@ fn a_slow_cgi_stream_does_not_hold_the_others(model: &str) {
         assert_eq!(resps[2].body, b"beside", "{who}");
         assert!(resps[3].body == site.page, "{who}");
         // Streams 1 (the script), 3, 5, 7: the script's ends last.
-        let order: Vec<u64> = v["ended_order"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i.as_u64().unwrap())
-            .collect();
+        let order = ended_order(&v);
         assert_eq!(order.len(), 4, "{who}: {order:?}");
         assert_eq!(
             order.last(),
@@ -785,6 +780,16 @@ fn a_slow_cgi_stream_does_not_hold_the_others(model: &str) {
             "{who}: the others waited: {order:?}"
         );
     }
+}
+
+/// The stream ids in the order their responses ended, as the Python client saw them.
+fn ended_order(v: &Value) -> Vec<u64> {
+    v["ended_order"]
+        .as_array()
+        .expect("ended_order")
+        .iter()
+        .map(|i| i.as_u64().expect("a stream id"))
+        .collect()
 }
 
 /// PHP through php-fpm over HTTP/2: a script that sleeps holds only its stream, and the
@@ -840,12 +845,7 @@ fn a_slow_php_stream_does_not_hold_the_others(model: &str) {
             format!("HTTP/2.0 {https}"),
             "{who}"
         );
-        let order: Vec<u64> = v["ended_order"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i.as_u64().unwrap())
-            .collect();
+        let order = ended_order(&v);
         assert_eq!(
             order.last(),
             Some(&1),

@@ -164,17 +164,7 @@ impl Cgi {
         cfg: &CgiConfig,
         doc_root: &Path,
     ) -> io::Result<Cgi> {
-        let named = |e: io::Error| {
-            io::Error::new(e.kind(), format!("CGI directory {}: {e}", dir.display()))
-        };
-        let canonical = dir.canonicalize().map_err(named)?;
-        let dir_file = File::open(&canonical).map_err(named)?;
-        if !dir_file.metadata().map_err(named)?.is_dir() {
-            return Err(named(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a directory",
-            )));
-        }
+        let (canonical, dir_file) = crate::handlers::open_dir(dir, "CGI directory")?;
         let mut prefix = prefix.to_string();
         if !prefix.starts_with('/') {
             return Err(io::Error::new(

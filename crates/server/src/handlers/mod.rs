@@ -52,3 +52,51 @@ pub(crate) fn is_idempotent(m: weft_http::Method) -> bool {
         Method::Get | Method::Head | Method::Put | Method::Delete | Method::Options | Method::Trace
     )
 }
+
+/// True for the error of a first read from a backend connection that was already dead (closed
+/// or reset by the backend while it sat in the pool).
+pub(crate) fn is_dead_connection(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+    )
+}
+
+/// `dir` canonicalised and opened: the base of `openat2(RESOLVE_BENEATH)` for a handler's
+/// files; an error names it as `what` (`CGI directory`, `fastcgi root`).
+pub(crate) fn open_dir(
+    dir: &std::path::Path,
+    what: &str,
+) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
+    let named =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {}: {e}", dir.display()));
+    let canonical = dir.canonicalize().map_err(named)?;
+    let file = std::fs::File::open(&canonical).map_err(named)?;
+    if !file.metadata().map_err(named)?.is_dir() {
+        return Err(named(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a directory",
+        )));
+    }
+    Ok((canonical, file))
+}
+
+/// True if `path` (still percent-encoded) starts with `prefix`, and its normalised form does
+/// too, so that `/api/../secret` is not under `/api/` (a backend would resolve it outside).
+pub(crate) fn under_prefix(path: &str, prefix: &str) -> bool {
+    if !path.starts_with(prefix) {
+        return false;
+    }
+    let Ok(n) = path::normalize(path) else {
+        return false;
+    };
+    let mut p = Vec::with_capacity(n.rel.len() + 2);
+    p.push(b'/');
+    p.extend_from_slice(&n.rel);
+    if n.trailing_slash && !n.rel.is_empty() {
+        p.push(b'/');
+    }
+    p.starts_with(prefix.as_bytes())
+}

@@ -23,7 +23,7 @@ use crate::body::RequestBody;
 use crate::config::FastcgiConfig;
 use crate::handlers::cgi::{meta_variables, Credentials, Outcome};
 use crate::handlers::pool::{Idle, Pool};
-use crate::handlers::{is_idempotent, is_timeout};
+use crate::handlers::{is_dead_connection, is_idempotent, is_timeout};
 use crate::response::{Body, BodyStream, Response};
 use crate::Request;
 
@@ -768,17 +768,7 @@ impl Reply {
                         format!("no header section within {:?}", backend.read_timeout),
                     )))
                 }
-                Err(e)
-                    if !got_any
-                        && matches!(
-                            e.kind(),
-                            io::ErrorKind::ConnectionReset
-                                | io::ErrorKind::ConnectionAborted
-                                | io::ErrorKind::BrokenPipe
-                        ) =>
-                {
-                    return Err(HeadError::Dead(e))
-                }
+                Err(e) if !got_any && is_dead_connection(&e) => return Err(HeadError::Dead(e)),
                 Err(e) => return Err(HeadError::Failed(Failure::io("reading the answer", &e))),
             }
         }

@@ -14,6 +14,7 @@ use crate::body::RequestBody;
 use crate::config::FastcgiConfig;
 use crate::handlers::cgi::Outcome;
 use crate::handlers::path::{normalize, PathError};
+use crate::handlers::under_prefix;
 use crate::response::Response;
 use crate::Request;
 use weft_sys::errno::{ELOOP, ENOENT, ENOTDIR, EXDEV};
@@ -90,9 +91,7 @@ impl FastCgi {
 
     /// The mount whose prefix `path` (still percent-encoded) is under, also once normalised.
     pub(crate) fn route(&self, path: &str) -> Option<&Mount> {
-        self.mounts
-            .iter()
-            .find(|m| path.starts_with(m.prefix.as_str()) && normal_starts(path, &m.prefix))
+        self.mounts.iter().find(|m| under_prefix(path, &m.prefix))
     }
 
     /// True if `path` names a file a PHP mount would run as a script: never served as source.
@@ -141,17 +140,7 @@ impl Mount {
             )));
         }
         let root = cfg.root.as_deref().unwrap_or(doc_root);
-        let named = |e: io::Error| {
-            io::Error::new(e.kind(), format!("fastcgi root {}: {e}", root.display()))
-        };
-        let canonical = root.canonicalize().map_err(named)?;
-        let root_file = File::open(&canonical).map_err(named)?;
-        if !root_file.metadata().map_err(named)?.is_dir() {
-            return Err(named(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a directory",
-            )));
-        }
+        let (canonical, root_file) = crate::handlers::open_dir(root, "fastcgi root")?;
         Ok(Mount {
             prefix: cfg.prefix.clone(),
             root: canonical,
@@ -346,20 +335,6 @@ fn slash(rel: &[u8]) -> Vec<u8> {
     v.push(b'/');
     v.extend_from_slice(rel);
     v
-}
-
-/// True if the normalised form of `path` starts with `prefix` too.
-fn normal_starts(path: &str, prefix: &str) -> bool {
-    let Ok(n) = normalize(path) else {
-        return false;
-    };
-    let mut p = Vec::with_capacity(n.rel.len() + 2);
-    p.push(b'/');
-    p.extend_from_slice(&n.rel);
-    if n.trailing_slash && !n.rel.is_empty() {
-        p.push(b'/');
-    }
-    p.starts_with(prefix.as_bytes())
 }
 
 #[cfg(test)]

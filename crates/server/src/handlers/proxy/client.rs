@@ -15,7 +15,7 @@ use super::headers;
 use super::pool::{Conn, Pool};
 use crate::body::RequestBody;
 use crate::config::{ProxyConfig, ProxyHost};
-pub(super) use crate::handlers::{is_idempotent, is_timeout};
+pub(super) use crate::handlers::{is_dead_connection, is_idempotent, is_timeout};
 use crate::response::{Body, BodyStream, Response};
 use crate::Request;
 
@@ -315,17 +315,7 @@ impl Upstream {
                         format!("no response within {:?}", self.read_timeout),
                     )))
                 }
-                Err(e)
-                    if !got_any
-                        && matches!(
-                            e.kind(),
-                            io::ErrorKind::ConnectionReset
-                                | io::ErrorKind::ConnectionAborted
-                                | io::ErrorKind::BrokenPipe
-                        ) =>
-                {
-                    return Err(HeadError::Dead(e))
-                }
+                Err(e) if !got_any && is_dead_connection(&e) => return Err(HeadError::Dead(e)),
                 Err(e) => return Err(HeadError::Failed(io_failure("reading the response", &e))),
             }
         }
