@@ -548,6 +548,14 @@ fn connect_source(
                 Err(e) if e.raw_os_error() == Some(errno::EINPROGRESS) => {
                     return Err(io::ErrorKind::WouldBlock.into())
                 }
+                // A Unix socket whose listener's backlog is full: no handshake is under way
+                // to wait for (nginx gives up too); not `WouldBlock`, which would wait for one.
+                Err(e) if e.raw_os_error() == Some(errno::EAGAIN) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ResourceBusy,
+                        "the listener's backlog is full (EAGAIN)",
+                    ))
+                }
                 Err(e) => return Err(e),
             }
         }

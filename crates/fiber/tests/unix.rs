@@ -78,3 +78,28 @@ fn no_listener_is_an_error_not_a_hang() {
     let e = UnixStream::connect_timeout(&path, Duration::from_secs(5)).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
 }
+
+#[test]
+fn a_full_backlog_is_refused_at_once_not_waited_on() {
+    // A listener that never accepts, with the smallest backlog: the connections past it fail
+    // with ResourceBusy (EAGAIN) at once, where waiting would last the whole timeout.
+    let path = socket_path("backlog");
+    let l = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+    l.bind(&socket2::SockAddr::unix(&path).unwrap()).unwrap();
+    l.listen(0).unwrap();
+    let mut held = Vec::new();
+    let t0 = Instant::now();
+    let refused = loop {
+        match UnixStream::connect_timeout(&path, Duration::from_secs(5)) {
+            Ok(c) => held.push(c),
+            Err(e) => break e,
+        }
+        assert!(held.len() < 64, "the backlog never filled");
+    };
+    assert_eq!(
+        refused.kind(),
+        std::io::ErrorKind::ResourceBusy,
+        "{refused}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+}

@@ -31,8 +31,19 @@ pub enum Resolve {
 /// Opens `rel` (relative, already normalised) under the directory `dir`, read-only,
 /// non-blocking (a FIFO must not hang the opener), close-on-exec.
 pub fn open_beneath(dir: &File, rel: &[u8], resolve: Resolve) -> io::Result<File> {
-    let path = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+    open_beneath_with(dir, rel, resolve, flags)
+}
+
+/// What `rel` (relative, already normalised) under the directory `dir` is, found as
+/// [`open_beneath`] finds it but opened `O_PATH` (the file need not be readable by this
+/// process, only reachable: a script that only the application serving it may read).
+pub fn metadata_beneath(dir: &File, rel: &[u8], resolve: Resolve) -> io::Result<std::fs::Metadata> {
+    open_beneath_with(dir, rel, resolve, libc::O_PATH | libc::O_CLOEXEC)?.metadata()
+}
+
+fn open_beneath_with(dir: &File, rel: &[u8], resolve: Resolve, flags: i32) -> io::Result<File> {
+    let path = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let fd = match resolve {
         Resolve::Beneath => {
             let how = OpenHow {
@@ -120,6 +131,23 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         let e = open_beneath(&root, b"missing", Resolve::Beneath).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        // metadata_beneath: the same lookup, O_PATH, so an unreadable file is still seen.
+        assert!(metadata_beneath(&root, b"sub/f.txt", Resolve::Beneath)
+            .unwrap()
+            .is_file());
+        assert!(metadata_beneath(&root, b"sub", Resolve::Beneath)
+            .unwrap()
+            .is_dir());
+        assert!(metadata_beneath(&root, b"out-rel", Resolve::Beneath).is_err());
+        std::fs::write(d.join("root/sealed.php"), b"<?php").unwrap();
+        std::fs::set_permissions(
+            d.join("root/sealed.php"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o000),
+        )
+        .unwrap();
+        assert!(metadata_beneath(&root, b"sealed.php", Resolve::Beneath)
+            .unwrap()
+            .is_file());
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -97,6 +97,22 @@ impl Default for FastcgiConfig {
     }
 }
 
+impl FastcgiConfig {
+    /// The file endings `mounts` run as scripts (those of the PHP mounts): what the static
+    /// files beside them must never serve.
+    pub fn script_endings<'a>(mounts: impl IntoIterator<Item = &'a FastcgiConfig>) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in mounts.into_iter().filter(|m| m.php) {
+            for e in &m.split_path {
+                if !out.iter().any(|o| o.eq_ignore_ascii_case(e)) {
+                    out.push(e.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
 impl FromStr for FastcgiConfig {
     type Err = String;
     /// `/PREFIX=unix:/PATH` or `/PREFIX=HOST:PORT`, as `--fastcgi` takes it; PHP's defaults.

@@ -3,7 +3,7 @@
 //! sides allow another request on it. Each pool is swept by one reaper thread for the process,
 //! which closes a connection once it has been idle past the pool's `idle_timeout`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,10 @@ pub(crate) struct Pool<C> {
     idle_timeout: Duration,
     /// The [`Reaper`] knows this pool.
     watched: AtomicBool,
+    /// Requests waiting for a connection the backend's limit holds back (FastCGI's
+    /// `max_conns`): while there are any, a connection put here is closed instead, so that its
+    /// place goes to one of them.
+    waiting: AtomicUsize,
 }
 
 impl<C: Idle> Pool<C> {
@@ -38,7 +42,30 @@ impl<C: Idle> Pool<C> {
             max_idle,
             idle_timeout,
             watched: AtomicBool::new(false),
+            waiting: AtomicUsize::new(0),
         })
+    }
+
+    /// Runs `wait` (which blocks until a place is free) as a request waiting for one: a
+    /// connection put back meanwhile, or found here once the request says it waits, is
+    /// closed for it or given to it (`Ok(Some)`); `Ok(None)` once `wait` returned.
+    pub(crate) fn wait_for<E>(&self, wait: impl FnOnce() -> Result<(), E>) -> Result<Option<C>, E> {
+        self.waiting.fetch_add(1, SeqCst);
+        // Put back before this request said it waits: take it (after: `put` closes it).
+        let r = match self.take() {
+            Some(c) => Ok(Some(c)),
+            None => wait().map(|()| None),
+        };
+        self.waiting.fetch_sub(1, SeqCst);
+        r
+    }
+
+    /// Closes one idle connection if a request waits for a place (see [`Pool::wait_for`]).
+    fn yield_to_waiting(&self) {
+        if self.waiting.load(SeqCst) > 0 {
+            let newest = self.lock().pop();
+            drop(newest);
+        }
     }
 
     /// The most recently used idle connection that is still open. The lock is held only to
@@ -60,7 +87,7 @@ impl<C: Idle> Pool<C> {
 
     /// Keeps `conn` for the next request (the oldest goes if the pool is full).
     pub(crate) fn put(self: &Arc<Self>, conn: C) {
-        if self.max_idle == 0 {
+        if self.max_idle == 0 || self.waiting.load(SeqCst) > 0 {
             return;
         }
         let evicted = {
@@ -77,6 +104,8 @@ impl<C: Idle> Pool<C> {
             evicted
         };
         drop(evicted);
+        // A request that began to wait while this one was put found the pool empty.
+        self.yield_to_waiting();
         // After the push: a reaper that looked at the pool before it is told (see `watch`).
         if let Some(r) = reaper() {
             let me: Arc<dyn Sweep> = self.clone();
@@ -115,6 +144,8 @@ impl<C: Idle> Sweep for Pool<C> {
         let next = idle.first().map(|(_, since)| *since + self.idle_timeout);
         drop(idle);
         drop(evicted);
+        // A request may have found the pool empty while the sweep held its entries.
+        self.yield_to_waiting();
         next
     }
 }

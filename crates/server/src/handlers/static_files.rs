@@ -62,6 +62,9 @@ pub struct StaticFiles {
     key_prefix: Box<[u8]>,
     /// `[compression]`, when on.
     compression: Option<Arc<Compression>>,
+    /// File name endings never served (FastCGI's scripts, `.php`, where a PHP mount runs
+    /// them): a request for one is 404, its source never sent.
+    hidden: Vec<String>,
 }
 
 /// A prefixed cache key up to this long is built on the stack.
@@ -139,6 +142,7 @@ impl StaticFiles {
             utf8,
             key_prefix: Box::default(),
             compression: None,
+            hidden: Vec::new(),
         })
     }
 
@@ -153,6 +157,21 @@ impl StaticFiles {
     fn varies(&self, content_type: &str, size: u64) -> bool {
         self.compression.as_ref().is_some_and(|z| {
             z.precompressed() || (size >= z.min_length() && z.compressible(content_type.as_bytes()))
+        })
+    }
+
+    /// The same handler refusing files whose names end with one of `endings` (compared
+    /// without case), as what a FastCGI mount runs must never be sent as a file.
+    pub(crate) fn with_hidden_endings(mut self, endings: Vec<String>) -> StaticFiles {
+        self.hidden = endings;
+        self
+    }
+
+    /// True if the last segment of `rel` ends with a hidden ending.
+    fn hidden(&self, rel: &[u8]) -> bool {
+        let name = rel.rsplit(|&b| b == b'/').next().unwrap_or(rel);
+        self.hidden.iter().any(|e| {
+            name.len() >= e.len() && name[name.len() - e.len()..].eq_ignore_ascii_case(e.as_bytes())
         })
     }
 
@@ -180,6 +199,13 @@ impl StaticFiles {
         };
         if norm.has_dot_segment && !self.cfg.dotfiles && !well_known(&norm.rel) {
             return Response::error(403);
+        }
+        if !self.hidden.is_empty() && self.hidden(&norm.rel) {
+            log::info!(
+                "{}: {path}: a FastCGI script is not served as a file; answering 404",
+                req.peer_addr()
+            );
+            return Response::error(404);
         }
         let rel: &[u8] = if norm.rel.is_empty() { b"." } else { &norm.rel };
         // The key is the request's resolved path; a trailing slash names a directory's index.

@@ -259,7 +259,10 @@ impl App {
         let compression = Compression::new(&cfg.compression)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?
             .map(Arc::new);
-        let static_files = static_files.map(|s| s.with_compression(compression.clone()));
+        let static_files = static_files.map(|s| {
+            s.with_compression(compression.clone())
+                .with_hidden_endings(crate::config::FastcgiConfig::script_endings(&cfg.fastcgi))
+        });
         let cgi = Cgi::new(&cfg.cgi, &cfg.root)?;
         let cgi_ext = Cgi::by_extension(&cfg.cgi, &cfg.root)?;
         let proxy = Proxy::new(&cfg.proxy)?;
@@ -432,15 +435,10 @@ impl App {
             // RFC 9110 §9.1: an unrecognised method gets 501.
             return Response::error(501);
         }
+        // A PHP script's source is never served: the static files refuse its ending
+        // (`StaticFiles::with_hidden_endings`), wherever it is asked for (a try_files, an
+        // error page, a path outside the mount's prefix).
         let resp = match h.static_files {
-            // A PHP script's source is never served, under the mount's prefix or not.
-            Some(_) if h.fastcgi.is_some_and(|f| f.hides(path)) => {
-                log::info!(
-                    "{}: {path}: a FastCGI script is not served as a file; answering 404",
-                    req.peer_addr()
-                );
-                Response::error(404)
-            }
             Some(s) => s.handle_path(req, path),
             None => Response::error(404),
         };

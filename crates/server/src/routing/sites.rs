@@ -755,6 +755,17 @@ pub(crate) fn request_host(req: &Request) -> &[u8] {
     req.host_bytes()
 }
 
+/// The endings the site's FastCGI mounts run as scripts, its locations' included (they take
+/// the settings of the site's first mount): never served as files anywhere in the site.
+fn site_script_endings(sc: &SiteConfig) -> Vec<String> {
+    let location = sc
+        .location
+        .iter()
+        .any(|l| l.fastcgi.is_some())
+        .then(|| sc.fastcgi.first().cloned().unwrap_or_default());
+    FastcgiConfig::script_endings(sc.fastcgi.iter().chain(location.as_ref()))
+}
+
 /// A site's handlers, as the top-level ones of [`App`].
 #[derive(Debug, Default)]
 pub(crate) struct Handlers {
@@ -834,7 +845,8 @@ impl Sites {
                             ))
                         })?
                         .with_key_prefix(format!("\0{i}\0").into_bytes())
-                        .with_compression(compression.cloned()),
+                        .with_compression(compression.cloned())
+                        .with_hidden_endings(site_script_endings(sc)),
                 ),
                 _ => None,
             };

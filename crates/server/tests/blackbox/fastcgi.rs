@@ -116,6 +116,10 @@ echo "cookies ", $_COOKIE['in'] ?? 'none';
         "pid.php",
         "<?php\necho getmypid();\n",
     ),
+    (
+        "hold.php",
+        "<?php\nusleep(300000);\necho getmypid();\n",
+    ),
     ("blog/index.php", "<?php\necho 'blog index';\n"),
     ("docs/readme.txt", "plain text\n"),
 ];
@@ -367,17 +371,34 @@ fn a_script_past_the_timeout_gets_504_and_the_next_request_its_own_answer(model:
     for _ in 0..4 {
         assert_eq!(srv.get("/teapot.php").text(), "short and stout");
     }
-    // php-fpm ends the sleeping worker (request_terminate_timeout) or it finishes: both
-    // workers serve again.
+    // The worker is freed once the script ends (or php-fpm's request_terminate_timeout ends
+    // it): then both workers take a request at once.
     std::thread::sleep(Duration::from_millis(2500));
-    let pids: std::collections::BTreeSet<String> =
-        (0..8).map(|_| srv.get("/pid.php").text()).collect();
-    assert!(!pids.is_empty());
+    let addr = srv.addr;
+    let both: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = crate::common::Conn::connect(addr);
+                c.send(b"GET /hold.php HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+                c.read_response().unwrap()
+            })
+        })
+        .collect();
+    let pids: std::collections::BTreeSet<String> = both
+        .into_iter()
+        .map(|t| {
+            let r = t.join().unwrap();
+            assert_eq!(r.status, 200, "{r:?}");
+            r.text()
+        })
+        .collect();
+    assert_eq!(pids.len(), 2, "both workers answered at once: {pids:?}");
 }
 
 fn php_fpm_stopped_gets_502_and_restarted_is_reconnected(model: Model) {
-    // Kept connections: the ones left from before a restart are dead.
-    let Some((srv, mut fpm)) = start(model, "fcgi-restart", "max_conns = 2") else {
+    // One kept connection: the one left from before a restart is dead, and its place must be
+    // given back before a new one is made.
+    let Some((srv, mut fpm)) = start(model, "fcgi-restart", "max_conns = 1") else {
         return;
     };
     let bin = php_fpm().unwrap();
@@ -497,7 +518,8 @@ fn sites_locations_and_the_real_client_address(model: Model) {
              [[site]]\nhosts = [\"php.test\"]\nroot = {root:?}\n\
              [[site.fastcgi]]\nserver = \"unix:{sock}\"\nprefix = \"/\"\n\
              [[site]]\nhosts = [\"loc.test\"]\nroot = {root:?}\n\
-             [[site.location]]\nprefix = \"/blog/\"\nfastcgi = \"unix:{sock}\"\n",
+             [[site.location]]\nprefix = \"/blog/\"\nfastcgi = \"unix:{sock}\"\n\
+             [[site.location]]\nprefix = \"/\"\ntry_files = [\"$path\", \"=404\"]\n",
             root = site_root.display().to_string(),
             sock = fpm.sock.display()
         ))
@@ -526,13 +548,10 @@ fn sites_locations_and_the_real_client_address(model: Model) {
     assert_eq!(get("loc.test", "/blog/").text(), "blog index");
     assert_eq!(get("loc.test", "/blog/2024/hello").text(), "blog index");
     assert_eq!(get("loc.test", "/docs/readme.txt").text(), "plain text\n");
-    // Outside the location the site has no FastCGI: its PHP files are plain files there.
+    // Outside the FastCGI location, through a try_files, a script is still not a file.
     let r = get("loc.test", "/info.php");
-    assert_eq!(r.status, 200, "{r:?}");
-    assert!(
-        r.text().starts_with("<?php"),
-        "a site without FastCGI serves files as files"
-    );
+    assert_eq!(r.status, 404, "{r:?}");
+    assert!(!r.text().contains("<?php"));
 }
 
 /// A FastCGI application that is not PHP (`php = false`), written in Python for the tests

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::num::NonZeroU16;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,36 +95,34 @@ pub(crate) fn enter_connection_process() {
 
 /// The connections of a backend with `max_conns`: a bounded channel holds one token per open
 /// connection (weft-fiber's, so a request that waits for one parks its fiber, or blocks its
-/// thread on the other models).
+/// thread on the other models). A request that waits says so to the pool
+/// ([`Pool::wait_for`]), so that a connection finished meanwhile is closed and its place
+/// given to it rather than kept idle.
 struct Slots {
     tx: Sender<()>,
     rx: Receiver<()>,
-    /// Requests waiting for a connection: a finished one is closed rather than kept for
-    /// later, so they get its place at once.
-    waiting: AtomicUsize,
 }
 
 impl Slots {
     fn new(max: usize) -> Slots {
         let (tx, rx) = bounded(max);
-        Slots {
-            tx,
-            rx,
-            waiting: AtomicUsize::new(0),
+        Slots { tx, rx }
+    }
+
+    /// Takes a place if one is free.
+    fn try_take(&self) -> bool {
+        match self.tx.try_send(()) {
+            Ok(()) => true,
+            Err(TrySendError::Full(())) => false,
+            Err(TrySendError::Disconnected(())) => unreachable!("the receiver lives in self"),
         }
     }
 
     /// Takes a place, waiting while all are taken.
     fn take(&self) -> Result<(), Failure> {
-        match self.tx.try_send(()) {
-            Ok(()) => return Ok(()),
-            Err(TrySendError::Full(())) => {}
-            Err(TrySendError::Disconnected(())) => unreachable!("the receiver lives in self"),
-        }
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        let r = self.tx.send(());
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-        r.map_err(|_| Failure::new(503, "no connection to the application"))
+        self.tx
+            .send(())
+            .map_err(|_| Failure::new(503, "no connection to the application"))
     }
 
     fn give(&self) {
@@ -150,6 +148,13 @@ impl Sock {
         match self {
             Sock::Unix(s) => s.read_deadline(buf, Instant::now()),
             Sock::Tcp(s) => s.read_deadline(buf, Instant::now()),
+        }
+    }
+
+    fn write(&self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => (&*s).write(data),
+            Sock::Tcp(s) => (&*s).write(data),
         }
     }
 
@@ -295,7 +300,12 @@ impl Backend {
     /// A new connection; with `max_conns`, once one of the places is free.
     fn connect(&self) -> Result<Conn, Failure> {
         if let Some(s) = &self.slots {
-            s.take()?;
+            if !s.try_take() {
+                if let Some(mut c) = self.pool.wait_for(|| s.take())? {
+                    c.reused = true;
+                    return Ok(c);
+                }
+            }
         }
         // From here on, dropping `slot` (a failed connect) gives the place back.
         let slot = self.slots.clone().map(|s| Held(Some(s)));
@@ -391,6 +401,8 @@ impl Backend {
                         "fastcgi {}: pooled connection dead ({e}); again",
                         self.server
                     );
+                    // Its place among `max_conns` first, or the new one could wait for it.
+                    drop(conn);
                     conn = self.connect()?;
                     continue;
                 }
@@ -409,6 +421,7 @@ impl Backend {
                         "fastcgi {}: pooled connection dead ({e}); again",
                         self.server
                     );
+                    drop(reply);
                     conn = self.connect()?;
                 }
                 Err(HeadError::Dead(e)) => return Err(Failure::io("reading the answer", &e)),
@@ -482,9 +495,11 @@ impl Backend {
             // The body is not the client's: read it to the end (bounded) to keep the connection.
             let target = target.to_string();
             let mut scratch = Vec::new();
-            while !reply.dec.is_done() && scratch.len() <= self.output_buffer {
+            let mut drained = 0;
+            while !reply.dec.is_done() && drained <= self.output_buffer {
                 scratch.clear();
                 reply.decode(&mut scratch).map_err(Failure::decode)?;
+                drained += scratch.len();
                 if !reply.dec.is_done() {
                     match reply.fill(true) {
                         Ok(0) | Err(_) => break,
@@ -549,13 +564,9 @@ impl Backend {
     }
 
     /// Keeps the connection of a finished reply for the next request, if nothing is left
-    /// over, keeping is on, and no request waits for a place (it gets this one's).
+    /// over and keeping is on (the pool closes it instead while a request waits for a place).
     fn release(&self, reply: Reply) {
-        let keep = self
-            .slots
-            .as_ref()
-            .is_some_and(|s| s.waiting.load(Ordering::SeqCst) == 0)
-            && !IN_CONNECTION_PROCESS.load(Ordering::Relaxed);
+        let keep = self.slots.is_some() && !IN_CONNECTION_PROCESS.load(Ordering::Relaxed);
         if keep && reply.dec.is_done() && reply.pos == reply.end {
             self.pool.put(reply.conn);
         }
@@ -582,7 +593,7 @@ impl Drop for Held {
 
 /// Writes the request's records with a body read whole beforehand.
 fn send_buffered(conn: &Conn, head: &[u8], data: &[u8]) -> Result<(), Sent> {
-    conn.sock.write_all(head).map_err(dead_or_failed)?;
+    write_head(conn, head)?;
     let mut records = Vec::with_capacity(PIECE.min(data.len()) + 64);
     for piece in data.chunks(4 * PIECE) {
         records.clear();
@@ -602,7 +613,7 @@ fn send_streamed(
     framing: BodyFraming,
     body: &mut RequestBody<'_>,
 ) -> Result<(), Sent> {
-    conn.sock.write_all(head).map_err(dead_or_failed)?;
+    write_head(conn, head)?;
     if framing == BodyFraming::None {
         return Ok(());
     }
@@ -624,12 +635,21 @@ fn send_streamed(
     conn.sock.write_all(&records).map_err(Sent::Failed)
 }
 
-fn dead_or_failed(e: io::Error) -> Sent {
-    if is_timeout(&e) {
-        Sent::Failed(e)
-    } else {
-        Sent::Dead(e)
+/// Writes the request's first records: a connection that fails the very first write (EPIPE,
+/// a reset) was dead before anything reached the application; any later failure, or a
+/// timeout, may have come after part of the request did.
+fn write_head(conn: &Conn, head: &[u8]) -> Result<(), Sent> {
+    let mut off = 0;
+    while off < head.len() {
+        match conn.sock.write(&head[off..]) {
+            Ok(0) => return Err(Sent::Failed(io::ErrorKind::WriteZero.into())),
+            Ok(n) => off += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if off == 0 && !is_timeout(&e) => return Err(Sent::Dead(e)),
+            Err(e) => return Err(Sent::Failed(e)),
+        }
     }
+    Ok(())
 }
 
 /// The end of the header section in the STDOUT bytes read so far.

@@ -34,12 +34,16 @@
 //!   `output_buffer` bytes is sent with a `Content-Length`; a longer one streams
 //!   ([`crate::Body::Stream`]), never held whole in memory. STDERR goes to the error log a line
 //!   at a time, prefixed with the script's name (PHP's warnings and fatal errors arrive so).
-//! - **Connections**: the request asks the application to keep the connection
-//!   (FCGI_KEEP_CONN); it returns to the pool (`handlers/pool.rs`: `max_idle`, `idle_timeout`)
-//!   only after the whole request went out and END_REQUEST came back with no byte after it.
-//!   Any error, timeout or response cut short closes it. A pooled connection that turns out
-//!   dead before any byte of the answer (php-fpm restarted) is replaced by a new one and the
-//!   request sent again, if its method is idempotent and its body is at hand.
+//! - **Connections**: one per request unless `max_conns` is set; then at most that many are
+//!   open (a token each in a bounded weft-fiber channel), kept in the pool (`handlers/pool.rs`,
+//!   `idle_timeout`) after a request only when the whole request went out and END_REQUEST came
+//!   back with no byte after it, and a request that finds them all busy waits for one (a
+//!   connection finished meanwhile is closed and its place given to the waiting request, since
+//!   a php-fpm worker stays with a kept connection). Any error, timeout or response cut short
+//!   closes it. A kept Unix connection is used without probing: one whose worker is gone fails
+//!   the first write before anything is delivered, and the request goes again on a new
+//!   connection whatever its method; one that dies before any byte of the answer is replaced
+//!   and the request sent again if its method is idempotent and its body is at hand.
 //! - **Failures**: no application listening (socket missing, connection refused), a malformed
 //!   record stream or header section, or a connection closed before END_REQUEST: 502 (with
 //!   what happened logged). FCGI_OVERLOADED, or a Unix socket whose backlog is full: 503.

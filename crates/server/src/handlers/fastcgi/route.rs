@@ -18,7 +18,7 @@ use crate::handlers::under_prefix;
 use crate::response::Response;
 use crate::Request;
 use weft_sys::errno::{ELOOP, ENOENT, ENOTDIR, EXDEV};
-use weft_sys::fs::{open_beneath, Resolve};
+use weft_sys::fs::{metadata_beneath, Resolve};
 
 /// Every FastCGI mount of the application (or of a site).
 #[derive(Debug)]
@@ -92,21 +92,6 @@ impl FastCgi {
     /// The mount whose prefix `path` (still percent-encoded) is under, also once normalised.
     pub(crate) fn route(&self, path: &str) -> Option<&Mount> {
         self.mounts.iter().find(|m| under_prefix(path, &m.prefix))
-    }
-
-    /// True if `path` names a file a PHP mount would run as a script: never served as source.
-    pub(crate) fn hides(&self, path: &str) -> bool {
-        let Ok(norm) = normalize(path) else {
-            return false;
-        };
-        let name = norm.rel.rsplit(|&b| b == b'/').next().unwrap_or(&norm.rel);
-        self.mounts.iter().any(|m| {
-            m.php
-                && m.split_path.iter().any(|e| {
-                    name.len() >= e.len()
-                        && name[name.len() - e.len()..].eq_ignore_ascii_case(e.as_bytes())
-                })
-        })
     }
 }
 
@@ -226,6 +211,8 @@ impl Mount {
         }
         match self.kind(rel) {
             Kind::File => Target::Static,
+            // A dot-directory's index is not run (its files are the static files' to refuse).
+            Kind::Dir if norm.has_dot_segment => Target::Static,
             Kind::Dir if norm.trailing_slash || rel.is_empty() => {
                 let mut index = rel.to_vec();
                 if !index.is_empty() {
@@ -303,7 +290,7 @@ impl Mount {
         let meta = if rel.is_empty() {
             self.root_file.metadata()
         } else {
-            open_beneath(&self.root_file, rel, Resolve::Beneath).and_then(|f| f.metadata())
+            metadata_beneath(&self.root_file, rel, Resolve::Beneath)
         };
         match meta {
             Ok(m) if m.is_file() => Kind::File,
@@ -470,19 +457,14 @@ mod tests {
     }
 
     #[test]
-    fn script_endings_are_never_served_as_source() {
-        let root = site("hides");
+    fn a_prefix_holds_once_the_path_is_normalised() {
+        let root = site("prefix");
         let cfgs = [FastcgiConfig {
             prefix: "/blog/".into(),
             server: "127.0.0.1:9".into(),
             ..FastcgiConfig::default()
         }];
         let f = FastCgi::new(&cfgs, &root).unwrap().unwrap();
-        assert!(f.hides("/info.php"), "outside the prefix too");
-        assert!(f.hides("/x/INFO.PHP"));
-        assert!(f.hides("/info%2Ephp"));
-        assert!(!f.hides("/style.css"));
-        assert!(!f.hides("/app.php/data.txt"));
         assert!(f.route("/blog/x").is_some());
         assert!(f.route("/blog/../info.php").is_none());
         std::fs::remove_dir_all(&root).unwrap();
