@@ -7,6 +7,7 @@
 //! threads = 2                 # fiber workers (default: one per core)
 //! access_log = "off"          # "off", "stdout" or a file path
 //! real_ip_from = []           # trusted proxies (CIDRs) whose X-Forwarded-For names the client
+//! # access = ["allow 10.0.0.0/8", "deny all"]  # nginx allow/deny, in order; refused: 403
 //! # user = "www-data"         # started as root: serve as this user once bound (NAME[:GROUP])
 //! allow_root = false          # started as root without `user`: serve as root anyway
 //!
@@ -216,7 +217,7 @@ pub(crate) mod tls;
 pub use builtin::{EchoConfig, HealthConfig, StatusConfig, DEFAULT_ECHO_PATH};
 pub use cache::CacheConfig;
 pub use cgi::CgiConfig;
-pub use cidr::Cidr;
+pub use cidr::{AccessRule, Cidr};
 pub use compression::{CompressionConfig, DEFAULT_TYPES};
 pub(crate) use de::de_size;
 use de::de_threads;
@@ -250,6 +251,11 @@ pub struct Config {
     /// `X-Forwarded-For` entry that is not one of them is the client (nginx `real_ip_from`
     /// with `real_ip_recursive on`). Empty by default: the connection's address stands.
     pub real_ip_from: Vec<Cidr>,
+    /// Who may be answered (nginx `allow`/`deny` in the `http` block): `["allow 10.0.0.0/8",
+    /// "deny all"]`, read in order against the real client address; refused: 403. A site or a
+    /// location with rules of its own uses those instead. Empty: everyone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<AccessRule>,
     /// Worker threads for models that use a fixed number (default: one per core; at least 1).
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -312,6 +318,7 @@ impl Default for Config {
             root: PathBuf::from("www"),
             listen: Vec::new(),
             real_ip_from: Vec::new(),
+            access: Vec::new(),
             threads: None,
             access_log: AccessLogTarget::Off,
             timeouts: Timeouts::default(),

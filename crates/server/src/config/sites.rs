@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::rate_limit::RateLimitConfig;
+use super::AccessRule;
 use super::{CgiConfig, FastcgiConfig, ProxyConfig, StaticConfig};
 
 /// One `[[site]]`.
@@ -44,6 +45,10 @@ pub struct SiteConfig {
     /// `error_page 404 /404.html`, Caddy `handle_errors`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, String>,
+    /// Who may be answered by the site (nginx `allow`/`deny` in a `server` block), read in
+    /// order against the real client address; refused: 403. Empty: the top-level `access`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<AccessRule>,
     /// `[site.rate_limit]`: the site's own request rate per client address, as the top-level
     /// `[rate_limit]` but counted apart from it and from every other site's (nginx: a
     /// `limit_req` in the `server` block with a zone of its own); `rate = "off"` exempts the
@@ -87,4 +92,8 @@ pub struct LocationConfig {
     pub cgi: Option<PathBuf>,
     /// Refuse the location's requests with 403 (nginx `deny all`).
     pub deny: bool,
+    /// Who may be answered here (nginx `allow`/`deny` in a `location`), in place of the site's
+    /// rules; empty: the site's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<AccessRule>,
 }

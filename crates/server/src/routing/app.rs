@@ -382,6 +382,14 @@ impl App {
         {
             return resp;
         }
+        if !crate::config::AccessRule::allows(&self.cfg.access, req.peer_addr().ip()) {
+            log::info!(
+                "{}: {} refused by the access rules; answering 403",
+                req.peer_addr(),
+                req.path()
+            );
+            return Response::error(403);
+        }
         self.dispatch(self.top(), req, body, redirects)
     }
 

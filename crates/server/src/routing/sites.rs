@@ -40,7 +40,7 @@ use crate::body::RequestBody;
 use crate::cache::ResponseCache;
 use crate::compress::Compression;
 pub use crate::config::sites::{LocationConfig, SiteConfig};
-use crate::config::{CgiConfig, Config, ConfigError, FastcgiConfig, ProxyConfig};
+use crate::config::{AccessRule, CgiConfig, Config, ConfigError, FastcgiConfig, ProxyConfig};
 use crate::handlers::cgi::Cgi;
 use crate::handlers::fastcgi::FastCgi;
 use crate::handlers::proxy::Proxy;
@@ -788,12 +788,14 @@ impl Handlers {
     }
 }
 
-/// A location's own proxy, FastCGI or CGI mount.
+/// A location's own proxy, FastCGI or CGI mount, and its access rules.
 #[derive(Debug, Default)]
 struct LocationHandlers {
     proxy: Option<Proxy>,
     fastcgi: Option<FastCgi>,
     cgi: Option<Cgi>,
+    /// `access`, when the location has rules of its own.
+    access: Vec<AccessRule>,
 }
 
 #[derive(Debug)]
@@ -802,6 +804,8 @@ struct Site {
     locations: Vec<LocationHandlers>,
     /// `[site.rate_limit]`, if the site has its own.
     rate_limit: Option<crate::limits_ip::RateLimitConfig>,
+    /// `access`, when the site has rules of its own.
+    access: Vec<AccessRule>,
 }
 
 /// Every configured site with its handlers.
@@ -911,12 +915,16 @@ impl Sites {
                     },
                     _ => LocationHandlers::default(),
                 };
-                locations.push(lh);
+                locations.push(LocationHandlers {
+                    access: lc.access.clone(),
+                    ..lh
+                });
             }
             sites.push(Site {
                 handlers,
                 locations,
                 rate_limit: sc.rate_limit.clone(),
+                access: sc.access.clone(),
             });
         }
         let any_rate_limit = sites.iter().any(|s| s.rate_limit.is_some());
@@ -966,7 +974,23 @@ impl Sites {
         let loc = normal_path(req.path())
             .ok()
             .and_then(|p| rules.locations.find(p.as_bytes()));
+        // The innermost rules: the location's, else the site's, else the top-level ones (as
+        // nginx's allow/deny are inherited by a block that has none of its own).
+        let access = loc
+            .map(|l| &site.locations[l].access)
+            .filter(|a| !a.is_empty())
+            .or(Some(&site.access).filter(|a| !a.is_empty()))
+            .unwrap_or(&app.cfg.access);
         let mut resp = match loc {
+            _ if !AccessRule::allows(access, req.peer_addr().ip()) => {
+                log::info!(
+                    "{}: {} refused by the access rules of site {}; answering 403",
+                    req.peer_addr(),
+                    req.path(),
+                    rules.name
+                );
+                Response::error(403)
+            }
             None => app.dispatch(site.handlers.as_ref(), req, body, redirects),
             Some(l) => self.location(
                 app,

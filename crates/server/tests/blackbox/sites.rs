@@ -19,6 +19,7 @@ per_model! {
     redirects_substitute_path_and_query,
     try_files_falls_back_to_the_app,
     deny_refuses_with_403_whatever_the_spelling,
+    access_rules_allow_and_deny_in_order_per_site_and_location,
     error_pages_keep_the_status,
     a_location_proxies_or_runs_cgi,
     sites_share_the_cache_without_sharing_entries,
@@ -565,4 +566,58 @@ fn sites_files_are_compressed_per_site(model: Model) {
             assert!(&out == want, "{host} round {round}: another site's bytes");
         }
     }
+}
+
+/// nginx's `allow`/`deny`: read in order, the first match deciding, against the client
+/// `real_ip_from` names; a location's rules replace its site's, a site's the top level's.
+fn access_rules_allow_and_deny_in_order_per_site_and_location(model: Model) {
+    let b = Builder::new(model, "sites-access").no_echo();
+    let root = site_root(
+        &b,
+        "a",
+        &[
+            ("index.html", b"site a"),
+            ("open/x.txt", b"open"),
+            ("closed/x.txt", b"closed"),
+        ],
+    );
+    let srv = b
+        .config(&format!(
+            "real_ip_from = [\"127.0.0.1/32\"]\naccess = [\"deny 203.0.113.0/24\"]\n\
+             [[site]]\nhosts = [\"a.test\"]\nroot = {root}\n\
+             access = [\"allow 10.0.0.0/8\", \"deny all\"]\n\
+             [[site.location]]\nprefix = \"/open/\"\naccess = [\"allow all\"]\n\
+             [[site.location]]\nprefix = \"/closed/\"\n\
+             access = [\"deny 10.9.0.0/16\", \"allow all\"]\n",
+            root = toml_path(&root)
+        ))
+        .start();
+    let from = |host: &str, path: &str, client: &str| {
+        srv.send(
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: {host}\r\nX-Forwarded-For: {client}\r\n\
+                 Connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .status
+    };
+    // No site: the top-level rules.
+    assert_eq!(from("other.test", "/", "203.0.113.5"), 403);
+    assert_eq!(from("other.test", "/", "198.51.100.1"), 200);
+    // The site's own rules replace them.
+    assert_eq!(from("a.test", "/", "10.1.2.3"), 200);
+    assert_eq!(from("a.test", "/", "198.51.100.1"), 403);
+    assert_eq!(from("a.test", "/", "203.0.113.5"), 403);
+    // A location's own rules replace the site's.
+    assert_eq!(from("a.test", "/open/x.txt", "198.51.100.1"), 200);
+    assert_eq!(from("a.test", "/closed/x.txt", "10.9.1.1"), 403);
+    assert_eq!(from("a.test", "/closed/x.txt", "198.51.100.1"), 200);
+    // The same path spelled otherwise meets the same location.
+    assert_eq!(from("a.test", "/%63losed/x.txt", "10.9.1.1"), 403);
+    assert!(
+        srv.log().contains("refused by the access rules"),
+        "{}",
+        srv.log()
+    );
 }
