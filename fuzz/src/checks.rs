@@ -836,3 +836,24 @@ fn fastcgi_decode(
     }
     out
 }
+
+/// Arbitrary bytes as an `Authorization` value into `weft_http::auth::basic`: never a panic; a
+/// parse gives back a user-id without `:` or control bytes, and encoding the user-id and
+/// password again parses to the same credentials; the base64 decoder is the encoder's inverse.
+pub fn basic_auth(data: &[u8]) {
+    use weft_http::auth::{base64_decode, base64_encode, basic};
+    if let Some(c) = basic(data) {
+        assert!(!c.user.contains(&b':'));
+        assert!(!c.user.iter().any(|&b| b < 0x20 || b == 0x7f));
+        let mut plain = c.user.clone();
+        plain.push(b':');
+        plain.extend_from_slice(&c.password);
+        let again = format!("Basic {}", base64_encode(&plain));
+        assert_eq!(basic(again.as_bytes()), Some(c));
+    }
+    if let Some(d) = base64_decode(data) {
+        assert_eq!(base64_encode(&d).as_bytes(), data);
+    }
+    let enc = base64_encode(data);
+    assert_eq!(base64_decode(enc.as_bytes()).as_deref(), Some(data));
+}

@@ -33,6 +33,7 @@
 //! assert!(head.keep_alive());
 //! ```
 
+pub mod auth;
 pub mod cgi;
 pub mod chunked;
 pub mod conditional;

@@ -102,3 +102,8 @@ fn h2_connection_corpus() {
 fn fastcgi_records_corpus() {
     replay("fastcgi_records", checks::fastcgi_records);
 }
+
+#[test]
+fn basic_auth_corpus() {
+    replay("basic_auth", checks::basic_auth);
+}

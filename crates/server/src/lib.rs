@@ -62,6 +62,7 @@
 #![warn(missing_docs, unnameable_types)]
 
 pub mod activation;
+pub(crate) mod auth;
 pub(crate) mod routing;
 pub(crate) use routing::app;
 pub(crate) mod body;

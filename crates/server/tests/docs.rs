@@ -451,6 +451,15 @@ fn prelude(section: &str) -> String {
         ),
         ("site", "[[site]]\nhosts = [\"a.test\"]\n"),
         (
+            "site.auth",
+            "[[site]]\nhosts = [\"a.test\"]\n[site.auth]\nusers = \"/etc/weft/htpasswd\"\n",
+        ),
+        (
+            "site.location.auth",
+            "[[site]]\nhosts = [\"a.test\"]\nroot = \"/srv\"\n[[site.location]]\nprefix = \"/x/\"\n\
+             [site.location.auth]\nusers = \"/etc/weft/htpasswd\"\n",
+        ),
+        (
             "site.location",
             "[[site]]\nhosts = [\"a.test\"]\nroot = \"/srv\"\n[[site.location]]\nprefix = \"/x/\"\n",
         ),

@@ -233,7 +233,7 @@ pub use pipeline::{PipelineConfig, PipelineError};
 pub use process::ProcessConfig;
 pub use proxy::{ProxyConfig, ProxyHost};
 pub use rate_limit::{Rate, RateLimitConfig, DEFAULT_ZONE};
-pub use sites::{LocationConfig, SiteConfig};
+pub use sites::{AuthConfig, LocationConfig, SiteConfig};
 pub use static_files::StaticConfig;
 pub use thread::ThreadConfig;
 pub use timeouts::Timeouts;

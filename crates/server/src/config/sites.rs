@@ -8,6 +8,29 @@ use serde::{Deserialize, Serialize};
 
 use super::rate_limit::RateLimitConfig;
 use super::AccessRule;
+
+/// `auth`: HTTP Basic authentication for a site or a location (see `crate::auth`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// The realm the browser shows (nginx `auth_basic "REALM"`).
+    pub realm: String,
+    /// The htpasswd file (nginx `auth_basic_user_file`): bcrypt, `$apr1$` or `{SHA}` hashes;
+    /// re-read on SIGHUP.
+    pub users: PathBuf,
+    /// Ask for the password over plain HTTP too; off: such a request is refused with 403.
+    pub allow_plain: bool,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            realm: "Restricted".into(),
+            users: PathBuf::new(),
+            allow_plain: false,
+        }
+    }
+}
 use super::{CgiConfig, FastcgiConfig, ProxyConfig, StaticConfig};
 
 /// One `[[site]]`.
@@ -49,6 +72,9 @@ pub struct SiteConfig {
     /// order against the real client address; refused: 403. Empty: the top-level `access`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub access: Vec<AccessRule>,
+    /// `[site.auth]`: a password for the whole site (nginx `auth_basic` in a `server`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthConfig>,
     /// `[site.rate_limit]`: the site's own request rate per client address, as the top-level
     /// `[rate_limit]` but counted apart from it and from every other site's (nginx: a
     /// `limit_req` in the `server` block with a zone of its own); `rate = "off"` exempts the
@@ -96,4 +122,8 @@ pub struct LocationConfig {
     /// rules; empty: the site's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub access: Vec<AccessRule>,
+    /// A password for the location (nginx `auth_basic` in a `location`), in place of the
+    /// site's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthConfig>,
 }

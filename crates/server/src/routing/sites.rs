@@ -36,10 +36,12 @@ use weft_http::path::normalize;
 use weft_http::{site_name, Parser, MAX_SITE_NAME};
 
 use crate::app::{App, HandlersRef};
+use crate::auth::BasicAuth;
 use crate::body::RequestBody;
 use crate::cache::ResponseCache;
 use crate::compress::Compression;
 pub use crate::config::sites::{LocationConfig, SiteConfig};
+use crate::config::AuthConfig;
 use crate::config::{AccessRule, CgiConfig, Config, ConfigError, FastcgiConfig, ProxyConfig};
 use crate::handlers::cgi::Cgi;
 use crate::handlers::fastcgi::FastCgi;
@@ -755,6 +757,23 @@ pub(crate) fn request_host(req: &Request) -> &[u8] {
     req.host_bytes()
 }
 
+/// The `auth` of a site or location, its users read now; a warning where it will refuse plain
+/// HTTP listeners' requests.
+fn load_auth(auth: Option<&AuthConfig>, cfg: &Config) -> std::io::Result<Option<Arc<BasicAuth>>> {
+    let Some(a) = auth else {
+        return Ok(None);
+    };
+    if !a.allow_plain && cfg.listeners().iter().any(|l| !l.tls) {
+        log::warn!(
+            "auth (realm {:?}): requests that come over plain HTTP are refused with 403 \
+             (the password would cross the network readable); set allow_plain = true to ask \
+             for it there too",
+            a.realm
+        );
+    }
+    BasicAuth::load(a).map(|b| Some(Arc::new(b)))
+}
+
 /// The endings the site's FastCGI mounts run as scripts, its locations' included (they take
 /// the settings of the site's first mount): never served as files anywhere in the site.
 fn site_script_endings(sc: &SiteConfig) -> Vec<String> {
@@ -796,6 +815,8 @@ struct LocationHandlers {
     cgi: Option<Cgi>,
     /// `access`, when the location has rules of its own.
     access: Vec<AccessRule>,
+    /// `auth`, when the location has its own.
+    auth: Option<Arc<BasicAuth>>,
 }
 
 #[derive(Debug)]
@@ -806,6 +827,8 @@ struct Site {
     rate_limit: Option<crate::limits_ip::RateLimitConfig>,
     /// `access`, when the site has rules of its own.
     access: Vec<AccessRule>,
+    /// `[site.auth]`.
+    auth: Option<Arc<BasicAuth>>,
 }
 
 /// Every configured site with its handlers.
@@ -917,6 +940,7 @@ impl Sites {
                 };
                 locations.push(LocationHandlers {
                     access: lc.access.clone(),
+                    auth: load_auth(lc.auth.as_ref(), cfg).map_err(named)?,
                     ..lh
                 });
             }
@@ -925,6 +949,7 @@ impl Sites {
                 locations,
                 rate_limit: sc.rate_limit.clone(),
                 access: sc.access.clone(),
+                auth: load_auth(sc.auth.as_ref(), cfg).map_err(named)?,
             });
         }
         let any_rate_limit = sites.iter().any(|s| s.rate_limit.is_some());
@@ -981,18 +1006,24 @@ impl Sites {
             .filter(|a| !a.is_empty())
             .or(Some(&site.access).filter(|a| !a.is_empty()))
             .unwrap_or(&app.cfg.access);
-        let mut resp = match loc {
-            _ if !AccessRule::allows(access, req.peer_addr().ip()) => {
-                log::info!(
-                    "{}: {} refused by the access rules of site {}; answering 403",
-                    req.peer_addr(),
-                    req.path(),
-                    rules.name
-                );
-                Response::error(403)
-            }
-            None => app.dispatch(site.handlers.as_ref(), req, body, redirects),
-            Some(l) => self.location(
+        let refused = if !AccessRule::allows(access, req.peer_addr().ip()) {
+            log::info!(
+                "{}: {} refused by the access rules of site {}; answering 403",
+                req.peer_addr(),
+                req.path(),
+                rules.name
+            );
+            Some(Response::error(403))
+        } else {
+            // Then the password, the location's or else the site's (nginx's `satisfy all`).
+            loc.and_then(|l| site.locations[l].auth.as_ref())
+                .or(site.auth.as_ref())
+                .and_then(|a| a.check(req))
+        };
+        let mut resp = match (refused, loc) {
+            (Some(r), _) => r,
+            (None, None) => app.dispatch(site.handlers.as_ref(), req, body, redirects),
+            (None, Some(l)) => self.location(
                 app,
                 site,
                 &rules.rules[l],

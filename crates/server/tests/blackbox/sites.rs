@@ -20,6 +20,7 @@ per_model! {
     try_files_falls_back_to_the_app,
     deny_refuses_with_403_whatever_the_spelling,
     access_rules_allow_and_deny_in_order_per_site_and_location,
+    basic_auth_per_site_and_location_from_htpasswd_files,
     error_pages_keep_the_status,
     a_location_proxies_or_runs_cgi,
     sites_share_the_cache_without_sharing_entries,
@@ -620,4 +621,110 @@ fn access_rules_allow_and_deny_in_order_per_site_and_location(model: Model) {
         "{}",
         srv.log()
     );
+}
+
+/// An htpasswd file as `htpasswd -nbm alice secret`, `-nbB -C 5 bob 'secret two'` and
+/// `-nbs carol sécret3` write it.
+const HTPASSWD: &str = "alice:$apr1$eseoq7.K$/R8ebXT1g.cdxguF6C3DI.\n\
+    bob:$2y$05$aY5IS5QAeTuIMKHDMxSMG.d5ejFSdDcYcENNvP1uMChqU7e2psQ56\n\
+    carol:{SHA}1kzdDlY3j+M4WdOmI2I50pZfKJ0=\n";
+
+fn basic(user: &str, password: &str) -> String {
+    format!(
+        "Basic {}",
+        weft_http::auth::base64_encode(format!("{user}:{password}").as_bytes())
+    )
+}
+
+/// nginx's auth_basic with auth_basic_user_file: 401 with the realm until a user of the file
+/// gives the right password, whatever hash the file keeps; a location's file in place of the
+/// site's; plain HTTP refused where allow_plain is off; the credentials never in a log.
+fn basic_auth_per_site_and_location_from_htpasswd_files(model: Model) {
+    let b = Builder::new(model, "sites-auth").no_echo();
+    let root = site_root(
+        &b,
+        "a",
+        &[("index.html", b"staff only"), ("admin/x.txt", b"admin")],
+    );
+    let users = b.dir().join("htpasswd");
+    fs::write(&users, HTPASSWD).unwrap();
+    let admins = b.dir().join("admins");
+    fs::write(&admins, "carol:{SHA}1kzdDlY3j+M4WdOmI2I50pZfKJ0=\n").unwrap();
+    let access_log = b.dir().join("access.log");
+    let srv = b
+        .config(&format!(
+            "access_log = {log}\n\
+             [[site]]\nhosts = [\"a.test\"]\nroot = {root}\n\
+             [site.auth]\nrealm = \"Staff\"\nusers = {users}\nallow_plain = true\n\
+             [[site.location]]\nprefix = \"/admin/\"\n\
+             auth = {{ realm = \"Admins\", users = {admins}, allow_plain = true }}\n\
+             [[site]]\nhosts = [\"tls-only.test\"]\nroot = {root}\n\
+             [site.auth]\nusers = {users}\n",
+            log = toml_path(&access_log),
+            root = toml_path(&root),
+            users = toml_path(&users),
+            admins = toml_path(&admins),
+        ))
+        .start();
+    let get = |host: &str, path: &str, auth: Option<&str>| {
+        let field = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+        srv.send(
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{field}Connection: close\r\n\r\n")
+                .as_bytes(),
+        )
+    };
+    let r = get("a.test", "/", None);
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("WWW-Authenticate"),
+        Some("Basic realm=\"Staff\", charset=\"UTF-8\"")
+    );
+    for (user, pw) in [
+        ("alice", "secret"),
+        ("bob", "secret two"),
+        ("carol", "sécret3"),
+    ] {
+        let r = get("a.test", "/", Some(&basic(user, pw)));
+        assert_eq!((r.status, r.text().as_str()), (200, "staff only"), "{user}");
+    }
+    // Again: remembered, the same answer.
+    assert_eq!(
+        get("a.test", "/", Some(&basic("bob", "secret two"))).status,
+        200
+    );
+    for (user, pw) in [
+        ("alice", "Secret"),
+        ("bob", "secret"),
+        ("mallory", "secret"),
+    ] {
+        assert_eq!(
+            get("a.test", "/", Some(&basic(user, pw))).status,
+            401,
+            "{user}"
+        );
+    }
+    assert_eq!(get("a.test", "/", Some("Bearer abc")).status, 401);
+    // The location's own file: alice is not in it.
+    let r = get("a.test", "/admin/x.txt", Some(&basic("alice", "secret")));
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("WWW-Authenticate"),
+        Some("Basic realm=\"Admins\", charset=\"UTF-8\"")
+    );
+    let r = get("a.test", "/admin/x.txt", Some(&basic("carol", "sécret3")));
+    assert_eq!((r.status, r.text().as_str()), (200, "admin"));
+    // Without allow_plain, plain HTTP is refused before any password is asked for.
+    let r = get("tls-only.test", "/", Some(&basic("alice", "secret")));
+    assert_eq!(r.status, 403);
+    assert_eq!(r.header("WWW-Authenticate"), None);
+    let log = srv.log();
+    assert!(log.contains("unknown user \"mallory\""), "{log}");
+    assert!(log.contains("came over plain HTTP"), "{log}");
+    let logs = format!(
+        "{log}{}",
+        fs::read_to_string(&access_log).unwrap_or_default()
+    );
+    for secret in ["secret", "Secret", &basic("alice", "secret")[6..]] {
+        assert!(!logs.contains(secret), "{secret:?} logged:\n{logs}");
+    }
 }
