@@ -13,7 +13,7 @@
 //!   against a fixed bcrypt hash of the same cost as the file's first, so the time does not
 //!   tell which users exist.
 //! - **Cost**: a bcrypt check takes milliseconds on purpose; a credential that passed is
-//!   remembered for a minute (a keyed SHA-1 of the field value, never the password itself, at
+//!   remembered for a minute (a keyed SipHash of the field value, never the password itself, at
 //!   most 1,024 of them), so a browser's every request does not pay it again. Failed attempts
 //!   are not remembered.
 //! - **Reload**: the file is read when the configuration is (start, SIGHUP).
@@ -32,19 +32,38 @@ const REMEMBER: Duration = Duration::from_secs(60);
 /// Credentials remembered at most; past it the memory starts again.
 const REMEMBER_MAX: usize = 1024;
 
-/// One `auth` setting: its realm, its users and what passed recently.
+/// What a request's credentials come to ([`BasicAuth::verdict`]).
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A user of the file with the right password.
+    Pass,
+    /// Over plain HTTP without `allow_plain`: 403.
+    Plain,
+    /// No `Authorization`: 401.
+    Missing,
+    /// Another scheme, or not Basic credentials: 401.
+    NotBasic,
+    /// This user is not in the file or gave another password: 401.
+    Wrong(Vec<u8>),
+}
+
+/// One `auth` setting: its realm, its users and what passed recently. Public for the
+/// benchmark (`benches/auth.rs`); not library API.
+#[doc(hidden)]
 #[derive(Debug)]
-pub(crate) struct BasicAuth {
+pub struct BasicAuth {
     realm: String,
     file: PathBuf,
     users: HashMap<Vec<u8>, Hash>,
     /// Checked against for an unknown user.
     decoy: Hash,
     allow_plain: bool,
-    /// Keyed SHA-1 of `Authorization` values that passed, and when.
-    passed: Mutex<HashMap<[u8; 20], Instant>>,
-    /// The key of those digests (random per process).
-    key: [u8; 16],
+    /// Keyed digests of `Authorization` values that passed, and when.
+    passed: Mutex<HashMap<u64, Instant>>,
+    /// The key of those digests: SipHash with a random key per process, a pseudo-random
+    /// function, so a value that was never sent cannot be made to match one that passed.
+    key: std::collections::hash_map::RandomState,
 }
 
 /// A password hash from an htpasswd line.
@@ -61,7 +80,7 @@ enum Hash {
 
 impl BasicAuth {
     /// Reads `cfg.users`; an error names the file and the line.
-    pub(crate) fn load(cfg: &AuthConfig) -> std::io::Result<BasicAuth> {
+    pub fn load(cfg: &AuthConfig) -> std::io::Result<BasicAuth> {
         let text = std::fs::read(&cfg.users).map_err(|e| {
             std::io::Error::new(e.kind(), format!("auth.users {}: {e}", cfg.users.display()))
         })?;
@@ -83,9 +102,6 @@ impl BasicAuth {
             bcrypt::hash("weft decoy password", cost)
                 .map_err(|e| std::io::Error::other(format!("auth: {e}")))?,
         );
-        let mut key = [0u8; 16];
-        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
-            .map_err(|_| std::io::Error::other("auth: no randomness"))?;
         Ok(BasicAuth {
             realm: cfg.realm.clone(),
             file: cfg.users.clone(),
@@ -93,23 +109,44 @@ impl BasicAuth {
             decoy,
             allow_plain: cfg.allow_plain,
             passed: Mutex::new(HashMap::new()),
-            key,
+            key: std::collections::hash_map::RandomState::new(),
         })
     }
 
     /// `None` if `req` may go on; else the answer (401, or 403 over plain HTTP).
     pub(crate) fn check(&self, req: &Request) -> Option<Response> {
-        if !req.is_https() && !self.allow_plain {
-            log::warn!(
-                "{}: {} needs a password and came over plain HTTP (auth.allow_plain is off); \
-                 answering 403",
-                req.peer_addr(),
-                req.path()
-            );
-            return Some(Response::error(403));
+        let why = match self.verdict(req.header("Authorization"), req.is_https()) {
+            Verdict::Pass => return None,
+            Verdict::Plain => {
+                log::warn!(
+                    "{}: {} needs a password and came over plain HTTP (auth.allow_plain is \
+                     off); answering 403",
+                    req.peer_addr(),
+                    req.path()
+                );
+                return Some(Response::error(403));
+            }
+            Verdict::Missing => return Some(self.challenge()),
+            Verdict::NotBasic => "credentials that are not Basic ones".to_string(),
+            Verdict::Wrong(user) => format!(
+                "wrong password or unknown user {:?} (auth.users {})",
+                String::from_utf8_lossy(&user),
+                self.file.display()
+            ),
+        };
+        log::warn!("{}: {}: {why}; answering 401", req.peer_addr(), req.path());
+        Some(self.challenge())
+    }
+
+    /// What `authorization` (the field's value, if sent) on a connection that is `https` or
+    /// not comes to. Public for the benchmark (`benches/auth.rs`); not library API.
+    #[doc(hidden)]
+    pub fn verdict(&self, authorization: Option<&[u8]>, https: bool) -> Verdict {
+        if !https && !self.allow_plain {
+            return Verdict::Plain;
         }
-        let Some(value) = req.header("Authorization") else {
-            return Some(self.challenge());
+        let Some(value) = authorization else {
+            return Verdict::Missing;
         };
         let digest = self.digest(value);
         let now = Instant::now();
@@ -119,18 +156,12 @@ impl BasicAuth {
                 .get(&digest)
                 .is_some_and(|&at| now.saturating_duration_since(at) < REMEMBER)
             {
-                return None;
+                return Verdict::Pass;
             }
         }
         let Some(c) = weft_http::auth::basic(value) else {
-            log::info!(
-                "{}: {}: credentials that are not Basic ones; answering 401",
-                req.peer_addr(),
-                req.path()
-            );
-            return Some(self.challenge());
+            return Verdict::NotBasic;
         };
-        // The work is done off the fiber worker: bcrypt takes milliseconds by design.
         let ok = match self.users.get(&c.user) {
             Some(h) => verify(h, &c.password),
             None => {
@@ -139,21 +170,14 @@ impl BasicAuth {
             }
         };
         if !ok {
-            log::warn!(
-                "{}: {}: wrong password or unknown user {:?} (auth.users {}); answering 401",
-                req.peer_addr(),
-                req.path(),
-                String::from_utf8_lossy(&c.user),
-                self.file.display()
-            );
-            return Some(self.challenge());
+            return Verdict::Wrong(c.user);
         }
         let mut passed = self.passed.lock().unwrap_or_else(|e| e.into_inner());
         if passed.len() >= REMEMBER_MAX {
             passed.clear();
         }
         passed.insert(digest, now);
-        None
+        Verdict::Pass
     }
 
     fn challenge(&self) -> Response {
@@ -166,16 +190,10 @@ impl BasicAuth {
         )
     }
 
-    /// A keyed digest of an `Authorization` value (HMAC-SHA-1 would do as well; the key only
-    /// makes the table useless to anyone who reads the process's memory for passwords).
-    fn digest(&self, value: &[u8]) -> [u8; 20] {
-        let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
-        ctx.update(&self.key);
-        ctx.update(value);
-        let d = ctx.finish();
-        let mut out = [0u8; 20];
-        out.copy_from_slice(d.as_ref());
-        out
+    /// A keyed digest of an `Authorization` value: never the credential itself, so the table
+    /// tells nothing to whoever reads the process's memory for passwords.
+    fn digest(&self, value: &[u8]) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.key, value)
     }
 }
 

@@ -62,7 +62,8 @@
 #![warn(missing_docs, unnameable_types)]
 
 pub mod activation;
-pub(crate) mod auth;
+#[doc(hidden)]
+pub mod auth;
 pub(crate) mod routing;
 pub(crate) use routing::app;
 pub(crate) mod body;
