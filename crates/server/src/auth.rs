@@ -15,7 +15,8 @@
 //! - **Cost**: a bcrypt check takes milliseconds on purpose; a credential that passed is
 //!   remembered for a minute (a keyed SipHash of the field value, never the password itself, at
 //!   most 1,024 of them), so a browser's every request does not pay it again. Failed attempts
-//!   are not remembered.
+//!   are not remembered; each counts as five requests against the client's `[rate_limit]`
+//!   (the site's, where it has one), so guessing meets 429 long before ordinary use would.
 //! - **Reload**: the file is read when the configuration is (start, SIGHUP).
 
 use std::collections::HashMap;
@@ -26,6 +27,9 @@ use std::time::{Duration, Instant};
 use crate::config::AuthConfig;
 use crate::response::Response;
 use crate::Request;
+
+/// Requests a failed attempt counts as against `[rate_limit]`, besides itself.
+pub(crate) const FAILURE_COST: u32 = 4;
 
 /// How long a credential that passed is taken as passing.
 const REMEMBER: Duration = Duration::from_secs(60);

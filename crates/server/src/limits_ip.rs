@@ -402,6 +402,28 @@ fn check_rate(
     }
 }
 
+/// Counts `n` more requests of `req`'s client against the rate that applies to it (`site`, as
+/// [`check_request`] takes it): what a failed password attempt costs beyond itself, so that
+/// guessing meets 429 long before the rate would stop ordinary use. Nothing without a rate.
+pub(crate) fn charge(
+    table: &ClientTable,
+    cfg: &Config,
+    site: Option<(u32, &RateLimitConfig)>,
+    req: &crate::Request,
+    n: u32,
+) {
+    let (zone, limit) = site.unwrap_or((0, &cfg.rate_limit));
+    let Some(rate) = limit.rate else {
+        return;
+    };
+    let ip = req.peer_addr().ip();
+    for _ in 0..n {
+        if table.request(ip, zone, rate, limit.burst).is_err() {
+            return;
+        }
+    }
+}
+
 /// 429 with `Retry-After` in whole seconds, rounded up (RFC 9110 §10.2.3; RFC 6585 §4).
 pub(crate) fn too_many(wait: Duration) -> crate::Response {
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);

@@ -1020,6 +1020,18 @@ impl Sites {
                 .or(site.auth.as_ref())
                 .and_then(|a| a.check(req))
         };
+        // A wrong password costs the client more of its rate (`[rate_limit]`) than a request.
+        if refused.as_ref().is_some_and(|r| r.status == 401)
+            && req.header("Authorization").is_some()
+        {
+            crate::limits_ip::charge(
+                &app.clients,
+                &app.cfg,
+                self.rate_limit(req),
+                req,
+                crate::auth::FAILURE_COST,
+            );
+        }
         let mut resp = match (refused, loc) {
             (Some(r), _) => r,
             (None, None) => app.dispatch(site.handlers.as_ref(), req, body, redirects),

@@ -21,6 +21,7 @@ per_model! {
     deny_refuses_with_403_whatever_the_spelling,
     access_rules_allow_and_deny_in_order_per_site_and_location,
     basic_auth_per_site_and_location_from_htpasswd_files,
+    a_wrong_password_costs_five_requests_of_the_rate,
     error_pages_keep_the_status,
     a_location_proxies_or_runs_cgi,
     sites_share_the_cache_without_sharing_entries,
@@ -727,4 +728,33 @@ fn basic_auth_per_site_and_location_from_htpasswd_files(model: Model) {
     for secret in ["secret", "Secret", &basic("alice", "secret")[6..]] {
         assert!(!logs.contains(secret), "{secret:?} logged:\n{logs}");
     }
+}
+
+/// A failed attempt counts as five requests against `[rate_limit]`: with a burst of 10, the
+/// fourth wrong password meets 429, where eleven right ones would pass.
+fn a_wrong_password_costs_five_requests_of_the_rate(model: Model) {
+    let b = Builder::new(model, "sites-auth-rate").no_echo();
+    let root = site_root(&b, "a", &[("index.html", b"staff only")]);
+    let users = b.dir().join("htpasswd");
+    fs::write(&users, HTPASSWD).unwrap();
+    let srv = b
+        .config(&format!(
+            "[rate_limit]\nrate = \"1r/s\"\nburst = 10\n\
+             [[site]]\nhosts = [\"a.test\"]\nroot = {root}\n\
+             [site.auth]\nusers = {users}\nallow_plain = true\n",
+            root = toml_path(&root),
+            users = toml_path(&users),
+        ))
+        .start();
+    let get = |auth: &str| {
+        srv.send(
+            format!("GET / HTTP/1.1\r\nHost: a.test\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .status
+    };
+    // The burst lets 11 requests through at once; three wrong passwords spend 15 of them.
+    let wrong = basic("alice", "guess");
+    let statuses: Vec<u16> = (0..4).map(|_| get(&wrong)).collect();
+    assert_eq!(statuses, [401, 401, 401, 429]);
 }
