@@ -203,8 +203,9 @@ pub fn chunked(data: &[u8]) {
     assert_eq!(whole, pieces, "pieces of {sizes:?}");
 }
 
-/// A `Range` header against a size taken from the first eight bytes: never a panic, and a
-/// single range always lies inside the representation.
+/// A `Range` header against a size taken from the first eight bytes: never a panic, a single
+/// range always lies inside the representation, and several are sorted, inside it, apart from
+/// each other (none overlaps or touches the next) and at most `MAX_RANGES`.
 pub fn range(data: &[u8]) {
     use weft_http::range::{parse_range, RangeSpec};
     if data.len() < 8 {
@@ -217,6 +218,15 @@ pub fn range(data: &[u8]) {
     match parse_range(value, size) {
         RangeSpec::Single { start, end } => {
             assert!(start <= end && end < size, "{start}-{end} of {size}");
+        }
+        RangeSpec::Multi(ranges) => {
+            assert!(ranges.len() >= 2 && ranges.len() <= weft_http::range::MAX_RANGES);
+            for &(start, end) in &ranges {
+                assert!(start <= end && end < size, "{start}-{end} of {size}");
+            }
+            for w in ranges.windows(2) {
+                assert!(w[0].1.saturating_add(1) < w[1].0, "{ranges:?}");
+            }
         }
         RangeSpec::Full | RangeSpec::Unsatisfiable => {}
     }

@@ -1,30 +1,36 @@
-//! The `Range` request header for byte ranges (RFC 9110 §14.2). One satisfiable range gives
-//! 206; several are answered 200 with the whole representation (allowed: a server may ignore
-//! Range); none satisfiable gives 416. A header that does not parse is ignored.
+//! The `Range` request header for byte ranges (RFC 9110 §14.2). The satisfiable ranges are
+//! sorted and those that overlap or touch are merged (RFC 9110 §14.2 lets a server coalesce
+//! them; it is what keeps a request such as Apache's CVE-2011-3192 from asking for the same
+//! bytes many times over): one range left gives 206 with that range, several give 206 with a
+//! `multipart/byteranges` body; none satisfiable gives 416. More than [`MAX_RANGES`] ranges, or
+//! a header that does not parse, is answered with the whole representation (a server may
+//! ignore Range).
 
 /// What to send for a `Range` header on a representation of `size` bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RangeSpec {
     /// Send the whole representation with 200.
     Full,
     /// Send bytes `start..=end` with 206.
     Single { start: u64, end: u64 },
+    /// Send these ranges, sorted, apart from each other (none touches the next), with 206 as
+    /// `multipart/byteranges`.
+    Multi(Vec<(u64, u64)>),
     /// 416 with `Content-Range: bytes */size`.
     Unsatisfiable,
 }
 
-/// At most this many ranges are looked at; more (a classic amplification trick) is answered
-/// with the whole representation.
-const MAX_RANGES: usize = 16;
+/// At most this many ranges are looked at (nginx's `max_ranges`; Apache allows 200); more (a
+/// classic amplification trick) is answered with the whole representation.
+pub const MAX_RANGES: usize = 16;
 
 /// Parses a `Range` value against `size`.
 pub fn parse_range(value: &[u8], size: u64) -> RangeSpec {
     let Some(rest) = strip_prefix_ci(value, b"bytes=") else {
         return RangeSpec::Full;
     };
-    let mut first = None;
     let mut count = 0;
-    let mut any_satisfiable = false;
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
     for part in rest.split(|&b| b == b',') {
         let part = trim(part);
         if part.is_empty() {
@@ -37,17 +43,23 @@ pub fn parse_range(value: &[u8], size: u64) -> RangeSpec {
         let Some(r) = parse_one(part) else {
             return RangeSpec::Full;
         };
-        let resolved = resolve(r, size);
-        any_satisfiable |= resolved.is_some();
-        if count == 1 {
-            first = resolved;
+        ranges.extend(resolve(r, size));
+    }
+    if count == 0 {
+        return RangeSpec::Full;
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1.saturating_add(1) => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
         }
     }
-    match (count, first) {
-        (0, _) => RangeSpec::Full,
-        (1, Some((start, end))) => RangeSpec::Single { start, end },
-        _ if !any_satisfiable => RangeSpec::Unsatisfiable,
-        _ => RangeSpec::Full,
+    match merged.as_slice() {
+        [] => RangeSpec::Unsatisfiable,
+        &[(start, end)] => RangeSpec::Single { start, end },
+        _ => RangeSpec::Multi(merged),
     }
 }
 
@@ -162,8 +174,30 @@ mod tests {
         assert_eq!(parse_range(b"bytes=1000-", 1000), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=-0", 1000), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=0-0", 0), Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=0-1,5-6", 1000), Full);
+        assert_eq!(
+            parse_range(b"bytes=0-1,5-6", 1000),
+            Multi(vec![(0, 1), (5, 6)])
+        );
         assert_eq!(parse_range(b"bytes=2000-3000,4000-", 1000), Unsatisfiable);
+        // Sorted, the unsatisfiable dropped, overlapping and touching ones merged.
+        assert_eq!(
+            parse_range(b"bytes=500-599, -100, 2000-, 0-9", 1000),
+            Multi(vec![(0, 9), (500, 599), (900, 999)])
+        );
+        assert_eq!(
+            parse_range(b"bytes=0-9,10-19,5-7", 1000),
+            Single { start: 0, end: 19 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=0-9,2000-", 1000),
+            Single { start: 0, end: 9 }
+        );
+        // CVE-2011-3192's shape: the same bytes asked for many times come once.
+        let overlapping = format!("bytes=0-,{}", vec!["5-99"; 15].join(","));
+        assert_eq!(
+            parse_range(overlapping.as_bytes(), 1000),
+            Single { start: 0, end: 999 }
+        );
         assert_eq!(parse_range(b"bytes=5-1", 1000), Full);
         assert_eq!(parse_range(b"bytes=abc", 1000), Full);
         assert_eq!(parse_range(b"items=0-1", 1000), Full);

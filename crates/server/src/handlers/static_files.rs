@@ -653,6 +653,17 @@ fn answer(
         c => resp.header("Content-Encoding", c.token()),
     };
     match (range, src) {
+        (RangeSpec::Multi(ranges), src) => {
+            let (content_type_value, body) = match multipart(&ranges, size, content_type, src) {
+                Some(m) => m,
+                // Not reached: a coded response is only made for a request without a range.
+                None => return Response::error(500),
+            };
+            with_validators(206)
+                .header("Content-Type", content_type_value)
+                .header("Accept-Ranges", "bytes")
+                .body(body)
+        }
         (RangeSpec::Full, Source::Cached(e)) => Response::new(200).body(Body::Prepared(e)),
         (RangeSpec::Full, Source::File(file)) => {
             coded_head(with_validators(200).header("Content-Type", content_type)).body(Body::File {
@@ -688,6 +699,130 @@ fn answer(
         (RangeSpec::Unsatisfiable, _) => Response::error(416)
             .header("Content-Range", format!("bytes */{size}"))
             .header("Accept-Ranges", "bytes"),
+    }
+}
+
+/// A `multipart/byteranges` body (RFC 9110 §14.6) of `ranges` (sorted, apart) of a
+/// representation of `size` bytes and `content_type`: its `Content-Type` value and the body,
+/// built whole from a cached entry, or read from the file part by part as it is sent (never
+/// held whole). `None` for a body coded on the fly, which is never sent in ranges.
+fn multipart(
+    ranges: &[(u64, u64)],
+    size: u64,
+    content_type: &str,
+    src: Source,
+) -> Option<(String, Body)> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let boundary = format!("weft{stamp:016x}{n:08x}");
+    let part_head = |start: u64, end: u64| {
+        format!(
+            "\r\n--{boundary}\r\nContent-Type: {content_type}\r\n\
+             Content-Range: bytes {start}-{end}/{size}\r\n\r\n"
+        )
+        .into_bytes()
+    };
+    let mut parts: Vec<Part> = Vec::with_capacity(ranges.len() * 2 + 1);
+    for &(start, end) in ranges {
+        parts.push(Part::Text(part_head(start, end)));
+        parts.push(Part::File {
+            offset: start,
+            len: end - start + 1,
+        });
+    }
+    parts.push(Part::Text(format!("\r\n--{boundary}--\r\n").into_bytes()));
+    let total: u64 = parts.iter().map(Part::len).sum();
+    let value = format!("multipart/byteranges; boundary={boundary}");
+    let body = match src {
+        Source::Cached(e) => {
+            let whole = e.body();
+            let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+            for p in &parts {
+                match p {
+                    Part::Text(t) => out.extend_from_slice(t),
+                    Part::File { offset, len } => {
+                        out.extend_from_slice(&whole[*offset as usize..(*offset + *len) as usize])
+                    }
+                }
+            }
+            Body::Bytes(bytes::Bytes::from(out))
+        }
+        Source::File(file) => Body::Stream(BodyStream::with_len(
+            Parts {
+                file,
+                parts: parts.into(),
+                done: 0,
+            },
+            total,
+        )),
+        Source::Stream(_) => return None,
+    };
+    Some((value, body))
+}
+
+/// A piece of a `multipart/byteranges` body.
+#[derive(Debug)]
+enum Part {
+    /// A boundary line and a part's header fields.
+    Text(Vec<u8>),
+    /// Bytes of the file.
+    File { offset: u64, len: u64 },
+}
+
+impl Part {
+    fn len(&self) -> u64 {
+        match self {
+            Part::Text(t) => t.len() as u64,
+            Part::File { len, .. } => *len,
+        }
+    }
+}
+
+/// A `multipart/byteranges` body read from its file part by part.
+struct Parts {
+    file: File,
+    parts: std::collections::VecDeque<Part>,
+    /// Bytes of the front part already read.
+    done: u64,
+}
+
+impl std::io::Read for Parts {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        loop {
+            let Some(part) = self.parts.front() else {
+                return Ok(0);
+            };
+            let left = part.len() - self.done;
+            if left == 0 {
+                self.parts.pop_front();
+                self.done = 0;
+                continue;
+            }
+            let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            let n = match part {
+                Part::Text(t) => {
+                    let from = self.done as usize;
+                    buf[..want].copy_from_slice(&t[from..from + want]);
+                    want
+                }
+                Part::File { offset, .. } => {
+                    let n = self.file.read_at(&mut buf[..want], offset + self.done)?;
+                    if n == 0 {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the file is shorter than when the ranges were chosen",
+                        ));
+                    }
+                    n
+                }
+            };
+            self.done += n as u64;
+            return Ok(n);
+        }
     }
 }
 

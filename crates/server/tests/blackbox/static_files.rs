@@ -179,14 +179,53 @@ fn byte_ranges(model: Model) {
         assert_eq!(r.status, 416, "{range}: {r:?}");
         assert_eq!(r.header("Content-Range"), Some("bytes */10"), "{range}");
     }
-    // Several ranges, or one that does not parse: the whole file with 200.
-    for range in [
-        "bytes=0-1,4-5",
-        "bytes=0-1, 8-",
-        "bytes=5-2",
-        "lines=1-2",
-        "bytes=x",
+    // Several ranges: multipart/byteranges (RFC 9110 §14.6), sorted, the overlapping merged.
+    for (range, parts) in [
+        (
+            "bytes=0-1,4-5",
+            &[("01", "bytes 0-1/10"), ("45", "bytes 4-5/10")][..],
+        ),
+        (
+            "bytes=8-, 0-1",
+            &[("01", "bytes 0-1/10"), ("89", "bytes 8-9/10")],
+        ),
+        (
+            "bytes=0-1,1-2,6-6,-1",
+            &[
+                ("012", "bytes 0-2/10"),
+                ("6", "bytes 6-6/10"),
+                ("9", "bytes 9-9/10"),
+            ],
+        ),
     ] {
+        let r = get(range);
+        assert_eq!(r.status, 206, "{range}: {r:?}");
+        let ct = r.header("Content-Type").unwrap().to_string();
+        let boundary = ct
+            .strip_prefix("multipart/byteranges; boundary=")
+            .unwrap_or_else(|| panic!("{range}: {ct}"));
+        assert_eq!(
+            r.header("Content-Length"),
+            Some(&*r.body.len().to_string()),
+            "{range}"
+        );
+        let text = r.text();
+        let mut want = String::new();
+        for (bytes, content_range) in parts {
+            want.push_str(&format!(
+                "\r\n--{boundary}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Range: {content_range}\r\n\r\n{bytes}"
+            ));
+        }
+        want.push_str(&format!("\r\n--{boundary}--\r\n"));
+        assert_eq!(text, want, "{range}");
+    }
+    // Ranges that merge into one: a plain 206.
+    let r = get("bytes=0-4,5-9,2-3");
+    assert_eq!((r.status, r.body.as_slice()), (206, TEN));
+    assert_eq!(r.header("Content-Range"), Some("bytes 0-9/10"));
+    // More than 16, or one that does not parse: the whole file with 200.
+    let many = format!("bytes={}", vec!["0-0"; 17].join(","));
+    for range in [many.as_str(), "bytes=5-2", "lines=1-2", "bytes=x"] {
         let r = get(range);
         assert_eq!((r.status, r.body.as_slice()), (200, TEN), "{range}");
     }
