@@ -1,5 +1,6 @@
 //! Logging: the error log (the `log` facade to stderr, level from `WEFT_LOG`) and the access
-//! log in Combined Log Format, buffered and flushed once a second and at exit.
+//! log (Combined Log Format, JSON, or a template of nginx's variables: `access_log_format`),
+//! buffered and flushed once a second and at exit.
 //!
 //! Warnings and errors are bounded per call site ([`Limiter`]): a client that can make weft
 //! (or a library in it: rustls warns about an IP address sent as SNI) write a WARN line per
@@ -12,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::config::AccessLogTarget;
+use crate::config::{AccessLogFormat, AccessLogTarget};
+use crate::config::{LogPiece as Piece, LogVar as Var};
 
 struct StderrLogger {
     level: log::LevelFilter,
@@ -174,6 +176,8 @@ pub(crate) struct AccessLog {
     flusher: Arc<std::sync::Once>,
     /// Where it goes, to open it again on [`AccessLog::reopen`].
     target: AccessLogTarget,
+    /// What a line holds.
+    format: Arc<AccessLogFormat>,
 }
 
 impl std::fmt::Debug for AccessLog {
@@ -191,6 +195,8 @@ pub(crate) struct Entry<'a> {
     pub body_bytes: u64,
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
+    /// The request, where one was read (for the other variables of a template or JSON).
+    pub req: Option<&'a crate::Request>,
 }
 
 /// What the line's `"request"` field holds.
@@ -212,7 +218,10 @@ pub(crate) const RAW_LINE_MAX: usize = 1024;
 
 impl AccessLog {
     /// Opens the log; `None` when it is off. A file is appended to.
-    pub fn open(target: &AccessLogTarget) -> io::Result<Option<AccessLog>> {
+    pub fn open(
+        target: &AccessLogTarget,
+        format: &AccessLogFormat,
+    ) -> io::Result<Option<AccessLog>> {
         let Some(w) = writer(target)? else {
             return Ok(None);
         };
@@ -220,6 +229,7 @@ impl AccessLog {
             out: Arc::new(Mutex::new(BufWriter::with_capacity(BUFFER, w))),
             flusher: Arc::new(std::sync::Once::new()),
             target: target.clone(),
+            format: Arc::new(format.clone()),
         }))
     }
 
@@ -261,7 +271,12 @@ impl AccessLog {
     /// Appends one line.
     pub fn write(&self, e: &Entry<'_>) {
         let mut line = Vec::with_capacity(256);
-        format_entry(e, SystemTime::now(), &mut line);
+        let now = SystemTime::now();
+        match &*self.format {
+            AccessLogFormat::Combined => format_entry(e, now, &mut line),
+            AccessLogFormat::Json => format_json(e, now, &mut line),
+            AccessLogFormat::Template(pieces) => format_template(pieces, e, now, &mut line),
+        }
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(err) = out.write_all(&line) {
             log::warn!("access log write failed: {err}");
@@ -320,6 +335,199 @@ pub(crate) fn format_entry(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\" \"");
     escape(e.user_agent.unwrap_or(b"-"), out);
     out.extend_from_slice(b"\"\n");
+}
+
+/// The request line as the log shows it: `METHOD TARGET VERSION`, or a refused head's first
+/// line as received (`-` for none), unescaped.
+fn request_line<'a>(r: &RequestLine<'a>) -> std::borrow::Cow<'a, [u8]> {
+    match *r {
+        RequestLine::Read {
+            method,
+            target,
+            version,
+        } => format!("{method} {target} {version}").into_bytes().into(),
+        RequestLine::Raw(received) => {
+            let end = received
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap_or(received.len())
+                .min(RAW_LINE_MAX);
+            let line = received[..end]
+                .strip_suffix(b"\r")
+                .unwrap_or(&received[..end]);
+            if line.is_empty() {
+                (&b"-"[..]).into()
+            } else {
+                line.into()
+            }
+        }
+    }
+}
+
+/// The value of `var` for entry `e` at `now`, unescaped; `None` where it has none (`-`).
+fn value<'a>(var: &Var, e: &Entry<'a>, now: SystemTime) -> Option<std::borrow::Cow<'a, [u8]>> {
+    use std::borrow::Cow;
+    let owned = |s: String| Some(Cow::Owned(s.into_bytes()));
+    let read = match &e.request {
+        RequestLine::Read {
+            method,
+            target,
+            version,
+        } => Some((*method, *target, *version)),
+        RequestLine::Raw(_) => None,
+    };
+    match var {
+        Var::RemoteAddr => owned(e.peer.to_string()),
+        Var::RemoteUser => None,
+        Var::TimeLocal => owned(clf_time(now)),
+        Var::TimeIso8601 => owned(iso8601(now)),
+        Var::Msec => {
+            let d = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+            owned(format!("{}.{:03}", d.as_secs(), d.subsec_millis()))
+        }
+        Var::Request => Some(request_line(&e.request)),
+        Var::RequestMethod => read.map(|r| Cow::Borrowed(r.0.as_bytes())),
+        Var::RequestUri => read.map(|r| Cow::Borrowed(r.1.as_bytes())),
+        Var::Uri => e.req.map(|r| Cow::Borrowed(r.path().as_bytes())),
+        Var::Args => e
+            .req
+            .and_then(|r| r.query())
+            .filter(|q| !q.is_empty())
+            .map(|q| Cow::Borrowed(q.as_bytes())),
+        Var::ServerProtocol => read.map(|r| Cow::Borrowed(r.2.as_bytes())),
+        Var::Status => owned(e.status.to_string()),
+        Var::BodyBytesSent => owned(e.body_bytes.to_string()),
+        Var::Host => e
+            .req
+            .and_then(|r| r.host())
+            .map(|h| Cow::Borrowed(h.as_bytes())),
+        Var::Scheme => e.req.map(|r| {
+            Cow::Borrowed(if r.is_https() {
+                &b"https"[..]
+            } else {
+                &b"http"[..]
+            })
+        }),
+        Var::SslProtocol => e
+            .req
+            .and_then(|r| r.tls())
+            .map(|t| Cow::Borrowed(t.version.as_bytes())),
+        Var::Http(name) => {
+            if name.eq_ignore_ascii_case("referer") {
+                return e.referer.map(Cow::Borrowed);
+            }
+            if name.eq_ignore_ascii_case("user-agent") {
+                return e.user_agent.map(Cow::Borrowed);
+            }
+            e.req.and_then(|r| r.header(name)).map(Cow::Borrowed)
+        }
+    }
+}
+
+/// A template line: its text as written, each variable's value escaped as nginx escapes it
+/// (`-` for none).
+pub(crate) fn format_template(pieces: &[Piece], e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
+    for p in pieces {
+        match p {
+            Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
+            Piece::Var(v) => match value(v, e, now) {
+                Some(v) => escape(&v, out),
+                None => out.push(b'-'),
+            },
+        }
+    }
+    out.push(b'\n');
+}
+
+/// One JSON object: the combined fields and a few more; a field with no value is `null`.
+pub(crate) fn format_json(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
+    const FIELDS: &[(&str, Var)] = &[
+        ("time", Var::TimeIso8601),
+        ("remote_addr", Var::RemoteAddr),
+        ("request", Var::Request),
+        ("status", Var::Status),
+        ("body_bytes_sent", Var::BodyBytesSent),
+        ("request_method", Var::RequestMethod),
+        ("request_uri", Var::RequestUri),
+        ("server_protocol", Var::ServerProtocol),
+        ("host", Var::Host),
+        ("scheme", Var::Scheme),
+        ("ssl_protocol", Var::SslProtocol),
+    ];
+    let headers = [
+        ("http_referer", e.referer),
+        ("http_user_agent", e.user_agent),
+    ];
+    out.push(b'{');
+    let values = FIELDS
+        .iter()
+        .map(|(name, var)| {
+            let number = matches!(var, Var::Status | Var::BodyBytesSent);
+            (*name, value(var, e, now), number)
+        })
+        .chain(
+            headers
+                .iter()
+                .map(|&(name, v)| (name, v.map(Into::into), false)),
+        );
+    for (i, (name, v, number)) in values.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'"');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        match v {
+            None => out.extend_from_slice(b"null"),
+            Some(v) if number => out.extend_from_slice(&v),
+            Some(v) => {
+                out.push(b'"');
+                json_escape(&v, out);
+                out.push(b'"');
+            }
+        }
+    }
+    out.extend_from_slice(b"}\n");
+}
+
+/// Writes `v` as the inside of a JSON string that is valid UTF-8 whatever `v` holds: text as
+/// it is, `"` `\` and control characters escaped as JSON says, and each byte that is not
+/// part of valid UTF-8 as the four characters `\xHH` (so the value is kept, not replaced).
+fn json_escape(v: &[u8], out: &mut Vec<u8>) {
+    for chunk in v.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' => out.extend_from_slice(b"\\\""),
+                '\\' => out.extend_from_slice(b"\\\\"),
+                c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                }
+                c => {
+                    let mut b = [0u8; 4];
+                    out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+                }
+            }
+        }
+        for &b in chunk.invalid() {
+            let _ = write!(out, "\\\\x{b:02X}");
+        }
+    }
+}
+
+/// `2000-10-10T13:42:16+00:00` in UTC (nginx's `$time_iso8601`).
+fn iso8601(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// Escapes `"`, `\`, control and non-ASCII bytes as `\xHH` (as nginx does), so a log line can
@@ -384,6 +592,7 @@ mod tests {
             body_bytes: 2326,
             referer: None,
             user_agent: Some(b"curl/8 \"evil\"\nx"),
+            req: None,
         };
         let mut out = Vec::new();
         format_entry(&e, UNIX_EPOCH + Duration::from_secs(971_185_336), &mut out);
@@ -403,6 +612,7 @@ mod tests {
                 body_bytes: 150,
                 referer: None,
                 user_agent: None,
+                req: None,
             };
             let mut out = Vec::new();
             format_entry(&e, UNIX_EPOCH, &mut out);
@@ -422,6 +632,96 @@ mod tests {
         assert!(
             l.contains(&format!("\"GET /{}\" 400", "a".repeat(RAW_LINE_MAX - 5))),
             "{l}"
+        );
+    }
+
+    /// Every byte 0..=255 in the target and the User-Agent: a JSON line is valid JSON and
+    /// valid UTF-8 and gives the bytes back (text as text, the rest as `\xHH`); a template
+    /// line is one line of printable ASCII.
+    #[test]
+    fn json_and_template_lines_hold_any_byte() {
+        let all: Vec<u8> = (0..=255u8).collect();
+        let target = String::from_utf8_lossy(&all).into_owned();
+        let e = Entry {
+            peer: "192.0.2.7".parse().unwrap(),
+            request: RequestLine::Read {
+                method: "GET",
+                target: &target,
+                version: "HTTP/1.1",
+            },
+            status: 404,
+            body_bytes: 150,
+            referer: Some(b"https://example.test/"),
+            user_agent: Some(&all),
+            req: None,
+        };
+        let mut out = Vec::new();
+        format_json(&e, UNIX_EPOCH + Duration::from_secs(971_185_336), &mut out);
+        let text = String::from_utf8(out).expect("valid UTF-8");
+        assert!(
+            text.ends_with("}\n") && text.matches('\n').count() == 1,
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(v["time"], "2000-10-10T13:42:16+00:00");
+        assert_eq!(v["remote_addr"], "192.0.2.7");
+        assert_eq!(v["status"], 404);
+        assert_eq!(v["body_bytes_sent"], 150);
+        assert_eq!(v["request_uri"], target.as_str());
+        assert_eq!(v["http_referer"], "https://example.test/");
+        assert_eq!(v["host"], serde_json::Value::Null);
+        let ua = v["http_user_agent"].as_str().unwrap();
+        let ascii: String = (0..0x80u8).map(char::from).collect();
+        let rest: String = (0x80..=0xffu8).map(|b| format!("\\x{b:02X}")).collect();
+        assert_eq!(ua, format!("{ascii}{rest}"));
+        // A template: nginx's default escaping, one line.
+        let format: crate::config::AccessLogFormat =
+            "$remote_addr [$time_local] \"$request\" $status $body_bytes_sent \"$http_user_agent\" $host"
+                .parse()
+                .unwrap();
+        let crate::config::AccessLogFormat::Template(pieces) = format else {
+            panic!("a template");
+        };
+        let mut out = Vec::new();
+        format_template(&pieces, &e, UNIX_EPOCH, &mut out);
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert!(out[..out.len() - 1]
+            .iter()
+            .all(|&b| (0x20..0x7f).contains(&b)));
+        let line = String::from_utf8(out).unwrap();
+        assert!(
+            line.starts_with("192.0.2.7 [01/Jan/1970:00:00:00 +0000] \"GET "),
+            "{line}"
+        );
+        assert!(line.contains(" 404 150 \"\\x00\\x01\\x02"), "{line}");
+        assert!(
+            line.contains("\\x22") && line.contains("\\xFF\" -"),
+            "{line}"
+        );
+        assert!(line.trim_end().ends_with(" -"), "no host: {line}");
+    }
+
+    #[test]
+    fn templates_name_only_known_variables() {
+        use crate::config::{AccessLogFormat, LogPiece, LogVar};
+        let f: AccessLogFormat = "${remote_addr}-$http_x_request_id $args".parse().unwrap();
+        assert_eq!(
+            f,
+            AccessLogFormat::Template(vec![
+                LogPiece::Var(LogVar::RemoteAddr),
+                LogPiece::Text("-".into()),
+                LogPiece::Var(LogVar::Http("x-request-id".into())),
+                LogPiece::Text(" ".into()),
+                LogPiece::Var(LogVar::Args),
+            ])
+        );
+        assert_eq!(f.to_string().parse::<AccessLogFormat>().unwrap(), f);
+        for bad in ["$nope", "${remote_addr", "$http_", "$"] {
+            assert!(bad.parse::<AccessLogFormat>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            "json".parse::<AccessLogFormat>().unwrap(),
+            AccessLogFormat::Json
         );
     }
 

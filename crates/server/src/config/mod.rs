@@ -6,6 +6,7 @@
 //! root = "www"
 //! threads = 2                 # fiber workers (default: one per core)
 //! access_log = "off"          # "off", "stdout" or a file path
+//! access_log_format = "combined"  # "json", or nginx variables: "$remote_addr \"$request\" $status"
 //! real_ip_from = []           # trusted proxies (CIDRs) whose X-Forwarded-For names the client
 //! # access = ["allow 10.0.0.0/8", "deny all"]  # nginx allow/deny, in order; refused: 403
 //! # user = "www-data"         # started as root: serve as this user once bound (NAME[:GROUP])
@@ -228,7 +229,9 @@ pub use fiber::{AcceptMode, FiberConfig};
 pub use limits::LimitsConfig;
 pub(crate) use listen::default_backlog;
 pub use listen::{parse_listen_addr, Listen, Model};
-pub use logging::{AccessLogTarget, TimingConfig};
+pub use logging::{
+    AccessLogFormat, AccessLogTarget, Piece as LogPiece, TimingConfig, Var as LogVar,
+};
 pub use pipeline::{PipelineConfig, PipelineError};
 pub use process::ProcessConfig;
 pub use proxy::{ProxyConfig, ProxyHost};
@@ -264,6 +267,9 @@ pub struct Config {
     pub threads: Option<usize>,
     /// Combined Log Format access log.
     pub access_log: AccessLogTarget,
+    /// What its lines hold (nginx `log_format`): `"combined"`, `"json"`, or a template of
+    /// nginx's variables.
+    pub access_log_format: AccessLogFormat,
     /// `[timeouts]`: how long each phase of a connection may take.
     pub timeouts: Timeouts,
     /// `[limits]`: sizes and counts past which a request or client is refused.
@@ -321,6 +327,7 @@ impl Default for Config {
             access: Vec::new(),
             threads: None,
             access_log: AccessLogTarget::Off,
+            access_log_format: AccessLogFormat::Combined,
             timeouts: Timeouts::default(),
             limits: LimitsConfig::default(),
             static_files: StaticConfig::default(),

@@ -161,6 +161,7 @@ fn write_access(app: &App, log: &crate::log::AccessLog, req: &Request, status: u
         },
         referer: req.header("Referer"),
         user_agent: req.header("User-Agent"),
+        req: Some(req),
     });
 }
 
@@ -180,6 +181,7 @@ pub(crate) fn log_refused(app: &App, client: std::net::IpAddr, received: &[u8], 
             },
             referer: None,
             user_agent: None,
+            req: None,
         });
     }
 }

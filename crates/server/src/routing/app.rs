@@ -181,10 +181,10 @@ impl App {
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
             cache: self.cache.clone().filter(|_| same_files),
-            access_log: self
-                .access_log
-                .clone()
-                .filter(|_| cfg.access_log == self.cfg.access_log),
+            access_log: self.access_log.clone().filter(|_| {
+                cfg.access_log == self.cfg.access_log
+                    && cfg.access_log_format == self.cfg.access_log_format
+            }),
             clients: self.clients.clone(),
         };
         App::assemble(cfg, self.user_routes.clone(), carried)
@@ -270,7 +270,7 @@ impl App {
         let sites = Sites::new(&cfg, cache.as_ref(), compression.as_ref())?;
         let access_log = match access_log {
             Some(l) => Some(l),
-            None => AccessLog::open(&cfg.access_log)?,
+            None => AccessLog::open(&cfg.access_log, &cfg.access_log_format)?,
         };
         let tls = crate::tls::Tls::from_config(&cfg)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;

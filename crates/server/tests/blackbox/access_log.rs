@@ -10,6 +10,7 @@ per_model! {
     refused_heads_are_logged_with_their_first_line,
     a_body_that_stops_or_is_cut_short_is_answered_and_logged,
     a_response_cut_short_is_logged_with_the_bytes_sent,
+    json_and_template_formats,
 }
 
 /// Checks one Combined Log Format line:
@@ -304,4 +305,59 @@ fn a_response_cut_short_is_logged_with_the_bytes_sent(model: Model) {
         2,
         "{errors}"
     );
+}
+
+/// `access_log_format = "json"`: a JSON object a line, valid whatever bytes the client sent;
+/// a template: nginx's variables, escaped.
+fn json_and_template_formats(model: Model) {
+    let b = Builder::new(model, "access-json");
+    let log = b.dir().join("access.log");
+    let mut srv = b
+        .config(&format!(
+            "access_log = {:?}\naccess_log_format = \"json\"\n",
+            log.display().to_string()
+        ))
+        .start();
+    let mut req = b"GET /index.html?q=%FF HTTP/1.1\r\nHost: json.test\r\nUser-Agent: a\"b\\c\xc3\xa9\xff\xfe\r\n\
+        Referer: http://ref.example/\r\nConnection: close\r\n\r\n"
+        .to_vec();
+    assert_eq!(srv.send(&req).status, 200);
+    srv.signal(libc::SIGTERM);
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    let lines = wait_for_lines(&log, 1, Duration::ZERO);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).expect("a JSON line");
+    assert_eq!(v["status"], 200);
+    assert_eq!(v["request"], "GET /index.html?q=%FF HTTP/1.1");
+    assert_eq!(v["host"], "json.test");
+    assert_eq!(v["remote_addr"], "127.0.0.1");
+    assert_eq!(v["body_bytes_sent"], INDEX_HTML.len());
+    // Text as text (é), the bytes that are not UTF-8 as \xHH.
+    assert_eq!(v["http_user_agent"], "a\"b\\cé\\xFF\\xFE");
+    assert_eq!(v["http_referer"], "http://ref.example/");
+    assert_eq!(v["scheme"], "http");
+    assert!(v["ssl_protocol"].is_null());
+    // A template.
+    let b = Builder::new(model, "access-template");
+    let log = b.dir().join("access.log");
+    let mut srv = b
+        .config(&format!(
+            "access_log = {:?}\n\
+             access_log_format = '$remote_addr $host \"$request_method $uri?$args\" $status $http_x_request_id'\n",
+            log.display().to_string()
+        ))
+        .start();
+    req = b"GET /index.html?a=1 HTTP/1.1\r\nHost: t.test\r\nX-Request-Id: r-42\r\nConnection: close\r\n\r\n"
+        .to_vec();
+    assert_eq!(srv.send(&req).status, 200);
+    srv.signal(libc::SIGTERM);
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    let lines = wait_for_lines(&log, 1, Duration::ZERO);
+    assert_eq!(lines, ["127.0.0.1 t.test \"GET /index.html?a=1\" 200 r-42"]);
 }
