@@ -93,6 +93,15 @@ pub struct LocationConfig {
     /// This path only (nginx `location = /y`); beats every prefix.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Paths this regular expression matches (nginx `location ~`; `(?i)` in front for
+    /// `location ~*`), tried in order after the longest prefix and winning over it; its
+    /// groups are `$1` to `$9` in `redirect`, `try_files` and `rewrite`. Rust's `regex`:
+    /// linear time whatever the path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// With `prefix`: when this is the longest matching prefix, no `regex` location is tried
+    /// (nginx `location ^~`).
+    pub skip_regex: bool,
     /// Response header fields added, or replacing one of the same name, on every answer of
     /// the location (Caddy `header`, nginx `add_header ... always`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -105,6 +114,10 @@ pub struct LocationConfig {
     /// may instead be a URI served by an internal redirect, or `=CODE`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub try_files: Vec<String>,
+    /// Serve this target instead, routed again (nginx `rewrite ... last`, an internal
+    /// redirect): `$path`, `$query` and a `regex` location's `$1` to `$9` are filled in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<String>,
     /// Forward the location's requests to this upstream (`http://HOST:PORT`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<String>,

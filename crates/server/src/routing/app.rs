@@ -359,38 +359,60 @@ impl App {
         {
             return refused;
         }
-        self.handle_redirected(req, body, 0)
+        self.handle_redirected(req, body)
     }
 
-    /// Routes `req`, which is the `redirects`th local redirect of a CGI script's request.
-    pub(crate) fn handle_redirected(
-        &self,
-        req: &Request,
-        body: &mut RequestBody<'_>,
-        redirects: usize,
-    ) -> Response {
+    /// Routes `req` and every request an internal redirect (a `try_files` URI, a `rewrite`,
+    /// a script's local redirect) serves in its place, one after the other in a loop rather
+    /// than nested calls, so a fiber's small stack holds any chain; more than
+    /// `limits.max_internal_redirects` in a row (a loop in the configuration) is 500.
+    pub(crate) fn handle_redirected(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
+        let mut next: Option<Request> = None;
+        let mut hops = 0;
+        loop {
+            let cur = next.as_ref().unwrap_or(req);
+            match self.route_once(cur, body) {
+                Routed::Done(resp) => return resp,
+                Routed::Again(again) => {
+                    if hops >= self.cfg.limits.max_internal_redirects {
+                        log::error!(
+                            "{}: internal redirect to {:?} refused: more than {} in a row \
+                             (limits.max_internal_redirects); answering 500",
+                            req.peer_addr(),
+                            again.target(),
+                            self.cfg.limits.max_internal_redirects
+                        );
+                        return Response::error(500);
+                    }
+                    hops += 1;
+                    next = Some(again);
+                }
+            }
+        }
+    }
+
+    /// One routing of `req`: its answer, or the request to serve in its place.
+    fn route_once(&self, req: &Request, body: &mut RequestBody<'_>) -> Routed {
         let path = req.path();
         for r in &self.routes {
             if r.matches(req, path) {
-                return (r.route.handler)(req, body);
+                return Routed::Done((r.route.handler)(req, body));
             }
         }
-        if let Some(resp) = self
-            .sites
-            .as_ref()
-            .and_then(|s| s.handle(self, req, body, redirects))
-        {
-            return resp;
+        if let Some(routed) = self.sites.as_ref().and_then(|s| s.handle(self, req, body)) {
+            return routed;
         }
-        if !crate::config::AccessRule::allows(&self.cfg.access, req.peer_addr().ip()) {
+        if !self.cfg.access.is_empty()
+            && !crate::config::AccessRule::allows(&self.cfg.access, req.peer_addr().ip())
+        {
             log::info!(
                 "{}: {} refused by the access rules; answering 403",
                 req.peer_addr(),
                 req.path()
             );
-            return Response::error(403);
+            return Routed::Done(Response::error(403));
         }
-        self.dispatch(self.top(), req, body, redirects)
+        self.dispatch(self.top(), req, body)
     }
 
     /// The top-level handlers (those of no site).
@@ -411,11 +433,10 @@ impl App {
         h: HandlersRef<'_>,
         req: &Request,
         body: &mut RequestBody<'_>,
-        redirects: usize,
-    ) -> Response {
+    ) -> Routed {
         let path = req.path();
         if let Some(up) = h.proxy.and_then(|p| p.route(path)) {
-            return self.dynamic(req, up.forward(req, body));
+            return Routed::Done(self.dynamic(req, up.forward(req, body)));
         }
         // `None`: a file that is not a script, for the static files.
         if let Some(outcome) = h
@@ -423,7 +444,7 @@ impl App {
             .and_then(|f| f.route(path))
             .and_then(|m| m.handle(req, body))
         {
-            return self.outcome(req, body, outcome, redirects);
+            return self.outcome(req, outcome);
         }
         let script = [h.cgi, h.cgi_ext]
             .into_iter()
@@ -431,17 +452,17 @@ impl App {
             .find(|c| c.matches(path));
         // `None` from an extension mount: no script there, the static files answer.
         if let Some(outcome) = script.and_then(|cgi| cgi.handle(req, body)) {
-            return self.outcome(req, body, outcome, redirects);
+            return self.outcome(req, outcome);
         }
         let fallback = h.proxy.and_then(|p| p.fallback());
         if let Some(up) = fallback {
             // Everything that is not a file: methods a file does not answer, and 404s.
             if !matches!(req.method(), Method::Get | Method::Head) {
-                return self.dynamic(req, up.forward(req, body));
+                return Routed::Done(self.dynamic(req, up.forward(req, body)));
             }
         } else if req.method() == Method::Other {
             // RFC 9110 §9.1: an unrecognised method gets 501.
-            return Response::error(501);
+            return Routed::Done(Response::error(501));
         }
         // A PHP script's source is never served: the static files refuse its ending
         // (`StaticFiles::with_hidden_endings`), wherever it is asked for (a try_files, an
@@ -450,37 +471,27 @@ impl App {
             Some(s) => s.handle_path(req, path),
             None => Response::error(404),
         };
-        match fallback {
+        Routed::Done(match fallback {
             Some(up) if resp.status == 404 => self.dynamic(req, up.forward(req, body)),
             _ => resp,
-        }
+        })
     }
 
     /// A CGI or FastCGI answer: the response, or the request a local redirect names
     /// (RFC 3875 §6.2.2), served in its place.
-    fn outcome(
-        &self,
-        req: &Request,
-        body: &mut RequestBody<'_>,
-        outcome: cgi::Outcome,
-        redirects: usize,
-    ) -> Response {
+    fn outcome(&self, req: &Request, outcome: cgi::Outcome) -> Routed {
         match outcome {
-            cgi::Outcome::Response(r) => self.dynamic(req, r),
+            cgi::Outcome::Response(r) => Routed::Done(self.dynamic(req, r)),
             cgi::Outcome::LocalRedirect(target) => {
-                let next = (redirects < self.cfg.limits.max_internal_redirects)
-                    .then(|| cgi::redirected_request(req, &target, self.cfg.limits.http()))
-                    .flatten();
-                match next {
-                    Some(next) => self.handle_redirected(&next, body, redirects + 1),
+                match cgi::redirected_request(req, &target, self.cfg.limits.http()) {
+                    Some(next) => Routed::Again(next),
                     None => {
                         log::error!(
-                            "{}: local redirect to {target:?} refused (invalid, or more than {} \
-                             in a row); answering 500",
+                            "{}: local redirect to {target:?} refused (not a request target); \
+                             answering 500",
                             req.peer_addr(),
-                            self.cfg.limits.max_internal_redirects
                         );
-                        Response::error(500)
+                        Routed::Done(Response::error(500))
                     }
                 }
             }
@@ -494,6 +505,15 @@ impl App {
             None => resp,
         }
     }
+}
+
+/// What one routing of a request came to.
+#[derive(Debug)]
+pub(crate) enum Routed {
+    /// The answer.
+    Done(Response),
+    /// An internal redirect: serve this request in its place ([`App::handle_redirected`]).
+    Again(Request),
 }
 
 /// The handlers one request is answered with: the top-level ones, or a site's (with a

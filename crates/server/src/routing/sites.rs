@@ -35,7 +35,7 @@ use bytes::Bytes;
 use weft_http::path::normalize;
 use weft_http::{site_name, Parser, MAX_SITE_NAME};
 
-use crate::app::{App, HandlersRef};
+use crate::app::{App, HandlersRef, Routed};
 use crate::auth::BasicAuth;
 use crate::body::RequestBody;
 use crate::cache::ResponseCache;
@@ -201,6 +201,8 @@ enum Piece {
     Path,
     /// `$query`: the query without `?`; `?$query` is left out whole when there is none.
     Query,
+    /// `$1` to `$9`: a group of a `regex` location's match (empty if it took no part).
+    Capture(usize),
 }
 
 /// A target with `$path` and `$query` to fill in.
@@ -218,10 +220,19 @@ impl Template {
             let name_len = rest[i + 1..]
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .unwrap_or(rest.len() - i - 1);
-            pieces.push(match &rest[i + 1..i + 1 + name_len] {
+            let name = &rest[i + 1..i + 1 + name_len];
+            pieces.push(match name {
                 "path" => Piece::Path,
                 "query" => Piece::Query,
-                other => return Err(format!("unknown variable `${other}` (use $path or $query)")),
+                n if n.len() == 1 && (b'1'..=b'9').contains(&n.as_bytes()[0]) => {
+                    Piece::Capture(usize::from(n.as_bytes()[0] - b'0'))
+                }
+                other => {
+                    return Err(format!(
+                        "unknown variable `${other}` (use $path, $query, or $1 to $9 in a regex \
+                         location)"
+                    ))
+                }
             });
             rest = &rest[i + 1 + name_len..];
         }
@@ -232,11 +243,30 @@ impl Template {
     }
 
     /// The target for a request with `path` and `query`.
+    #[cfg(test)]
     pub(crate) fn render(&self, path: &str, query: Option<&str>) -> String {
+        self.render_with(path, query, &[])
+    }
+
+    /// The highest group (`$N`) the template uses; 0 for none.
+    fn captures_used(&self) -> usize {
+        self.0
+            .iter()
+            .map(|p| match p {
+                Piece::Capture(n) => *n,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// [`Template::render`] with a regex location's groups (`caps[0]` is the whole match).
+    pub(crate) fn render_with(&self, path: &str, query: Option<&str>, caps: &[String]) -> String {
         let mut out = String::new();
         for p in &self.0 {
             match p {
                 Piece::Text(t) => out.push_str(t),
+                Piece::Capture(n) => out.push_str(caps.get(*n).map_or("", String::as_str)),
                 Piece::Path => out.push_str(path),
                 Piece::Query => match query {
                     Some(q) if !q.is_empty() => out.push_str(q),
@@ -271,6 +301,8 @@ pub(crate) enum Action {
     /// A FastCGI application's address (`unix:/PATH` or `HOST:PORT`).
     Fastcgi(String),
     Cgi(PathBuf),
+    /// Serve this target instead (an internal redirect).
+    Rewrite(Template),
 }
 
 /// The last `try_files` entry.
@@ -291,13 +323,21 @@ pub(crate) struct Rules {
     name: String,
     headers: Vec<(String, String)>,
     action: Action,
+    /// A `regex` location's expression, for its groups.
+    regex: Option<regex::bytes::Regex>,
 }
 
-/// A site's location matcher: exact paths in a hash map, prefixes longest first.
+/// A site's location matcher, in nginx's order: an exact path (a hash map); else the longest
+/// prefix, if it says `skip_regex`; else the first `regex` that matches, in the file's order
+/// (all tried at once by one `RegexSet`); else the longest prefix.
 #[derive(Debug, Default)]
 struct Locations {
     exact: HashMap<Box<[u8]>, usize>,
-    prefixes: Vec<(Box<[u8]>, usize)>,
+    /// Longest first; with `skip_regex`.
+    prefixes: Vec<(Box<[u8]>, usize, bool)>,
+    /// The regex locations' rule numbers, in order, and their expressions as one set.
+    regexes: Vec<usize>,
+    set: Option<regex::bytes::RegexSet>,
 }
 
 impl Locations {
@@ -305,12 +345,22 @@ impl Locations {
         if let Some(&i) = self.exact.get(path) {
             return Some(i);
         }
-        self.prefixes
-            .iter()
-            .find(|(p, _)| path.starts_with(p))
-            .map(|&(_, i)| i)
+        let prefix = self.prefixes.iter().find(|(p, _, _)| path.starts_with(p));
+        if let Some(&(_, i, true)) = prefix {
+            return Some(i);
+        }
+        if let Some(set) = &self.set {
+            if let Some(k) = set.matches(path).iter().next() {
+                return Some(self.regexes[k]);
+            }
+        }
+        prefix.map(|&(_, i, _)| i)
     }
 }
+
+/// Largest compiled size of one location's regex (the `regex` crate's own default is 10 MiB;
+/// a location's expression is a line of configuration).
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// One site's routing data.
 #[derive(Debug)]
@@ -499,38 +549,58 @@ fn site_rules(site: &SiteConfig, at: &dyn Fn(&[Seg]) -> Vec<Seg>) -> Result<Site
     let mut locations = Locations::default();
     let mut rules = Vec::with_capacity(site.location.len());
     let mut prefixes = Vec::new();
+    let mut regex_texts: Vec<String> = Vec::new();
     for (k, loc) in site.location.iter().enumerate() {
         let here = |rest: &[Seg]| {
             let mut v = at(&[Seg::Key("location"), Seg::Index(k)]);
             v.extend_from_slice(rest);
             v
         };
-        let (key, exact, name) = match (&loc.prefix, &loc.path) {
-            (Some(p), None) => (p, false, format!("prefix {p}")),
-            (None, Some(p)) => (p, true, format!("path {p}")),
+        let mut regex = None;
+        let (key, exact, name) = match (&loc.prefix, &loc.path, &loc.regex) {
+            (Some(p), None, None) => (p, false, format!("prefix {p}")),
+            (None, Some(p), None) => (p, true, format!("path {p}")),
+            (None, None, Some(r)) => {
+                let re = regex::bytes::RegexBuilder::new(r)
+                    .size_limit(REGEX_SIZE_LIMIT)
+                    .build()
+                    .map_err(|e| Problem::new(here(&[Seg::Key("regex")]), format!("{e}")))?;
+                regex = Some(re);
+                (r, false, format!("regex {r}"))
+            }
             _ => {
                 return Err(Problem::new(
                     here(&[]),
-                    "a location needs exactly one of `prefix` or `path`",
+                    "a location needs exactly one of `prefix`, `path` or `regex`",
                 ))
             }
         };
+        if loc.skip_regex && loc.prefix.is_none() {
+            return Err(Problem::new(
+                here(&[Seg::Key("skip_regex")]),
+                "`skip_regex` is for a `prefix` location (nginx `location ^~`)",
+            ));
+        }
         let key_seg = Seg::Key(if exact { "path" } else { "prefix" });
-        if normal_path(key).ok().as_deref() != Some(key.as_str()) {
+        if regex.is_none() && normal_path(key).ok().as_deref() != Some(key.as_str()) {
             return Err(Problem::new(
                 here(&[key_seg]),
                 format!("`{key}` must be a path in normal form (starting with `/`, no `%`, `.` or `..` segments, no `//`)"),
             ));
         }
-        let taken = if exact {
+        let taken = if regex.is_some() {
+            regex_texts.push(key.clone());
+            locations.regexes.push(k);
+            false
+        } else if exact {
             locations.exact.insert(key.as_bytes().into(), k).is_some()
         } else if prefixes
             .iter()
-            .any(|(p, _): &(Box<[u8]>, usize)| &**p == key.as_bytes())
+            .any(|(p, _, _): &(Box<[u8]>, usize, bool)| &**p == key.as_bytes())
         {
             true
         } else {
-            prefixes.push((key.as_bytes().into(), k));
+            prefixes.push((key.as_bytes().into(), k, loc.skip_regex));
             false
         };
         if taken {
@@ -576,6 +646,17 @@ fn site_rules(site: &SiteConfig, at: &dyn Fn(&[Seg]) -> Vec<Seg>) -> Result<Site
             let a = try_files(&loc.try_files)
                 .map_err(|(j, m)| Problem::new(here(&[Seg::Key("try_files"), Seg::Index(j)]), m))?;
             actions.push(("try_files", a));
+        }
+        if let Some(t) = &loc.rewrite {
+            if !(t.starts_with('/') || t.starts_with('$')) {
+                return Err(Problem::new(
+                    here(&[Seg::Key("rewrite")]),
+                    format!("`{t}`: a rewrite's target is a path (starting with `/`)"),
+                ));
+            }
+            let t =
+                Template::parse(t).map_err(|m| Problem::new(here(&[Seg::Key("rewrite")]), m))?;
+            actions.push(("rewrite", Action::Rewrite(t)));
         }
         if let Some(up) = &loc.proxy {
             if !up.starts_with("http://") {
@@ -625,9 +706,34 @@ fn site_rules(site: &SiteConfig, at: &dyn Fn(&[Seg]) -> Vec<Seg>) -> Result<Site
             ));
         }
         let action = actions.pop().map_or(Action::Pass, |(_, a)| a);
+        // `$1`..`$9` need a regex location with that many groups.
+        let used = match &action {
+            Action::Redirect { target, .. } | Action::Rewrite(target) => target.captures_used(),
+            Action::TryFiles { files, last } => files
+                .iter()
+                .chain(match last {
+                    Last::File(t) | Last::Uri(t) => Some(t),
+                    Last::Status(_) => None,
+                })
+                .map(Template::captures_used)
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        };
+        let groups = regex.as_ref().map_or(0, |r| r.captures_len() - 1);
+        if used > groups {
+            return Err(Problem::new(
+                here(&[]),
+                format!(
+                    "`${used}` names a group this location does not have (a `regex` location's \
+                     groups are $1 to $9)"
+                ),
+            ));
+        }
         let serves_files = match &action {
             Action::TryFiles { .. } => true,
             Action::Pass => site.proxy.is_empty() && site.cgi.is_none() && site.fastcgi.is_empty(),
+            Action::Rewrite(_) => false,
             _ => false,
         };
         if serves_files && site.root.is_none() {
@@ -640,12 +746,21 @@ fn site_rules(site: &SiteConfig, at: &dyn Fn(&[Seg]) -> Vec<Seg>) -> Result<Site
             name,
             headers,
             action,
+            regex,
         });
     }
     // Longest first, so the first match is the longest (stable: equal lengths cannot both
     // match one path unless equal, refused above).
-    prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    prefixes.sort_by_key(|(p, _, _)| std::cmp::Reverse(p.len()));
     locations.prefixes = prefixes;
+    if !regex_texts.is_empty() {
+        // Each expression compiled alone above, so the set compiles too (its size aside).
+        let set = regex::bytes::RegexSetBuilder::new(&regex_texts)
+            .size_limit(REGEX_SIZE_LIMIT * regex_texts.len().max(1))
+            .build()
+            .map_err(|e| Problem::new(at(&[Seg::Key("location")]), format!("{e}")))?;
+        locations.set = Some(set);
+    }
     let mut errors = Vec::with_capacity(site.errors.len());
     for (status, page) in &site.errors {
         let here = at(&[Seg::Key("errors"), Seg::Name(status.clone())]);
@@ -975,14 +1090,14 @@ impl Sites {
         Some((zone, self.sites[i].rate_limit.as_ref()?))
     }
 
-    /// Answers `req` if a site takes it; `None`: the top-level settings answer.
+    /// Answers `req` if a site takes it (or names the request to serve in its place); `None`:
+    /// the top-level settings answer.
     pub(crate) fn handle(
         &self,
         app: &App,
         req: &Request,
         body: &mut RequestBody<'_>,
-        redirects: usize,
-    ) -> Option<Response> {
+    ) -> Option<Routed> {
         let host = request_host(req);
         // The connection's TLS server name; plain HTTP (and a client that sent none) has none.
         let sni = req.tls().and_then(|t| t.sni.as_deref()).map(str::as_bytes);
@@ -992,7 +1107,7 @@ impl Sites {
                 req.peer_addr(),
                 String::from_utf8_lossy(host)
             );
-            return Some(Response::error(421));
+            return Some(Routed::Done(Response::error(421)));
         }
         let i = self.router.site(host)?;
         let (site, rules) = (&self.sites[i], &self.router.sites[i]);
@@ -1032,18 +1147,18 @@ impl Sites {
                 crate::auth::FAILURE_COST,
             );
         }
-        let mut resp = match (refused, loc) {
-            (Some(r), _) => r,
-            (None, None) => app.dispatch(site.handlers.as_ref(), req, body, redirects),
-            (None, Some(l)) => self.location(
-                app,
-                site,
-                &rules.rules[l],
-                &site.locations[l],
-                req,
-                body,
-                redirects,
-            ),
+        let routed = match (refused, loc) {
+            (Some(r), _) => Routed::Done(r),
+            (None, None) => app.dispatch(site.handlers.as_ref(), req, body),
+            (None, Some(l)) => {
+                self.location(app, site, &rules.rules[l], &site.locations[l], req, body)
+            }
+        };
+        // The request served in this one's place gets the pages and headers of wherever it
+        // ends up.
+        let mut resp = match routed {
+            Routed::Done(resp) => resp,
+            again => return Some(again),
         };
         if resp.status >= 400 && !rules.errors.is_empty() {
             resp = error_page(site, rules, req, resp);
@@ -1054,7 +1169,7 @@ impl Sites {
                 resp = with_headers(resp, headers);
             }
         }
-        Some(resp)
+        Some(Routed::Done(resp))
     }
 
     /// Whether the handler [`Sites::handle`] would give `req` may wait on another process
@@ -1075,6 +1190,8 @@ impl Sites {
             None | Some(Action::Pass) => here.may_block(req),
             Some(Action::Deny | Action::Redirect { .. }) => false,
             Some(Action::Proxy(_) | Action::Cgi(_)) => true,
+            // An internal redirect may land anywhere: waits wherever the site could.
+            Some(Action::Rewrite(_)) => here.any_dynamic(),
             Some(Action::Fastcgi(_)) => {
                 let own = &site.locations[loc.expect("a location's action")];
                 own.fastcgi
@@ -1098,11 +1215,31 @@ impl Sites {
         own: &LocationHandlers,
         req: &Request,
         body: &mut RequestBody<'_>,
-        redirects: usize,
-    ) -> Response {
+    ) -> Routed {
         let here = site.handlers.as_ref();
+        // A regex location's groups, for `$1`..`$9` (matched again: only these actions use
+        // them, and only here).
+        let caps: Vec<String> = match (&rules.regex, &rules.action) {
+            (Some(re), Action::Redirect { .. } | Action::TryFiles { .. } | Action::Rewrite(_)) => {
+                normal_path(req.path())
+                    .ok()
+                    .and_then(|p| {
+                        re.captures(p.as_bytes()).map(|c| {
+                            c.iter()
+                                .map(|m| {
+                                    m.map_or(String::new(), |m| {
+                                        String::from_utf8_lossy(m.as_bytes()).into_owned()
+                                    })
+                                })
+                                .collect()
+                        })
+                    })
+                    .unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
         match &rules.action {
-            Action::Pass => app.dispatch(here, req, body, redirects),
+            Action::Pass => app.dispatch(here, req, body),
             Action::Deny => {
                 log::info!(
                     "{}: {} denied by location {}",
@@ -1110,11 +1247,12 @@ impl Sites {
                     req.path(),
                     rules.name
                 );
-                Response::error(403)
+                Routed::Done(Response::error(403))
             }
-            Action::Redirect { status, target } => {
-                Response::new(*status).header("Location", target.render(req.path(), req.query()))
-            }
+            Action::Redirect { status, target } => Routed::Done(Response::new(*status).header(
+                "Location",
+                target.render_with(req.path(), req.query(), &caps),
+            )),
             Action::Proxy(_) => app.dispatch(
                 HandlersRef {
                     proxy: own.proxy.as_ref(),
@@ -1122,7 +1260,6 @@ impl Sites {
                 },
                 req,
                 body,
-                redirects,
             ),
             Action::Fastcgi(_) => app.dispatch(
                 HandlersRef {
@@ -1134,7 +1271,6 @@ impl Sites {
                 },
                 req,
                 body,
-                redirects,
             ),
             Action::Cgi(_) => app.dispatch(
                 HandlersRef {
@@ -1146,44 +1282,57 @@ impl Sites {
                 },
                 req,
                 body,
-                redirects,
             ),
             Action::TryFiles { files, last } => {
                 let Some(files_of) = here.static_files else {
-                    return Response::error(404);
+                    return Routed::Done(Response::error(404));
                 };
                 let (path, query) = (req.path(), req.query());
                 for f in files {
-                    if let Some(r) = try_file(files_of, req, &f.render(path, query)) {
-                        return r;
+                    if let Some(r) = try_file(files_of, req, &f.render_with(path, query, &caps)) {
+                        return Routed::Done(r);
                     }
                 }
                 match last {
-                    Last::File(f) => try_file(files_of, req, &f.render(path, query))
-                        .unwrap_or_else(|| Response::error(404)),
-                    Last::Status(code) => Response::error(*code),
+                    Last::File(f) => Routed::Done(
+                        try_file(files_of, req, &f.render_with(path, query, &caps))
+                            .unwrap_or_else(|| Response::error(404)),
+                    ),
+                    Last::Status(code) => Routed::Done(Response::error(*code)),
                     Last::Uri(t) => {
-                        let target = t.render(path, query);
-                        let next = (redirects < app.cfg.limits.max_internal_redirects)
-                            .then(|| internal_request(req, &target, app.cfg.limits.http()))
-                            .flatten();
-                        match next {
-                            Some(next) => app.handle_redirected(&next, body, redirects + 1),
-                            None => {
-                                log::error!(
-                                    "{}: try_files of location {} to {target:?} refused \
-                                     (invalid, or more than {} internal redirects in a row); \
-                                     answering 500",
-                                    req.peer_addr(),
-                                    rules.name,
-                                    app.cfg.limits.max_internal_redirects
-                                );
-                                Response::error(500)
-                            }
-                        }
+                        let target = t.render_with(path, query, &caps);
+                        internal(rules, req, &target, "try_files", app.cfg.limits.http())
                     }
                 }
             }
+            Action::Rewrite(t) => {
+                let target = t.render_with(req.path(), req.query(), &caps);
+                internal(rules, req, &target, "rewrite", app.cfg.limits.http())
+            }
+        }
+    }
+}
+
+/// The request an internal redirect (location `rules`' `what`) serves in place of `req`
+/// ([`App::handle_redirected`] routes it, bounding a loop); 500 for a target that is not a
+/// request target.
+fn internal(
+    rules: &Rules,
+    req: &Request,
+    target: &str,
+    what: &str,
+    limits: weft_http::Limits,
+) -> Routed {
+    match internal_request(req, target, limits) {
+        Some(next) => Routed::Again(next),
+        None => {
+            log::error!(
+                "{}: {what} of location {} to {target:?} refused (not a request target); \
+                 answering 500",
+                req.peer_addr(),
+                rules.name,
+            );
+            Routed::Done(Response::error(500))
         }
     }
 }

@@ -22,6 +22,7 @@ per_model! {
     access_rules_allow_and_deny_in_order_per_site_and_location,
     basic_auth_per_site_and_location_from_htpasswd_files,
     a_wrong_password_costs_five_requests_of_the_rate,
+    regex_locations_redirects_and_rewrites,
     error_pages_keep_the_status,
     a_location_proxies_or_runs_cgi,
     sites_share_the_cache_without_sharing_entries,
@@ -757,4 +758,63 @@ fn a_wrong_password_costs_five_requests_of_the_rate(model: Model) {
     let wrong = basic("alice", "guess");
     let statuses: Vec<u16> = (0..4).map(|_| get(&wrong)).collect();
     assert_eq!(statuses, [401, 401, 401, 429]);
+}
+
+/// nginx's `location ~`, `^~`, `rewrite ... permanent` and `rewrite ... last`, translated.
+fn regex_locations_redirects_and_rewrites(model: Model) {
+    let b = Builder::new(model, "sites-regex").no_echo();
+    let root = site_root(
+        &b,
+        "r",
+        &[
+            ("users.txt", b"users"),
+            ("a.secret", b"hidden"),
+            ("assets/x.secret", b"asset"),
+        ],
+    );
+    let srv = b
+        .config(&format!(
+            "[[site]]\nhosts = [\"r.test\"]\nroot = {root}\n\
+             [[site.location]]\nregex = '^/old/(.*)$'\nredirect = \"301 /new/$1\"\n\
+             [[site.location]]\nregex = '^/u/([0-9]+)$'\nrewrite = \"/users.txt?id=$1\"\n\
+             [[site.location]]\nregex = '(?i)\\.secret$'\ndeny = true\n\
+             [[site.location]]\nprefix = \"/assets/\"\nskip_regex = true\n\
+             [[site.location]]\nregex = '^/loop$'\nrewrite = \"/loop\"\n",
+            root = toml_path(&root)
+        ))
+        .start();
+    let r = get_host(&srv, "r.test", "/old/a/b.html?q=1");
+    assert_eq!(r.status, 301, "{r:?}");
+    assert_eq!(r.header("Location"), Some("/new/a/b.html"));
+    let r = get_host(&srv, "r.test", "/u/42");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "users"),
+        "an internal rewrite"
+    );
+    assert_eq!(
+        get_host(&srv, "r.test", "/u/x").status,
+        404,
+        "no match: no rewrite"
+    );
+    assert_eq!(get_host(&srv, "r.test", "/a.secret").status, 403);
+    assert_eq!(get_host(&srv, "r.test", "/A.SECRET").status, 403, "(?i)");
+    assert_eq!(
+        get_host(&srv, "r.test", "/%61.secret").status,
+        403,
+        "decoded first"
+    );
+    let r = get_host(&srv, "r.test", "/assets/x.secret");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "asset"),
+        "skip_regex (^~)"
+    );
+    // A rewrite to itself ends at limits.max_internal_redirects with 500, not a hang.
+    assert_eq!(get_host(&srv, "r.test", "/loop").status, 500);
+    assert!(
+        srv.log().contains("internal redirect to \"/loop\" refused"),
+        "{}",
+        srv.log()
+    );
 }

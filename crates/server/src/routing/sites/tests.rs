@@ -195,7 +195,7 @@ fn bad_sites_are_refused_with_their_line_and_key() {
         ),
         (
             "[[site]]\nhosts = [\"a.test\"]\n[[site.location]]\nprefix = \"/x/\"\nredirect = \"301 /y$host\"\n",
-            "line 6, column 12: site[0].location[0].redirect: unknown variable `$host` (use $path or $query)",
+            "line 6, column 12: site[0].location[0].redirect: unknown variable `$host` (use $path, $query, or $1 to $9 in a regex location)",
         ),
         (
             "[[site]]\nhosts = [\"a.test\"]\nroot = \"/srv\"\n[[site.location]]\nprefix = \"/x/\"\ntry_files = [\"$path\", \"=200\"]\n",
@@ -385,4 +385,85 @@ fn the_docs_sites_example_reads() {
         Some((0, Some(0)))
     );
     assert_eq!(r.route(b"elsewhere.test", "/"), Some((1, None)));
+}
+
+/// nginx's order (its documentation's example of `location =`, `^~`, `~*` and a prefix):
+/// an exact path, else the longest prefix if it says `skip_regex` (`^~`), else the first
+/// regex in the file's order, else the longest prefix.
+const REGEXES: &str = r#"
+[[site]]
+hosts = ["example.test"]
+root = "/srv/a"
+[[site.location]]
+path = "/"
+[[site.location]]
+prefix = "/"
+[[site.location]]
+prefix = "/documents/"
+[[site.location]]
+prefix = "/images/"
+skip_regex = true
+[[site.location]]
+regex = '(?i)\.(gif|jpg|jpeg)$'
+[[site.location]]
+regex = '\.php$'
+[[site.location]]
+regex = '^/old/(.*)$'
+redirect = "301 /new/$1"
+"#;
+
+#[test]
+fn regex_locations_in_nginx_order() {
+    let r = router(REGEXES);
+    let loc = |p: &str| r.route(b"example.test", p).expect("site").1;
+    // nginx's documented outcomes: / -> A, /index.html -> B, /documents/document.html -> C,
+    // /images/1.gif -> D (^~), /documents/1.jpg -> E (the regex beats the prefix).
+    assert_eq!(loc("/"), Some(0));
+    assert_eq!(loc("/index.html"), Some(1));
+    assert_eq!(loc("/documents/document.html"), Some(2));
+    assert_eq!(loc("/images/1.gif"), Some(3));
+    assert_eq!(loc("/documents/1.jpg"), Some(4));
+    assert_eq!(loc("/documents/1.JPG"), Some(4), "(?i): location ~*");
+    assert_eq!(loc("/a/b.php"), Some(5));
+    // The first regex in order wins where two match.
+    assert_eq!(loc("/old/x.gif"), Some(4));
+    assert_eq!(loc("/old/x.txt"), Some(6));
+    // Matched on the decoded, normalised path.
+    assert_eq!(loc("/x/%2E%2E/a.php"), Some(5));
+    assert_eq!(loc("/a%2Ephp"), Some(5));
+}
+
+#[test]
+fn captures_fill_redirects_and_bad_regexes_are_refused() {
+    let r = router(REGEXES);
+    let rules = &r.sites[0].rules[6];
+    let caps: Vec<String> = rules
+        .regex
+        .as_ref()
+        .unwrap()
+        .captures(b"/old/a/b.html")
+        .unwrap()
+        .iter()
+        .map(|m| String::from_utf8_lossy(m.unwrap().as_bytes()).into_owned())
+        .collect();
+    let Action::Redirect { target, .. } = &rules.action else {
+        panic!("a redirect");
+    };
+    assert_eq!(
+        target.render_with("/old/a/b.html", None, &caps),
+        "/new/a/b.html"
+    );
+    for (bad, why) in [
+        ("regex = '(unclosed'", "regex"),
+        ("regex = '^/a$'\nprefix = \"/a\"", "exactly one"),
+        ("prefix = \"/x/\"\nredirect = \"301 /y/$1\"", "group"),
+        ("regex = '^/a/(.*)$'\nredirect = \"301 /y/$2\"", "group"),
+        ("regex = '^/a$'\nskip_regex = true", "skip_regex"),
+        ("regex = '^/a$'\nrewrite = \"nope\"", "rewrite"),
+    ] {
+        let text =
+            format!("[[site]]\nhosts = [\"a.test\"]\nroot = \"/srv\"\n[[site.location]]\n{bad}\n");
+        let e = cfg(&text).unwrap_err();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
 }
