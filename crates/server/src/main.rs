@@ -19,6 +19,20 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// `weft check`: the options of `serve`, and a request to route.
+#[derive(clap::Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Also say which site and location would answer this target (a path, with its query if
+    /// any), and why (as nginx's location rules choose).
+    #[arg(long = "match", value_name = "URL")]
+    target: Option<String>,
+    /// The host of the `--match` request (default: none, the default site's).
+    #[arg(long, value_name = "HOST", requires = "target")]
+    host: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve a document root (default: www/ on http://127.0.0.1:8080).
@@ -26,7 +40,7 @@ enum Cmd {
     /// Check a configuration as `serve` would take it (root, CGI directory, proxy upstreams,
     /// ports free), print the effective configuration as TOML, exit 0 if it would start, 1 if
     /// not (as `nginx -t`).
-    Check(ServeArgs),
+    Check(CheckArgs),
     /// Write the papers' generated test files (changes.html, files/*.bin) under DIR.
     Fileset {
         /// Document root to fill.
@@ -317,8 +331,34 @@ fn check_root(root: &std::path::Path) -> Result<(), String> {
     ))
 }
 
-fn check(args: ServeArgs) -> Result<(), String> {
+fn check(args: CheckArgs) -> Result<(), String> {
+    let CheckArgs {
+        serve: args,
+        target,
+        host,
+    } = args;
     let cfg = load_config(&args)?;
+    if let Some(target) = target {
+        let url = target
+            .split_once("://")
+            .map_or(target.as_str(), |(_, rest)| {
+                rest.find('/').map_or("/", |i| &rest[i..])
+            })
+            .to_string();
+        let host = host.unwrap_or_else(|| {
+            target
+                .split_once("://")
+                .map(|(_, rest)| rest.split('/').next().unwrap_or("").to_string())
+                .unwrap_or_default()
+        });
+        if cfg.site.is_empty() {
+            println!("no [[site]]: the top-level settings answer {url}");
+        } else {
+            let router = weft::sites::Router::new(&cfg.site).map_err(|e| e.to_string())?;
+            println!("{}", router.explain(&host, &url));
+        }
+        return Ok(());
+    }
     let text = weft::check::effective(&cfg).to_toml()?;
     print!("{text}");
     let _ = std::io::stdout().flush();

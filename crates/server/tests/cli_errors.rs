@@ -207,3 +207,58 @@ fn listeners_that_cannot_both_bind_are_named() {
     assert!(listen_conflicts(&ls(&["[::1]:8080", "[::]:8080"])).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `weft check --match URL --host H` says which site and location would answer, and by which
+/// of nginx's rules (exact path, `^~` prefix, first regex, longest prefix).
+#[test]
+fn check_match_names_the_site_and_location_and_why() {
+    let dir = common::unique_dir("cli-match");
+    std::fs::create_dir(dir.join("root")).unwrap();
+    let cfg = dir.join("weft.toml");
+    std::fs::write(
+        &cfg,
+        "[[site]]\nhosts = [\"example.test\", \"*.example.test\"]\nroot = \"/srv\"\n\
+         [[site.location]]\nprefix = \"/\"\n\
+         [[site.location]]\nprefix = \"/images/\"\nskip_regex = true\n\
+         [[site.location]]\nregex = '(?i)\\.jpe?g$'\ndeny = true\n\
+         [[site.location]]\npath = \"/exact\"\nredirect = \"301 /elsewhere\"\n",
+    )
+    .unwrap();
+    let explain = |url: &str, host: Option<&str>| {
+        let mut l = Launch::new()
+            .args(["check", "--config"])
+            .arg(&cfg)
+            .arg("--root")
+            .arg(dir.join("root"))
+            .args(["--match", url]);
+        if let Some(h) = host {
+            l = l.args(["--host", h]);
+        }
+        let out = l.run(RUN_LIMIT);
+        assert!(out.success(), "{}{}", out.stdout, out.stderr);
+        out.stdout
+    };
+    let t = explain("/photos/a.JPG", Some("example.test"));
+    assert!(
+        t.contains("site[0] (example.test), chosen by its exact name"),
+        "{t}"
+    );
+    assert!(
+        t.contains("location[2] (regex (?i)\\.jpe?g$), chosen by the first regex"),
+        "{t}"
+    );
+    assert!(t.contains("403 (deny)"), "{t}");
+    let t = explain("http://a.example.test/images/b.jpg", None);
+    assert!(t.contains("chosen by a wildcard name"), "{t}");
+    assert!(
+        t.contains(
+            "location[1] (prefix /images/), chosen by the longest prefix, which has skip_regex"
+        ),
+        "{t}"
+    );
+    let t = explain("/exact?x=1", Some("example.test"));
+    assert!(t.contains("chosen by its exact path: 301 redirect"), "{t}");
+    let t = explain("/x", Some("other.test"));
+    assert!(t.contains("the top-level settings answer /x"), "{t}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,8 +30,8 @@ const LAYERS: &[&[&str]] = &[
     ],
     // Request bodies, responses, counters.
     &["body", "response", "metrics"],
-    // Per-client guards, compression, certificates and TLS sessions.
-    &["limits_ip", "compress", "tls"],
+    // Per-client guards, passwords, compression, certificates and TLS sessions.
+    &["limits_ip", "auth", "compress", "tls"],
     // Static files, CGI, the reverse proxy, echo, status.
     &["handlers"],
     // From a request to its response: the app, sites and locations (`routing/`).

@@ -481,6 +481,95 @@ impl Router {
         Some((site, loc))
     }
 
+    /// Which site and location would answer `target` for `host`, and why, in words (`weft
+    /// check --match`).
+    pub fn explain(&self, host: &str, target: &str) -> String {
+        let path = target.split_once('?').map_or(target, |(p, _)| p);
+        let mut buf = [0u8; MAX_SITE_NAME];
+        let name = site_name(host.as_bytes(), &mut buf);
+        let site = match name {
+            Some(n) if self.exact.contains_key(n) => {
+                self.exact.get(n).map(|&i| (i, "its exact name"))
+            }
+            Some(n) => {
+                let mut found = None;
+                let mut at = 0;
+                while let Some(dot) = n[at..].iter().position(|&b| b == b'.') {
+                    if let Some(&i) = self.wildcard.get(&n[at + dot..]) {
+                        found = Some((i, "a wildcard name"));
+                        break;
+                    }
+                    at += dot + 1;
+                }
+                found.or(self
+                    .default
+                    .map(|i| (i, "default = true (no site names it)")))
+            }
+            None => self.default.map(|i| (i, "default = true (no usable host)")),
+        };
+        let Some((i, why)) = site else {
+            return format!(
+                "host {host:?}: no site names it and none is the default: the top-level \
+                 settings answer {path}"
+            );
+        };
+        let rules = &self.sites[i];
+        let mut out = format!(
+            "host {host:?}: site[{i}] ({}), chosen by {why}\n",
+            rules.name
+        );
+        let Ok(normal) = normal_path(path) else {
+            out.push_str(&format!(
+                "path {path:?}: not a path in normal form once decoded: refused (400 or 404) \
+                 before any location"
+            ));
+            return out;
+        };
+        let p = normal.as_bytes();
+        let locs = &rules.locations;
+        let (loc, how) = if let Some(&l) = locs.exact.get(p) {
+            (Some(l), "its exact path")
+        } else {
+            let prefix = locs.prefixes.iter().find(|(pre, _, _)| p.starts_with(pre));
+            match prefix {
+                Some(&(_, l, true)) => (Some(l), "the longest prefix, which has skip_regex"),
+                _ => match locs.set.as_ref().and_then(|s| s.matches(p).iter().next()) {
+                    Some(k) => (
+                        Some(locs.regexes[k]),
+                        "the first regex that matches, in order",
+                    ),
+                    None => match prefix {
+                        Some(&(_, l, _)) => (Some(l), "the longest prefix (no regex matched)"),
+                        None => (None, ""),
+                    },
+                },
+            }
+        };
+        match loc {
+            None => out.push_str(&format!(
+                "path {normal}: no location: the site's own handlers answer"
+            )),
+            Some(l) => {
+                let r = &rules.rules[l];
+                let does = match &r.action {
+                    Action::Pass => "the site's handlers answer".to_string(),
+                    Action::Deny => "403 (deny)".into(),
+                    Action::Redirect { status, .. } => format!("{status} redirect"),
+                    Action::TryFiles { .. } => "try_files".into(),
+                    Action::Proxy(up) => format!("proxied to {up}"),
+                    Action::Fastcgi(s) => format!("FastCGI at {s}"),
+                    Action::Cgi(d) => format!("CGI scripts of {}", d.display()),
+                    Action::Rewrite(_) => "rewritten (an internal redirect)".into(),
+                };
+                out.push_str(&format!(
+                    "path {normal}: location[{l}] ({}), chosen by {how}: {does}",
+                    r.name
+                ));
+            }
+        }
+        out
+    }
+
     /// nginx's rule for a TLS connection (RFC 9110 §15.5.20): with an SNI name, a request
     /// whose host selects another site than the SNI name did is misdirected (421): the
     /// certificate the client checked was not that site's. Without SNI nothing is checked.
