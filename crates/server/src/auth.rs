@@ -201,21 +201,14 @@ impl BasicAuth {
     }
 }
 
-/// Runs `f` where it may block: on the blocking pool inside a fiber, in place elsewhere.
-fn off_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    if weft_fiber::current_id().is_some() {
-        weft_fiber::spawn_blocking(f)
-    } else {
-        f()
-    }
-}
-
 /// Whether `password` matches `hash`.
 fn verify(hash: &Hash, password: &[u8]) -> bool {
     match hash {
         Hash::Bcrypt(h) => {
             let (h, pw) = (h.clone(), password.to_vec());
-            off_worker(move || bcrypt::verify(pw, &h).unwrap_or(false))
+            // On the blocking pool inside a fiber (bcrypt takes milliseconds by design), in
+            // place on a thread.
+            weft_fiber::spawn_blocking(move || bcrypt::verify(pw, &h).unwrap_or(false))
         }
         Hash::Apr1 { salt, full } => same(&apr1(password, salt), full),
         Hash::Sha1(d) => {

@@ -318,17 +318,7 @@ pub(crate) fn format_entry(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
             out.push(b' ');
             escape(version.as_bytes(), out);
         }
-        RequestLine::Raw(received) => {
-            let end = received
-                .iter()
-                .position(|&b| b == b'\n')
-                .unwrap_or(received.len())
-                .min(RAW_LINE_MAX);
-            let line = received[..end]
-                .strip_suffix(b"\r")
-                .unwrap_or(&received[..end]);
-            escape(if line.is_empty() { b"-" } else { line }, out);
-        }
+        RequestLine::Raw(received) => escape(first_line(received), out),
     }
     let _ = write!(out, "\" {} {} \"", e.status, e.body_bytes);
     escape(e.referer.unwrap_or(b"-"), out);
@@ -346,21 +336,25 @@ fn request_line<'a>(r: &RequestLine<'a>) -> std::borrow::Cow<'a, [u8]> {
             target,
             version,
         } => format!("{method} {target} {version}").into_bytes().into(),
-        RequestLine::Raw(received) => {
-            let end = received
-                .iter()
-                .position(|&b| b == b'\n')
-                .unwrap_or(received.len())
-                .min(RAW_LINE_MAX);
-            let line = received[..end]
-                .strip_suffix(b"\r")
-                .unwrap_or(&received[..end]);
-            if line.is_empty() {
-                (&b"-"[..]).into()
-            } else {
-                line.into()
-            }
-        }
+        RequestLine::Raw(received) => first_line(received).into(),
+    }
+}
+
+/// A refused head's first line as received (at most [`RAW_LINE_MAX`] bytes, without its
+/// CR LF), `-` for none.
+fn first_line(received: &[u8]) -> &[u8] {
+    let end = received
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(received.len())
+        .min(RAW_LINE_MAX);
+    let line = received[..end]
+        .strip_suffix(b"\r")
+        .unwrap_or(&received[..end]);
+    if line.is_empty() {
+        b"-"
+    } else {
+        line
     }
 }
 
@@ -516,18 +510,19 @@ fn json_escape(v: &[u8], out: &mut Vec<u8>) {
 
 /// `2000-10-10T13:42:16+00:00` in UTC (nginx's `$time_iso8601`).
 fn iso8601(t: SystemTime) -> String {
+    let (y, m, d, hh, mm, ss) = utc(t);
+    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}+00:00")
+}
+
+/// Year, month, day, hour, minute and second of `t` in UTC.
+fn utc(t: SystemTime) -> (i64, u32, u32, u64, u64, u64) {
     let secs = t
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Escapes `"`, `\`, control and non-ASCII bytes as `\xHH` (as nginx does), so a log line can
@@ -547,18 +542,10 @@ fn clf_time(t: SystemTime) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
+    let (y, m, d, hh, mm, ss) = utc(t);
     format!(
-        "{d:02}/{}/{y}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(m - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{d:02}/{}/{y}:{hh:02}:{mm:02}:{ss:02} +0000",
+        MONTHS[(m - 1) as usize]
     )
 }
 

@@ -353,14 +353,7 @@ impl Cgi {
             if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
                 return Err(Unlocated::Status(403));
             }
-            let mut path_info = Vec::new();
-            for s in &segments[i + 1..] {
-                path_info.push(b'/');
-                path_info.extend_from_slice(s);
-            }
-            if norm.trailing_slash && i + 1 < segments.len() {
-                path_info.push(b'/');
-            }
+            let path_info = crate::handlers::path_info(&segments, i, norm.trailing_slash);
             return Ok(Located { rel, path_info });
         }
         // A directory: the CGI directory itself is not listed; under the document root the

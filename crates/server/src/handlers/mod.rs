@@ -35,6 +35,21 @@ pub fn unvalidated_preconditions(req: &Request) -> Option<Response> {
     }
 }
 
+/// The decoded path after a script, `segments[script + 1..]`, as `PATH_INFO` (RFC 3875
+/// §4.1.5): `""` or `/`-separated with a leading `/`, and a trailing `/` where the request path
+/// had one and there is anything after the script.
+pub(crate) fn path_info(segments: &[&[u8]], script: usize, trailing_slash: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in &segments[script + 1..] {
+        out.push(b'/');
+        out.extend_from_slice(s);
+    }
+    if trailing_slash && script + 1 < segments.len() {
+        out.push(b'/');
+    }
+    out
+}
+
 /// True for a backend read or write that ran out of time.
 pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
     matches!(

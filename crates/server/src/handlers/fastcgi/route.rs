@@ -17,7 +17,7 @@ use crate::handlers::path::{normalize, PathError};
 use crate::handlers::under_prefix;
 use crate::response::Response;
 use crate::Request;
-use weft_sys::errno::{ELOOP, ENOENT, ENOTDIR, EXDEV};
+use weft_sys::errno::{ENOENT, ENOTDIR};
 use weft_sys::fs::{metadata_beneath, Resolve};
 
 /// Every FastCGI mount of the application (or of a site).
@@ -193,14 +193,7 @@ impl Mount {
             let script_rel = segments[..=i].join(&b'/');
             match self.kind(&script_rel) {
                 Kind::File => {
-                    let mut path_info = Vec::new();
-                    for s in &segments[i + 1..] {
-                        path_info.push(b'/');
-                        path_info.extend_from_slice(s);
-                    }
-                    if norm.trailing_slash && i + 1 < segments.len() {
-                        path_info.push(b'/');
-                    }
+                    let path_info = crate::handlers::path_info(&segments, i, norm.trailing_slash);
                     return Target::Script(self.script(slash(&script_rel), path_info));
                 }
                 Kind::Missing => return self.front(),
@@ -298,8 +291,8 @@ impl Mount {
             Ok(_) => Kind::Refused,
             Err(e) => match e.raw_os_error() {
                 Some(ENOENT | ENOTDIR) => Kind::Missing,
-                // Out of the root (a symlink leading out): refused, as the static files do.
-                Some(EXDEV | ELOOP) => Kind::Refused,
+                // Out of the root (EXDEV, ELOOP: a symlink leading out), or not reachable:
+                // refused, as the static files do.
                 _ => Kind::Refused,
             },
         }
