@@ -175,7 +175,7 @@ if ((count_instr)); then
   # The /echo dump is kept with instruction positions for its code lines (scripts/perf/code_lines.py).
   # 20 connections x 100 rounds: the 2000 requests code_lines.py divides by.
   i2=$(CONNS=20 CG_OPTS=--dump-instr=yes KEEP="$out/echo.cg" scripts/perf/instr_per_request.sh weft 18400 /echo 1 -- \
-    "$WEFT" serve --listen 127.0.0.1:18400=fiber --threads 1)
+    "$WEFT" serve --keepalive-requests 1000000 --listen 127.0.0.1:18400=fiber --threads 1)
   lines=$(scripts/perf/code_lines.py "$out/echo.cg" "$WEFT" 2000 | tail -1)
   rm -f "$out/echo.cg"
   printf '%s\n' "$i1" "$i2" "$lines" | tee "$out/instructions.txt"

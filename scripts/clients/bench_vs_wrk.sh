@@ -17,7 +17,7 @@ command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"
 "$WEFT" fileset www >/dev/null
 
 TIMES=$(mktemp)
-taskset -c 0 "$WEFT" serve --threads 1 --listen "127.0.0.1:$PORT" >/dev/null 2>&1 &
+taskset -c 0 "$WEFT" serve --keepalive-requests 1000000 --threads 1 --listen "127.0.0.1:$PORT" >/dev/null 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -f "$TIMES"' EXIT
 sleep 1

@@ -13,7 +13,7 @@ RUNS=${RUNS:-5}; DURATION=${DURATION:-4}; CONNS=${CONNS:-"50 1000"}; path=${1:-/
 WEFT=${WEFT:-target/release/weft}; port=18700
 source scripts/lib/cpu_ticks.sh
 HZ=$(getconf CLK_TCK)
-taskset -c 0 "$WEFT" serve --root www --threads 1 --listen "127.0.0.1:$port=fiber" >/dev/null 2>&1 &
+taskset -c 0 "$WEFT" serve --keepalive-requests 1000000 --root www --threads 1 --listen "127.0.0.1:$port=fiber" >/dev/null 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait 2>/dev/null' EXIT
 source scripts/lib/wait_listening.sh

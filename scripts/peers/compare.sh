@@ -41,7 +41,7 @@ for m in $MODELS; do
   if [[ $m == fiber-nolinger ]]; then model=fiber; printf '[fiber]\nlinger = "0s"\n' >"$work/$m.toml"; fi
   # "MODEL-nocache": the model with the response cache off (every file read with sendfile).
   if [[ $m == *-nocache ]]; then model=${m%-nocache}; printf '[cache]\nenabled = false\n' >>"$work/$m.toml"; fi
-  taskset -c 0 "$WEFT" serve --config "$work/$m.toml" --root "$ROOT" --threads "$THREADS" \
+  taskset -c 0 "$WEFT" serve --keepalive-requests 1000000 --config "$work/$m.toml" --root "$ROOT" --threads "$THREADS" \
     --listen "127.0.0.1:$port=$model" >"$work/$m.log" 2>&1 &
   PIDS[$m]=$!
 done

@@ -54,7 +54,7 @@ cat >"$work/weft.toml" <<EOF
 server = "unix:$work/php-weft.sock"
 max_conns = $children
 EOF
-taskset -c 0 "$WEFT" serve "${root_flag[@]}" --config "$work/weft.toml" --root "$work/www" --threads 1 \
+taskset -c 0 "$WEFT" serve "${root_flag[@]}" --keepalive-requests 1000000 --config "$work/weft.toml" --root "$work/www" --threads 1 \
   --listen "127.0.0.1:$wport=fiber" >"$work/weft.log" 2>&1 &
 weft_pid=$!
 cat >"$work/nginx.conf" <<EOF

@@ -48,7 +48,7 @@ port=18300
 start_weft() { # NAME EXTRA_TOML
   port=$((port + 1)); PORTS[$1]=$port
   printf '[compression]\nenabled = true\ngzip_level = %s\n%s' "$WEFT_GZIP_LEVEL" "$2" >"$work/$1.toml"
-  taskset -c 0 "$WEFT" serve --config "$work/$1.toml" --root "$ROOT" --threads 1 \
+  taskset -c 0 "$WEFT" serve --keepalive-requests 1000000 --config "$work/$1.toml" --root "$ROOT" --threads 1 \
     --listen "127.0.0.1:$port=fiber" >"$work/$1.log" 2>&1 &
   PIDS[$1]=$!
 }

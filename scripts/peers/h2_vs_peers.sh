@@ -116,7 +116,7 @@ start_weft() {
   local listen=(--https "127.0.0.1:$port=$model" --tls-cert "$work/cert.pem" --tls-key "$work/key.pem")
   if [[ $over == h2c ]]; then listen=(--listen "127.0.0.1:$port=$model" --h2c); fi
   printf '[limits]\nmax_connections = 20000\n' >"$work/weft.conf"
-  taskset -c 0 "$WEFT" serve "${root_flag[@]}" --config "$work/weft.conf" --threads 1 "${listen[@]}" \
+  taskset -c 0 "$WEFT" serve "${root_flag[@]}" --keepalive-requests 1000000 --config "$work/weft.conf" --threads 1 "${listen[@]}" \
     --root "$www" --access-log off >"$work/weft.log" 2>&1 &
 }
 start_nginx() {

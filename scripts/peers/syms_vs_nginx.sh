@@ -16,7 +16,7 @@ for tool in perf wrk nginx python3 taskset; do
 done
 ulimit -n 20000 2>/dev/null || true
 work=$(mktemp -d)
-taskset -c 0 "$weft" serve --root www --threads 1 --listen 127.0.0.1:18401=fiber >"$work/weft.log" 2>&1 &
+taskset -c 0 "$weft" serve --keepalive-requests 1000000 --root www --threads 1 --listen 127.0.0.1:18401=fiber >"$work/weft.log" 2>&1 &
 wpid=$!
 sed -e "s|PORT|18402|; s|WWW_ROOT|$PWD/www|" scripts/peers/peer-nginx.conf >"$work/nginx.conf"
 taskset -c 0 nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &

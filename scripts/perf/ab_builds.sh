@@ -42,7 +42,10 @@ for arg in "$@"; do
   port=$((port + 1)); i=$((i + 1)); name="w$i"
   b=${arg%%@*}; config=()
   if [[ $arg == *@* ]]; then config=(--config "${arg#*@}"); fi
-  taskset -c "$score" "$b" serve "${root_flag[@]}" "${config[@]}" --root www --threads "$threads" --listen "127.0.0.1:$port=${MODEL:-fiber}" >"$work/$name.log" 2>&1 &
+  # Connections unbounded, as the nginx peers' `keepalive_requests 1000000` (a build older
+  # than the flag has no bound).
+  ka=(); "$b" serve --help 2>/dev/null | grep -q -- --keepalive-requests && ka=(--keepalive-requests 1000000)
+  taskset -c "$score" "$b" serve "${ka[@]}" "${root_flag[@]}" "${config[@]}" --root www --threads "$threads" --listen "127.0.0.1:$port=${MODEL:-fiber}" >"$work/$name.log" 2>&1 &
   PID[$name]=$!; PORT[$name]=$port
 done
 port=$((port + 1))

@@ -376,6 +376,9 @@ pub fn start(
                 // A shaped link's address reaches beyond loopback, and the experiment runs as
                 // root to make the link: a lab, where serving as root is the choice.
                 "--allow-root".into(),
+                // Connections unbounded, as the nginx peer's `keepalive_requests 1000000`.
+                "--keepalive-requests".into(),
+                "1000000".into(),
             ];
             if cgi {
                 args.push("--cgi".into());

@@ -162,6 +162,10 @@ struct ServeArgs {
     /// Requests over --rate-limit let through at once (config `[rate_limit] burst`).
     #[arg(long, value_name = "N")]
     rate_burst: Option<u32>,
+    /// Requests one connection carries before its response says `Connection: close`; 0: no
+    /// bound (config `limits.keepalive_requests`, nginx `keepalive_requests`).
+    #[arg(long, value_name = "N")]
+    keepalive_requests: Option<u32>,
 }
 
 /// `on` or `off`.
@@ -313,6 +317,9 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(b) = args.rate_burst {
         cfg.rate_limit.burst = b;
+    }
+    if let Some(n) = args.keepalive_requests {
+        cfg.limits.keepalive_requests = n;
     }
     Ok(cfg)
 }

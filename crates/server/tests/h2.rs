@@ -77,6 +77,7 @@ per_model! {
     a_slow_php_stream_does_not_hold_the_others,
     deadlines_are_per_stream_408_goaway_and_the_send_timeout,
     sigterm_sends_goaway_to_an_idle_connection,
+    keepalive_requests_ends_a_connection_with_goaway,
 }
 
 /// Runs `test` on `model`'s name, under a [`Watch`].
@@ -213,6 +214,11 @@ fn page_file() -> Vec<u8> {
 
 /// Starts a server of `model` with the test site; `extra` is appended to its configuration.
 fn start_site(model: &'static str, name: &str, extra: &str) -> Site {
+    start_site_limits(model, name, "", extra)
+}
+
+/// [`start_site`] with `limits` added to its `[limits]` table.
+fn start_site_limits(model: &'static str, name: &str, limits: &str, extra: &str) -> Site {
     let dir = common::unique_dir(&format!("h2-{model}-{name}"));
     let root = dir.join("root");
     let cgi = dir.join("cgi");
@@ -245,7 +251,7 @@ fn start_site(model: &'static str, name: &str, extra: &str) -> Site {
         "access_log = {log:?}\n\
          {l1}{l2}{l3}{l4}\
          [tls]\ncert = {ca:?}\nkey = {key:?}\n\n\
-         [limits]\nmax_body = {MAX_BODY}\n\n\
+         [limits]\nmax_body = {MAX_BODY}\n{limits}\n\
          [compression]\nenabled = true\n\n\
          [cgi]\ndir = {cgi:?}\n\n\
          {extra}",
@@ -1334,6 +1340,36 @@ fn sigterm_sends_goaway_to_an_idle_connection(model: &str) {
     }
     let status = site.weft.exit_within(Duration::from_secs(10));
     assert!(status.success(), "{model}: {status:?}");
+    if !FAILED.load(Ordering::SeqCst) {
+        let _ = std::fs::remove_dir_all(&site.dir);
+    }
+}
+
+/// `limits.keepalive_requests` on HTTP/2 (nginx applies it to streams): past the bound,
+/// GOAWAY NO_ERROR names the last stream taken, and that stream is still answered.
+fn keepalive_requests_ends_a_connection_with_goaway(model: &str) {
+    if !have_python_h2() {
+        return;
+    }
+    let model: &'static str = MODELS.iter().find(|m| **m == model).unwrap();
+    let site = start_site_limits(model, "karequests", "keepalive_requests = 1", "");
+    for via in BOTH {
+        let v = run_python(
+            &site,
+            via,
+            "requests",
+            &["--await-goaway"],
+            r#"[{"path": "/"}]"#,
+        );
+        let who = format!("{model} {via:?}");
+        assert!(v["error"].is_null(), "{who}: {v}");
+        assert_eq!(v["responses"][0]["status"], 200, "{who}: {v}");
+        assert_eq!(
+            v["goaway"],
+            serde_json::json!({"code": NO_ERROR, "last_stream_id": 1}),
+            "{who}: {v}"
+        );
+    }
     if !FAILED.load(Ordering::SeqCst) {
         let _ = std::fs::remove_dir_all(&site.dir);
     }

@@ -44,6 +44,9 @@ pub fn serve_args(conf: &Path, root: &Path) -> Vec<String> {
         root.display().to_string(),
         "--threads".into(),
         "1".into(),
+        // Connections unbounded, as the nginx peers' `keepalive_requests 1000000`.
+        "--keepalive-requests".into(),
+        "1000000".into(),
     ]
 }
 

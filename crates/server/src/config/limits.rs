@@ -47,6 +47,10 @@ pub struct LimitsConfig {
     /// (Tomcat `maxSwallowSize`; nginx discards whole bodies).
     #[serde(deserialize_with = "de_size")]
     pub max_discard_body: u64,
+    /// Requests one connection carries before it closes: the last response says
+    /// `Connection: close`, an HTTP/2 connection sends GOAWAY (nginx `keepalive_requests`,
+    /// 1000), so clients behind a balancer spread over new instances. 0: no bound.
+    pub keepalive_requests: u32,
 }
 
 impl Default for LimitsConfig {
@@ -65,6 +69,7 @@ impl Default for LimitsConfig {
             client_zone: super::rate_limit::DEFAULT_ZONE,
             max_internal_redirects: 10,
             max_discard_body: 64 * 1024,
+            keepalive_requests: 1000,
         }
     }
 }

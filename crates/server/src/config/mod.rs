@@ -35,6 +35,8 @@
 //! min_rate_grace = "20s"      # Apache RequestReadTimeout header=20-60,MinRate=500
 //! tls_handshake = "10s"       # a TLS handshake from its first byte
 //! lingering_time = "2s"       # draining unread input after the last response (nginx's name)
+//! keepalive_time = "1h"       # a connection's longest life; then Connection: close (nginx's)
+//! drain_idle = "1s"           # at a drain, idle connections' last chance for a request
 //!
 //! [limits]                    # sizes in bytes, or "64k", "1m", "1g"
 //! max_connections = 10000
@@ -50,8 +52,9 @@
 //! conn_per_ip = 0             # open connections per client address, 0: no limit; 503 past it
 //! client_zone = 65536         # slots of the per-client table (conn_per_ip, rate_limit)
 //! max_internal_redirects = 10 # CGI local redirects and try_files URIs in a row; 500 past it
-//! max_discard_body = 65536    # an unread body dropped to keep the connection; longer: close
 //!                             # (Apache LimitInternalRecursion)
+//! max_discard_body = 65536    # an unread body dropped to keep the connection; longer: close
+//! keepalive_requests = 1000   # requests a connection carries, then Connection: close; 0: any
 //!
 //! [rate_limit]                # requests per client address (nginx limit_req ... nodelay)
 //! rate = "off"                # e.g. "100r/s" or "30r/m"; 429 with Retry-After past it

@@ -45,6 +45,17 @@ pub struct Timeouts {
     /// outlast data already in flight).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub lingering_time: Duration,
+    /// The longest a connection carries requests, from its accept: the response after it says
+    /// `Connection: close`, an HTTP/2 connection sends GOAWAY (nginx `keepalive_time`, 1 h).
+    /// 0: no bound.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub keepalive_time: Duration,
+    /// At a drain (SIGTERM, SIGUSR2's upgrade): how long an idle keep-alive connection is
+    /// still given for its next request, which is answered with `Connection: close` (HTTP/2:
+    /// GOAWAY), before it is closed; a client sending just as an idle connection closes would
+    /// otherwise see an error (Envoy's `drain_timeout`). 0: idle connections close at once.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub drain_idle: Duration,
 }
 
 impl Default for Timeouts {
@@ -63,6 +74,8 @@ impl Default for Timeouts {
             min_rate_grace: Duration::from_secs(20),
             tls_handshake: Duration::from_secs(10),
             lingering_time: Duration::from_secs(2),
+            keepalive_time: Duration::from_secs(3600),
+            drain_idle: Duration::from_secs(1),
         }
     }
 }

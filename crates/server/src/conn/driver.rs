@@ -212,6 +212,8 @@ fn serve_with<T: Transport>(
             Some(redirect) => redirect,
             None => handle(stream, rbuf, app, req, limits, &mut times, &mut keep_alive),
         };
+        // `keepalive_requests` and `keepalive_time`: this response may be the last.
+        keep_alive = keep_alive && info.life.another(cfg);
         let status = resp.status;
         // Another request already buffered (pipelined): this response waits to go out with
         // the next ones, in one write (bounded in bytes and count).

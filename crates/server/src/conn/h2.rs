@@ -54,6 +54,11 @@ const PIECE_BYTES: usize = 16 * 1024;
 const PIECES: usize = 4;
 
 /// The HTTP/2 settings and limits of `app`'s configuration.
+/// Requests a retiring connection takes past its bound while others are still open, before
+/// GOAWAY goes out whatever is open (a client that always keeps streams open would otherwise
+/// never see it): the streams one connection may have open at once.
+const RETIRE_STREAMS: u32 = 128;
+
 pub(crate) fn settings(app: &App) -> h2::Config {
     let cfg = &app.cfg;
     h2::Config {
@@ -339,6 +344,10 @@ pub(crate) struct H2Park(Option<Mutex<Option<Box<Parked>>>>);
 pub(crate) struct Parked {
     conn: Connection,
     going_away: bool,
+    /// Requests taken past `limits.keepalive_requests` or `timeouts.keepalive_time`: GOAWAY
+    /// goes out once none of them is open (after the last response, as HTTP/1.1's
+    /// `Connection: close`), or at once past [`RETIRE_STREAMS`] of them.
+    retiring: u32,
     /// A request of this connection has been timed (the accept phase is the first's).
     timed_one: bool,
 }
@@ -396,6 +405,7 @@ pub(crate) fn serve_staged<T: Transport>(
     let parked = Box::new(Parked {
         conn: Connection::new(settings(app)),
         going_away: false,
+        retiring: 0,
         timed_one: false,
     });
     run(stream, parked, early, app, info, on_idle, stage)
@@ -537,7 +547,9 @@ fn drive<T: Transport>(
         d.note_head(early.len());
     }
     loop {
-        if !d.parked.going_away && app.shutdown.is_set() {
+        let retired =
+            d.parked.retiring > 0 && (d.streams.is_empty() || d.parked.retiring > RETIRE_STREAMS);
+        if !d.parked.going_away && (app.shutdown.is_set() || retired) {
             d.parked.conn.go_away();
             d.parked.going_away = true;
         }
@@ -923,6 +935,11 @@ impl Driver<'_> {
                     end_stream,
                     too_large,
                 } => {
+                    // `keepalive_requests` and `keepalive_time` (nginx applies both to
+                    // HTTP/2 connections too): past either, the connection retires.
+                    if !self.info.life.another(&self.app.cfg) {
+                        self.parked.retiring = self.parked.retiring.saturating_add(1);
+                    }
                     let declared = head.content_length;
                     let mut incoming = Incoming {
                         head,

@@ -276,6 +276,7 @@ mod tests {
             client_slot: Default::default(),
             h2: Default::default(),
             tls: Default::default(),
+            life: crate::conn::Life::now(),
         };
         assert!(mark_idle(&info, Start::Resumed));
         mark_busy(&info);

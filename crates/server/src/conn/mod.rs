@@ -76,6 +76,52 @@ pub struct ConnInfo {
     /// An idle HTTP/2 connection's state while the model holds it without a flow of control
     /// (the fiber model; empty elsewhere).
     pub(crate) h2: h2::H2Park,
+    /// Its requests so far and its age, against `limits.keepalive_requests` and
+    /// `timeouts.keepalive_time`.
+    pub(crate) life: Life,
+}
+
+/// What bounds a connection's keep-alive besides its idle timeout: the requests it has carried
+/// and when it was accepted (nginx's `keepalive_requests` and `keepalive_time`).
+#[derive(Debug)]
+pub(crate) struct Life {
+    served: std::sync::atomic::AtomicU32,
+    /// The coarse monotonic clock at its accept, in milliseconds.
+    born_ms: u64,
+}
+
+impl Life {
+    /// A connection accepted now.
+    pub(crate) fn now() -> Life {
+        Life::since(weft_sys::clock::coarse_monotonic_ms())
+    }
+
+    /// A connection accepted at `born_ms` of the coarse monotonic clock (the `process` model's
+    /// master took it before the child serving it existed).
+    pub(crate) fn since(born_ms: u64) -> Life {
+        Life {
+            served: std::sync::atomic::AtomicU32::new(0),
+            born_ms,
+        }
+    }
+
+    /// Counts a request; true if the connection may carry another after it.
+    #[inline]
+    pub(crate) fn another(&self, cfg: &crate::config::Config) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Only the connection's own flow of control counts: a load and a store, no locked
+        // instruction.
+        let n = self.served.load(Relaxed).saturating_add(1);
+        self.served.store(n, Relaxed);
+        let max = cfg.limits.keepalive_requests;
+        if max != 0 && n >= max {
+            return false;
+        }
+        let time = &cfg.timeouts.keepalive_time;
+        time.is_zero()
+            || weft_sys::clock::coarse_monotonic_ms().saturating_sub(self.born_ms)
+                < time.as_millis() as u64
+    }
 }
 
 impl ConnInfo {

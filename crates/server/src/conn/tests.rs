@@ -34,6 +34,7 @@ fn serve_all(input: &[u8]) -> Vec<Vec<u8>> {
         client_slot: Default::default(),
         h2: Default::default(),
         tls: Default::default(),
+        life: crate::conn::Life::now(),
     };
     let mut wire = Recorder {
         input: input.to_vec(),
@@ -98,4 +99,25 @@ fn more_pipelined_requests_than_a_batch_holds_take_more_writes() {
     }
     let want: Vec<String> = (0..n).map(|i| format!("200<{i}>")).collect();
     assert_eq!(bodies(&writes.concat()), want);
+}
+
+#[test]
+fn a_connection_lives_for_keepalive_requests_and_keepalive_time() {
+    let mut cfg = Config::default();
+    cfg.limits.keepalive_requests = 3;
+    let life = Life::now();
+    let answers: Vec<bool> = (0..3).map(|_| life.another(&cfg)).collect();
+    assert_eq!(answers, [true, true, false]);
+    // 0: no bound on the count.
+    cfg.limits.keepalive_requests = 0;
+    let life = Life::now();
+    assert!((0..5000).all(|_| life.another(&cfg)));
+    // Accepted longer ago than keepalive_time: the next response is the last.
+    cfg.timeouts.keepalive_time = std::time::Duration::from_secs(60);
+    let now = weft_sys::clock::coarse_monotonic_ms();
+    assert!(Life::since(now.saturating_sub(59_000)).another(&cfg));
+    assert!(!Life::since(now.saturating_sub(61_000)).another(&cfg));
+    // 0: no bound on the age.
+    cfg.timeouts.keepalive_time = std::time::Duration::ZERO;
+    assert!(Life::since(0).another(&cfg));
 }

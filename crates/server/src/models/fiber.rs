@@ -67,6 +67,7 @@ pub fn accept_loop(
                         client_slot: Default::default(),
                         h2: conn::H2Park::slot(),
                         tls: Default::default(),
+                        life: crate::conn::Life::now(),
                     };
                     let state = Box::new(ConnState {
                         app,

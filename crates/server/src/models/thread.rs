@@ -52,6 +52,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                             client_slot: Default::default(),
                             h2: Default::default(),
                             tls: Default::default(),
+                            life: crate::conn::Life::now(),
                         };
                         let served = if info.listener.tls() {
                             crate::conn::serve_tls(&mut stream, &app, &info)

@@ -18,6 +18,8 @@ per_model! {
     slow_request_head_gets_408_and_close,
     idle_keep_alive_connection_is_closed_after_keepalive_timeout,
     a_partial_head_behind_a_pipelined_request_gets_the_header_read_timeout,
+    keepalive_requests_closes_after_the_last_response,
+    keepalive_time_closes_an_old_connection_after_its_next_response,
 }
 
 /// Generous bound for "the server closes promptly" (the configured timeouts are 1 s).
@@ -344,4 +346,48 @@ fn a_partial_head_behind_a_pipelined_request_gets_the_header_read_timeout(model:
         srv.log()
     );
     srv.assert_alive();
+}
+
+fn keepalive_requests_closes_after_the_last_response(model: Model) {
+    let srv = Builder::new(model, "ka_requests")
+        .config("[limits]\nkeepalive_requests = 3\n")
+        .start();
+    let mut c = srv.connect();
+    for i in 1..=3 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, 200, "request {i}: {r:?}");
+        assert_eq!(r.closes(), i == 3, "request {i}: {r:?}");
+    }
+    assert!(c.closed_within(PROMPTLY), "open after the last request");
+    // Pipelined past the bound: the third is answered with close, the fourth never.
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(4).as_slice());
+    for i in 1..=3 {
+        let r = c.read_response().unwrap();
+        assert_eq!((r.status, r.closes()), (200, i == 3), "request {i}: {r:?}");
+    }
+    assert!(
+        c.read_response().is_err(),
+        "a fourth answer on the connection"
+    );
+    // A new connection starts a new count.
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(!c.read_response().unwrap().closes());
+}
+
+fn keepalive_time_closes_an_old_connection_after_its_next_response(model: Model) {
+    let srv = Builder::new(model, "ka_time")
+        .config("[timeouts]\nkeepalive_time = \"300ms\"\n")
+        .start();
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(!c.read_response().unwrap().closes());
+    std::thread::sleep(Duration::from_millis(450));
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let r = c.read_response().unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.closes(), "a connection past keepalive_time kept: {r:?}");
+    assert!(c.closed_within(PROMPTLY));
 }

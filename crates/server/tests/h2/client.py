@@ -10,7 +10,8 @@ asserts on it. Modes:
                 connection with the `h2` library (flow control as the library keeps it; the
                 client's windows are the default 65,535 bytes, so a large response needs the
                 server to wait for WINDOW_UPDATE frames); `ended_order`: the stream ids in
-                the order their responses ended. A request with `"hold": true` sends its
+                the order their responses ended; with --await-goaway, reads on after the
+                last response until GOAWAY or the close. A request with `"hold": true` sends its
                 body's bytes without END_STREAM and nothing more
   slow-head     raw frames: a HEADERS frame without END_HEADERS and no CONTINUATION; what
                 the server sends (GOAWAY?) before it closes, and when
@@ -240,6 +241,17 @@ def mode_requests(args):
     else:
         if not all(r.done() for r in replies.values()):
             result["error"] = "timed out"
+    # With --await-goaway: the frames after the last response, until GOAWAY or the close.
+    while args.await_goaway and result["goaway"] is None and time.monotonic() < deadline:
+        data = recv(sock)
+        if not data:
+            break
+        for ev in conn.receive_data(data):
+            if isinstance(ev, h2.events.ConnectionTerminated):
+                result["goaway"] = {
+                    "code": int(ev.error_code),
+                    "last_stream_id": ev.last_stream_id,
+                }
     result["responses"] = [replies[s].json() for s in sorted(replies)]
     try:
         conn.close_connection()
@@ -681,6 +693,7 @@ def main():
     p.add_argument("--path", default="/")
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--silent", type=float, default=2.0)
+    p.add_argument("--await-goaway", action="store_true")
     args = p.parse_args()
     MODES[args.mode](args)
 

@@ -35,6 +35,7 @@ fn info(lm: &Arc<ListenerMetrics>) -> ConnInfo {
         client_slot: Default::default(),
         h2: Default::default(),
         tls: Default::default(),
+        life: crate::conn::Life::now(),
     }
 }
 

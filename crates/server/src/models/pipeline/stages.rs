@@ -94,6 +94,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             client_slot: Default::default(),
             h2: Default::default(),
             tls: Default::default(),
+            life: crate::conn::Life::now(),
         },
         stream,
         _guard: guard,
@@ -449,6 +450,8 @@ fn respond<T: Transport>(
         Some(redirect) => redirect,
         None => conn::handle(stream, c.rbuf, app, &req, &limits, c.times, &mut keep_alive),
     };
+    // `keepalive_requests` and `keepalive_time`, as the blocking driver applies them.
+    keep_alive = keep_alive && c.info.life.another(cfg);
     let status = resp.status;
     let mut extra = if cfg.timing.server_timing && c.times.head.is_some() {
         c.times.server_timing(c.info)
