@@ -1,15 +1,22 @@
-//! Graceful shutdown: stop accepting, wake connections idle between requests, let busy ones
-//! finish the request in hand, then close.
+//! Graceful shutdown: stop accepting, answer each connection's next request with
+//! `Connection: close`, let busy ones finish the request in hand, and close the idle ones once
+//! `timeouts.drain_idle` has passed.
+//!
+//! The idle window is Envoy's drain: closing an idle keep-alive connection at once races with a
+//! client that sends its next request just then (it reads the end of the connection, or a
+//! reset, for a request it cannot know was not served). For `drain_idle` an idle connection
+//! still waits for a request, which it is answered with `Connection: close`; only those still
+//! silent after the window are closed.
 //!
 //! A connection marks itself idle before it blocks waiting for a new request and re-checks the
-//! flag after; `begin` sets the flag and then shuts down the read side of every idle
-//! connection. With sequentially consistent ordering on both sides, either the connection sees
-//! the flag or `begin` sees it idle — it cannot sleep through shutdown.
+//! window after; at its end the window's flag is set, then the read side of every idle
+//! connection is shut. With sequentially consistent ordering on both sides, either the
+//! connection sees the flag or the closing sees it idle — it cannot sleep through shutdown.
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{
-    AtomicBool, AtomicU64,
+    AtomicBool, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, Release, SeqCst},
 };
 use std::sync::{Arc, Mutex};
@@ -21,6 +28,11 @@ use weft_fiber::sync::Interrupt;
 pub struct Shutdown {
     /// Shared with signal handlers of the `process` model, which only store `true` into it.
     flag: Arc<AtomicBool>,
+    /// Set when idle connections are to close: `drain_idle` after `begin` (at once with a
+    /// zero window).
+    idle_over: AtomicBool,
+    /// `timeouts.drain_idle` in milliseconds, as the current generation's configuration says.
+    drain_idle_ms: AtomicU64,
     /// Fired by `begin`: ends the accept loops' waits (a fiber's accept; a thread's `poll` on
     /// its eventfd, which only the thread model and the process model's watcher make), so an
     /// idle accept loop sleeps until a client or shutdown comes, with no timeout to look at
@@ -28,6 +40,21 @@ pub struct Shutdown {
     wake: Interrupt,
     next: AtomicU64,
     conns: Mutex<HashMap<u64, (RawFd, Arc<AtomicBool>)>>,
+    /// Listening sockets still open in this process ([`Listening`]).
+    listeners: AtomicUsize,
+}
+
+/// A listening socket's share in the drain: held beside the socket by the model that accepts
+/// on it, dropped once the socket is closed. Responses say `Connection: close` once none is
+/// left ([`Shutdown::closing`]): a client told to reconnect then finds the port refusing (or
+/// a new process's socket, after an upgrade) rather than a backlog about to be reset.
+#[derive(Debug)]
+pub(crate) struct Listening(Arc<Shutdown>);
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.0.listeners.fetch_sub(1, SeqCst);
+    }
 }
 
 impl Shutdown {
@@ -41,10 +68,72 @@ impl Shutdown {
         self.flag.load(SeqCst)
     }
 
-    /// Starts shutdown: new connections are refused and idle ones are woken to close.
-    pub fn begin(&self) {
-        self.flag.store(true, SeqCst);
+    /// True once connections are to close after their response in hand: shutdown has begun
+    /// and this process's listening sockets are closed (or the idle window has passed,
+    /// whatever is still open).
+    pub fn closing(&self) -> bool {
+        self.is_set() && (self.listeners.load(SeqCst) == 0 || self.idle_over())
+    }
+
+    /// Counts a listening socket until the returned guard drops ([`Listening`]).
+    pub(crate) fn listening(self: &Arc<Self>) -> Listening {
+        self.listeners.fetch_add(1, SeqCst);
+        Listening(self.clone())
+    }
+
+    /// In a process that holds none of the listening sockets it inherited counts of (the
+    /// `process` model's connection processes): none is open.
+    pub(crate) fn forget_listeners(&self) {
+        self.listeners.store(0, SeqCst);
+    }
+
+    /// The idle window of a drain (`timeouts.drain_idle`), from the configuration in force.
+    pub(crate) fn set_drain_idle(&self, window: std::time::Duration) {
+        let ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+        self.drain_idle_ms.store(ms, Relaxed);
+    }
+
+    /// The idle window of a drain.
+    pub(crate) fn drain_idle(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.drain_idle_ms.load(Relaxed))
+    }
+
+    /// True once idle connections are to close (the drain's idle window has passed).
+    pub fn idle_over(&self) -> bool {
+        self.idle_over.load(SeqCst)
+    }
+
+    /// Starts shutdown: new connections are refused, and each response from here on closes its
+    /// connection; idle connections get the drain's idle window for a last request, then are
+    /// woken to close (at once with a zero window).
+    pub fn begin(self: &Arc<Self>) {
+        let first = !self.flag.swap(true, SeqCst);
         self.wake.fire();
+        let window = self.drain_idle();
+        if window.is_zero() {
+            self.close_idle();
+            return;
+        }
+        if !first {
+            return;
+        }
+        let me = self.clone();
+        let timer = std::thread::Builder::new()
+            .name("weft-drain".into())
+            .spawn(move || {
+                std::thread::sleep(window);
+                me.close_idle();
+            });
+        if let Err(e) = timer {
+            log::warn!("drain: no timer thread ({e}); idle connections close now");
+            self.close_idle();
+        }
+    }
+
+    /// Ends the drain's idle window: idle connections close, and one that falls idle from
+    /// here on closes instead of waiting.
+    pub(crate) fn close_idle(&self) {
+        self.idle_over.store(true, SeqCst);
         self.wake_idle();
     }
 
@@ -94,8 +183,9 @@ pub struct Registration {
 }
 
 impl Registration {
-    /// Marks the connection idle (waiting for a request) or busy. Returns false if shutdown
-    /// has begun, in which case an idle connection should close instead of waiting.
+    /// Marks the connection idle (waiting for a request) or busy. Returns false once the
+    /// drain's idle window has passed, in which case an idle connection should close instead
+    /// of waiting.
     pub fn set_idle(&self, idle: bool) -> bool {
         // Only this connection writes its flag, so a relaxed read sees its own last store; an
         // unchanged flag skips the store (a full barrier on x86), and the earlier SeqCst store
@@ -109,7 +199,7 @@ impl Registration {
             // plain `mov` where a sequentially consistent one is an `xchg`.
             self.idle.store(idle, if idle { SeqCst } else { Release });
         }
-        !self.owner.is_set()
+        !self.owner.idle_over()
     }
 }
 

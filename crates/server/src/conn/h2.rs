@@ -549,7 +549,7 @@ fn drive<T: Transport>(
     loop {
         let retired =
             d.parked.retiring > 0 && (d.streams.is_empty() || d.parked.retiring > RETIRE_STREAMS);
-        if !d.parked.going_away && (app.shutdown.is_set() || retired) {
+        if !d.parked.going_away && (app.shutdown.closing() || retired) {
             d.parked.conn.go_away();
             d.parked.going_away = true;
         }

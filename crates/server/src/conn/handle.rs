@@ -110,7 +110,7 @@ pub(crate) fn handle<T: Transport>(
     let close_delimited = req.version() == Version::Http10
         && matches!(&resp.body, Body::Stream(s) if s.known_len().is_none());
     *keep_alive =
-        body_ok && req.keep_alive() && !resp.close && !close_delimited && !app.shutdown.is_set();
+        body_ok && req.keep_alive() && !resp.close && !close_delimited && !app.shutdown.closing();
     resp
 }
 

@@ -32,6 +32,8 @@ pub fn accept_loop(
     let app = live.current();
     let dispatch = app.cfg.fiber.accept == AcceptMode::Dispatch;
     let mut next_worker = 0usize;
+    // Dropped after the listener (declared before it).
+    let _listening = app.shutdown.listening();
     let listener = FiberListener::from_std(listener)?;
     // No timeout: shutdown ends the wait (an idle acceptor sleeps until a client comes).
     let stop = app.shutdown.interrupt();

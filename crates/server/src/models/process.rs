@@ -278,6 +278,8 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         epoll.add(l.as_raw_fd(), EPOLLIN, i as u64)?;
     }
     let fds: Vec<RawFd> = listeners.iter().map(|(l, _)| l.as_raw_fd()).collect();
+    // Dropped with the listeners.
+    let listening = app.shutdown.listening();
     let max_children = app
         .cfg
         .process
@@ -370,6 +372,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     }
     // Stop accepting: the kernel refuses new connections once the sockets are closed.
     drop(listeners);
+    drop(listening);
     let end = Instant::now() + app.cfg.timeouts.shutdown_grace;
     m.drain(&app, &mut gate, &mut ready, end)?;
     // What is still unanswered closes now; children finish within the rest of the grace.
@@ -913,37 +916,52 @@ impl Master {
         end: Instant,
     ) -> io::Result<()> {
         self.tell_children_to_stop();
-        let idle: Vec<RawFd> = self
-            .held
-            .iter()
-            .filter(|(_, h)| match h.stage {
-                Stage::Idle { .. } => true,
-                Stage::Head { .. } => h.buf.is_empty() && h.resumed,
-                Stage::Prelude | Stage::Body { .. } | Stage::Queued | Stage::Served => false,
-            })
-            .map(|(&fd, _)| fd)
-            .collect();
-        for fd in idle {
-            self.close(fd);
-        }
+        // Idle connections get the idle window (`timeouts.drain_idle`) for a last request,
+        // which a child answers with `Connection: close` (the flag is set in what it
+        // inherits); those still silent after it are closed.
+        let idle_end = Instant::now() + app.shutdown.drain_idle();
+        let mut idle_closed = false;
+        let is_idle = |h: &Held| match h.stage {
+            Stage::Idle { .. } => true,
+            Stage::Head { .. } => h.buf.is_empty() && h.resumed,
+            Stage::Prelude | Stage::Body { .. } | Stage::Queued | Stage::Served => false,
+        };
         let pending = |m: &Master| {
             m.held.values().any(|h| {
-                matches!(
-                    h.stage,
-                    Stage::Prelude | Stage::Head { .. } | Stage::Body { .. } | Stage::Queued
-                )
+                !is_idle(h)
+                    && matches!(
+                        h.stage,
+                        Stage::Prelude | Stage::Head { .. } | Stage::Body { .. } | Stage::Queued
+                    )
             })
         };
-        while pending(self) {
+        loop {
             let now = Instant::now();
-            if now >= end {
+            if !idle_closed && now >= idle_end {
+                let idle: Vec<RawFd> = self
+                    .held
+                    .iter()
+                    .filter(|(_, h)| is_idle(h))
+                    .map(|(&fd, _)| fd)
+                    .collect();
+                for fd in idle {
+                    self.close(fd);
+                }
+                idle_closed = true;
+            }
+            let idle_left = !idle_closed && self.held.values().any(is_idle);
+            if now >= end || !(pending(self) || idle_left) {
                 break;
             }
             self.reap(app, false);
             // The listeners are closed: a child has none of them to close.
             self.dispatch(app, &[], gate);
             self.sweep(app);
-            self.epoll.wait(ready, Some(SWEEP_EVERY.min(end - now)))?;
+            let mut wait = SWEEP_EVERY.min(end - now);
+            if !idle_closed {
+                wait = wait.min(idle_end.saturating_duration_since(now));
+            }
+            self.epoll.wait(ready, Some(wait))?;
             for token in ready.iter().map(|e| e.token) {
                 if token & CONN_TAG != 0 {
                     self.read_head(app, (token & !CONN_TAG) as RawFd);
@@ -1027,6 +1045,8 @@ fn serve_child(
     max_children: usize,
 ) -> i32 {
     app.enter_connection_process();
+    // The master's listening sockets are not this process's to count (it closes its copies).
+    app.shutdown.forget_listeners();
     // A shutdown signal from here on wakes the reads; one that came before set the flag,
     // which they look at first.
     let stop = stop_pipe()
@@ -1067,6 +1087,7 @@ fn serve_child(
         gave_back: false,
         stop,
         read_timeout: None,
+        drain_end: None,
     };
     let info = ConnInfo {
         peer,
@@ -1198,36 +1219,55 @@ struct ChildStream<'a> {
     stop: Option<RawFd>,
     /// The reads' timeout, which [`ChildStream::wait_for_bytes`] applies (`None`: no limit).
     read_timeout: Option<Duration>,
+    /// The end of the drain's idle window (`timeouts.drain_idle`), from when this process
+    /// first saw shutdown.
+    drain_end: Option<Instant>,
 }
 
 impl ChildStream<'_> {
     /// Waits, within the read timeout, until the connection has bytes (or its end) or shutdown
     /// begins. At shutdown it does to the connection what `Shutdown::begin` does in the other
-    /// models ([`crate::shutdown::Shutdown::wake_idle`]): a connection idle between requests
-    /// has its read side shut, so the read returns what the client sent before, then the end
-    /// of the stream, and the driver closes it (HTTP/2 with GOAWAY); a busy one reads on, and
-    /// closes when it falls idle. From then on reads wait on the connection alone.
+    /// models: for the drain's idle window (`timeouts.drain_idle`) the connection still waits
+    /// for a request (answered with `Connection: close`, as every response once shutdown has
+    /// begun); then ([`crate::shutdown::Shutdown::close_idle`]) a connection idle between
+    /// requests has its read side shut, so the read returns what the client sent before, then
+    /// the end of the stream, and the driver closes it (HTTP/2 with GOAWAY); a busy one reads
+    /// on. From then on reads wait on the connection alone.
     fn wait_for_bytes(&mut self) -> io::Result<()> {
         let Some(stop) = self.stop else {
             return Ok(());
         };
-        let fds = [self.inner.raw_fd(), stop];
+        let fd = self.inner.raw_fd();
         let end = self.read_timeout.map(|t| Instant::now() + t);
         loop {
+            let now = Instant::now();
+            let left = end.map_or(Duration::MAX, |e| e.saturating_duration_since(now));
             if self.app.shutdown.is_set() {
-                self.app.shutdown.wake_idle();
-                self.stop = None;
-                return Ok(());
+                let shutdown = &self.app.shutdown;
+                let drain_end = *self
+                    .drain_end
+                    .get_or_insert_with(|| now + shutdown.drain_idle());
+                if now >= drain_end {
+                    shutdown.close_idle();
+                    self.stop = None;
+                    return Ok(());
+                }
+                if left.is_zero() {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "read timeout"));
+                }
+                // The pipe stays readable from here on: the connection alone, until the
+                // window ends.
+                if !poll_readable_any(&[fd], left.min(drain_end - now))?.is_empty() {
+                    return Ok(());
+                }
+                continue;
             }
-            let left = end.map_or(Duration::MAX, |e| {
-                e.saturating_duration_since(Instant::now())
-            });
             if left.is_zero() {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "read timeout"));
             }
             // Nothing ready: the pipe (shutdown), a signal or the timeout, which the loop's
             // next turn tells apart.
-            if poll_readable_any(&fds, left)?.first() == Some(&0) {
+            if poll_readable_any(&[fd, stop], left)?.first() == Some(&0) {
                 return Ok(());
             }
         }
@@ -1275,23 +1315,32 @@ impl Transport for ChildStream<'_> {
     }
 
     /// Waits for the next request, giving up (to hand the connection back to the master) as
-    /// soon as children are scarce or shutdown begins, or when the master has exited
-    /// ([`wait_for_request`]).
+    /// soon as children are scarce, or when the master has exited ([`wait_for_request`]).
+    /// Once shutdown has begun the driver's read waits instead, within the drain's idle
+    /// window ([`ChildStream::wait_for_bytes`]).
     fn linger(&mut self, period: Duration) -> bool {
         self.gave_back = false;
         if self.pos < self.head.len() {
             return true;
         }
         let (live, pressure, shutdown) = (self.live, self.pressure, &self.app.shutdown);
+        // Draining: the driver's read waits for the next request within the drain's idle
+        // window ([`ChildStream::wait_for_bytes`]), then closes.
+        if shutdown.is_set() {
+            return true;
+        }
         let gave_back = &mut self.gave_back;
+        let mut draining = false;
         let fds = [self.inner.raw_fd(), self.pressure_fd];
-        wait_for_request(fds, self.master_fd, Instant::now() + period, || {
+        let request = wait_for_request(fds, self.master_fd, Instant::now() + period, || {
             if shutdown.is_set() {
+                draining = true;
                 return true;
             }
             *gave_back = live.load(Relaxed) >= pressure;
             *gave_back
-        })
+        });
+        request || draining
     }
 
     fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
@@ -1414,6 +1463,7 @@ mod tests {
             gave_back: false,
             stop: Some(stop.as_raw_fd()),
             read_timeout: None,
+            drain_end: None,
         }
     }
 

@@ -17,6 +17,9 @@ use weft_sys::poll::poll_readable_any;
 pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) -> io::Result<()> {
     // The shutdown state is the same in every generation.
     let app = live.current();
+    // Dropped after the listener (declared before it).
+    let _listening = app.shutdown.listening();
+    let listener = listener;
     listener.set_nonblocking(true)?;
     // Turns readable when shutdown begins: the accept loop sleeps until a client or shutdown
     // comes, with no timeout to look at the flag.

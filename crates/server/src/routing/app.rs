@@ -198,6 +198,7 @@ impl App {
             access_log,
             clients,
         } = carried;
+        shutdown.set_drain_idle(cfg.timeouts.drain_idle);
         let mut routes = Vec::new();
         if !cfg.health.path.is_empty() {
             if !cfg.health.path.starts_with('/') {

@@ -1,5 +1,6 @@
 //! Graceful shutdown on SIGTERM: the request in flight is finished, idle keep-alive
-//! connections are closed at once, new connections are refused, and the process exits 0.
+//! connections get `timeouts.drain_idle` for a last request (answered with `Connection:
+//! close`) and are closed after it, new connections are refused, and the process exits 0.
 
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ per_model! {
     sigterm_on_an_idle_server_exits_at_once,
     an_idle_server_sleeps_until_a_client_or_a_signal_comes,
     sigterm_under_load_cuts_no_response,
+    an_idle_connection_is_answered_within_the_drain_window_then_closed,
 }
 
 /// A request still in flight when the grace period ends is cut, and the log says so (on the
@@ -161,29 +163,47 @@ fn sigterm_under_load_cuts_no_response(model: Model) {
         .start();
     let addr = srv.addr;
     let stop = Arc::new(AtomicBool::new(false));
-    let (ok, raced, bad) = (
+    let (ok, raced, backlog, bad) = (
+        Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
     );
     let clients: Vec<_> = (0..16)
         .map(|_| {
-            let (stop, ok, raced, bad) = (stop.clone(), ok.clone(), raced.clone(), bad.clone());
+            let (stop, ok, raced, backlog, bad) = (
+                stop.clone(),
+                ok.clone(),
+                raced.clone(),
+                backlog.clone(),
+                bad.clone(),
+            );
             std::thread::spawn(move || {
-                let mut conn: Option<crate::common::Conn> = None;
+                // The connection, and whether it has carried a request.
+                let mut conn: Option<(crate::common::Conn, bool)> = None;
                 while !stop.load(Relaxed) {
-                    let c = match conn.as_mut() {
-                        Some(c) => c,
+                    let (c, reused) = match conn.as_mut() {
+                        Some((c, reused)) => (c, *reused),
                         None => match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-                            Ok(s) => conn.insert(crate::common::Conn::from_stream(s)),
+                            Ok(s) => {
+                                let (c, _) =
+                                    conn.insert((crate::common::Conn::from_stream(s), false));
+                                (c, false)
+                            }
                             // Refused: the listener has closed.
                             Err(_) => break,
                         },
                     };
+                    // Closed before any byte of an answer: on a connection that had carried
+                    // requests, the server closed it as idle as the request went out (the
+                    // keep-alive race, which `drain_idle` is there to prevent); on a new one,
+                    // it was still in the listen backlog when the listener closed. Either
+                    // way the request was never read.
+                    let race = if reused { &raced } else { &backlog };
                     if c.try_send(b"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
                         .is_err()
                     {
-                        raced.fetch_add(1, Relaxed);
+                        race.fetch_add(1, Relaxed);
                         conn = None;
                         continue;
                     }
@@ -192,13 +212,12 @@ fn sigterm_under_load_cuts_no_response(model: Model) {
                             ok.fetch_add(1, Relaxed);
                             if r.closes() {
                                 conn = None;
+                            } else if let Some((_, reused)) = conn.as_mut() {
+                                *reused = true;
                             }
                         }
-                        // Closed before any byte: an idle connection closed as the request
-                        // went out, or a new one still in the listen backlog when the
-                        // listener closed. Either way the request was never read.
                         Err(crate::common::ReadError::Closed) => {
-                            raced.fetch_add(1, Relaxed);
+                            race.fetch_add(1, Relaxed);
                             conn = None;
                         }
                         other => {
@@ -231,4 +250,50 @@ fn sigterm_under_load_cuts_no_response(model: Model) {
         ok.load(Relaxed),
         raced.load(Relaxed)
     );
+    // Every keep-alive connection's next request was answered (with `Connection: close`)
+    // in the drain's idle window: none met a close instead.
+    assert_eq!(
+        raced.load(Relaxed),
+        0,
+        "keep-alive requests met a close ({} whole, {} new connections in the backlog)",
+        ok.load(Relaxed),
+        backlog.load(Relaxed)
+    );
+}
+
+/// SIGTERM with idle keep-alive connections: one that sends within `drain_idle` is answered,
+/// with `Connection: close`; one that stays silent is closed once the window has passed, not
+/// before.
+fn an_idle_connection_is_answered_within_the_drain_window_then_closed(model: Model) {
+    let mut srv = Builder::new(model, "drain-idle")
+        .config("[timeouts]\nshutdown_grace = \"8s\"\ndrain_idle = \"2s\"\n")
+        .start();
+    let mut talks = srv.connect();
+    let mut silent = srv.connect();
+    for c in [&mut talks, &mut silent] {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let r = c.read_response().unwrap();
+        assert!(!r.closes(), "{r:?}");
+    }
+    srv.signal(libc::SIGTERM);
+    let signalled = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    talks.send(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+    let r = talks
+        .read_response()
+        .unwrap_or_else(|e| panic!("the request in the window: {e:?}\n{}", srv.log()));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]));
+    assert!(r.closes(), "an answer in the drain says close: {r:?}");
+    assert!(talks.closed_within(Duration::from_secs(3)));
+    assert!(
+        silent.closed_within(Duration::from_secs(6)),
+        "the silent connection outlived the window"
+    );
+    let closed_after = signalled.elapsed();
+    assert!(
+        closed_after >= Duration::from_millis(1500),
+        "the silent connection closed after {closed_after:?}, within the 2 s window"
+    );
+    let status = srv.wait_exit(Duration::from_secs(8)).expect("no exit");
+    assert!(status.success(), "{status:?}");
 }

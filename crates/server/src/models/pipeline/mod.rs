@@ -297,6 +297,8 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     // Turns readable when shutdown begins: accept threads and a sleeping monitor wait on it
     // beside what they wait for, with no timeout to look at the flag.
     let stop = app.shutdown.interrupt().eventfd()?.as_raw_fd();
+    // Dropped once the accept threads, which hold the listener, have ended.
+    let listening = app.shutdown.listening();
     let p = Arc::new(Pipeline {
         stages: std::array::from_fn(|k| Arc::new(queue::Stage::new(pc.queue, initial[k]))),
         poller: Arc::new(Poller::new()?),
@@ -352,6 +354,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     for t in accept_threads {
         let _ = t.join();
     }
+    drop(listening);
     // Let in-flight requests finish; idle connections were woken by the shutdown registry.
     let grace = app.cfg.timeouts.shutdown_grace;
     let end = Instant::now() + grace;

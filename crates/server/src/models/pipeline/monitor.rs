@@ -337,7 +337,13 @@ pub(crate) fn run(p: &Pipeline, pc: &PipelineConfig, report: &Report, poll: Dura
             if p.app.shutdown.is_set() {
                 return;
             }
-            std::thread::sleep(poll.min(next_at.saturating_duration_since(Instant::now())));
+            // Shutdown (`stop` readable) ends the wait at once: the listener closes without a
+            // tick's delay, in which reconnecting clients would queue in its backlog only to
+            // be reset.
+            let _ = weft_sys::poll::poll_readable_any(
+                &[stop],
+                poll.min(next_at.saturating_duration_since(Instant::now())),
+            );
             // The tick that ends the period is the sample's, which reads the queues itself.
             if pc.controller && Instant::now() < next_at {
                 track_pressure(&mut pressure, &queues(p), CpuTimes::read);
