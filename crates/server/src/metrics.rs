@@ -58,6 +58,8 @@ pub struct Counters {
     pub accepted: AtomicU64,
     /// Connections open now.
     pub open: AtomicU64,
+    /// Idle keep-alive connections closed to make room at `limits.max_connections`.
+    pub reclaimed: AtomicU64,
     /// Connections that spoke HTTP/2 (ALPN h2 or the h2c preface).
     pub h2_connections: AtomicU64,
     /// Responses sent over HTTP/2 (one per stream answered; also in the status counts).
@@ -602,6 +604,7 @@ impl Metrics {
                     "bytes_out": l.bytes_out(),
                     "connections_accepted": l.accepted.load(Relaxed),
                     "connections_open": l.open.load(Relaxed),
+                    "connections_reclaimed": l.reclaimed.load(Relaxed),
                     "http2": {
                         "connections": l.h2_connections.load(Relaxed),
                         "requests": l.h2_requests.load(Relaxed),
@@ -694,6 +697,12 @@ impl Metrics {
             "counter",
             "Connections accepted.",
             &|l| l.accepted.load(Relaxed),
+        );
+        family(
+            "weft_connections_reclaimed_total",
+            "counter",
+            "Idle keep-alive connections closed to make room at limits.max_connections.",
+            &|l| l.reclaimed.load(Relaxed),
         );
         family(
             "weft_http2_connections_total",

@@ -39,9 +39,36 @@ pub struct Shutdown {
     /// the flag, and without touching the listening socket (an upgrade hands it on).
     wake: Interrupt,
     next: AtomicU64,
-    conns: Mutex<HashMap<u64, (RawFd, Arc<AtomicBool>)>>,
+    conns: Mutex<HashMap<u64, Entry>>,
     /// Listening sockets still open in this process ([`Listening`]).
     listeners: AtomicUsize,
+}
+
+/// A registered connection: its socket, the listener it came through ([`listener_key`]), and
+/// since when it is idle between requests (the Unix second; 0 while busy).
+#[derive(Debug)]
+struct Entry {
+    fd: RawFd,
+    listener: usize,
+    idle: Arc<AtomicU64>,
+}
+
+/// What registrations name a listener by: its metrics' address in memory.
+pub(crate) fn listener_key(lm: &crate::metrics::ListenerMetrics) -> usize {
+    std::ptr::from_ref(lm) as usize
+}
+
+/// Idle connections a full listener closes at most per look ([`reclaim_batch`]; nginx's
+/// `ngx_drain_connections` closes up to 32).
+pub(crate) const RECLAIM_BATCH: usize = 16;
+
+/// How many idle connections a listener of `max_conns` closes per look while full with a
+/// client waiting (each look is [`crate::models::ACCEPT_BACKOFF`] apart): [`RECLAIM_BATCH`],
+/// and no more than a 64th of the limit, at least one (a small listener closes one at a time).
+pub(crate) fn reclaim_batch(max_conns: u64) -> usize {
+    usize::try_from(max_conns / 64)
+        .unwrap_or(usize::MAX)
+        .clamp(1, RECLAIM_BATCH)
 }
 
 /// A listening socket's share in the drain: held beside the socket by the model that accepts
@@ -143,11 +170,38 @@ impl Shutdown {
     /// (nothing waits on its interrupt there).
     pub(crate) fn wake_idle(&self) {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        for (fd, idle) in conns.values() {
-            if idle.load(SeqCst) {
-                let _ = weft_sys::socket::shutdown(*fd, std::net::Shutdown::Read);
+        for e in conns.values() {
+            if e.idle.load(SeqCst) != 0 {
+                let _ = weft_sys::socket::shutdown(e.fd, std::net::Shutdown::Read);
             }
         }
+    }
+
+    /// A listener at `limits.max_connections` makes room (nginx's reuse of idle keep-alive
+    /// connections): shuts the read side of up to `n` of its connections idle between
+    /// requests, the longest idle first, so each wakes, reads the end and closes. Returns how
+    /// many. A request already received is still read and answered first; one sent as the
+    /// close happens meets it, as at the keep-alive timeout.
+    pub(crate) fn reclaim(&self, listener: usize, n: usize) -> usize {
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle: Vec<(u64, &Entry)> = conns
+            .values()
+            .filter(|e| e.listener == listener)
+            .filter_map(|e| match e.idle.load(SeqCst) {
+                0 => None,
+                since => Some((since, e)),
+            })
+            .collect();
+        idle.sort_unstable_by_key(|&(since, _)| since);
+        let mut closed = 0;
+        for (_, e) in idle.into_iter().take(n) {
+            // Busy from here: a second call picks others while this one closes.
+            e.idle.store(0, SeqCst);
+            if weft_sys::socket::shutdown(e.fd, std::net::Shutdown::Read).is_ok() {
+                closed += 1;
+            }
+        }
+        closed
     }
 
     /// The flag itself, for a signal handler that begins shutdown by setting it (no locks:
@@ -160,12 +214,22 @@ impl Shutdown {
     /// Registers a connection's socket; the registration must be dropped before the socket
     /// is closed (so `begin` never touches a reused descriptor).
     pub fn register(self: &Arc<Self>, fd: RawFd) -> Registration {
+        self.register_on(fd, 0)
+    }
+
+    /// [`Shutdown::register`] for a connection of `listener` ([`listener_key`]), which
+    /// [`Shutdown::reclaim`] may close when that listener is full.
+    pub(crate) fn register_on(self: &Arc<Self>, fd: RawFd, listener: usize) -> Registration {
         let id = self.next.fetch_add(1, SeqCst);
-        let idle = Arc::new(AtomicBool::new(false));
-        self.conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, (fd, idle.clone()));
+        let idle = Arc::new(AtomicU64::new(0));
+        self.conns.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            id,
+            Entry {
+                fd,
+                listener,
+                idle: idle.clone(),
+            },
+        );
         Registration {
             owner: self.clone(),
             id,
@@ -179,7 +243,8 @@ impl Shutdown {
 pub struct Registration {
     owner: Arc<Shutdown>,
     id: u64,
-    idle: Arc<AtomicBool>,
+    /// Since when the connection is idle (the Unix second), 0 while busy.
+    idle: Arc<AtomicU64>,
 }
 
 impl Registration {
@@ -190,14 +255,21 @@ impl Registration {
         // Only this connection writes its flag, so a relaxed read sees its own last store; an
         // unchanged flag skips the store (a full barrier on x86), and the earlier SeqCst store
         // still orders before the check below.
-        if self.idle.load(Relaxed) != idle {
+        // Idle: since when, in whole seconds (the thread's cached `Date` second: an event
+        // loop reads no clock for it); it orders `reclaim`'s choice. Never 0 (busy).
+        if (self.idle.load(Relaxed) != 0) != idle {
             // Idle needs the full barrier: this store must come before the flag's load below,
             // as `begin`'s flag store comes before its load of this one (otherwise each could
             // miss the other and the connection sleep through shutdown). Busy needs none:
             // nothing is decided on it after the store (`begin` reading a stale "idle" is the
             // same race as reading it just before the store), and on x86 a release store is a
             // plain `mov` where a sequentially consistent one is an `xchg`.
-            self.idle.store(idle, if idle { SeqCst } else { Release });
+            if idle {
+                let since = weft_http::date::now_stamped().0.max(1);
+                self.idle.store(since, SeqCst);
+            } else {
+                self.idle.store(0, Release);
+            }
         }
         !self.owner.idle_over()
     }
@@ -210,5 +282,87 @@ impl Drop for Registration {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    /// Whether a read on `s` (non-blocking) finds its end now.
+    fn at_end(s: &mut UnixStream) -> bool {
+        s.set_nonblocking(true).unwrap();
+        matches!(s.read(&mut [0u8; 8]), Ok(0))
+    }
+
+    #[test]
+    fn reclaim_closes_the_longest_idle_of_one_listener_and_no_busy_one() {
+        let shutdown = Arc::new(Shutdown::default());
+        let mut pairs: Vec<(UnixStream, UnixStream)> =
+            (0..4).map(|_| UnixStream::pair().unwrap()).collect();
+        // Listener 1: idle since seconds 300, 100 and 200; busy. Listener 2: idle since 50.
+        let regs: Vec<Registration> = pairs
+            .iter()
+            .zip([(1, 300), (1, 100), (1, 200), (2, 50)])
+            .map(|((s, _), (listener, since))| {
+                let r = shutdown.register_on(s.as_raw_fd(), listener);
+                r.idle.store(since, SeqCst);
+                r
+            })
+            .collect();
+        let busy = UnixStream::pair().unwrap();
+        let _busy = shutdown.register_on(busy.0.as_raw_fd(), 1);
+        assert_eq!(shutdown.reclaim(1, 2), 2);
+        let mut ends: Vec<bool> = Vec::new();
+        for (s, _peer) in &mut pairs {
+            ends.push(at_end(s));
+        }
+        // The two longest idle of listener 1 (since 100 and 200); listener 2's untouched.
+        assert_eq!(ends, [false, true, true, false]);
+        // Those chosen count as busy now: the next look takes the last idle one.
+        assert_eq!(shutdown.reclaim(1, 16), 1);
+        assert_eq!(shutdown.reclaim(1, 16), 0);
+        // Registrations go before their sockets close.
+        drop(regs);
+        assert_eq!(shutdown.conns.lock().unwrap().len(), 1);
+        drop(pairs);
+    }
+
+    #[test]
+    fn a_drain_waits_the_idle_window_before_closing_idle_connections() {
+        let shutdown = Arc::new(Shutdown::default());
+        shutdown.set_drain_idle(std::time::Duration::from_millis(300));
+        let (mut idle, _peer) = UnixStream::pair().unwrap();
+        let reg = shutdown.register(idle.as_raw_fd());
+        assert!(reg.set_idle(true));
+        shutdown.begin();
+        assert!(shutdown.is_set() && shutdown.closing());
+        // Within the window: still waiting for a request, not shut.
+        assert!(reg.set_idle(true));
+        assert!(!at_end(&mut idle));
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !shutdown.idle_over() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(shutdown.idle_over());
+        assert!(at_end(&mut idle), "the idle connection was not shut");
+        assert!(
+            !reg.set_idle(true),
+            "past the window an idle connection closes"
+        );
+    }
+
+    #[test]
+    fn responses_close_only_once_the_listeners_are_closed() {
+        let shutdown = Arc::new(Shutdown::default());
+        shutdown.set_drain_idle(std::time::Duration::from_secs(60));
+        let listening = shutdown.listening();
+        shutdown.begin();
+        assert!(shutdown.is_set() && !shutdown.closing());
+        drop(listening);
+        assert!(shutdown.closing());
     }
 }

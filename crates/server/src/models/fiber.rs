@@ -34,12 +34,13 @@ pub fn accept_loop(
     let mut next_worker = 0usize;
     // Dropped after the listener (declared before it).
     let _listening = app.shutdown.listening();
+    let listen_fd = listener.as_raw_fd();
     let listener = FiberListener::from_std(listener)?;
     // No timeout: shutdown ends the wait (an idle acceptor sleeps until a client comes).
     let stop = app.shutdown.interrupt();
-    let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
+    let mut gate = AcceptGate::new(app.cfg.limits.max_connections, Some(app.shutdown.clone()));
     while !app.shutdown.is_set() {
-        if gate.at_capacity(&lm) {
+        if gate.at_capacity(&lm, || super::backlog_waits(listen_fd)) {
             weft_fiber::sleep(ACCEPT_BACKOFF);
             continue;
         }
@@ -48,7 +49,7 @@ pub fn accept_loop(
                 // Another worker may have filled the last slot while this one waited in
                 // accept: hold the new connection unserved (as if still in the backlog) until
                 // a slot frees, so the limit is never exceeded.
-                while gate.at_capacity(&lm) && !app.shutdown.is_set() {
+                while gate.at_capacity(&lm, || true) && !app.shutdown.is_set() {
                     weft_fiber::sleep(ACCEPT_BACKOFF);
                 }
                 // The generation this connection keeps for its whole life.
@@ -58,7 +59,8 @@ pub fn accept_loop(
                 let guard = OpenGuard::new(lm.clone());
                 let lm = lm.clone();
                 let conn = move || {
-                    let registration = Some(app.shutdown.register(stream.as_raw_fd()));
+                    let key = crate::shutdown::listener_key(&lm);
+                    let registration = Some(app.shutdown.register_on(stream.as_raw_fd(), key));
                     let info = ConnInfo {
                         peer,
                         local,

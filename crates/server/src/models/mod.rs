@@ -23,13 +23,21 @@ const WARN_EVERY: Duration = Duration::from_secs(5);
 pub(crate) struct AcceptGate {
     max_conns: u64,
     last_warning: Option<Instant>,
+    /// Where the listener's idle keep-alive connections are registered, to close some when it
+    /// is full ([`crate::shutdown::Shutdown::reclaim`]); `None` where the model reclaims them
+    /// itself (the `process` model's master).
+    reclaim: Option<std::sync::Arc<crate::shutdown::Shutdown>>,
 }
 
 impl AcceptGate {
-    pub(crate) fn new(max_conns: usize) -> AcceptGate {
+    pub(crate) fn new(
+        max_conns: usize,
+        reclaim: Option<std::sync::Arc<crate::shutdown::Shutdown>>,
+    ) -> AcceptGate {
         AcceptGate {
             max_conns: max_conns as u64,
             last_warning: None,
+            reclaim,
         }
     }
 
@@ -54,20 +62,44 @@ impl AcceptGate {
         true
     }
 
-    /// True (with a warning) while the listener has `limits.max_connections` open.
-    pub(crate) fn at_capacity(&mut self, lm: &ListenerMetrics) -> bool {
+    /// True while the listener has `limits.max_connections` open. Then, if a client is
+    /// `waiting` (in the listen backlog, or accepted and held), it closes (with a rate-limited
+    /// warning) up to [`crate::shutdown::reclaim_batch`] of the listener's idle keep-alive
+    /// connections, longest idle first, as nginx reuses them, so that client is served rather
+    /// than left waiting; the caller pauses [`ACCEPT_BACKOFF`] meanwhile. With no client
+    /// waiting, a full listener closes nothing.
+    pub(crate) fn at_capacity(
+        &mut self,
+        lm: &ListenerMetrics,
+        waiting: impl FnOnce() -> bool,
+    ) -> bool {
         let full = lm.open.load(Relaxed) >= self.max_conns;
         if full {
+            let reclaim = self.reclaim.as_ref().filter(|_| waiting());
+            let closed = reclaim.map_or(0, |s| {
+                s.reclaim(
+                    crate::shutdown::listener_key(lm),
+                    crate::shutdown::reclaim_batch(self.max_conns),
+                )
+            });
+            lm.reclaimed
+                .fetch_add(closed as u64, std::sync::atomic::Ordering::Relaxed);
             let max = self.max_conns;
             self.warn(|| {
                 format!(
-                    "{}: {max} connections open (limits.max_connections); not accepting",
+                    "{}: {max} connections open (limits.max_connections); closing idle \
+                     keep-alive connections ({closed} now), accepting as they close",
                     lm.addr
                 )
             });
         }
         full
     }
+}
+
+/// Whether a client waits in `listener`'s backlog (the listening socket is readable).
+pub(crate) fn backlog_waits(listener: std::os::fd::RawFd) -> bool {
+    weft_sys::poll::poll_readable_any(&[listener], Duration::ZERO).is_ok_and(|r| !r.is_empty())
 }
 
 /// The local address of a connection accepted on `lm`'s listener: the listener's own address

@@ -246,7 +246,12 @@ struct Master {
     exited: Option<std::os::fd::OwnedFd>,
     /// Shutdown has begun: the children were told to stop.
     stopping: bool,
+    /// A full listener has a client waiting: lingering children give their idle connections
+    /// back at once ([`Master::reclaim`]).
+    crowded: bool,
     max_children: usize,
+    /// `limits.max_connections`, per listener.
+    max_conns: u64,
     parser: Parser,
     /// Descriptors the master may use for connections (see [`descriptor_room`]).
     fd_room: usize,
@@ -286,7 +291,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         .max_children
         .min(app.cfg.limits.max_connections)
         .max(1);
-    let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
+    let mut gate = AcceptGate::new(app.cfg.limits.max_connections, None);
     let mut m = Master {
         epoll,
         held: HashMap::new(),
@@ -298,7 +303,9 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         pressure: PollFlag::new()?,
         exited: sp::pidfd_open(sp::pid()).ok(),
         stopping: false,
+        crowded: false,
         max_children,
+        max_conns: app.cfg.limits.max_connections as u64,
         parser: Parser::new(app.cfg.limits.http()),
         fd_room: descriptor_room(),
     };
@@ -332,8 +339,13 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         }
         // A listener the master cannot accept from now leaves the epoll set (level-triggered,
         // it would wake the master at once, again and again) until a connection closes.
+        let mut crowded = false;
         for (i, (l, lm)) in listeners.iter().enumerate() {
-            let want = m.has_room(&mut gate) && !gate.at_capacity(lm);
+            if lm.open.load(Relaxed) >= m.max_conns && super::backlog_waits(l.as_raw_fd()) {
+                m.reclaim(lm);
+                crowded = true;
+            }
+            let want = m.has_room(&mut gate) && !gate.at_capacity(lm, || false);
             if want != armed[i] {
                 let r = if want {
                     m.epoll.add(l.as_raw_fd(), EPOLLIN, i as u64)
@@ -349,7 +361,10 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         // wait in which nothing happened (no event, no signal: nothing can have moved a
         // deadline) it sleeps until the earliest deadline, and with none (no connection held,
         // or all with children) until a client, a child's exit or a signal comes.
-        let timeout = if quiet {
+        m.crowd(crowded);
+        // A full listener with a client waiting looks again each SWEEP_EVERY as idle
+        // connections come back from children and close.
+        let timeout = if quiet && !crowded {
             m.earliest_due()
                 .map(|d| d.saturating_duration_since(Instant::now()).max(SWEEP_EVERY))
         } else {
@@ -426,9 +441,48 @@ impl Master {
     /// that wakes them when it reaches the pressure mark (or once shutdown has begun).
     fn children_changed(&mut self) {
         let n = self.children.len() as u64;
-        self.live.store(n, Relaxed);
+        // Crowded: every lingering child reads the pressure mark as reached.
+        self.live
+            .store(if self.crowded { u64::MAX } else { n }, Relaxed);
         self.pressure
-            .set(self.stopping || n >= pressure_mark(self.max_children));
+            .set(self.stopping || self.crowded || n >= pressure_mark(self.max_children));
+    }
+
+    /// Whether lingering children are to hand their idle connections back at once: while a
+    /// full listener has a client waiting ([`Master::reclaim`]).
+    fn crowd(&mut self, on: bool) {
+        if self.crowded != on {
+            self.crowded = on;
+            self.children_changed();
+        }
+    }
+
+    /// A listener at `limits.max_connections` with a client in its backlog makes room, as the
+    /// other models do ([`AcceptGate::at_capacity`]): closes up to
+    /// [`crate::shutdown::reclaim_batch`] of the idle keep-alive connections the master holds
+    /// for that listener, longest idle first (lingering children hand theirs back meanwhile,
+    /// [`Master::crowd`], to be closed in turn). Returns how many it closed.
+    fn reclaim(&mut self, lm: &Arc<ListenerMetrics>) -> usize {
+        let mut idle: Vec<(Instant, RawFd)> = self
+            .held
+            .iter()
+            .filter(|(_, h)| Arc::ptr_eq(&h.lm, lm))
+            .filter_map(|(&fd, h)| match h.stage {
+                Stage::Idle { deadline } => Some((deadline, fd)),
+                Stage::Head { deadline } if h.buf.is_empty() && h.resumed => Some((deadline, fd)),
+                _ => None,
+            })
+            .collect();
+        // The earliest idle deadline is the longest idle (one keep-alive timeout for all).
+        idle.sort_unstable();
+        let closed = idle
+            .len()
+            .min(crate::shutdown::reclaim_batch(self.max_conns));
+        for &(_, fd) in &idle[..closed] {
+            self.close(fd);
+        }
+        lm.reclaimed.fetch_add(closed as u64, Relaxed);
+        closed
     }
 
     /// Shutdown's word to the children: the flag raised (a lingering child wakes and looks
@@ -463,7 +517,7 @@ impl Master {
         gate: &mut AcceptGate,
     ) {
         for _ in 0..ACCEPT_BURST {
-            if gate.at_capacity(lm) || !self.has_room(gate) {
+            if gate.at_capacity(lm, || false) || !self.has_room(gate) {
                 return;
             }
             match listener.accept() {

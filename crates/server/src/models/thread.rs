@@ -24,9 +24,9 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
     // Turns readable when shutdown begins: the accept loop sleeps until a client or shutdown
     // comes, with no timeout to look at the flag.
     let stop = app.shutdown.interrupt().eventfd()?.as_raw_fd();
-    let mut gate = AcceptGate::new(app.cfg.limits.max_connections);
+    let mut gate = AcceptGate::new(app.cfg.limits.max_connections, Some(app.shutdown.clone()));
     while !app.shutdown.is_set() {
-        if gate.at_capacity(&lm) {
+        if gate.at_capacity(&lm, || super::backlog_waits(listener.as_raw_fd())) {
             std::thread::sleep(ACCEPT_BACKOFF);
             continue;
         }
@@ -44,7 +44,8 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                     .spawn(move || {
                         let _guard = guard;
                         let mut stream = BlockingStream::new(stream);
-                        let registration = Some(app.shutdown.register(stream.raw_fd()));
+                        let key = crate::shutdown::listener_key(&lm2);
+                        let registration = Some(app.shutdown.register_on(stream.raw_fd(), key));
                         let info = ConnInfo {
                             peer,
                             local,

@@ -1,5 +1,5 @@
-//! Limits under pressure (hardening): the connection limit pauses accepting without dropping
-//! anyone, running out of descriptors backs off without a busy loop and recovers, and slow
+//! Limits under pressure (hardening): the connection limit closes idle keep-alive connections
+//! for a waiting client and otherwise pauses accepting without dropping anyone, running out of descriptors backs off without a busy loop and recovers, and slow
 //! clients that trickle a request head do not starve normal ones.
 
 use std::io::Read;
@@ -9,6 +9,7 @@ use crate::common::{Builder, Conn, Model, Server};
 
 per_model! {
     the_connection_limit_pauses_accepting_until_a_connection_closes,
+    idle_keep_alive_connections_make_room_at_the_limit,
     running_out_of_descriptors_backs_off_and_recovers,
     slow_clients_trickling_a_head_do_not_starve_normal_ones,
     an_unread_body_is_discarded_up_to_max_discard_body,
@@ -49,7 +50,11 @@ fn the_connection_limit_pauses_accepting_until_a_connection_closes(model: Model)
     let srv = Builder::new(model, "conn-limit")
         .config("[limits]\nmax_connections = 4\n")
         .start();
-    let mut held: Vec<Conn> = (0..4).map(|_| served_conn(&srv)).collect();
+    // Four connections that have not sent a request yet: none is idle between requests, so
+    // none is closed to make room.
+    let mut held: Vec<Conn> = (0..4).map(|_| srv.connect()).collect();
+    // Each accepted before the next (the process model's master reads none of them yet).
+    std::thread::sleep(Duration::from_millis(200));
     // The fifth client completes its TCP handshake (the listen backlog) but is not served.
     let mut fifth = srv.connect();
     fifth.send(ECHO);
@@ -68,6 +73,51 @@ fn the_connection_limit_pauses_accepting_until_a_connection_closes(model: Model)
         srv.log().contains("limits.max_connections"),
         "{}",
         srv.log()
+    );
+}
+
+/// At `max_connections`, a new client is served by closing an idle keep-alive connection, the
+/// longest idle first (nginx reuses idle connections so), not left in the backlog.
+fn idle_keep_alive_connections_make_room_at_the_limit(model: Model) {
+    let srv = Builder::new(model, "conn-reclaim")
+        .config("[limits]\nmax_connections = 3\n")
+        .args(&["--status"])
+        .start();
+    let mut oldest = served_conn(&srv);
+    // Idle since a second earlier than the others (the order is kept in whole seconds).
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut others: Vec<Conn> = (0..2).map(|_| served_conn(&srv)).collect();
+    let t0 = Instant::now();
+    let mut fourth = srv.connect();
+    fourth.send(ECHO);
+    let r = fourth
+        .read_response()
+        .unwrap_or_else(|e| panic!("the fourth client: {e:?}\n{}", srv.log()));
+    assert_eq!(r.status, 200);
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "served only after {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        oldest.closed_within(Duration::from_secs(3)),
+        "the longest idle connection is still open"
+    );
+    for c in &mut others {
+        c.send(ECHO);
+        assert_eq!(
+            c.read_response().expect("a newer idle connection").status,
+            200
+        );
+    }
+    // On one of the connections held (a new one would take another's place).
+    others[0].send(b"GET /_weft/metrics HTTP/1.1\r\nHost: test\r\n\r\n");
+    let metrics = others[0].read_response().expect("metrics");
+    let text = String::from_utf8_lossy(&metrics.body).to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("weft_connections_reclaimed_total") && !l.ends_with(" 0")),
+        "{text}"
     );
 }
 

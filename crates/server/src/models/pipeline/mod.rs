@@ -418,7 +418,10 @@ fn accept_worker(p: &Pipeline, idx: usize, stop: std::os::fd::RawFd) {
     let Some(listener) = p.listener.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
         return;
     };
-    let mut gate = AcceptGate::new(p.app.cfg.limits.max_connections);
+    let mut gate = AcceptGate::new(
+        p.app.cfg.limits.max_connections,
+        Some(p.app.shutdown.clone()),
+    );
     while p.stage(Stage::Accept).wait_permit(idx) && !p.app.shutdown.is_set() {
         if let Some(conn) = stages::accept(p, &listener, &mut gate, stop) {
             p.dispatch(Next::Receive(conn), false);

@@ -26,7 +26,7 @@ pub(crate) fn accept(
     gate: &mut AcceptGate,
     stop: std::os::fd::RawFd,
 ) -> Option<Box<Conn>> {
-    if gate.at_capacity(&p.lm) {
+    if gate.at_capacity(&p.lm, || crate::models::backlog_waits(listener.as_raw_fd())) {
         std::thread::sleep(crate::models::ACCEPT_BACKOFF);
         return None;
     }
@@ -34,7 +34,7 @@ pub(crate) fn accept(
         Ok((stream, peer)) => {
             // Another accept thread may have filled the last slot meanwhile: hold the new
             // connection unserved (as if still in the backlog) until one frees.
-            while gate.at_capacity(&p.lm) && !p.app.shutdown.is_set() {
+            while gate.at_capacity(&p.lm, || true) && !p.app.shutdown.is_set() {
                 std::thread::sleep(crate::models::ACCEPT_BACKOFF);
             }
             let accept = p.stage(super::controller::Stage::Accept);
@@ -82,7 +82,8 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
     };
     let prelude = conn::Prelude::new(&p.lm, &app.cfg.timeouts, Instant::now());
     let guard = OpenGuard::new(p.lm.clone());
-    let registration = Some(p.app.shutdown.register(stream.as_raw_fd()));
+    let key = crate::shutdown::listener_key(&p.lm);
+    let registration = Some(p.app.shutdown.register_on(stream.as_raw_fd(), key));
     Some(Box::new(Conn {
         info: ConnInfo {
             peer,
