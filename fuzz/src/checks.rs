@@ -867,3 +867,24 @@ pub fn basic_auth(data: &[u8]) {
     let enc = base64_encode(data);
     assert_eq!(base64_decode(enc.as_bytes()).as_deref(), Some(data));
 }
+
+/// Arbitrary bytes as a client certificate into `weft_http::x509::names`: no panic, the same
+/// answer twice; names that come out carry no raw control character (they go into logs, CGI
+/// variables and headers as they are), and no prefix of an accepted certificate is accepted.
+pub fn x509_names(data: &[u8]) {
+    use weft_http::x509::names;
+    let got = names(data);
+    assert_eq!(got, names(data));
+    if let Ok(n) = got {
+        for s in [&n.subject, &n.issuer, &n.serial] {
+            assert!(!s.chars().any(char::is_control), "{s:?}");
+        }
+        assert!(n.serial.bytes().all(|b| b.is_ascii_hexdigit()));
+        for cut in [0, data.len() / 2, data.len() - 1] {
+            assert!(
+                names(&data[..cut]).is_err(),
+                "a prefix of {cut} bytes passed"
+            );
+        }
+    }
+}

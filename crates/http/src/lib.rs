@@ -38,6 +38,7 @@ pub mod cgi;
 pub mod chunked;
 pub mod conditional;
 pub mod date;
+mod der;
 pub mod encoding;
 mod error;
 pub mod fastcgi;
@@ -51,6 +52,7 @@ pub mod range;
 mod request;
 pub mod response;
 mod response_head;
+pub mod x509;
 
 pub use chunked::ChunkedDecoder;
 pub use error::Error;

@@ -84,10 +84,7 @@ pub fn check(der: &[u8]) -> Result<(), Problem> {
 
 /// The content of `bytes`, which must be exactly one element with tag `tag`.
 fn whole<'a>(bytes: &'a [u8], tag: u8, what: &'static str) -> Result<&'a [u8], Problem> {
-    match element(bytes, tag, what)? {
-        (content, []) => Ok(content),
-        _ => Err(Problem::Malformed(what)),
-    }
+    crate::der::whole(bytes, tag, what).map_err(Problem::Malformed)
 }
 
 /// The content of the element `bytes` starts with, which must have tag `tag`, and the bytes
@@ -97,35 +94,7 @@ fn element<'a>(
     tag: u8,
     what: &'static str,
 ) -> Result<(&'a [u8], &'a [u8]), Problem> {
-    let bad = Problem::Malformed(what);
-    let [t, first, rest @ ..] = bytes else {
-        return Err(bad);
-    };
-    if *t != tag {
-        return Err(bad);
-    }
-    let (len, rest) = match *first {
-        n @ 0..=0x7f => (usize::from(n), rest),
-        // Long form, one to four length octets (no indefinite length in DER), shortest form.
-        n @ 0x81..=0x84 => {
-            let k = usize::from(n & 0x7f);
-            if rest.len() < k || rest[0] == 0 {
-                return Err(bad);
-            }
-            let len = rest[..k]
-                .iter()
-                .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
-            if len < 0x80 {
-                return Err(bad);
-            }
-            (len, &rest[k..])
-        }
-        _ => return Err(bad),
-    };
-    if rest.len() < len {
-        return Err(bad);
-    }
-    Ok(rest.split_at(len))
+    crate::der::element(bytes, tag, what).map_err(Problem::Malformed)
 }
 
 #[cfg(test)]

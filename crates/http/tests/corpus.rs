@@ -107,3 +107,8 @@ fn fastcgi_records_corpus() {
 fn basic_auth_corpus() {
     replay("basic_auth", checks::basic_auth);
 }
+
+#[test]
+fn x509_names_corpus() {
+    replay("x509_names", checks::x509_names);
+}

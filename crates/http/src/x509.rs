@@ -1,0 +1,356 @@
+//! What weft tells of a client certificate (mutual TLS): its subject and issuer as RFC 4514
+//! strings (`CN=alice,O=Example`, nginx's `$ssl_client_s_dn`, Apache's `SSL_CLIENT_S_DN` in
+//! RFC 2253 form) and its serial number in hex. The certificate has been verified against the
+//! configured CAs before this reads it, but its bytes are still the client's: anything not
+//! shaped as below is refused, never trusted.
+//!
+//! ```text
+//! Certificate  ::= SEQUENCE { tbsCertificate TBSCertificate, signatureAlgorithm, signature }
+//! TBSCertificate ::= SEQUENCE { version [0] EXPLICIT OPTIONAL, serialNumber INTEGER,
+//!                               signature AlgorithmIdentifier, issuer Name, validity,
+//!                               subject Name, ... }
+//! Name ::= SEQUENCE OF RelativeDistinguishedName    -- SET OF AttributeTypeAndValue
+//! AttributeTypeAndValue ::= SEQUENCE { type OBJECT IDENTIFIER, value ANY }
+//! ```
+
+use crate::der::{any, element, whole};
+
+const SEQUENCE: u8 = 0x30;
+const SET: u8 = 0x31;
+const INTEGER: u8 = 0x02;
+const OID: u8 = 0x06;
+/// `[0]`, constructed: the version.
+const CONTEXT_0: u8 = 0xa0;
+
+/// A client certificate's names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CertNames {
+    /// The subject, RFC 4514 (the last RDN first).
+    pub subject: String,
+    /// The issuer, RFC 4514.
+    pub issuer: String,
+    /// The serial number, upper-case hex without leading zero octets (nginx
+    /// `$ssl_client_serial`, Apache `SSL_CLIENT_M_SERIAL`).
+    pub serial: String,
+}
+
+/// Reads the names of the DER certificate `der`; `Err` says what was not where expected.
+pub fn names(der: &[u8]) -> Result<CertNames, &'static str> {
+    let cert = whole(der, SEQUENCE, "a Certificate SEQUENCE")?;
+    let (tbs, _) = element(cert, SEQUENCE, "a TBSCertificate SEQUENCE")?;
+    let tbs = match element(tbs, CONTEXT_0, "") {
+        Ok((_, rest)) => rest,
+        Err(_) => tbs,
+    };
+    let (serial, rest) = element(tbs, INTEGER, "a serialNumber INTEGER")?;
+    let (_, rest) = element(rest, SEQUENCE, "a signature AlgorithmIdentifier")?;
+    let (issuer, rest) = element(rest, SEQUENCE, "an issuer Name")?;
+    let (_, rest) = element(rest, SEQUENCE, "a validity SEQUENCE")?;
+    let (subject, _) = element(rest, SEQUENCE, "a subject Name")?;
+    Ok(CertNames {
+        subject: name(subject)?,
+        issuer: name(issuer)?,
+        serial: hex_upper(strip_sign(serial)),
+    })
+}
+
+/// An INTEGER's content without the zero octet that only keeps it positive.
+fn strip_sign(int: &[u8]) -> &[u8] {
+    match int {
+        [0, rest @ ..] if !rest.is_empty() => rest,
+        _ => int,
+    }
+}
+
+fn hex_upper(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
+}
+
+/// A Name's content as RFC 4514: its RDNs in reverse, joined by `,`; the attributes of one
+/// RDN by `+`.
+fn name(mut seq: &[u8]) -> Result<String, &'static str> {
+    let mut rdns: Vec<String> = Vec::new();
+    while !seq.is_empty() {
+        let (mut set, rest) = element(seq, SET, "a RelativeDistinguishedName SET")?;
+        seq = rest;
+        let mut attrs: Vec<String> = Vec::new();
+        while !set.is_empty() {
+            let (atv, rest) = element(set, SEQUENCE, "an AttributeTypeAndValue")?;
+            set = rest;
+            let (oid, value) = element(atv, OID, "an attribute type OID")?;
+            let (tag, content, after) = any(value, "an attribute value")?;
+            if !after.is_empty() {
+                return Err("an attribute value");
+            }
+            let mut out = String::new();
+            match short_name(oid) {
+                Some(n) => out.push_str(n),
+                None => out.push_str(&dotted(oid)?),
+            }
+            out.push('=');
+            match (short_name(oid), text(tag, content)) {
+                (Some(_), Some(s)) => escape(&s, &mut out),
+                // An unknown type, or a value that is not a string: `#` and the DER in hex
+                // (RFC 4514 §2.4).
+                _ => {
+                    out.push('#');
+                    out.push_str(&hex_lower(value));
+                }
+            }
+            attrs.push(out);
+        }
+        rdns.push(attrs.join("+"));
+    }
+    rdns.reverse();
+    Ok(rdns.join(","))
+}
+
+fn hex_lower(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The short names RFC 4514 §3 lists, and those OpenSSL (so nginx and Apache) print.
+fn short_name(oid: &[u8]) -> Option<&'static str> {
+    // 2.5.4.x: id-at.
+    if let [0x55, 0x04, x] = oid {
+        return match x {
+            3 => Some("CN"),
+            4 => Some("SN"),
+            5 => Some("serialNumber"),
+            6 => Some("C"),
+            7 => Some("L"),
+            8 => Some("ST"),
+            9 => Some("STREET"),
+            10 => Some("O"),
+            11 => Some("OU"),
+            12 => Some("title"),
+            42 => Some("GN"),
+            _ => None,
+        };
+    }
+    match oid {
+        // 1.2.840.113549.1.9.1
+        [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01] => Some("emailAddress"),
+        // 0.9.2342.19200300.100.1.25 and .1
+        [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19] => Some("DC"),
+        [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x01] => Some("UID"),
+        _ => None,
+    }
+}
+
+/// An OID's content octets in dotted decimal.
+fn dotted(oid: &[u8]) -> Result<String, &'static str> {
+    let bad = "an attribute type OID";
+    let (&first, rest) = oid.split_first().ok_or(bad)?;
+    let mut parts: Vec<u64> = Vec::new();
+    let mut n: u64 = 0;
+    let mut arcs = vec![first];
+    arcs.extend_from_slice(rest);
+    for (i, &b) in arcs.iter().enumerate() {
+        if n > u64::MAX >> 7 {
+            return Err(bad);
+        }
+        n = (n << 7) | u64::from(b & 0x7f);
+        if b & 0x80 == 0 {
+            if parts.is_empty() {
+                // The first subidentifier holds the first two arcs.
+                let (a, b) = match n {
+                    0..=39 => (0, n),
+                    40..=79 => (1, n - 40),
+                    _ => (2, n - 80),
+                };
+                parts.extend([a, b]);
+            } else {
+                parts.push(n);
+            }
+            n = 0;
+        } else if i == arcs.len() - 1 {
+            return Err(bad);
+        }
+    }
+    Ok(parts
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join("."))
+}
+
+/// A directory string's text: UTF8String, PrintableString, IA5String, TeletexString (taken
+/// as Latin-1), BMPString (UTF-16BE), UniversalString (UTF-32BE); `None` for other tags or
+/// text that does not decode.
+fn text(tag: u8, content: &[u8]) -> Option<String> {
+    match tag {
+        0x0c | 0x13 | 0x16 => std::str::from_utf8(content).ok().map(str::to_string),
+        0x14 => Some(content.iter().map(|&b| char::from(b)).collect()),
+        0x1e => {
+            if content.len() % 2 != 0 {
+                return None;
+            }
+            let units = content
+                .chunks_exact(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]));
+            char::decode_utf16(units)
+                .collect::<Result<String, _>>()
+                .ok()
+        }
+        0x1c => {
+            if content.len() % 4 != 0 {
+                return None;
+            }
+            content
+                .chunks_exact(4)
+                .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+                .collect()
+        }
+        _ => None,
+    }
+}
+
+/// Appends `value` escaped as RFC 4514 §2.4 says: `"+,;<>\` with a backslash, a leading `#`
+/// or space and a trailing space too, and control characters (and NUL) as `\XX`, so the
+/// string can be logged and passed in a CGI variable or a header as it is.
+fn escape(value: &str, out: &mut String) {
+    let last = value.chars().count().saturating_sub(1);
+    for (i, c) in value.chars().enumerate() {
+        match c {
+            '"' | '+' | ',' | ';' | '<' | '>' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '#' | ' ' if i == 0 => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' ' if i == last => out.push_str("\\ "),
+            c if c.is_control() => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\{b:02X}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        match content.len() {
+            n @ 0..=0x7f => out.push(n as u8),
+            n @ 0x80..=0xff => out.extend([0x81, n as u8]),
+            n => out.extend([0x82, (n >> 8) as u8, n as u8]),
+        }
+        out.extend_from_slice(content);
+        out
+    }
+
+    fn atv(oid: &[u8], tag: u8, value: &[u8]) -> Vec<u8> {
+        tlv(
+            SET,
+            &tlv(SEQUENCE, &[tlv(OID, oid), tlv(tag, value)].concat()),
+        )
+    }
+
+    fn cert(serial: &[u8], issuer: &[u8], subject: &[u8]) -> Vec<u8> {
+        let tbs = tlv(
+            SEQUENCE,
+            &[
+                tlv(CONTEXT_0, &tlv(INTEGER, &[2])),
+                tlv(INTEGER, serial),
+                tlv(
+                    SEQUENCE,
+                    &tlv(OID, &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02]),
+                ),
+                tlv(SEQUENCE, issuer),
+                tlv(SEQUENCE, &[]),
+                tlv(SEQUENCE, subject),
+                tlv(SEQUENCE, &[]),
+            ]
+            .concat(),
+        );
+        tlv(
+            SEQUENCE,
+            &[tbs, tlv(SEQUENCE, &[]), tlv(0x03, &[0])].concat(),
+        )
+    }
+
+    #[test]
+    fn subject_issuer_and_serial_as_nginx_prints_them() {
+        let issuer = [
+            atv(&[0x55, 0x04, 0x06], 0x13, b"FR"),
+            atv(&[0x55, 0x04, 0x0a], 0x0c, b"Example CA"),
+        ]
+        .concat();
+        let subject = [
+            atv(&[0x55, 0x04, 0x0a], 0x0c, b"Example, Inc."),
+            atv(&[0x55, 0x04, 0x03], 0x0c, "alice é".as_bytes()),
+        ]
+        .concat();
+        let n = names(&cert(&[0x00, 0x9a, 0x01], &issuer, &subject)).unwrap();
+        assert_eq!(n.subject, r"CN=alice é,O=Example\, Inc.");
+        assert_eq!(n.issuer, "O=Example CA,C=FR");
+        assert_eq!(n.serial, "9A01");
+    }
+
+    #[test]
+    fn escapes_unknown_types_and_odd_strings() {
+        let subject = [
+            atv(&[0x55, 0x04, 0x03], 0x0c, b" #a+b\n "),
+            // 1.2.3.4, an unknown type: its value as hex DER.
+            atv(&[0x2a, 0x03, 0x04], 0x0c, b"x"),
+            atv(&[0x55, 0x04, 0x03], 0x1e, &[0, b'h', 0, b'i']),
+            // A known type whose value is not a string: hex too.
+            atv(&[0x55, 0x04, 0x0b], 0x02, &[5]),
+        ]
+        .concat();
+        let n = names(&cert(&[1], &[], &subject)).unwrap();
+        assert_eq!(
+            n.subject,
+            r"OU=#020105,CN=hi,1.2.3.4=#0c0178,CN=\ #a\+b\0A\ "
+        );
+        assert_eq!(n.issuer, "");
+        assert_eq!(n.serial, "01");
+    }
+
+    #[test]
+    fn anything_else_is_refused() {
+        let good = cert(&[1], &[], &atv(&[0x55, 0x04, 0x03], 0x0c, b"a"));
+        assert!(names(&good).is_ok());
+        for cut in 0..good.len() {
+            assert!(names(&good[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert!(names(&trailing).is_err());
+        assert!(names(&cert(&[1], &[], &tlv(SEQUENCE, &[]))).is_err());
+        assert_eq!(dotted(&[0x2a, 0x86]), Err("an attribute type OID"));
+        assert_eq!(dotted(&[0x2a, 0x86, 0x48]).unwrap(), "1.2.840");
+        assert!(text(0x1e, &[0xd8, 0x00]).is_none());
+    }
+}
+#[cfg(test)]
+mod openssl_seeds {
+    /// The corpus's certificates made by OpenSSL, read as `openssl x509 -noout -subject
+    /// -serial -nameopt RFC2253` prints them.
+    #[test]
+    fn names_agree_with_openssl() {
+        let read = |f: &str| {
+            let p = format!(
+                "{}/../../fuzz/corpus/x509_names/{f}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            super::names(&std::fs::read(p).unwrap()).unwrap()
+        };
+        let ec = read("openssl_ec");
+        let dn = r"emailAddress=alice@example.com,OU=R,O=Example\, Inc.,C=FR";
+        assert_eq!((ec.subject.as_str(), ec.issuer.as_str()), (dn, dn));
+        assert_eq!(ec.serial, "3A9EC912E7C18E85468CE531167162FA81638CCF");
+        let rsa = read("openssl_rsa_dc");
+        assert_eq!(rsa.subject, r"CN=\#bob\ ,UID=bob,DC=example,DC=com");
+        assert_eq!(rsa.serial, "FF01");
+    }
+}
