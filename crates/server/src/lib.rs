@@ -117,7 +117,7 @@ pub use app::ReloadError;
 pub use app::{App, Handler};
 pub use body::{BodyError, RequestBody};
 pub use config::{Config, ConfigError, Model};
-pub use request::{Request, TlsInfo};
+pub use request::{ClientAuth, ClientCert, Request, TlsInfo};
 pub use response::{Body, BodyStream, HeaderPair, HeaderValue, Response};
 pub use server::{Server, ServerBuilder, ShutdownHandle};
 /// Raises the soft open-file limit to the hard one (a server holding many connections wants

@@ -406,6 +406,24 @@ fn value<'a>(var: &Var, e: &Entry<'a>, now: SystemTime) -> Option<std::borrow::C
             .req
             .and_then(|r| r.tls())
             .map(|t| Cow::Borrowed(t.version.as_bytes())),
+        Var::SslClientVerify => e
+            .req
+            .and_then(|r| r.tls())
+            .and_then(|t| t.client.verify())
+            .map(|v| Cow::Borrowed(v.as_bytes())),
+        Var::SslClientSDn
+        | Var::SslClientIDn
+        | Var::SslClientSerial
+        | Var::SslClientFingerprint => {
+            let c = e.req.and_then(|r| r.tls()).and_then(|t| t.client.cert())?;
+            let v = match var {
+                Var::SslClientSDn => &c.subject,
+                Var::SslClientIDn => &c.issuer,
+                Var::SslClientSerial => &c.serial,
+                _ => &c.fingerprint,
+            };
+            Some(Cow::Borrowed(v.as_bytes()))
+        }
         Var::Http(name) => {
             if name.eq_ignore_ascii_case("referer") {
                 return e.referer.map(Cow::Borrowed);

@@ -294,6 +294,54 @@ pub struct TlsInfo {
     pub version: &'static str,
     /// The handshake resumed an earlier session (ticket or cache).
     pub resumed: bool,
+    /// The client's certificate (`[tls] verify_client`).
+    pub client: ClientAuth,
+}
+
+/// What a connection's client certificate said (mutual TLS, `[tls] verify_client`).
+#[derive(Debug, Clone, Default)]
+pub enum ClientAuth {
+    /// None was asked for (`verify_client = "off"`).
+    #[default]
+    NotAsked,
+    /// One was asked for and the client sent none.
+    None,
+    /// One was sent and verified against `[tls] client_ca`.
+    Verified(std::sync::Arc<ClientCert>),
+}
+
+impl ClientAuth {
+    /// `SSL_CLIENT_VERIFY` as Apache and nginx (`$ssl_client_verify`) give it: `SUCCESS` or
+    /// `NONE`; `None` when no certificate was asked for.
+    pub fn verify(&self) -> Option<&'static str> {
+        match self {
+            ClientAuth::NotAsked => None,
+            ClientAuth::None => Some("NONE"),
+            ClientAuth::Verified(_) => Some("SUCCESS"),
+        }
+    }
+
+    /// The verified certificate, if any.
+    pub fn cert(&self) -> Option<&ClientCert> {
+        match self {
+            ClientAuth::Verified(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// A verified client certificate, as the CGI variables, the proxy's headers and the access
+/// log give it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCert {
+    /// Subject, RFC 4514 (`SSL_CLIENT_S_DN`, `$ssl_client_s_dn`).
+    pub subject: String,
+    /// Issuer, RFC 4514 (`SSL_CLIENT_I_DN`, `$ssl_client_i_dn`).
+    pub issuer: String,
+    /// Serial number, upper-case hex (`SSL_CLIENT_M_SERIAL`, `$ssl_client_serial`).
+    pub serial: String,
+    /// SHA-1 of the certificate's DER, lower-case hex (`$ssl_client_fingerprint`).
+    pub fingerprint: String,
 }
 
 #[cfg(test)]
@@ -390,6 +438,7 @@ mod tests {
             alpn: None,
             version: "TLSv1.3",
             resumed: false,
+            client: Default::default(),
         });
         let sessions = [None, Some(&tls), Some(&tls)];
         let mut parser = weft_http::Parser::new(weft_http::Limits::default());

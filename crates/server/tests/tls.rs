@@ -664,7 +664,7 @@ fn sighup_reloads_certificates_and_open_connections_stay() {
 /// process model the connection waits in its child's read (a TLS connection stays with its
 /// child), which shutdown must wake.
 #[test]
-fn sigterm_closes_an_idle_keepalive_connection_at_once() {
+fn sigterm_closes_an_idle_keepalive_connection_after_the_drain_window() {
     for model in MODELS {
         let dir = unique_dir("sigterm-idle");
         let cert = make_cert(&dir, "cert", &["localhost"]);
@@ -1350,4 +1350,259 @@ fn a_stapled_ocsp_response_is_sent_and_a_malformed_one_refused() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A CA, and certificates it signs for a client.
+struct ClientCa {
+    issuer: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    pem: PathBuf,
+}
+
+impl ClientCa {
+    fn new(dir: &Path, cn: &str) -> ClientCa {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let issuer =
+            rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
+                .expect("CA");
+        let pem = dir.join(format!("ca-{cn}.pem"));
+        std::fs::write(&pem, issuer.pem()).unwrap();
+        ClientCa { issuer, pem }
+    }
+
+    /// A client certificate with subject `CN=<cn>,O=Example\, Inc.` and serial 0x0b0c.
+    fn client(
+        &self,
+        cn: &str,
+    ) -> (
+        Vec<CertificateDer<'static>>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ) {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "Example, Inc.");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.serial_number = Some(rcgen::SerialNumber::from(vec![0x0b, 0x0c]));
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).expect("client cert");
+        let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+        (vec![cert.der().clone()], key)
+    }
+}
+
+/// `GET path` on `s`, the answer framed by length or chunks.
+fn ask_tls(s: &mut Tls, path: &str) -> Resp {
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    s.flush().unwrap();
+    read_chunked_or_length(s)
+}
+
+/// A client configuration presenting `cert` (or none).
+fn client_config_with(
+    roots: &[&CertificateDer<'static>],
+    cert: Option<(
+        Vec<CertificateDer<'static>>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    )>,
+) -> Arc<ClientConfig> {
+    let mut store = RootCertStore::empty();
+    for r in roots {
+        store.add((*r).clone()).expect("root");
+    }
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(store);
+    let mut cfg = match cert {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .expect("client auth"),
+        None => builder.with_no_client_auth(),
+    };
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(cfg)
+}
+
+/// Mutual TLS on every model: `verify_client = "on"` answers 400 to a client without a
+/// certificate and ends the handshake of one whose certificate another CA signed; a verified
+/// client's subject, issuer and serial reach CGI (`SSL_CLIENT_*`), an upstream through the
+/// proxy (`X-SSL-Client-*`, a client's own dropped) and the access log; `optional` lets a
+/// client without one through with `SSL_CLIENT_VERIFY=NONE`; a missing `client_ca` is refused
+/// at start.
+#[test]
+fn client_certificates_are_verified_and_passed_on() {
+    use std::os::unix::fs::PermissionsExt;
+    for model in MODELS {
+        let dir = unique_dir("mtls");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        // Outlives the first server's directory (the second server reads it too).
+        let ca_dir = unique_dir("mtls-ca");
+        let ca = ClientCa::new(&ca_dir, "Client CA");
+        let other = ClientCa::new(&ca_dir, "Other CA");
+        let cgi = dir.join("cgi");
+        std::fs::create_dir_all(&cgi).unwrap();
+        let script = cgi.join("env.sh");
+        let write_script = |script: &Path| {
+            std::fs::write(
+                script,
+                "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n\
+                 echo \"verify=$SSL_CLIENT_VERIFY\"\necho \"s=$SSL_CLIENT_S_DN\"\n\
+                 echo \"i=$SSL_CLIENT_I_DN\"\necho \"serial=$SSL_CLIENT_M_SERIAL\"\n\
+                 echo \"hdr=$HTTP_X_SSL_CLIENT_VERIFY $HTTP_X_SSL_CLIENT_S_DN\"\n",
+            )
+            .unwrap();
+            std::fs::set_permissions(script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        write_script(&script);
+        // The upstream: a plain weft whose CGI prints what the proxy sent.
+        let up_dir = unique_dir("mtls-up");
+        let upstream = Launch::serve(&up_dir)
+            .owns_dir()
+            .arg("--root")
+            .arg(up_dir.join("root"))
+            .args(["--listen", "127.0.0.1:0=thread"])
+            .config(&format!("[cgi]\ndir = {cgi:?}\nprefix = \"/up/\"\n"))
+            .listeners(1)
+            .start();
+        let up = upstream.addr_of("http");
+        let log = dir.join("access.log");
+        let config = format!(
+            "access_log = {log:?}\n\
+             access_log_format = \"$ssl_client_verify|$ssl_client_s_dn|$ssl_client_serial\"\n\
+             [tls]\nclient_ca = {:?}\nverify_client = \"on\"\n",
+            ca.pem
+        );
+        let proxy = format!("/up/=http://{up}");
+        let server = Server::start(
+            model,
+            &dir,
+            &cert,
+            &config,
+            &["--cgi", cgi.to_str().unwrap(), "--proxy", &proxy],
+        );
+        let verified = client_config_with(&[&cert.der], Some(ca.client("alice")));
+        let mut s = connect(server.https, &verified, "localhost");
+        let r = ask_tls(&mut s, "/cgi-bin/env.sh");
+        let dn = r"CN=alice,O=Example\, Inc.";
+        assert_eq!(
+            String::from_utf8_lossy(&r.body),
+            format!("verify=SUCCESS\ns={dn}\ni=CN=Client CA\nserial=0B0C\nhdr= \n"),
+            "{model}: {}",
+            server.log()
+        );
+        // Through the proxy, with a forged field of the client's own dropped.
+        write!(
+            s,
+            "GET /up/env.sh HTTP/1.1\r\nHost: localhost\r\nX-SSL-Client-Verify: FORGED\r\n\r\n"
+        )
+        .unwrap();
+        s.flush().unwrap();
+        let r = read_chunked_or_length(&mut s);
+        assert_eq!(r.status, 200, "{model}: {}", server.log());
+        let body = String::from_utf8_lossy(&r.body).to_string();
+        assert!(
+            body.ends_with(&format!("hdr=SUCCESS {dn}\n")),
+            "{model}: {body}"
+        );
+        // No certificate: 400, as nginx answers `ssl_verify_client on`.
+        let none = client_config_with(&[&cert.der], None);
+        let mut s = connect(server.https, &none, "localhost");
+        let r = get(&mut s, "/", false);
+        assert_eq!(r.status, 400, "{model}");
+        assert!(
+            String::from_utf8_lossy(&r.body).contains("No required SSL certificate"),
+            "{model}: {:?}",
+            r.body
+        );
+        // Signed by a CA not in client_ca: the handshake fails.
+        let foreign = client_config_with(&[&cert.der], Some(other.client("mallory")));
+        let tcp = TcpStream::connect(server.https).unwrap();
+        tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let conn =
+            ClientConnection::new(foreign, ServerName::try_from("localhost").unwrap()).unwrap();
+        let mut f = StreamOwned::new(conn, tcp);
+        let outcome = write!(f, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .and_then(|()| f.flush())
+            .and_then(|()| {
+                let mut b = [0u8; 64];
+                f.read(&mut b)
+            });
+        assert!(
+            !matches!(outcome, Ok(n) if n > 0),
+            "{model}: a foreign certificate was served: {outcome:?}"
+        );
+        // Stopped (the access log flushed) before the directory goes with the server.
+        server.weft.signal(libc::SIGTERM);
+        let mut server = server;
+        server.weft.exit_within(Duration::from_secs(10));
+        let lines = std::fs::read_to_string(&log).unwrap();
+        drop(server);
+        assert!(
+            // The log escapes `\` as nginx's `escape=default` does.
+            lines
+                .lines()
+                .any(|l| l == format!("SUCCESS|{}|0B0C", dn.replace('\\', "\\x5C"))),
+            "{model}: {lines}"
+        );
+        assert!(lines.lines().any(|l| l == "NONE|-|-"), "{model}: {lines}");
+
+        // optional: a client without one is served, and told NONE.
+        let config = format!(
+            "[tls]\nclient_ca = {:?}\nverify_client = \"optional\"\n",
+            ca.pem
+        );
+        let dir2 = unique_dir("mtls-optional");
+        let cert2 = make_cert(&dir2, "cert", &["localhost"]);
+        let cgi2 = dir2.join("cgi");
+        std::fs::create_dir_all(&cgi2).unwrap();
+        write_script(&cgi2.join("env.sh"));
+        let server = Server::start(
+            model,
+            &dir2,
+            &cert2,
+            &config,
+            &["--cgi", cgi2.to_str().unwrap()],
+        );
+        let none = client_config_with(&[&cert2.der], None);
+        let mut s = connect(server.https, &none, "localhost");
+        let r = ask_tls(&mut s, "/cgi-bin/env.sh");
+        assert!(
+            String::from_utf8_lossy(&r.body).starts_with("verify=NONE\ns=\n"),
+            "{model}: {:?}",
+            String::from_utf8_lossy(&r.body)
+        );
+        drop(upstream);
+        drop(server);
+        let _ = std::fs::remove_dir_all(&ca_dir);
+    }
+    let dir = unique_dir("mtls-refused");
+    let cert = make_cert(&dir, "cert", &["localhost"]);
+    let conf = dir.join("weft.toml");
+    std::fs::write(&conf, "[tls]\nverify_client = \"on\"\n").unwrap();
+    let err = refused(
+        &dir,
+        &[
+            "--tls-cert",
+            cert.cert.to_str().unwrap(),
+            "--tls-key",
+            cert.key.to_str().unwrap(),
+            "--config",
+            conf.to_str().unwrap(),
+        ],
+    );
+    assert!(err.contains("verify_client needs client_ca"), "{err}");
 }

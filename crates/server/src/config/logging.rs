@@ -103,6 +103,16 @@ pub enum Var {
     Scheme,
     /// `$ssl_protocol`: `TLSv1.3`, `TLSv1.2`.
     SslProtocol,
+    /// `$ssl_client_verify`: `SUCCESS` or `NONE` (`[tls] verify_client`).
+    SslClientVerify,
+    /// `$ssl_client_s_dn`: the client certificate's subject, RFC 4514.
+    SslClientSDn,
+    /// `$ssl_client_i_dn`: its issuer, RFC 4514.
+    SslClientIDn,
+    /// `$ssl_client_serial`: its serial number in hex.
+    SslClientSerial,
+    /// `$ssl_client_fingerprint`: the SHA-1 of its DER in hex.
+    SslClientFingerprint,
     /// `$http_NAME`: the request header NAME (`_` for `-`).
     Http(String),
 }
@@ -110,7 +120,8 @@ pub enum Var {
 /// The variables [`Var`] names, as a template writes them (for the error message).
 pub const VARIABLES: &str = "$remote_addr $remote_user $time_local $time_iso8601 $msec $request \
     $request_method $request_uri $uri $args $query_string $server_protocol $status \
-    $body_bytes_sent $host $scheme $ssl_protocol $http_NAME ($http_referer, $http_user_agent, ...)";
+    $body_bytes_sent $host $scheme $ssl_protocol $ssl_client_verify $ssl_client_s_dn \
+    $ssl_client_i_dn $ssl_client_serial $ssl_client_fingerprint $http_NAME ($http_referer, $http_user_agent, ...)";
 
 impl Var {
     fn named(name: &str) -> Option<Var> {
@@ -131,6 +142,11 @@ impl Var {
             "host" => Var::Host,
             "scheme" => Var::Scheme,
             "ssl_protocol" => Var::SslProtocol,
+            "ssl_client_verify" => Var::SslClientVerify,
+            "ssl_client_s_dn" => Var::SslClientSDn,
+            "ssl_client_i_dn" => Var::SslClientIDn,
+            "ssl_client_serial" => Var::SslClientSerial,
+            "ssl_client_fingerprint" => Var::SslClientFingerprint,
             n => {
                 let h = n.strip_prefix("http_")?;
                 if h.is_empty() || !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -159,6 +175,11 @@ impl Var {
             Var::Host => "host".into(),
             Var::Scheme => "scheme".into(),
             Var::SslProtocol => "ssl_protocol".into(),
+            Var::SslClientVerify => "ssl_client_verify".into(),
+            Var::SslClientSDn => "ssl_client_s_dn".into(),
+            Var::SslClientIDn => "ssl_client_i_dn".into(),
+            Var::SslClientSerial => "ssl_client_serial".into(),
+            Var::SslClientFingerprint => "ssl_client_fingerprint".into(),
             Var::Http(h) => format!("http_{}", h.replace('-', "_")),
         }
     }

@@ -164,6 +164,8 @@
 //! session_tickets = true      # nginx ssl_session_tickets
 //! session_cache = 4096        # server-side sessions kept (0: none)
 //! ticket_key_lifetime = "6h"  # a ticket key encrypts this long; tickets open for twice it
+//! # client_ca = "clients.pem" # nginx ssl_client_certificate: CAs client certificates chain to
+//! verify_client = "off"       # nginx ssl_verify_client: off, optional or on (400 without one)
 //!
 //! [[tls.sni]]                 # more certificates, chosen by the name the client sends
 //! names = ["example.org", "*.example.org"]
@@ -243,7 +245,7 @@ pub use sites::{AuthConfig, LocationConfig, SiteConfig};
 pub use static_files::StaticConfig;
 pub use thread::ThreadConfig;
 pub use timeouts::Timeouts;
-pub use tls::{SniCert, TlsConfig, DEFAULT_SESSION_CACHE};
+pub use tls::{SniCert, TlsConfig, VerifyClient, DEFAULT_SESSION_CACHE};
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

@@ -42,6 +42,28 @@ pub struct TlsConfig {
     pub ticket_key_lifetime: Duration,
     /// More certificates, chosen by the name the client sends (SNI).
     pub sni: Vec<SniCert>,
+    /// PEM certificates of the CAs a client certificate must chain to (nginx
+    /// `ssl_client_certificate`); needed when `verify_client` is not `off`. Re-read on SIGHUP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<PathBuf>,
+    /// Client certificates (mutual TLS; nginx `ssl_verify_client`): `off` asks for none;
+    /// `optional` asks, and a client may send none; `on` asks, and a request over a
+    /// connection without one gets 400. A certificate that does not verify against
+    /// `client_ca` ends the handshake either way.
+    pub verify_client: VerifyClient,
+}
+
+/// `[tls] verify_client`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifyClient {
+    /// No certificate asked for (the default).
+    #[default]
+    Off,
+    /// Asked for; a client may send none.
+    Optional,
+    /// Asked for; requests on a connection without one get 400.
+    On,
 }
 
 impl Default for TlsConfig {
@@ -55,6 +77,8 @@ impl Default for TlsConfig {
             session_cache: DEFAULT_SESSION_CACHE,
             ticket_key_lifetime: Duration::from_secs(6 * 60 * 60),
             sni: Vec::new(),
+            client_ca: None,
+            verify_client: VerifyClient::Off,
         }
     }
 }

@@ -28,7 +28,7 @@ pub(crate) fn handshake<T: Transport>(
 ) -> Option<Session> {
     let peer = info.peer;
     let timed_out = || Prelude::handshake_late(cfg).log(peer, None);
-    let mut conn = Session::new(tls.config_for(&info.listener))
+    let mut conn = Session::of(tls, &info.listener)
         .map_err(|e| log::error!("{peer}: TLS session: {e}"))
         .ok()?;
     let left = deadline.saturating_duration_since(Instant::now());
@@ -96,6 +96,7 @@ pub(crate) fn settle(conn: &Session, info: &ConnInfo) {
         alpn: conn.alpn_protocol().map(<[u8]>::to_vec),
         version,
         resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+        client: conn.client_auth(),
     }));
 }
 

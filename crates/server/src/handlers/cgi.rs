@@ -447,6 +447,18 @@ pub(crate) fn meta_variables(
         // As Apache's mod_ssl and nginx's fastcgi_params (`HTTPS $https if_not_empty`).
         env.push(("HTTPS".into(), text("on")));
     }
+    // Mutual TLS (`[tls] verify_client`), as Apache's mod_ssl names them (nginx users pass
+    // `$ssl_client_verify` and `$ssl_client_s_dn` under these names too).
+    if let Some(client) = req.tls().map(|t| &t.client) {
+        if let Some(v) = client.verify() {
+            env.push(("SSL_CLIENT_VERIFY".into(), text(v)));
+        }
+        if let Some(c) = client.cert() {
+            env.push(("SSL_CLIENT_S_DN".into(), text(&c.subject)));
+            env.push(("SSL_CLIENT_I_DN".into(), text(&c.issuer)));
+            env.push(("SSL_CLIENT_M_SERIAL".into(), text(&c.serial)));
+        }
+    }
     if let Some(n) = content_length {
         env.push(("CONTENT_LENGTH".into(), text(&n.to_string())));
     }

@@ -138,6 +138,17 @@ pub struct App {
     me: std::sync::OnceLock<std::sync::Weak<App>>,
 }
 
+/// `[tls] verify_client = "on"` and a connection without a client certificate: 400, as
+/// nginx answers it ("No required SSL certificate was sent"), and a log line.
+#[cold]
+fn no_client_cert(req: &Request) -> Response {
+    log::info!(
+        "{}: 400 no client certificate (tls.verify_client = \"on\")",
+        req.peer_addr()
+    );
+    Response::text(400, "No required SSL certificate was sent\n")
+}
+
 /// What one generation of the application hands to the next on reload.
 struct Carried {
     metrics: Arc<Metrics>,
@@ -354,6 +365,13 @@ impl App {
 
     /// Routes `req` to its handler.
     pub(crate) fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
+        if let Some(t) = req.tls() {
+            if matches!(t.client, crate::request::ClientAuth::None)
+                && self.cfg.tls.verify_client == crate::config::VerifyClient::On
+            {
+                return no_client_cert(req);
+            }
+        }
         let site_rate = self.sites.as_ref().and_then(|s| s.rate_limit(req));
         if let Some(refused) =
             crate::limits_ip::check_request(&self.clients, &self.cfg, site_rate, req)

@@ -56,6 +56,8 @@ pub(crate) struct Tls {
     pub(crate) server_h1: Arc<ServerConfig>,
     /// `Strict-Transport-Security: ...\r\n`, or empty.
     pub(crate) hsts_line: Vec<u8>,
+    /// Client certificates are asked for (`[tls] verify_client` is not `off`).
+    pub(crate) asks_client: bool,
 }
 
 impl fmt::Debug for Tls {
@@ -122,11 +124,16 @@ impl Tls {
                 }
             }
         }
-        let mut server = ServerConfig::builder_with_provider(provider)
+        let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| format!("TLS setup: {e}"))?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(resolver));
+            .map_err(|e| format!("TLS setup: {e}"))?;
+        let asks_client = t.verify_client != crate::config::VerifyClient::Off;
+        let builder = if asks_client {
+            builder.with_client_cert_verifier(client_verifier(t, provider)?)
+        } else {
+            builder.with_no_client_auth()
+        };
+        let mut server = builder.with_cert_resolver(Arc::new(resolver));
         server.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
         let lifetime = u32::try_from(t.ticket_key_lifetime.as_secs()).unwrap_or(u32::MAX);
         let shared = shared_state(t.session_cache, lifetime)?;
@@ -145,6 +152,7 @@ impl Tls {
             server: Arc::new(server),
             server_h1: Arc::new(server_h1),
             hsts_line,
+            asks_client,
         })))
     }
 }
@@ -162,6 +170,56 @@ impl Tls {
             self.server_h1.clone()
         }
     }
+}
+
+/// The verifier of client certificates for `[tls] verify_client`: chains to one of
+/// `client_ca`'s certificates, valid now, for client authentication. A client may send none
+/// (`on` is enforced per request, with 400, as nginx answers a missing certificate).
+fn client_verifier(
+    t: &crate::config::TlsConfig,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, String> {
+    let Some(path) = &t.client_ca else {
+        return Err(
+            "[tls] verify_client needs client_ca: the CAs client certificates \
+                    must chain to"
+                .into(),
+        );
+    };
+    let text = std::fs::read(path)
+        .map_err(|e| format!("[tls] client_ca {}: cannot read: {e}", path.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&text) {
+        let cert = cert.map_err(|e| format!("[tls] client_ca {}: not PEM: {e}", path.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("[tls] client_ca {}: {e}", path.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!(
+            "[tls] client_ca {}: no CERTIFICATE block in the file",
+            path.display()
+        ));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| format!("[tls] client_ca {}: {e}", path.display()))
+}
+
+/// A verified client certificate's names and fingerprint (`None`, logged, for one that
+/// cannot be read: rustls verified it, so that would be weft's limit, not the client's).
+pub(crate) fn client_cert(der: &[u8]) -> Option<crate::request::ClientCert> {
+    let names = weft_http::x509::names(der)
+        .map_err(|e| log::warn!("client certificate: cannot read its names ({e})"))
+        .ok()?;
+    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, der);
+    Some(crate::request::ClientCert {
+        subject: names.subject,
+        issuer: names.issuer,
+        serial: names.serial,
+        fingerprint: digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(),
+    })
 }
 
 /// The crypto provider: ring (BENCHMARKS.md, "TLS crypto provider").

@@ -81,6 +81,8 @@ pub(crate) struct Session {
     peer_closed: bool,
     /// The error that ended the session; every later call reports it.
     failed: Option<rustls::Error>,
+    /// A client certificate was asked for (`[tls] verify_client`).
+    asks_client: bool,
 }
 
 impl Session {
@@ -94,7 +96,36 @@ impl Session {
             unprocessed: false,
             peer_closed: false,
             failed: None,
+            asks_client: false,
         })
+    }
+
+    /// A session of `tls` on `listener`: its configuration, and whether it asks for a client
+    /// certificate.
+    pub(crate) fn of(
+        tls: &super::Tls,
+        listener: &crate::metrics::ListenerMetrics,
+    ) -> Result<Session, rustls::Error> {
+        let mut s = Session::new(tls.config_for(listener))?;
+        s.asks_client = tls.asks_client;
+        Ok(s)
+    }
+
+    /// What the handshake said of the client's certificate.
+    pub(crate) fn client_auth(&self) -> crate::request::ClientAuth {
+        use crate::request::ClientAuth;
+        if !self.asks_client {
+            return ClientAuth::NotAsked;
+        }
+        match self
+            .conn
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|leaf| super::client_cert(leaf))
+        {
+            Some(c) => ClientAuth::Verified(std::sync::Arc::new(c)),
+            None => ClientAuth::None,
+        }
     }
 
     pub(crate) fn is_handshaking(&self) -> bool {

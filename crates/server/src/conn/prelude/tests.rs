@@ -193,6 +193,7 @@ fn a_late_driver_resumes_where_the_connection_facts_leave_it() {
         alpn: Some(b"http/1.1".to_vec()),
         version: "TLSv1.3",
         resumed: false,
+        client: Default::default(),
     }));
     assert_eq!(
         Prelude::resume(&info, &cfg.timeouts, t0).stage(),

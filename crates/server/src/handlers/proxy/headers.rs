@@ -56,6 +56,8 @@ impl Upstream {
             // nginx's `underscores_in_headers off`: see `ProxyConfig::underscores_in_headers`.
             if (!self.underscores && name.contains('_'))
                 || is_hop_by_hop(name, &named)
+                // This hop's word on the client certificate (below), never the client's.
+                || is_client_cert_field(name)
                 || [
                     "host",
                     "content-length",
@@ -98,10 +100,36 @@ impl Upstream {
         if let Some(v) = client_host {
             field(&mut h, "X-Forwarded-Host", v);
         }
+        client_cert_fields(&mut h, req);
         append_list(&mut via, via_entry(req.version()).as_bytes());
         field(&mut h, "Via", &via);
         h.extend_from_slice(b"\r\n");
         h
+    }
+}
+
+/// Whether `name` is one of the fields that carry the client certificate to the upstream
+/// (`X-SSL-Client-*`): a client's own are dropped, whatever the listener, so an upstream that
+/// trusts them hears them from weft only.
+fn is_client_cert_field(name: &str) -> bool {
+    name.len() >= 13 && name[..13].eq_ignore_ascii_case("x-ssl-client-")
+}
+
+/// What the TLS handshake said of the client's certificate, for the upstream (`[tls]
+/// verify_client`; the fields nginx configurations pass with `proxy_set_header`):
+/// `X-SSL-Client-Verify` (`SUCCESS` or `NONE`), and for a verified certificate
+/// `X-SSL-Client-S-DN`, `X-SSL-Client-I-DN` (RFC 4514) and `X-SSL-Client-Serial`.
+fn client_cert_fields(h: &mut Vec<u8>, req: &Request) {
+    let Some(client) = req.tls().map(|t| &t.client) else {
+        return;
+    };
+    if let Some(v) = client.verify() {
+        field(h, "X-SSL-Client-Verify", v.as_bytes());
+    }
+    if let Some(c) = client.cert() {
+        field(h, "X-SSL-Client-S-DN", c.subject.as_bytes());
+        field(h, "X-SSL-Client-I-DN", c.issuer.as_bytes());
+        field(h, "X-SSL-Client-Serial", c.serial.as_bytes());
     }
 }
 

@@ -70,7 +70,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
             log::error!("{peer}: TLS listener without certificates; closed");
             return None;
         };
-        match crate::tls::Session::new(t.config_for(&p.lm)) {
+        match crate::tls::Session::of(t, &p.lm) {
             Ok(c) => Some(Box::new(super::tls::Session::new(c))),
             Err(e) => {
                 log::error!("{peer}: TLS session: {e}");
