@@ -217,6 +217,12 @@ pub(crate) enum RequestLine<'a> {
 pub(crate) const RAW_LINE_MAX: usize = 1024;
 
 impl AccessLog {
+    /// Whether its lines need the time a request arrived ([`AccessLogFormat::needs_arrival`]).
+    #[inline]
+    pub(crate) fn needs_arrival(&self) -> bool {
+        self.format.needs_arrival()
+    }
+
     /// Opens the log; `None` when it is off. A file is appended to.
     pub fn open(
         target: &AccessLogTarget,
@@ -406,6 +412,8 @@ fn value<'a>(var: &Var, e: &Entry<'a>, now: SystemTime) -> Option<std::borrow::C
             .req
             .and_then(|r| r.tls())
             .map(|t| Cow::Borrowed(t.version.as_bytes())),
+        Var::RequestTime => e.req.and_then(crate::Request::elapsed).map(seconds),
+        Var::UpstreamResponseTime => e.req.and_then(crate::Request::upstream_time).map(seconds),
         Var::SslClientVerify => e
             .req
             .and_then(|r| r.tls())
@@ -465,6 +473,8 @@ pub(crate) fn format_json(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
         ("host", Var::Host),
         ("scheme", Var::Scheme),
         ("ssl_protocol", Var::SslProtocol),
+        ("request_time", Var::RequestTime),
+        ("upstream_response_time", Var::UpstreamResponseTime),
     ];
     let headers = [
         ("http_referer", e.referer),
@@ -474,7 +484,10 @@ pub(crate) fn format_json(e: &Entry<'_>, now: SystemTime, out: &mut Vec<u8>) {
     let values = FIELDS
         .iter()
         .map(|(name, var)| {
-            let number = matches!(var, Var::Status | Var::BodyBytesSent);
+            let number = matches!(
+                var,
+                Var::Status | Var::BodyBytesSent | Var::RequestTime | Var::UpstreamResponseTime
+            );
             (*name, value(var, e, now), number)
         })
         .chain(
@@ -553,6 +566,11 @@ fn escape(v: &[u8], out: &mut Vec<u8>) {
             out.push(b);
         }
     }
+}
+
+/// A duration as nginx writes `$request_time`: seconds with milliseconds (`0.042`).
+fn seconds(d: std::time::Duration) -> std::borrow::Cow<'static, [u8]> {
+    std::borrow::Cow::Owned(format!("{}.{:03}", d.as_secs(), d.subsec_millis()).into_bytes())
 }
 
 /// `10/Oct/2000:13:55:36 +0000` in UTC.
@@ -704,6 +722,55 @@ mod tests {
             "{line}"
         );
         assert!(line.trim_end().ends_with(" -"), "no host: {line}");
+    }
+
+    /// `$request_time` from the request's arrival, `$upstream_response_time` as a proxy or
+    /// FastCGI recorded it, in seconds with milliseconds; `-` (JSON: null) where none.
+    #[test]
+    fn request_and_upstream_times() {
+        let mut p = weft_http::Parser::new(weft_http::Limits::default());
+        let raw = b"GET /app HTTP/1.1\r\nHost: t\r\n\r\n";
+        p.parse(raw).unwrap().expect("a head");
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let req = crate::Request::new(raw.to_vec(), p.take_head(), addr, addr);
+        let format: crate::config::AccessLogFormat =
+            "$request_time $upstream_response_time".parse().unwrap();
+        assert!(format.needs_arrival());
+        let crate::config::AccessLogFormat::Template(pieces) = format else {
+            panic!("a template");
+        };
+        let entry = |req| Entry {
+            peer: addr.ip(),
+            request: RequestLine::Raw(b""),
+            status: 200,
+            body_bytes: 0,
+            referer: None,
+            user_agent: None,
+            req: Some(req),
+        };
+        let line = |req| {
+            let mut out = Vec::new();
+            format_template(&pieces, &entry(req), UNIX_EPOCH, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(line(&req), "- -\n");
+        req.mark_arrival();
+        req.set_upstream_time(Duration::from_micros(42_400));
+        std::thread::sleep(Duration::from_millis(20));
+        let l = line(&req);
+        let (t, up) = l.trim_end().split_once(' ').unwrap();
+        let t: f64 = t.parse().unwrap();
+        assert!((0.020..5.0).contains(&t), "{l}");
+        assert_eq!(up, "0.042");
+        let mut out = Vec::new();
+        format_json(&entry(&req), UNIX_EPOCH, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["upstream_response_time"], 0.042);
+        assert!(v["request_time"].as_f64().unwrap() >= 0.020);
+        assert!(!"combined"
+            .parse::<crate::config::AccessLogFormat>()
+            .unwrap()
+            .needs_arrival());
     }
 
     #[test]

@@ -18,6 +18,40 @@ pub struct Request {
     /// `bytes` within the target span are ASCII (the parser admits nothing else; checked
     /// once here so that the text accessors need not validate UTF-8 on every call).
     target_ascii: bool,
+    /// When the application took the request, where the access log wants `$request_time`.
+    arrived: Stamp,
+    /// How long the upstream (proxy, FastCGI) took to answer: `$upstream_response_time`.
+    upstream: Stamp,
+}
+
+/// Nanoseconds (0: not set), set through a shared reference by whoever learns them.
+#[derive(Debug, Default)]
+struct Stamp(std::sync::atomic::AtomicU64);
+
+impl Clone for Stamp {
+    fn clone(&self) -> Stamp {
+        Stamp(std::sync::atomic::AtomicU64::new(self.get()))
+    }
+}
+
+impl Stamp {
+    fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set(&self, ns: u64) {
+        self.0.store(ns, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// What [`Stamp`]s of instants count from: the first use in the process.
+fn clock_base() -> std::time::Instant {
+    static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *BASE.get_or_init(std::time::Instant::now)
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
 }
 
 /// Whether the bytes of `head`'s target in `bytes` are all ASCII (false if the span is not
@@ -61,7 +95,38 @@ impl Request {
             peer,
             local,
             tls,
+            arrived: Stamp::default(),
+            upstream: Stamp::default(),
         }
+    }
+
+    /// Notes that the application takes the request now (`$request_time` counts from here).
+    pub(crate) fn mark_arrival(&self) {
+        let base = clock_base();
+        self.arrived.set(nanos(
+            std::time::Instant::now().saturating_duration_since(base),
+        ));
+    }
+
+    /// Since [`Request::mark_arrival`], if it was marked.
+    pub(crate) fn elapsed(&self) -> Option<std::time::Duration> {
+        let at = self.arrived.get();
+        (at != 0).then(|| {
+            let at = clock_base() + std::time::Duration::from_nanos(at);
+            std::time::Instant::now().saturating_duration_since(at)
+        })
+    }
+
+    /// Records how long an upstream (a proxied server, a FastCGI application) took to answer
+    /// this request, for `$upstream_response_time`.
+    pub fn set_upstream_time(&self, d: std::time::Duration) {
+        self.upstream.set(nanos(d));
+    }
+
+    /// What [`Request::set_upstream_time`] recorded.
+    pub fn upstream_time(&self) -> Option<std::time::Duration> {
+        let ns = self.upstream.get();
+        (ns != 0).then(|| std::time::Duration::from_nanos(ns))
     }
 
     /// The text of `span`, a part of the request target (an invalid span or non-ASCII bytes,
@@ -237,6 +302,8 @@ impl Request {
         self.target_ascii = target_is_ascii(&self.bytes, &self.head);
         self.peer = peer;
         self.local = local;
+        self.arrived.set(0);
+        self.upstream.set(0);
         // Compared first: on a connection the session does not change, so this is no
         // reference count update per request.
         if self.tls.as_ref().map(std::sync::Arc::as_ptr) != tls.map(std::sync::Arc::as_ptr) {

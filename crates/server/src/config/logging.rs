@@ -59,6 +59,20 @@ pub enum AccessLogFormat {
     Template(Vec<Piece>),
 }
 
+impl AccessLogFormat {
+    /// Whether a line needs the time a request arrived (`$request_time`; the JSON format
+    /// has it): then the application reads the clock per request for it.
+    pub fn needs_arrival(&self) -> bool {
+        match self {
+            AccessLogFormat::Combined => false,
+            AccessLogFormat::Json => true,
+            AccessLogFormat::Template(pieces) => pieces
+                .iter()
+                .any(|p| matches!(p, Piece::Var(Var::RequestTime))),
+        }
+    }
+}
+
 /// A piece of an access-log template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
@@ -103,6 +117,12 @@ pub enum Var {
     Scheme,
     /// `$ssl_protocol`: `TLSv1.3`, `TLSv1.2`.
     SslProtocol,
+    /// `$request_time`: seconds, with milliseconds, from the application taking the request
+    /// (its head read) to the line being written.
+    RequestTime,
+    /// `$upstream_response_time`: seconds, with milliseconds, from weft opening its request
+    /// to a proxied server or FastCGI application to that one's response head (`-` for none).
+    UpstreamResponseTime,
     /// `$ssl_client_verify`: `SUCCESS` or `NONE` (`[tls] verify_client`).
     SslClientVerify,
     /// `$ssl_client_s_dn`: the client certificate's subject, RFC 4514.
@@ -120,7 +140,8 @@ pub enum Var {
 /// The variables [`Var`] names, as a template writes them (for the error message).
 pub const VARIABLES: &str = "$remote_addr $remote_user $time_local $time_iso8601 $msec $request \
     $request_method $request_uri $uri $args $query_string $server_protocol $status \
-    $body_bytes_sent $host $scheme $ssl_protocol $ssl_client_verify $ssl_client_s_dn \
+    $body_bytes_sent $request_time $upstream_response_time $host $scheme $ssl_protocol \
+    $ssl_client_verify $ssl_client_s_dn \
     $ssl_client_i_dn $ssl_client_serial $ssl_client_fingerprint $http_NAME ($http_referer, $http_user_agent, ...)";
 
 impl Var {
@@ -142,6 +163,8 @@ impl Var {
             "host" => Var::Host,
             "scheme" => Var::Scheme,
             "ssl_protocol" => Var::SslProtocol,
+            "request_time" => Var::RequestTime,
+            "upstream_response_time" => Var::UpstreamResponseTime,
             "ssl_client_verify" => Var::SslClientVerify,
             "ssl_client_s_dn" => Var::SslClientSDn,
             "ssl_client_i_dn" => Var::SslClientIDn,
@@ -175,6 +198,8 @@ impl Var {
             Var::Host => "host".into(),
             Var::Scheme => "scheme".into(),
             Var::SslProtocol => "ssl_protocol".into(),
+            Var::RequestTime => "request_time".into(),
+            Var::UpstreamResponseTime => "upstream_response_time".into(),
             Var::SslClientVerify => "ssl_client_verify".into(),
             Var::SslClientSDn => "ssl_client_s_dn".into(),
             Var::SslClientIDn => "ssl_client_i_dn".into(),

@@ -365,6 +365,13 @@ impl App {
 
     /// Routes `req` to its handler.
     pub(crate) fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
+        if self
+            .access_log
+            .as_ref()
+            .is_some_and(AccessLog::needs_arrival)
+        {
+            req.mark_arrival();
+        }
         if let Some(t) = req.tls() {
             if matches!(t.client, crate::request::ClientAuth::None)
                 && self.cfg.tls.verify_client == crate::config::VerifyClient::On
@@ -391,7 +398,14 @@ impl App {
         loop {
             let cur = next.as_ref().unwrap_or(req);
             match self.route_once(cur, body) {
-                Routed::Done(resp) => return resp,
+                Routed::Done(resp) => {
+                    // What the request served in its place learnt of an upstream is the
+                    // original's to log.
+                    if let Some(d) = next.as_ref().and_then(Request::upstream_time) {
+                        req.set_upstream_time(d);
+                    }
+                    return resp;
+                }
                 Routed::Again(again) => {
                     if hops >= self.cfg.limits.max_internal_redirects {
                         log::error!(

@@ -11,6 +11,7 @@ per_model! {
     a_body_that_stops_or_is_cut_short_is_answered_and_logged,
     a_response_cut_short_is_logged_with_the_bytes_sent,
     json_and_template_formats,
+    request_and_upstream_times_through_the_proxy,
 }
 
 /// Checks one Combined Log Format line:
@@ -360,4 +361,44 @@ fn json_and_template_formats(model: Model) {
         .success());
     let lines = wait_for_lines(&log, 1, Duration::ZERO);
     assert_eq!(lines, ["127.0.0.1 t.test \"GET /index.html?a=1\" 200 r-42"]);
+}
+
+/// `$request_time` and `$upstream_response_time` (nginx's) for a proxied request and for a
+/// file: the upstream's time is there for the first, `-` for the second.
+fn request_and_upstream_times_through_the_proxy(model: Model) {
+    let upstream = Builder::new(model, "access-upstream").start();
+    // Its own /echo off: the upstream's answers.
+    let b = Builder::new(model, "access-times").no_echo();
+    let log = b.dir().join("access.log");
+    let proxy = format!("/echo=http://{}", upstream.addr);
+    let mut srv = b
+        .config(&format!(
+            "access_log = {:?}\n\
+             access_log_format = '$uri $status $request_time $upstream_response_time'\n",
+            log.display().to_string()
+        ))
+        .args(&["--proxy", &proxy])
+        .start();
+    assert_eq!(srv.get("/echo").body, b"echo");
+    assert_eq!(srv.get("/index.html").status, 200);
+    srv.signal(libc::SIGTERM);
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    let mut lines = wait_for_lines(&log, 2, Duration::ZERO);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    // In the order the responses went out, which the client cannot see.
+    lines.sort();
+    let fields: Vec<Vec<&str>> = lines.iter().map(|l| l.split(' ').collect()).collect();
+    let secs = |s: &str| -> f64 {
+        assert!(s.len() >= 5 && s.as_bytes()[s.len() - 4] == b'.', "{s}");
+        s.parse().unwrap()
+    };
+    assert_eq!(&fields[0][..2], ["/echo", "200"], "{lines:?}");
+    assert!(secs(fields[0][2]) < 10.0, "{lines:?}");
+    assert!(secs(fields[0][3]) <= secs(fields[0][2]), "{lines:?}");
+    assert_eq!(&fields[1][..2], ["/index.html", "200"], "{lines:?}");
+    assert!(secs(fields[1][2]) < 10.0, "{lines:?}");
+    assert_eq!(fields[1][3], "-", "{lines:?}");
 }

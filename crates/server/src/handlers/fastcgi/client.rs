@@ -281,7 +281,11 @@ impl Backend {
         script: &Script,
         root: &Path,
     ) -> Outcome {
-        match self.exchange(req, body, script, root) {
+        let t0 = std::time::Instant::now();
+        let outcome = self.exchange(req, body, script, root);
+        // `$upstream_response_time`: to the application's header section (or its failure).
+        req.set_upstream_time(t0.elapsed());
+        match outcome {
             Ok(o) => o,
             Err(Failure { status, why }) => {
                 log::warn!(

@@ -105,7 +105,11 @@ impl Upstream {
 
     /// Forwards `req` and its body; the response streams from the upstream as it is sent.
     pub fn forward(self: &Arc<Self>, req: &Request, body: &mut RequestBody<'_>) -> Response {
-        match self.exchange(req, body) {
+        let t0 = std::time::Instant::now();
+        let outcome = self.exchange(req, body);
+        // `$upstream_response_time`: to the upstream's response head (or its failure).
+        req.set_upstream_time(t0.elapsed());
+        match outcome {
             Ok(resp) => resp,
             Err(Failure { status, why }) => {
                 log::warn!(
