@@ -782,3 +782,19 @@ fn the_docs_links_lead_to_files_of_the_repository() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(checked >= 50, "only {checked} links found");
 }
+
+/// docs/from-nginx.md's weft configuration is one weft reads (its files are the reader's).
+#[test]
+fn the_nginx_translation_is_a_valid_config() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/from-nginx.md"),
+    )
+    .expect("docs/from-nginx.md");
+    let start = text.find("```toml\n").expect("its TOML block") + "```toml\n".len();
+    let len = text[start..].find("```").expect("the block's end");
+    let cfg = Config::from_toml(&text[start..start + len])
+        .unwrap_or_else(|e| panic!("docs/from-nginx.md's configuration: {e}"));
+    assert_eq!(cfg.limits.keepalive_requests, 1000);
+    assert_eq!(cfg.site.len(), 1);
+    assert_eq!(cfg.site[0].location.len(), 5);
+}
