@@ -36,6 +36,15 @@ pub fn now() -> [u8; DATE_LEN] {
     now_stamped().1
 }
 
+/// The Unix second [`now`] stands for: on an event-loop thread in a round that has read the
+/// clock, no clock read at all.
+pub fn now_secs() -> u64 {
+    if CLOCK.with(Cell::get) == Clock::RoundFresh {
+        return CACHE.with(Cell::get).0;
+    }
+    now_stamped().0
+}
+
 /// [`now`] and the Unix second it stands for: a caller that keeps bytes built around the date
 /// (a whole response-head prefix, say) rebuilds them only when the second changes.
 pub fn now_stamped() -> (u64, [u8; DATE_LEN]) {

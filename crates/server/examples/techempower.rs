@@ -21,12 +21,15 @@ fn main() -> std::io::Result<()> {
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:8080".into());
     let threads = args.next().map(|t| t.parse().expect("THREADS: a number"));
     let addr = addr.parse().expect("ADDR: IP:PORT");
-    let cfg = Config {
+    let mut cfg = Config {
         threads,
         // Nothing but the two routes: no static files under this root are reachable.
         root: std::env::temp_dir(),
         ..Config::default()
     };
+    // Connections unbounded, as the peers it is measured against keep theirs (the default
+    // closes one after 1,000 requests, as nginx's `keepalive_requests`).
+    cfg.limits.keepalive_requests = 0;
     println!("techempower: http://{addr}/plaintext and /json");
     Server::builder()
         .config(cfg)

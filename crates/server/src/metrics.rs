@@ -464,6 +464,8 @@ pub struct Metrics {
     timing: AtomicBool,
     /// The per-client table, whose rejections `/_weft/metrics` reports.
     clients: Mutex<Option<Arc<dyn Exposed>>>,
+    /// The `[[upstream]]` groups of the current generation.
+    upstreams: Mutex<Option<Arc<dyn Exposed>>>,
 }
 
 impl Default for Metrics {
@@ -475,6 +477,7 @@ impl Default for Metrics {
             cache: Mutex::new(None),
             timing: AtomicBool::new(false),
             clients: Mutex::new(None),
+            upstreams: Mutex::new(None),
         }
     }
 }
@@ -484,6 +487,11 @@ impl Default for Metrics {
 pub(crate) trait Exposed: Send + Sync + std::fmt::Debug {
     /// Appends the counters in the Prometheus text format.
     fn prometheus(&self, out: &mut String);
+
+    /// The same for the status JSON, if it shows them (`Null`: not).
+    fn json(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }
 
 /// The high bit of a zone marks a listener's own connection count (`[[listen]] conn_per_ip`;
@@ -511,6 +519,11 @@ impl Metrics {
     /// Reports the per-client table's counters (`limits_ip`).
     pub(crate) fn set_clients(&self, table: Arc<dyn Exposed>) {
         *self.clients.lock().unwrap_or_else(|e| e.into_inner()) = Some(table);
+    }
+
+    /// Reports the upstream groups' servers (set again on every reload).
+    pub(crate) fn set_upstreams(&self, groups: Arc<dyn Exposed>) {
+        *self.upstreams.lock().unwrap_or_else(|e| e.into_inner()) = Some(groups);
     }
 
     /// Notes whether requests are timed (set again on every reload).
@@ -580,6 +593,15 @@ impl Metrics {
         });
         status["listeners"] = self.listeners_json();
         status["cache"] = self.cache_json();
+        let upstreams = self
+            .upstreams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|u| u.json());
+        if let Some(v) = upstreams.filter(|v| !v.is_null()) {
+            status["upstreams"] = v;
+        }
         if self.timing() {
             status["phases"] = self.phases_json();
         }
@@ -780,6 +802,14 @@ impl Metrics {
             .as_ref()
         {
             t.prometheus(&mut out);
+        }
+        if let Some(u) = self
+            .upstreams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            u.prometheus(&mut out);
         }
         let stats = self.phase_stats();
         if stats.iter().any(|p| p.count > 0) {

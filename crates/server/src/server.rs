@@ -438,7 +438,10 @@ impl ShutdownHandle {
             // The master is our child, not reaped while the server runs.
             let _ = weft_sys::process::kill(pid, weft_sys::signal::SIGHUP);
         }
-        self.live.reload()
+        self.live.reload()?;
+        // The new generation's health checks run here, where the first one's did.
+        self.live.current().start_checks();
+        Ok(())
     }
 
     /// Opens the access log file again at its configured path (after logrotate renamed it);
@@ -512,6 +515,7 @@ impl Server {
         if let Some(l) = &app.access_log {
             l.start_flusher()?;
         }
+        app.start_checks();
         let mut acceptors = Vec::new();
         let mut activation = self.activation;
         if let Some(pid) = self.master {

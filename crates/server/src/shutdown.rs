@@ -44,18 +44,14 @@ pub struct Shutdown {
     listeners: AtomicUsize,
 }
 
-/// A registered connection: its socket, the listener it came through ([`listener_key`]), and
+/// A registered connection: its socket, the listener it came through (a key the models
+/// choose: `models::listener_key`), and
 /// since when it is idle between requests (the Unix second; 0 while busy).
 #[derive(Debug)]
 struct Entry {
     fd: RawFd,
     listener: usize,
     idle: Arc<AtomicU64>,
-}
-
-/// What registrations name a listener by: its metrics' address in memory.
-pub(crate) fn listener_key(lm: &crate::metrics::ListenerMetrics) -> usize {
-    std::ptr::from_ref(lm) as usize
 }
 
 /// Idle connections a full listener closes at most per look ([`reclaim_batch`]; nginx's
@@ -217,7 +213,7 @@ impl Shutdown {
         self.register_on(fd, 0)
     }
 
-    /// [`Shutdown::register`] for a connection of `listener` ([`listener_key`]), which
+    /// [`Shutdown::register`] for a connection of `listener` (`models::listener_key`), which
     /// [`Shutdown::reclaim`] may close when that listener is full.
     pub(crate) fn register_on(self: &Arc<Self>, fd: RawFd, listener: usize) -> Registration {
         let id = self.next.fetch_add(1, SeqCst);
@@ -265,7 +261,7 @@ impl Registration {
             // same race as reading it just before the store), and on x86 a release store is a
             // plain `mov` where a sequentially consistent one is an `xchg`.
             if idle {
-                let since = weft_http::date::now_stamped().0.max(1);
+                let since = weft_http::date::now_secs().max(1);
                 self.idle.store(since, SeqCst);
             } else {
                 self.idle.store(0, Release);

@@ -446,6 +446,14 @@ fn prelude(section: &str) -> String {
             "[[fastcgi]]\nserver = \"127.0.0.1:9\"\n",
         ),
         (
+            "upstream",
+            "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n",
+        ),
+        (
+            "upstream.health",
+            "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n[upstream.health]\n",
+        ),
+        (
             "tls.sni",
             "[[tls.sni]]\nnames = [\"a.test\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n",
         ),

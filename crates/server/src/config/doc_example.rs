@@ -191,6 +191,15 @@ fn entry_defaults() -> BTreeMap<&'static str, Value> {
         ("listen", to_value(&listen)),
         ("proxy", to_value(&ProxyConfig::default())),
         ("fastcgi", to_value(&super::FastcgiConfig::default())),
+        // An example shows the health checks' table, which a group has none of by default:
+        // its keys against the table's defaults.
+        (
+            "upstream",
+            to_value(&super::UpstreamConfig {
+                health: Some(super::HealthCheck::default()),
+                ..super::UpstreamConfig::default()
+            }),
+        ),
         ("site", to_value(&super::sites::SiteConfig::default())),
         (
             "site.location",
@@ -311,6 +320,12 @@ const SHOWN_ON_PURPOSE: &[(&str, &str, &str)] = &[
         "fastcgi[0].server",
         "\"unix:/run/php/php-fpm.sock\"",
         "a [[fastcgi]] entry has no default server",
+    ),
+    ("upstream[0].name", "\"app\"", "a group has no default name"),
+    (
+        "upstream[0].servers",
+        "[\"127.0.0.1:9001 weight=2\", \"127.0.0.1:9002\", \"unix:/run/app.sock backup\"]",
+        "a group has no default servers",
     ),
     (
         "tls.sni[0].names",

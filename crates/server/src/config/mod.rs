@@ -137,6 +137,25 @@
 //! underscores_in_headers = false  # nginx underscores_in_headers: fields named with `_`
 //!                             # are not forwarded (X_Forwarded_For is no X-Forwarded-For)
 //!
+//! [[upstream]]                # a group a proxy names as upstream = "upstream:app"; may repeat
+//! name = "app"
+//! servers = ["127.0.0.1:9001 weight=2", "127.0.0.1:9002", "unix:/run/app.sock backup"]
+//!                             # nginx server lines: weight=N max_fails=N fail_timeout=T backup
+//! policy = "round_robin"      # least_conn, ip_hash, "hash $uri", "hash $http_x_user", ...
+//! max_fails = 1               # nginx max_fails: failures within fail_timeout mark it down
+//! fail_timeout = "10s"        # nginx fail_timeout: the window, and how long it stays down
+//! retry_on = ["error", "timeout"]  # nginx proxy_next_upstream (http_502/503/504 too)
+//! tries = 0                   # nginx proxy_next_upstream_tries; 0: each server once
+//! try_timeout = "0s"          # nginx proxy_next_upstream_timeout; 0: no bound
+//! max_idle = 32               # nginx keepalive: idle connections kept per server
+//! idle_timeout = "30s"        # an idle pooled connection older than this is closed
+//! [upstream.health]           # active checks; none without this table
+//! path = "/"                  # GET it; a 2xx or 3xx passes
+//! interval = "2s"
+//! timeout = "1s"
+//! fall = 3                    # failed checks in a row that mark a server down
+//! rise = 2                    # passed checks in a row that bring it back
+//!
 //! [[fastcgi]]                 # FastCGI applications: php-fpm (see handlers/fastcgi/); may repeat
 //! prefix = "/"                # requests under this may go to the application
 //! server = "unix:/run/php/php-fpm.sock"  # or "127.0.0.1:9000"
@@ -219,6 +238,7 @@ mod static_files;
 mod thread;
 mod timeouts;
 pub(crate) mod tls;
+mod upstream;
 
 pub use builtin::{EchoConfig, HealthConfig, StatusConfig, DEFAULT_ECHO_PATH};
 pub use cache::CacheConfig;
@@ -246,6 +266,7 @@ pub use static_files::StaticConfig;
 pub use thread::ThreadConfig;
 pub use timeouts::Timeouts;
 pub use tls::{SniCert, TlsConfig, VerifyClient, DEFAULT_SESSION_CACHE};
+pub use upstream::{HashKey, HealthCheck, Policy, ServerLine, UpstreamConfig};
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -297,6 +318,8 @@ pub struct Config {
     pub cgi: CgiConfig,
     /// Reverse-proxy mounts (`[[proxy]]`, or `--proxy /PREFIX=URL`).
     pub proxy: Vec<ProxyConfig>,
+    /// Groups of upstream servers a proxy mount names as `upstream:NAME` (`[[upstream]]`).
+    pub upstream: Vec<UpstreamConfig>,
     /// FastCGI mounts (`[[fastcgi]]`, or `--fastcgi /PREFIX=unix:/PATH`): php-fpm and the like.
     pub fastcgi: Vec<FastcgiConfig>,
     /// `[timing]`: per-request phase timing (`--timing`).
@@ -344,6 +367,7 @@ impl Default for Config {
             process: ProcessConfig::default(),
             cgi: CgiConfig::default(),
             proxy: Vec::new(),
+            upstream: Vec::new(),
             fastcgi: Vec::new(),
             timing: TimingConfig::default(),
             pipeline: PipelineConfig::default(),

@@ -86,22 +86,24 @@ pub struct ConnInfo {
 #[derive(Debug)]
 pub(crate) struct Life {
     served: std::sync::atomic::AtomicU32,
-    /// The coarse monotonic clock at its accept, in milliseconds.
-    born_ms: u64,
+    /// The Unix second of its accept (the thread's cached `Date` second: on an event loop no
+    /// clock read; `keepalive_time` is counted in whole seconds, as nginx's default of an hour
+    /// hardly needs finer).
+    born: u64,
 }
 
 impl Life {
     /// A connection accepted now.
     pub(crate) fn now() -> Life {
-        Life::since(weft_sys::clock::coarse_monotonic_ms())
+        Life::since(weft_http::date::now_secs())
     }
 
-    /// A connection accepted at `born_ms` of the coarse monotonic clock (the `process` model's
-    /// master took it before the child serving it existed).
-    pub(crate) fn since(born_ms: u64) -> Life {
+    /// A connection accepted at the Unix second `born` (the `process` model's master took it
+    /// before the child serving it existed).
+    pub(crate) fn since(born: u64) -> Life {
         Life {
             served: std::sync::atomic::AtomicU32::new(0),
-            born_ms,
+            born,
         }
     }
 
@@ -118,9 +120,9 @@ impl Life {
             return false;
         }
         let time = &cfg.timeouts.keepalive_time;
+        // Whole seconds, at least one for any time set.
         time.is_zero()
-            || weft_sys::clock::coarse_monotonic_ms().saturating_sub(self.born_ms)
-                < time.as_millis() as u64
+            || weft_http::date::now_secs().saturating_sub(self.born) < time.as_secs().max(1)
     }
 }
 

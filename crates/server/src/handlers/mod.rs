@@ -11,6 +11,7 @@ pub(crate) mod pool;
 pub(crate) mod proxy;
 /// `Range` header parsing (in weft-http, where it is fuzzed with the codec).
 pub(crate) use weft_http::range;
+pub(crate) mod sock;
 pub(crate) mod static_files;
 pub(crate) mod status;
 

@@ -59,7 +59,7 @@ pub fn accept_loop(
                 let guard = OpenGuard::new(lm.clone());
                 let lm = lm.clone();
                 let conn = move || {
-                    let key = crate::shutdown::listener_key(&lm);
+                    let key = crate::models::listener_key(&lm);
                     let registration = Some(app.shutdown.register_on(stream.as_raw_fd(), key));
                     let info = ConnInfo {
                         peer,

@@ -78,7 +78,7 @@ impl AcceptGate {
             let reclaim = self.reclaim.as_ref().filter(|_| waiting());
             let closed = reclaim.map_or(0, |s| {
                 s.reclaim(
-                    crate::shutdown::listener_key(lm),
+                    listener_key(lm),
                     crate::shutdown::reclaim_batch(self.max_conns),
                 )
             });
@@ -95,6 +95,12 @@ impl AcceptGate {
         }
         full
     }
+}
+
+/// What the shutdown registry names a listener by (for [`crate::shutdown::Shutdown::reclaim`]):
+/// its metrics' address in memory.
+pub(crate) fn listener_key(lm: &ListenerMetrics) -> usize {
+    std::ptr::from_ref(lm) as usize
 }
 
 /// Whether a client waits in `listener`'s backlog (the listening socket is readable).

@@ -181,9 +181,9 @@ struct Held {
     accepted: Option<Instant>,
     /// The connection has been served before (its next child records no accept phase).
     resumed: bool,
-    /// The coarse monotonic clock at its accept (`timeouts.keepalive_time` runs from it
-    /// across the children that serve it in turns).
-    born_ms: u64,
+    /// The Unix second of its accept (`timeouts.keepalive_time` runs from it across the
+    /// children that serve it in turns).
+    born: u64,
     /// Its prelude, stepped by the master until a child takes over (a TLS handshake) or
     /// requests may be read.
     prelude: conn::Prelude,
@@ -546,7 +546,7 @@ impl Master {
                             stage: Stage::Prelude,
                             accepted,
                             resumed: false,
-                            born_ms: weft_sys::clock::coarse_monotonic_ms(),
+                            born: weft_http::date::now_secs(),
                             prelude: conn::Prelude::new(lm, &app.cfg.timeouts, Instant::now()),
                             proxied: None,
                             head_due: conn::HeadDue::default(),
@@ -1118,7 +1118,7 @@ fn serve_child(
         buf,
         accepted,
         resumed,
-        born_ms,
+        born,
         proxied,
         client_slot,
         ..
@@ -1159,7 +1159,7 @@ fn serve_child(
         h2: Default::default(),
         // Its age runs from the master's accept; its requests are counted per turn (a child
         // that hands the connection back tells the master no count).
-        life: conn::Life::since(born_ms),
+        life: conn::Life::since(born),
     };
     let served = if info.listener.tls() {
         conn::serve_tls(&mut stream, app, &info).map(|()| Served::Closed)

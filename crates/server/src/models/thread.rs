@@ -44,7 +44,7 @@ pub fn run(listener: TcpListener, live: Arc<LiveApp>, lm: Arc<ListenerMetrics>) 
                     .spawn(move || {
                         let _guard = guard;
                         let mut stream = BlockingStream::new(stream);
-                        let key = crate::shutdown::listener_key(&lm2);
+                        let key = crate::models::listener_key(&lm2);
                         let registration = Some(app.shutdown.register_on(stream.raw_fd(), key));
                         let info = ConnInfo {
                             peer,

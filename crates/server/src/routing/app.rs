@@ -132,6 +132,8 @@ pub struct App {
     /// Per-client connection counts and request rates (`limits_ip`), shared by every
     /// generation and, through shared memory, every process.
     pub(crate) clients: Arc<ClientTable>,
+    /// The `[[upstream]]` groups (their health checks start with [`App::start_checks`]).
+    pub(crate) groups: crate::handlers::proxy::Groups,
     /// This generation's certificates, when a listener serves TLS (re-read on reload).
     pub(crate) tls: Option<Arc<crate::tls::Tls>>,
     /// The `Arc` this application is served from ([`App::shared`]).
@@ -156,6 +158,9 @@ struct Carried {
     cache: Option<Arc<ResponseCache>>,
     access_log: Option<AccessLog>,
     clients: Arc<ClientTable>,
+    /// The running generation's upstream groups (whose state a group of the same servers
+    /// keeps).
+    groups: Option<crate::handlers::proxy::Groups>,
 }
 
 impl App {
@@ -170,6 +175,7 @@ impl App {
             cache: None,
             access_log: None,
             clients: Arc::new(ClientTable::new(cfg.limits.client_zone)),
+            groups: None,
         };
         App::assemble(cfg, user_routes, carried)
     }
@@ -197,6 +203,7 @@ impl App {
                     && cfg.access_log_format == self.cfg.access_log_format
             }),
             clients: self.clients.clone(),
+            groups: Some(self.groups.clone()),
         };
         App::assemble(cfg, self.user_routes.clone(), carried)
     }
@@ -208,6 +215,7 @@ impl App {
             cache,
             access_log,
             clients,
+            groups,
         } = carried;
         shutdown.set_drain_idle(cfg.timeouts.drain_idle);
         let mut routes = Vec::new();
@@ -277,9 +285,11 @@ impl App {
         });
         let cgi = Cgi::new(&cfg.cgi, &cfg.root)?;
         let cgi_ext = Cgi::by_extension(&cfg.cgi, &cfg.root)?;
-        let proxy = Proxy::new(&cfg.proxy)?;
+        let groups = crate::handlers::proxy::Groups::new(&cfg.upstream, groups.as_ref())?;
+        metrics.set_upstreams(Arc::new(groups.clone()));
+        let proxy = Proxy::new(&cfg.proxy, &groups)?;
         let fastcgi = FastCgi::new(&cfg.fastcgi, &cfg.root)?;
-        let sites = Sites::new(&cfg, cache.as_ref(), compression.as_ref())?;
+        let sites = Sites::new(&cfg, cache.as_ref(), compression.as_ref(), &groups)?;
         let access_log = match access_log {
             Some(l) => Some(l),
             None => AccessLog::open(&cfg.access_log, &cfg.access_log_format)?,
@@ -310,8 +320,15 @@ impl App {
             shutdown,
             clients,
             tls,
+            groups,
             me: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Starts what the application runs in the background once it serves: the upstream
+    /// groups' health checks (threads; never in the `process` model's master, which forks).
+    pub(crate) fn start_checks(&self) {
+        self.groups.start_checks();
     }
 
     /// Readies this application for a `process`-model connection process: no cache fills, no

@@ -1046,11 +1046,12 @@ pub(crate) struct Sites {
 
 impl Sites {
     /// The sites of `cfg` (`None` without `[[site]]`), their static files answering from
-    /// `cache` with `compression`.
+    /// `cache` with `compression`, their proxies naming the `[[upstream]]` `groups`.
     pub(crate) fn new(
         cfg: &Config,
         cache: Option<&Arc<ResponseCache>>,
         compression: Option<&Arc<Compression>>,
+        groups: &crate::handlers::proxy::Groups,
     ) -> std::io::Result<Option<Sites>> {
         if cfg.site.is_empty() {
             return Ok(None);
@@ -1090,7 +1091,7 @@ impl Sites {
                 )));
             }
             let handlers = Handlers {
-                proxy: Proxy::new(&sc.proxy).map_err(named)?,
+                proxy: Proxy::new(&sc.proxy, groups).map_err(named)?,
                 fastcgi: FastCgi::new(&sc.fastcgi, doc_root).map_err(named)?,
                 cgi: Cgi::new(&cgi_cfg, doc_root).map_err(named)?,
                 cgi_ext: Cgi::by_extension(&cgi_cfg, doc_root).map_err(named)?,
@@ -1105,11 +1106,14 @@ impl Sites {
                     .unwrap_or_default();
                 let lh = match &r.action {
                     Action::Proxy(up) => LocationHandlers {
-                        proxy: Proxy::new(&[ProxyConfig {
-                            prefix: mount,
-                            upstream: up.clone(),
-                            ..ProxyConfig::default()
-                        }])
+                        proxy: Proxy::new(
+                            &[ProxyConfig {
+                                prefix: mount,
+                                upstream: up.clone(),
+                                ..ProxyConfig::default()
+                            }],
+                            groups,
+                        )
                         .map_err(named)?,
                         ..LocationHandlers::default()
                     },

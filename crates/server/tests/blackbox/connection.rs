@@ -379,12 +379,13 @@ fn keepalive_requests_closes_after_the_last_response(model: Model) {
 
 fn keepalive_time_closes_an_old_connection_after_its_next_response(model: Model) {
     let srv = Builder::new(model, "ka_time")
-        .config("[timeouts]\nkeepalive_time = \"300ms\"\n")
+        .config("[timeouts]\nkeepalive_time = \"1s\"\n")
         .start();
     let mut c = srv.connect();
     c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(!c.read_response().unwrap().closes());
-    std::thread::sleep(Duration::from_millis(450));
+    // Counted in whole seconds: past the next second boundary.
+    std::thread::sleep(Duration::from_millis(1100));
     c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     let r = c.read_response().unwrap();
     assert_eq!(r.status, 200);

@@ -38,4 +38,5 @@ mod static_files;
 mod status;
 mod timing;
 mod traversal;
+mod upstream;
 mod vectors;

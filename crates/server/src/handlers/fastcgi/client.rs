@@ -3,16 +3,15 @@
 //! it comes, STDERR logged), the connection kept for the next request when both sides allow.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
+
 use std::num::NonZeroU16;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use weft_fiber::net::{TcpStream, UnixStream};
 use weft_fiber::sync::{bounded, Receiver, Sender, TrySendError};
 use weft_http::cgi::{find_blank_line, parse_head};
 use weft_http::fastcgi::{self, DecodeError, Decoder, Event};
@@ -23,6 +22,7 @@ use crate::body::RequestBody;
 use crate::config::FastcgiConfig;
 use crate::handlers::cgi::{meta_variables, Credentials, Outcome};
 use crate::handlers::pool::{Idle, Pool};
+use crate::handlers::sock::{Addr, Sock};
 use crate::handlers::{is_dead_connection, is_idempotent, is_timeout};
 use crate::response::{Body, BodyStream, Response};
 use crate::Request;
@@ -58,12 +58,6 @@ impl std::fmt::Debug for Backend {
             .field("server", &self.server)
             .finish()
     }
-}
-
-#[derive(Debug, Clone)]
-enum Addr {
-    Unix(PathBuf),
-    Tcp(SocketAddr),
 }
 
 /// A connection to the application.
@@ -130,42 +124,6 @@ impl Slots {
     }
 }
 
-enum Sock {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-}
-
-impl Sock {
-    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Sock::Unix(s) => (&*s).read(buf),
-            Sock::Tcp(s) => (&*s).read(buf),
-        }
-    }
-
-    /// Reads what is there now, without waiting (`TimedOut` if nothing is).
-    fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Sock::Unix(s) => s.read_deadline(buf, Instant::now()),
-            Sock::Tcp(s) => s.read_deadline(buf, Instant::now()),
-        }
-    }
-
-    fn write(&self, data: &[u8]) -> io::Result<usize> {
-        match self {
-            Sock::Unix(s) => (&*s).write(data),
-            Sock::Tcp(s) => (&*s).write(data),
-        }
-    }
-
-    fn write_all(&self, data: &[u8]) -> io::Result<()> {
-        match self {
-            Sock::Unix(s) => (&*s).write_all(data),
-            Sock::Tcp(s) => (&*s).write_all(data),
-        }
-    }
-}
-
 impl Idle for Conn {
     fn is_open(&self) -> bool {
         let mut b = [0u8; 1];
@@ -179,7 +137,7 @@ impl Idle for Conn {
     /// closed it fails the first write with EPIPE, before anything is delivered, and the
     /// request goes again on a new connection whatever its method.
     fn is_open_to_take(&self) -> bool {
-        matches!(self.sock, Sock::Unix(_)) || self.is_open()
+        self.sock.is_unix() || self.is_open()
     }
 }
 
@@ -226,29 +184,7 @@ enum Sent {
 impl Backend {
     pub(super) fn new(cfg: &FastcgiConfig) -> io::Result<Backend> {
         let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
-        let addr = if let Some(path) = cfg.server.strip_prefix("unix:") {
-            if !path.starts_with('/') {
-                return Err(invalid(format!(
-                    "fastcgi server `{}`: a Unix socket's path must be absolute",
-                    cfg.server
-                )));
-            }
-            Addr::Unix(PathBuf::from(path))
-        } else {
-            if cfg.server.is_empty() || cfg.server.contains('/') {
-                return Err(invalid(format!(
-                    "fastcgi server `{}`: expected unix:/PATH or HOST:PORT",
-                    cfg.server
-                )));
-            }
-            let a = cfg
-                .server
-                .to_socket_addrs()
-                .map_err(|e| invalid(format!("fastcgi server `{}`: {e}", cfg.server)))?
-                .next()
-                .ok_or_else(|| invalid(format!("fastcgi server `{}`: no address", cfg.server)))?;
-            Addr::Tcp(a)
-        };
+        let addr = Addr::parse(&cfg.server, "fastcgi server").map_err(invalid)?;
         for name in cfg.params.keys() {
             if name.is_empty() || name.bytes().any(|b| b == b'=' || b.is_ascii_control()) {
                 return Err(invalid(format!("fastcgi.params: `{name}` is not a name")));
@@ -313,20 +249,10 @@ impl Backend {
         }
         // From here on, dropping `slot` (a failed connect) gives the place back.
         let slot = self.slots.clone().map(|s| Held(Some(s)));
-        let sock = match &self.addr {
-            Addr::Unix(p) => UnixStream::connect_timeout(p, self.connect_timeout).and_then(|s| {
-                s.set_read_timeout(Some(self.read_timeout))?;
-                s.set_write_timeout(Some(self.read_timeout))?;
-                Ok(Sock::Unix(s))
-            }),
-            Addr::Tcp(a) => TcpStream::connect_timeout(a, self.connect_timeout).and_then(|s| {
-                s.set_nodelay(true)?;
-                s.set_read_timeout(Some(self.read_timeout))?;
-                s.set_write_timeout(Some(self.read_timeout))?;
-                Ok(Sock::Tcp(s))
-            }),
-        };
-        let sock = sock.map_err(|e| Failure::io("connecting", &e))?;
+        let sock = self
+            .addr
+            .connect(self.connect_timeout, self.read_timeout)
+            .map_err(|e| Failure::io("connecting", &e))?;
         Ok(Conn {
             sock,
             reused: false,
@@ -398,9 +324,7 @@ impl Backend {
                 Ok(()) => {}
                 // Nothing was delivered when a Unix socket's first write fails (EPIPE): any
                 // request may go again; over TCP only one that may be sent twice.
-                Err(Sent::Dead(e))
-                    if conn.reused && (replayable || matches!(conn.sock, Sock::Unix(_))) =>
-                {
+                Err(Sent::Dead(e)) if conn.reused && (replayable || conn.sock.is_unix()) => {
                     log::debug!(
                         "fastcgi {}: pooled connection dead ({e}); again",
                         self.server
@@ -602,11 +526,11 @@ fn send_buffered(conn: &Conn, head: &[u8], data: &[u8]) -> Result<(), Sent> {
     for piece in data.chunks(4 * PIECE) {
         records.clear();
         fastcgi::stdin(&mut records, ID, piece);
-        conn.sock.write_all(&records).map_err(Sent::Failed)?;
+        (&conn.sock).write_all(&records).map_err(Sent::Failed)?;
     }
     records.clear();
     fastcgi::end_stdin(&mut records, ID);
-    conn.sock.write_all(&records).map_err(Sent::Failed)
+    (&conn.sock).write_all(&records).map_err(Sent::Failed)
 }
 
 /// Writes the request's records, the body as STDIN records as it arrives (`head` already ends
@@ -632,11 +556,11 @@ fn send_streamed(
         };
         records.clear();
         fastcgi::stdin(&mut records, ID, &buf[..n]);
-        conn.sock.write_all(&records).map_err(Sent::Failed)?;
+        (&conn.sock).write_all(&records).map_err(Sent::Failed)?;
     }
     records.clear();
     fastcgi::end_stdin(&mut records, ID);
-    conn.sock.write_all(&records).map_err(Sent::Failed)
+    (&conn.sock).write_all(&records).map_err(Sent::Failed)
 }
 
 /// Writes the request's first records: a connection that fails the very first write (EPIPE,
@@ -645,7 +569,7 @@ fn send_streamed(
 fn write_head(conn: &Conn, head: &[u8]) -> Result<(), Sent> {
     let mut off = 0;
     while off < head.len() {
-        match conn.sock.write(&head[off..]) {
+        match (&conn.sock).write(&head[off..]) {
             Ok(0) => return Err(Sent::Failed(io::ErrorKind::WriteZero.into())),
             Ok(n) => off += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -735,7 +659,7 @@ impl Reply {
         self.pos = 0;
         self.end = 0;
         let n = if wait {
-            self.conn.sock.read(&mut self.buf)
+            (&self.conn.sock).read(&mut self.buf)
         } else {
             self.conn.sock.read_now(&mut self.buf)
         }?;

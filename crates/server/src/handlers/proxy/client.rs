@@ -1,18 +1,20 @@
 //! Forwarding one request upstream and relaying the response: request buffering or
-//! streaming, one retry on a dead pooled connection, the response head read past interim
-//! responses, and the body streamed back as it arrives.
+//! streaming, the servers of the group tried in turn (`retry_on`), one retry on a dead pooled
+//! connection, the response head read past interim responses, and the body streamed back as
+//! it arrives.
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use weft_http::{BodyFraming, ChunkedDecoder, Limits, Method, ResponseFraming, ResponseParser};
 
+use super::group::Group;
 use super::headers;
-use super::pool::{Conn, Pool};
+use super::pool::Conn;
 use crate::body::RequestBody;
 use crate::config::{ProxyConfig, ProxyHost};
 pub(super) use crate::handlers::{is_dead_connection, is_idempotent, is_timeout};
@@ -24,18 +26,20 @@ const PIECE: usize = 16 * 1024;
 /// Largest chunked-body bytes held unread (a chunk-size line, extensions, trailers).
 const CHUNKED_BUF_MAX: usize = 64 * 1024;
 
-/// One upstream server and its pool of idle connections.
+/// One mount's upstream: the group of servers it balances over (one, for a URL) and the
+/// mount's settings.
 pub struct Upstream {
-    /// The URL as configured, for logs.
+    /// The URL or `upstream:NAME` as configured, for logs.
     url: String,
-    pub(super) addr: SocketAddr,
-    /// `host[:port]` from the URL, for `Host` in upstream mode.
+    /// Its servers, their pools and their health.
+    pub(super) group: Arc<Group>,
+    /// `host[:port]` from the URL, or the group's name, for `Host` in upstream mode (nginx's
+    /// `$proxy_host`).
     pub(super) authority: String,
     pub(super) host: ProxyHost,
     pub(super) connect_timeout: Duration,
     pub(super) read_timeout: Duration,
     limits: Limits,
-    pub(super) pool: std::sync::Arc<Pool>,
     /// `request_buffering`: the whole body is read before the upstream is contacted.
     buffering: bool,
     /// `underscores_in_headers`: fields whose names contain `_` go upstream too.
@@ -46,7 +50,7 @@ impl fmt::Debug for Upstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Upstream")
             .field("url", &self.url)
-            .field("addr", &self.addr)
+            .field("group", &self.group)
             .finish()
     }
 }
@@ -81,17 +85,37 @@ fn parse_url(url: &str) -> Result<(String, String, u16), String> {
 }
 
 impl Upstream {
-    pub(super) fn new(cfg: &ProxyConfig) -> io::Result<Upstream> {
+    /// The mount `cfg` describes: a URL's server resolved now, or the group of `groups` its
+    /// `upstream:NAME` names.
+    pub(super) fn new(cfg: &ProxyConfig, groups: &super::Groups) -> io::Result<Upstream> {
         let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
-        let (authority, host, port) = parse_url(&cfg.upstream).map_err(invalid)?;
-        let addr = (host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|e| invalid(format!("proxy upstream `{}`: {e}", cfg.upstream)))?
-            .next()
-            .ok_or_else(|| invalid(format!("proxy upstream `{}`: no address", cfg.upstream)))?;
+        let (group, authority) = match cfg.upstream.strip_prefix("upstream:") {
+            Some(name) => {
+                let g = groups.get(name).ok_or_else(|| {
+                    invalid(format!(
+                        "proxy upstream `{}`: no [[upstream]] is named `{name}`",
+                        cfg.upstream
+                    ))
+                })?;
+                (g.clone(), name.to_string())
+            }
+            None => {
+                let (authority, host, port) = parse_url(&cfg.upstream).map_err(invalid)?;
+                let addr = (host.as_str(), port)
+                    .to_socket_addrs()
+                    .map_err(|e| invalid(format!("proxy upstream `{}`: {e}", cfg.upstream)))?
+                    .next()
+                    .ok_or_else(|| {
+                        invalid(format!("proxy upstream `{}`: no address", cfg.upstream))
+                    })?;
+                let addr = crate::handlers::sock::Addr::Tcp(addr);
+                let g = Group::single(&cfg.upstream, addr, cfg.max_idle, cfg.idle_timeout);
+                (g, authority)
+            }
+        };
         Ok(Upstream {
             url: cfg.upstream.clone(),
-            addr,
+            group,
             authority,
             host: cfg.host,
             connect_timeout: cfg.connect_timeout,
@@ -99,7 +123,6 @@ impl Upstream {
             limits: Limits::default(),
             buffering: cfg.request_buffering,
             underscores: cfg.underscores_in_headers,
-            pool: Pool::new(cfg.max_idle, cfg.idle_timeout),
         })
     }
 
@@ -170,42 +193,136 @@ impl Upstream {
         // Only a request whose body is at hand (none, or buffered) can be sent twice.
         let replayable =
             is_idempotent(req.method()) && (framing == BodyFraming::None || buffered.is_some());
-        let mut conn = self.checkout()?;
+        let group = &self.group;
+        let started = Instant::now();
+        let mut tried: Vec<usize> = Vec::new();
+        let mut last: Option<Failure> = None;
+        while tried.len() < group.tries {
+            if !tried.is_empty()
+                && !group.try_timeout.is_zero()
+                && started.elapsed() >= group.try_timeout
+            {
+                break;
+            }
+            let Some(i) = group.pick(req, &tried) else {
+                break;
+            };
+            tried.push(i);
+            let more = replayable && tried.len() < group.tries;
+            match self.attempt(i, req, body, &head, framing, buffered.as_deref()) {
+                Ok(resp) if more && group.retry.status(resp.status) => {
+                    // The answer goes if another server can be asked; else it is the answer.
+                    if group.pick(req, &tried).is_none() {
+                        group.succeeded(i);
+                        return Ok(resp);
+                    }
+                    let why = format!("answered {}", resp.status);
+                    group.failed(i, &why);
+                    log::info!(
+                        "{}: proxy {}: server {} {why}; trying the next",
+                        req.peer_addr(),
+                        self.url,
+                        group.servers[i].name
+                    );
+                    last = Some(Failure::new(resp.status, why));
+                }
+                Ok(resp) => {
+                    group.succeeded(i);
+                    return Ok(resp);
+                }
+                Err(Attempt::Next(f, timeout)) => {
+                    group.failed(i, &f.why);
+                    let allowed = if timeout {
+                        group.retry.timeout
+                    } else {
+                        group.retry.error
+                    };
+                    if !(more && allowed) {
+                        return Err(f);
+                    }
+                    log::info!(
+                        "{}: proxy {}: server {}: {}; trying the next",
+                        req.peer_addr(),
+                        self.url,
+                        group.servers[i].name,
+                        f.why
+                    );
+                    last = Some(f);
+                }
+                Err(Attempt::Counted(f)) => {
+                    group.failed(i, &f.why);
+                    return Err(f);
+                }
+                Err(Attempt::Final(f)) => return Err(f),
+            }
+        }
+        Err(last.unwrap_or_else(|| Failure::new(502, "no server of the group is up")))
+    }
+
+    /// One try on server `i`: the request out (again on a fresh connection if a pooled one
+    /// turns out dead, and the request can be sent twice), the response head in.
+    fn attempt(
+        self: &Arc<Self>,
+        i: usize,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        head: &[u8],
+        framing: BodyFraming,
+        buffered: Option<&[u8]>,
+    ) -> Result<Response, Attempt> {
+        let replayable =
+            is_idempotent(req.method()) && (framing == BodyFraming::None || buffered.is_some());
+        let mut conn = self.checkout(i).map_err(Attempt::tried)?;
+        conn.flight = Some(self.group.begin(i));
         loop {
-            let sent = match &buffered {
-                Some(data) => self.send_buffered(&conn, &head, data),
-                None => self.send(&mut conn, &head, framing, body),
+            let sent = match buffered {
+                Some(data) => self.send_buffered(&conn, head, data),
+                None => self.send(&mut conn, head, framing, body),
             };
             match sent {
                 Ok(()) => {}
                 Err(Sent::Dead(e)) if conn.reused && replayable => {
                     log::debug!("proxy {}: pooled connection dead ({e}); retrying", self.url);
-                    conn = self.connect()?;
+                    conn = self.reconnect(i)?;
                     continue;
                 }
                 Err(Sent::Dead(e)) | Err(Sent::Upstream(e)) => {
                     // The upstream may have answered early and closed: relay that if it did.
                     if framing == BodyFraming::None {
-                        return Err(io_failure("writing the request", &e));
+                        return Err(Attempt::tried(io_failure("writing the request", &e)));
                     }
                     log::debug!("proxy {}: writing the body: {e}", self.url);
                     conn.keep = false;
                 }
                 Err(Sent::Client) => {
                     // The driver answers the body's error (400, 408, 413).
-                    return Err(Failure::new(400, "the client's request body failed"));
+                    return Err(Attempt::Final(Failure::new(
+                        400,
+                        "the client's request body failed",
+                    )));
                 }
             }
             match self.read_head(&mut conn, req.method() == Method::Head) {
                 Ok(parser) => return Ok(self.response(conn, parser, req)),
                 Err(HeadError::Dead(e)) if conn.reused && replayable => {
                     log::debug!("proxy {}: pooled connection dead ({e}); retrying", self.url);
-                    conn = self.connect()?;
+                    conn = self.reconnect(i)?;
                 }
-                Err(HeadError::Dead(e)) => return Err(io_failure("reading the response", &e)),
-                Err(HeadError::Failed(f)) => return Err(f),
+                Err(HeadError::Dead(e)) => {
+                    return Err(Attempt::tried(io_failure("reading the response", &e)))
+                }
+                Err(HeadError::Failed(f)) if f.status == 504 => return Err(Attempt::Next(f, true)),
+                // A malformed answer counts against the server, and goes to the client.
+                Err(HeadError::Failed(f)) => return Err(Attempt::Counted(f)),
             }
         }
+    }
+
+    /// A fresh connection to server `i`, counted in flight.
+    fn reconnect(&self, i: usize) -> Result<Conn, Attempt> {
+        let mut conn = self.connect(i).map_err(Attempt::tried)?;
+        conn.flight = Some(self.group.begin(i));
+        Ok(conn)
     }
 
     /// Writes the head and a body read in full beforehand.
@@ -406,6 +523,25 @@ impl Failure {
             status,
             why: why.into(),
         }
+    }
+}
+
+/// How one try on a server failed.
+pub(super) enum Attempt {
+    /// Before any byte of a response: the next server may take it (`true`: a timeout, else an
+    /// error, as `retry_on` tells them apart).
+    Next(Failure, bool),
+    /// A failure the server is blamed for, answered to the client as it is.
+    Counted(Failure),
+    /// Not the server's doing (the client's body): answered as it is.
+    Final(Failure),
+}
+
+impl Attempt {
+    /// A failure to connect or to exchange with the server, by its status: 504 a timeout.
+    fn tried(f: Failure) -> Attempt {
+        let timeout = f.status == 504;
+        Attempt::Next(f, timeout)
     }
 }
 

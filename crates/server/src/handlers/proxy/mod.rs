@@ -63,8 +63,10 @@
 //! `headers.rs` rewrites the fields both ways; `pool.rs` keeps the idle connections.
 
 mod client;
+mod group;
 mod headers;
 mod pool;
 mod route;
 
+pub(crate) use group::Groups;
 pub(crate) use route::Proxy;

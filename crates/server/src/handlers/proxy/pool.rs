@@ -1,69 +1,73 @@
-//! Connections to an upstream: a pooled one checked out (or a new one connected) for a
+//! Connections to an upstream server: a pooled one checked out (or a new one connected) for a
 //! request, given back only when both sides allow another (the pool: `handlers/pool.rs`).
 
-use std::time::Instant;
-
-use weft_fiber::net::TcpStream;
-
 use super::client::{io_failure, is_timeout, Failure, Upstream};
+use super::group::InFlight;
 use crate::body::ReadBuf;
 pub(crate) use crate::handlers::pool::Idle;
+use crate::handlers::sock::Sock;
 
-/// The idle connections of one upstream.
+/// The idle connections of one server.
 pub(super) type Pool = crate::handlers::pool::Pool<Conn>;
 
 /// Initial read buffer of an upstream connection (it grows to the head limit if needed).
 const READ_BUF: usize = 8 * 1024;
 
 impl Upstream {
-    /// A pooled connection, or a new one.
-    pub(super) fn checkout(&self) -> Result<Conn, Failure> {
-        match self.pool.take() {
+    /// A pooled connection to server `i` of the group, or a new one.
+    pub(super) fn checkout(&self, i: usize) -> Result<Conn, Failure> {
+        match self.group.servers[i].pool.take() {
             Some(c) => Ok(c),
-            None => self.connect(),
+            None => self.connect(i),
         }
     }
 
-    pub(super) fn connect(&self) -> Result<Conn, Failure> {
-        let stream = TcpStream::connect_timeout(&self.addr, self.connect_timeout)
+    /// A new connection to server `i`.
+    pub(super) fn connect(&self, i: usize) -> Result<Conn, Failure> {
+        let stream = self.group.servers[i]
+            .addr
+            .connect(self.connect_timeout, self.read_timeout)
             .map_err(|e| io_failure("connecting", &e))?;
-        let setup = stream
-            .set_nodelay(true)
-            .and_then(|()| stream.set_read_timeout(Some(self.read_timeout)))
-            .and_then(|()| stream.set_write_timeout(Some(self.read_timeout)));
-        setup.map_err(|e| io_failure("setting up the connection", &e))?;
         Ok(Conn {
             stream,
             rbuf: ReadBuf::new(READ_BUF),
             reused: false,
             keep: true,
+            server: i,
+            flight: None,
         })
     }
 
-    /// Returns `conn` to the pool if it may carry another request.
+    /// Returns `conn` to its server's pool if it may carry another request.
     pub(super) fn release(&self, mut conn: Conn) {
+        conn.flight = None;
         if conn.keep && conn.rbuf.is_empty() {
             conn.reused = true;
-            self.pool.put(conn);
+            let pool = &self.group.servers[conn.server].pool;
+            pool.put(conn);
         }
     }
 }
 
-/// One connection to an upstream.
-pub(super) struct Conn {
-    pub(super) stream: TcpStream,
+/// One connection to an upstream server.
+pub(crate) struct Conn {
+    pub(super) stream: Sock,
     /// Bytes received and not yet consumed.
     pub(super) rbuf: ReadBuf,
     /// It came from the pool (so it may have died while idle).
     pub(super) reused: bool,
     /// Both sides allow another request on it (so far).
     pub(super) keep: bool,
+    /// Which server of the group it goes to.
+    pub(super) server: usize,
+    /// The request it carries, counted in flight until its response has been read.
+    pub(super) flight: Option<InFlight>,
 }
 
 impl Idle for Conn {
     fn is_open(&self) -> bool {
         let mut b = [0u8; 1];
-        match self.stream.read_deadline(&mut b, Instant::now()) {
+        match self.stream.read_now(&mut b) {
             Err(e) => is_timeout(&e),
             Ok(_) => false,
         }

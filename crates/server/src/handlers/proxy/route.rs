@@ -16,8 +16,9 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// The mounts `cfgs` describe (`None` if there are none); resolves every upstream.
-    pub fn new(cfgs: &[ProxyConfig]) -> io::Result<Option<Proxy>> {
+    /// The mounts `cfgs` describe (`None` if there are none); resolves every URL upstream and
+    /// finds every `upstream:NAME` in `groups`.
+    pub fn new(cfgs: &[ProxyConfig], groups: &super::Groups) -> io::Result<Option<Proxy>> {
         if cfgs.is_empty() {
             return Ok(None);
         }
@@ -27,7 +28,7 @@ impl Proxy {
             fallback: None,
         };
         for cfg in cfgs {
-            let up = Arc::new(Upstream::new(cfg)?);
+            let up = Arc::new(Upstream::new(cfg, groups)?);
             if cfg.fallback {
                 if proxy.fallback.is_some() {
                     return Err(invalid("more than one proxy has `fallback = true`".into()));

@@ -82,7 +82,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
     };
     let prelude = conn::Prelude::new(&p.lm, &app.cfg.timeouts, Instant::now());
     let guard = OpenGuard::new(p.lm.clone());
-    let key = crate::shutdown::listener_key(&p.lm);
+    let key = crate::models::listener_key(&p.lm);
     let registration = Some(p.app.shutdown.register_on(stream.as_raw_fd(), key));
     Some(Box::new(Conn {
         info: ConnInfo {

@@ -1,0 +1,916 @@
+//! Upstream groups (`[[upstream]]`, nginx's `upstream` block): the servers a mount balances
+//! over, which of them are up, and the choice of one per request.
+//!
+//! - **Choice** ([`Group::pick`]): weighted round robin, least requests in flight per weight,
+//!   or a consistent hash of the client's address or a request variable (a ring of 160 points
+//!   per unit of weight, so adding a server moves about 1/N of the keys, and a server that is
+//!   down sends its keys to the next points only). Backup servers take requests only while no
+//!   other server is up; with none up at all, the first try goes to the servers anyway (as
+//!   nginx does when every server has failed), so a group never refuses on stale marks alone.
+//! - **Passive health** (nginx's `max_fails`/`fail_timeout`): a failure (see
+//!   [`Group::failed`]) within `fail_timeout` of the first of a run counts; `max_fails` of them
+//!   mark the server down for `fail_timeout`; a success clears the count.
+//! - **Active health** (`[upstream.health]`): a thread of the process that built the group
+//!   asks every server for `path` each `interval`; `fall` failed checks in a row mark it down,
+//!   `rise` passed ones bring it back. It ends when the group is dropped (a reload builds new
+//!   groups).
+//! - The state of each server lives in shared memory, so the `process` model's connection
+//!   processes and its master see one another's marks and counts.
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use weft_sys::shm::{AtomicsOnly, Shared, SharedSlice};
+
+use super::pool::Pool;
+use crate::config::{HashKey, HealthCheck, Policy, ServerLine, UpstreamConfig};
+use crate::handlers::sock::Addr;
+use crate::Request;
+
+/// Points on the hash ring per unit of weight (ketama's 160).
+const POINTS_PER_WEIGHT: u32 = 160;
+
+/// One server of a group.
+pub(crate) struct Server {
+    /// As configured (`10.0.0.1:8000`, `unix:/run/app.sock`): the name in logs and metrics.
+    pub(crate) name: String,
+    pub(crate) addr: Addr,
+    weight: u32,
+    max_fails: u32,
+    fail_timeout: Duration,
+    backup: bool,
+    /// Its idle keep-alive connections.
+    pub(super) pool: Arc<Pool>,
+}
+
+/// What every process knows of a server (in shared memory).
+#[derive(Debug)]
+#[repr(C)]
+struct ServerState {
+    /// Failures in the current run, and when the run began (coarse ms).
+    fails: AtomicU64,
+    run_began_ms: AtomicU64,
+    /// Down until then (coarse ms), after `max_fails`.
+    down_until_ms: AtomicU64,
+    /// Marked down by the health checks (1), and the checks' current run (+ passes, - fails
+    /// as a count of one kind).
+    checked_down: AtomicU64,
+    check_streak: AtomicU64,
+    /// Requests in flight (`least_conn`).
+    active: AtomicU64,
+    /// Requests sent, and failures counted.
+    requests: AtomicU64,
+    failures: AtomicU64,
+}
+
+// SAFETY: only AtomicU64 fields; all-zero is every counter at 0 and every mark clear.
+unsafe impl AtomicsOnly for ServerState {}
+
+/// What sends a request on to the next server (`retry_on`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RetryOn {
+    pub(crate) error: bool,
+    pub(crate) timeout: bool,
+    /// 502, 503, 504.
+    pub(crate) statuses: [bool; 3],
+}
+
+impl RetryOn {
+    fn parse(words: &[String], group: &str) -> Result<RetryOn, String> {
+        let mut r = RetryOn::default();
+        for w in words {
+            match w.as_str() {
+                "error" => r.error = true,
+                "timeout" => r.timeout = true,
+                "http_502" => r.statuses[0] = true,
+                "http_503" => r.statuses[1] = true,
+                "http_504" => r.statuses[2] = true,
+                "off" => {}
+                _ => {
+                    return Err(format!(
+                        "upstream `{group}`: retry_on `{w}`: expected error, timeout, http_502, \
+                         http_503, http_504 or off"
+                    ))
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// Whether a response with `status` is tried again elsewhere.
+    pub(crate) fn status(&self, status: u16) -> bool {
+        match status {
+            502 => self.statuses[0],
+            503 => self.statuses[1],
+            504 => self.statuses[2],
+            _ => false,
+        }
+    }
+}
+
+/// A group of upstream servers.
+pub(crate) struct Group {
+    /// The group's name (`upstream:NAME`), or the URL of a mount's single server.
+    pub(crate) name: String,
+    pub(crate) servers: Vec<Server>,
+    policy: Policy,
+    /// Sorted (point, server) pairs of the hash policies.
+    ring: Vec<(u32, usize)>,
+    /// The round-robin turn, shared with the `process` model's connection processes (each
+    /// would otherwise start from the master's count and pick the same server).
+    cursor: Arc<Shared<AtomicU64>>,
+    /// One per server; kept across a reload that keeps the group's servers (as the marks of
+    /// the process that built the first generation are what the `process` model's processes
+    /// share).
+    state: Arc<SharedSlice<ServerState>>,
+    /// `[upstream.health]`, and whether its thread runs.
+    health: Option<HealthCheck>,
+    checking: std::sync::atomic::AtomicBool,
+    pub(crate) retry: RetryOn,
+    /// Servers one request may try (at least 1).
+    pub(crate) tries: usize,
+    /// How long it may go on trying (zero: no bound).
+    pub(crate) try_timeout: Duration,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("name", &self.name)
+            .field("servers", &self.servers.len())
+            .finish()
+    }
+}
+
+/// A stable 32-bit hash (FNV-1a, then a 64-bit finaliser): the same in every process and run.
+fn hash32(bytes: &[u8]) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    (h >> 32) as u32
+}
+
+fn now_ms() -> u64 {
+    weft_sys::clock::coarse_monotonic_ms()
+}
+
+impl Group {
+    /// The group `cfg` describes; its servers resolved now. A `previous` group of the same
+    /// servers hands its state on.
+    pub(crate) fn new(
+        cfg: &UpstreamConfig,
+        previous: Option<&Group>,
+    ) -> Result<Arc<Group>, String> {
+        if cfg.name.is_empty()
+            || !cfg
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            return Err(format!(
+                "upstream name `{}`: letters, digits, `-`, `_` and `.` only",
+                cfg.name
+            ));
+        }
+        if cfg.servers.is_empty() {
+            return Err(format!("upstream `{}` lists no servers", cfg.name));
+        }
+        let mut servers = Vec::new();
+        for s in &cfg.servers {
+            let line: ServerLine = s.parse()?;
+            let addr = Addr::parse(&line.addr, &format!("upstream `{}` server", cfg.name))?;
+            servers.push(Server {
+                name: line.addr,
+                addr,
+                weight: line.weight,
+                max_fails: line.max_fails.unwrap_or(cfg.max_fails),
+                fail_timeout: line.fail_timeout.unwrap_or(cfg.fail_timeout),
+                backup: line.backup,
+                pool: Pool::new(cfg.max_idle, cfg.idle_timeout),
+            });
+        }
+        if servers.iter().all(|s| s.backup) {
+            return Err(format!("upstream `{}`: every server is a backup", cfg.name));
+        }
+        if matches!(cfg.policy, Policy::IpHash | Policy::Hash(_))
+            && servers.iter().any(|s| s.backup)
+        {
+            return Err(format!(
+                "upstream `{}`: backup servers do not go with a hash policy (as in nginx)",
+                cfg.name
+            ));
+        }
+        let mut group = Group::assemble(
+            cfg.name.clone(),
+            servers,
+            cfg.policy.clone(),
+            RetryOn::parse(&cfg.retry_on, &cfg.name)?,
+            cfg.tries,
+            cfg.try_timeout,
+        );
+        if let Some(hc) = &cfg.health {
+            if !hc.path.starts_with('/') || hc.path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+                return Err(format!(
+                    "upstream `{}`: health.path `{}` is not a path",
+                    cfg.name, hc.path
+                ));
+            }
+            if hc.interval.is_zero() || hc.fall == 0 || hc.rise == 0 {
+                return Err(format!(
+                    "upstream `{}`: health needs an interval, fall and rise above zero",
+                    cfg.name
+                ));
+            }
+            group.health = Some(hc.clone());
+        }
+        // The same servers as the previous generation's group: its marks and counts go on.
+        if let Some(p) = previous.filter(|p| {
+            p.servers.len() == group.servers.len()
+                && p.servers
+                    .iter()
+                    .zip(&group.servers)
+                    .all(|(a, b)| a.name == b.name)
+        }) {
+            group.state = p.state.clone();
+            group.cursor = p.cursor.clone();
+        }
+        Ok(Arc::new(group))
+    }
+
+    /// Starts the health checks, if the group has them and they are not running (in the
+    /// process that serves: a thread would keep the `process` model's master from forking).
+    pub(crate) fn start_checks(self: &Arc<Self>) {
+        if let Some(hc) = &self.health {
+            if !self.checking.swap(true, Relaxed) {
+                spawn_checks(self, hc.clone());
+            }
+        }
+    }
+
+    /// A group of the one server at `addr` (a mount's `http://HOST:PORT`): retried on errors
+    /// as before groups existed (a dead pooled connection), never marked down.
+    pub(crate) fn single(name: &str, addr: Addr, max_idle: usize, idle: Duration) -> Arc<Group> {
+        let server = Server {
+            name: name.to_string(),
+            addr,
+            weight: 1,
+            max_fails: 0,
+            fail_timeout: Duration::ZERO,
+            backup: false,
+            pool: Pool::new(max_idle, idle),
+        };
+        Arc::new(Group::assemble(
+            name.to_string(),
+            vec![server],
+            Policy::RoundRobin,
+            RetryOn::default(),
+            1,
+            Duration::ZERO,
+        ))
+    }
+
+    fn assemble(
+        name: String,
+        servers: Vec<Server>,
+        policy: Policy,
+        retry: RetryOn,
+        tries: usize,
+        try_timeout: Duration,
+    ) -> Group {
+        let mut ring = Vec::new();
+        if matches!(policy, Policy::IpHash | Policy::Hash(_)) {
+            for (i, s) in servers.iter().enumerate() {
+                for k in 0..s.weight * POINTS_PER_WEIGHT {
+                    ring.push((hash32(format!("{}#{k}", s.name).as_bytes()), i));
+                }
+            }
+            ring.sort_unstable();
+        }
+        let n = servers.len();
+        Group {
+            name,
+            state: Arc::new(SharedSlice::new(n)),
+            servers,
+            policy,
+            ring,
+            cursor: Arc::new(Shared::new()),
+            health: None,
+            checking: std::sync::atomic::AtomicBool::new(false),
+            retry,
+            tries: if tries == 0 { n } else { tries.min(n) }.max(1),
+            try_timeout,
+        }
+    }
+
+    fn st(&self, i: usize) -> &ServerState {
+        &self.state[i]
+    }
+
+    /// Whether server `i` takes requests now.
+    pub(crate) fn is_up(&self, i: usize) -> bool {
+        let st = self.st(i);
+        st.checked_down.load(Relaxed) == 0 && st.down_until_ms.load(Relaxed) <= now_ms()
+    }
+
+    /// The server for `req`'s next try, not one of `tried`; `None` when none is left.
+    pub(crate) fn pick(&self, req: &Request, tried: &[usize]) -> Option<usize> {
+        let fresh = |i: &usize| !tried.contains(i);
+        let up: Vec<usize> = (0..self.servers.len())
+            .filter(fresh)
+            .filter(|&i| self.is_up(i))
+            .collect();
+        let primary: Vec<usize> = up
+            .iter()
+            .copied()
+            .filter(|&i| !self.servers[i].backup)
+            .collect();
+        let mut candidates = if primary.is_empty() { up } else { primary };
+        if candidates.is_empty() && tried.is_empty() {
+            // Every server is marked down: try them anyway rather than refuse.
+            candidates = (0..self.servers.len())
+                .filter(|&i| !self.servers[i].backup)
+                .collect();
+        }
+        if candidates.is_empty() {
+            return None;
+        }
+        Some(match &self.policy {
+            Policy::RoundRobin => self.weighted_turn(&candidates),
+            Policy::LeastConn => self.least_conn(&candidates),
+            Policy::IpHash => {
+                self.on_ring(req.peer_addr().ip().to_string().as_bytes(), &candidates)
+            }
+            Policy::Hash(key) => {
+                let k = hash_key(key, req);
+                self.on_ring(&k, &candidates)
+            }
+        })
+    }
+
+    fn weighted_turn(&self, candidates: &[usize]) -> usize {
+        let total: u64 = candidates
+            .iter()
+            .map(|&i| u64::from(self.servers[i].weight))
+            .sum();
+        let mut k = self.cursor.fetch_add(1, Relaxed) % total.max(1);
+        for &i in candidates {
+            let w = u64::from(self.servers[i].weight);
+            if k < w {
+                return i;
+            }
+            k -= w;
+        }
+        candidates[0]
+    }
+
+    fn least_conn(&self, candidates: &[usize]) -> usize {
+        // Fewest in flight per weight: a/wa < b/wb as a*wb < b*wa; ties go round in turn.
+        let start = self.cursor.fetch_add(1, Relaxed) as usize;
+        let n = candidates.len();
+        let mut best = candidates[start % n];
+        for j in 1..n {
+            let i = candidates[(start + j) % n];
+            let (a, wa) = (
+                self.st(i).active.load(Relaxed),
+                u64::from(self.servers[i].weight),
+            );
+            let (b, wb) = (
+                self.st(best).active.load(Relaxed),
+                u64::from(self.servers[best].weight),
+            );
+            if a * wb < b * wa {
+                best = i;
+            }
+        }
+        best
+    }
+
+    /// The first server clockwise from `key`'s point that is a candidate.
+    fn on_ring(&self, key: &[u8], candidates: &[usize]) -> usize {
+        let h = hash32(key);
+        let start = self.ring.partition_point(|&(p, _)| p < h);
+        let n = self.ring.len();
+        (0..n)
+            .map(|j| self.ring[(start + j) % n].1)
+            .find(|i| candidates.contains(i))
+            .unwrap_or(candidates[0])
+    }
+
+    /// A request to server `i` begins (`least_conn`, metrics); the guard ends it.
+    pub(crate) fn begin(self: &Arc<Self>, i: usize) -> InFlight {
+        let st = self.st(i);
+        st.active.fetch_add(1, Relaxed);
+        st.requests.fetch_add(1, Relaxed);
+        InFlight {
+            group: self.clone(),
+            server: i,
+        }
+    }
+
+    /// Server `i` failed a request (refused, reset, timed out, or an answer `retry_on`
+    /// names): counted, and past `max_fails` in `fail_timeout` marked down for `fail_timeout`.
+    pub(crate) fn failed(&self, i: usize, why: &dyn std::fmt::Display) {
+        let s = &self.servers[i];
+        let st = self.st(i);
+        st.failures.fetch_add(1, Relaxed);
+        if s.max_fails == 0 {
+            return;
+        }
+        let now = now_ms();
+        let window = u64::try_from(s.fail_timeout.as_millis()).unwrap_or(u64::MAX);
+        let began = st.run_began_ms.load(Relaxed);
+        let fails = if now.saturating_sub(began) > window || st.fails.load(Relaxed) == 0 {
+            st.run_began_ms.store(now, Relaxed);
+            st.fails.store(1, Relaxed);
+            1
+        } else {
+            st.fails.fetch_add(1, Relaxed) + 1
+        };
+        if fails >= u64::from(s.max_fails) {
+            st.fails.store(0, Relaxed);
+            st.down_until_ms.store(now.saturating_add(window), Relaxed);
+            log::warn!(
+                "upstream {} server {}: {fails} failure(s) within {:?} ({why}); not used for {:?}",
+                self.name,
+                s.name,
+                s.fail_timeout,
+                s.fail_timeout
+            );
+        }
+    }
+
+    /// Server `i` answered: its run of failures ends.
+    pub(crate) fn succeeded(&self, i: usize) {
+        let st = self.st(i);
+        if st.fails.load(Relaxed) != 0 {
+            st.fails.store(0, Relaxed);
+        }
+    }
+
+    /// Per server: (name, up, requests, failures, in flight), for the metrics and status.
+    pub(crate) fn report(&self) -> Vec<(&str, bool, u64, u64, u64)> {
+        (0..self.servers.len())
+            .map(|i| {
+                let st = self.st(i);
+                (
+                    self.servers[i].name.as_str(),
+                    self.is_up(i),
+                    st.requests.load(Relaxed),
+                    st.failures.load(Relaxed),
+                    st.active.load(Relaxed),
+                )
+            })
+            .collect()
+    }
+
+    /// Records one active check of server `i`; returns a change of its state to log.
+    fn checked(&self, i: usize, passed: bool, hc: &HealthCheck) -> Option<bool> {
+        let st = self.st(i);
+        let down = st.checked_down.load(Relaxed) != 0;
+        // The streak counts checks that disagree with the current state.
+        if passed != down {
+            st.check_streak.store(0, Relaxed);
+            return None;
+        }
+        let streak = st.check_streak.fetch_add(1, Relaxed) + 1;
+        let flip = if down {
+            streak >= u64::from(hc.rise)
+        } else {
+            streak >= u64::from(hc.fall)
+        };
+        if !flip {
+            return None;
+        }
+        st.check_streak.store(0, Relaxed);
+        st.checked_down.store(u64::from(!down), Relaxed);
+        if passed {
+            // Back: what passive marks it had are stale.
+            st.down_until_ms.store(0, Relaxed);
+            st.fails.store(0, Relaxed);
+        }
+        Some(passed)
+    }
+}
+
+/// The `[[upstream]]` groups of one configuration, by name.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Groups(std::collections::HashMap<String, Arc<Group>>);
+
+impl Groups {
+    /// Builds every group; a bad or repeated one refuses them all. A group of `previous` (the
+    /// running generation's) with the same name and servers hands its state on.
+    pub(crate) fn new(
+        cfgs: &[UpstreamConfig],
+        previous: Option<&Groups>,
+    ) -> std::io::Result<Groups> {
+        let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+        let mut map = std::collections::HashMap::new();
+        for cfg in cfgs {
+            let prev = previous.and_then(|p| p.get(&cfg.name)).map(|g| &**g);
+            let g = Group::new(cfg, prev).map_err(invalid)?;
+            if map.insert(cfg.name.clone(), g).is_some() {
+                return Err(invalid(format!(
+                    "two [[upstream]]s are named `{}`",
+                    cfg.name
+                )));
+            }
+        }
+        Ok(Groups(map))
+    }
+
+    /// The group named `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Group>> {
+        self.0.get(name)
+    }
+
+    /// Starts every group's health checks not yet running (see [`Group::start_checks`]).
+    pub(crate) fn start_checks(&self) {
+        for g in self.0.values() {
+            g.start_checks();
+        }
+    }
+
+    /// Every group, by name.
+    pub(crate) fn sorted(&self) -> Vec<&Arc<Group>> {
+        let mut v: Vec<&Arc<Group>> = self.0.values().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+}
+
+/// `weft_upstream_up`, `weft_upstream_requests_total`, `weft_upstream_failures_total` and
+/// `weft_upstream_in_flight` per group and server; and the same in the status JSON.
+impl crate::metrics::Exposed for Groups {
+    fn prometheus(&self, out: &mut String) {
+        use std::fmt::Write;
+        let groups = self.sorted();
+        if groups.is_empty() {
+            return;
+        }
+        let families: [(&str, &str, &str); 4] = [
+            (
+                "weft_upstream_up",
+                "gauge",
+                "1 while the server takes requests (not marked down by failures or health checks).",
+            ),
+            (
+                "weft_upstream_requests_total",
+                "counter",
+                "Requests sent to the server (each try).",
+            ),
+            (
+                "weft_upstream_failures_total",
+                "counter",
+                "Tries that failed: refused, reset, timed out, or an answer retry_on names.",
+            ),
+            (
+                "weft_upstream_in_flight",
+                "gauge",
+                "Requests whose response is being read from the server.",
+            ),
+        ];
+        for (k, (name, kind, help)) in families.iter().enumerate() {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for g in &groups {
+                for (server, up, requests, failures, active) in g.report() {
+                    let v = [u64::from(up), requests, failures, active][k];
+                    let _ = writeln!(
+                        out,
+                        "{name}{{upstream=\"{}\",server=\"{}\"}} {v}",
+                        label(&g.name),
+                        label(server)
+                    );
+                }
+            }
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let groups = self.sorted();
+        if groups.is_empty() {
+            return serde_json::Value::Null;
+        }
+        groups
+            .iter()
+            .map(|g| {
+                let servers: Vec<serde_json::Value> = g
+                    .report()
+                    .into_iter()
+                    .map(|(server, up, requests, failures, active)| {
+                        serde_json::json!({
+                            "server": server,
+                            "up": up,
+                            "requests": requests,
+                            "failures": failures,
+                            "in_flight": active,
+                        })
+                    })
+                    .collect();
+                serde_json::json!({ "name": g.name, "servers": servers })
+            })
+            .collect::<Vec<_>>()
+            .into()
+    }
+}
+
+/// A Prometheus label value: `\`, `"` and line ends escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// A request in flight to a server; its end is counted when this drops.
+pub(crate) struct InFlight {
+    group: Arc<Group>,
+    server: usize,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.group.st(self.server).active.fetch_sub(1, Relaxed);
+    }
+}
+
+/// The bytes `hash $VAR` hashes for `req` (empty when the variable is).
+fn hash_key(key: &HashKey, req: &Request) -> Vec<u8> {
+    match key {
+        HashKey::Uri => req.path().as_bytes().to_vec(),
+        HashKey::RequestUri => req.target().as_bytes().to_vec(),
+        HashKey::RemoteAddr => req.peer_addr().ip().to_string().into_bytes(),
+        HashKey::Args => req.query().unwrap_or("").as_bytes().to_vec(),
+        HashKey::Header(h) => req.header(h).unwrap_or_default().to_vec(),
+    }
+}
+
+/// Starts the health checks of `group`: one thread, ending when the group is dropped.
+fn spawn_checks(group: &Arc<Group>, hc: HealthCheck) {
+    let weak: Weak<Group> = Arc::downgrade(group);
+    let name = format!("weft-health-{}", group.name);
+    let started = std::thread::Builder::new().name(name).spawn(move || loop {
+        std::thread::sleep(hc.interval);
+        let Some(g) = weak.upgrade() else {
+            return;
+        };
+        for (i, s) in g.servers.iter().enumerate() {
+            let outcome = check(&s.addr, &g.name, &hc);
+            if let Some(up) = g.checked(i, outcome.is_ok(), &hc) {
+                match (&outcome, up) {
+                    (_, true) => log::warn!(
+                        "upstream {} server {}: health checks pass again; in use",
+                        g.name,
+                        s.name
+                    ),
+                    (Err(why), false) => log::warn!(
+                        "upstream {} server {}: {} health checks failed ({why}); not used",
+                        g.name,
+                        s.name,
+                        hc.fall
+                    ),
+                    (Ok(()), false) => {}
+                }
+            }
+        }
+    });
+    if let Err(e) = started {
+        log::error!("upstream {}: no health-check thread: {e}", group.name);
+    }
+}
+
+/// One check: `GET path` with `Connection: close`; a 2xx or 3xx status passes.
+fn check(addr: &Addr, host: &str, hc: &HealthCheck) -> Result<(), String> {
+    let req = format!(
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: weft-health-check\r\nConnection: close\r\n\r\n",
+        hc.path
+    );
+    let mut buf = [0u8; 64];
+    let n = match addr {
+        Addr::Tcp(a) => {
+            let mut s = std::net::TcpStream::connect_timeout(a, hc.timeout)
+                .map_err(|e| format!("connecting: {e}"))?;
+            s.set_read_timeout(Some(hc.timeout))
+                .map_err(|e| e.to_string())?;
+            s.set_write_timeout(Some(hc.timeout))
+                .map_err(|e| e.to_string())?;
+            s.write_all(req.as_bytes())
+                .map_err(|e| format!("writing: {e}"))?;
+            read_status_line(&mut s, &mut buf)?
+        }
+        Addr::Unix(p) => {
+            let mut s = std::os::unix::net::UnixStream::connect(p)
+                .map_err(|e| format!("connecting: {e}"))?;
+            s.set_read_timeout(Some(hc.timeout))
+                .map_err(|e| e.to_string())?;
+            s.set_write_timeout(Some(hc.timeout))
+                .map_err(|e| e.to_string())?;
+            s.write_all(req.as_bytes())
+                .map_err(|e| format!("writing: {e}"))?;
+            read_status_line(&mut s, &mut buf)?
+        }
+    };
+    let status = std::str::from_utf8(&buf[..n])
+        .ok()
+        .and_then(|l| l.strip_prefix("HTTP/1."))
+        .and_then(|l| l.get(2..5))
+        .and_then(|c| c.parse::<u16>().ok())
+        .ok_or("not an HTTP response")?;
+    if (200..400).contains(&status) {
+        Ok(())
+    } else {
+        Err(format!("status {status}"))
+    }
+}
+
+/// Reads at least a status line's first 12 bytes (`HTTP/1.1 200`).
+fn read_status_line(s: &mut impl Read, buf: &mut [u8; 64]) -> Result<usize, String> {
+    let mut n = 0;
+    while n < 12 {
+        match s.read(&mut buf[n..]) {
+            Ok(0) => return Err("closed before a status line".into()),
+            Ok(k) => n += k,
+            Err(e) => return Err(format!("reading: {e}")),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(policy: &str, servers: &[&str]) -> Arc<Group> {
+        let cfg = UpstreamConfig {
+            name: "app".into(),
+            servers: servers.iter().map(|s| s.to_string()).collect(),
+            policy: policy.parse().unwrap(),
+            ..UpstreamConfig::default()
+        };
+        Group::new(&cfg, None).unwrap()
+    }
+
+    fn request(target: &str, peer: &str) -> Request {
+        let raw = format!("GET {target} HTTP/1.1\r\nHost: t\r\nX-User: {target}\r\n\r\n");
+        let mut p = weft_http::Parser::new(weft_http::Limits::default());
+        p.parse(raw.as_bytes()).unwrap().expect("a head");
+        let peer = peer.parse().unwrap();
+        Request::new(raw.into_bytes(), p.take_head(), peer, peer)
+    }
+
+    #[test]
+    fn round_robin_follows_the_weights_and_skips_a_server_marked_down() {
+        let g = group(
+            "round_robin",
+            &["127.0.0.1:1 weight=2", "127.0.0.1:2", "127.0.0.1:3 backup"],
+        );
+        let req = request("/", "10.0.0.1:5");
+        let picks: Vec<usize> = (0..6).map(|_| g.pick(&req, &[]).unwrap()).collect();
+        assert_eq!(picks.iter().filter(|&&i| i == 0).count(), 4, "{picks:?}");
+        assert_eq!(picks.iter().filter(|&&i| i == 1).count(), 2, "{picks:?}");
+        // max_fails = 1: one failure marks the first down; the second takes everything.
+        g.failed(0, &"refused");
+        assert!(!g.is_up(0));
+        assert!((0..4).all(|_| g.pick(&req, &[]) == Some(1)));
+        // Tried already: the backup is next, and then nothing.
+        assert_eq!(g.pick(&req, &[1]), Some(2));
+        assert_eq!(g.pick(&req, &[1, 2]), None);
+        // Both primaries down: the backup takes them.
+        g.failed(1, &"refused");
+        assert_eq!(g.pick(&req, &[]), Some(2));
+        let rows = g.report();
+        assert_eq!((rows[0].1, rows[1].1, rows[2].1), (false, false, true));
+        assert_eq!(rows[0].3, 1);
+    }
+
+    #[test]
+    fn every_server_down_is_tried_anyway_once() {
+        let g = group("round_robin", &["127.0.0.1:1", "127.0.0.1:2"]);
+        let req = request("/", "10.0.0.1:5");
+        g.failed(0, &"x");
+        g.failed(1, &"x");
+        assert!(g.pick(&req, &[]).is_some());
+        assert_eq!(g.pick(&req, &[0, 1]), None);
+    }
+
+    #[test]
+    fn least_conn_takes_the_least_busy_per_weight() {
+        let g = group("least_conn", &["127.0.0.1:1", "127.0.0.1:2 weight=2"]);
+        let req = request("/", "10.0.0.1:5");
+        let a = g.begin(0);
+        let b = g.begin(1);
+        // One each: the second, of weight 2, has room for twice as many.
+        assert_eq!(g.pick(&req, &[]), Some(1));
+        let c = g.begin(1);
+        let d = g.begin(1);
+        assert_eq!(g.pick(&req, &[]), Some(0));
+        drop((a, b, c, d));
+        assert_eq!(g.report().iter().map(|r| r.4).sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn a_consistent_hash_moves_few_keys_when_a_server_is_added() {
+        let three = group(
+            "hash $http_x_user",
+            &["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"],
+        );
+        let four = group(
+            "hash $http_x_user",
+            &["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80"],
+        );
+        let keys: Vec<Request> = (0..10_000)
+            .map(|k| request(&format!("/u{k}"), "10.9.9.9:1"))
+            .collect();
+        let mut moved = 0;
+        let mut per = [0usize; 4];
+        for r in &keys {
+            let a = three.pick(r, &[]).unwrap();
+            let b = four.pick(r, &[]).unwrap();
+            per[b] += 1;
+            if a != b {
+                moved += 1;
+                assert_eq!(b, 3, "a key moved between two old servers");
+            }
+        }
+        // Ideal: 1/4 of the keys; the issue's bound: 1.5/N.
+        eprintln!("3 -> 4 servers: {moved} of 10,000 keys moved; per server {per:?}");
+        assert!(moved <= 10_000 * 3 / 8, "{moved} keys moved");
+        assert!(per.iter().all(|&n| n > 1_500), "{per:?}");
+        // The same key, the same server, every time; a server down sends its keys on.
+        let r = &keys[7];
+        let home = four.pick(r, &[]).unwrap();
+        assert!((0..5).all(|_| four.pick(r, &[]) == Some(home)));
+        four.failed(home, &"x");
+        let next = four.pick(r, &[]).unwrap();
+        assert_ne!(next, home);
+        let others_stay = keys
+            .iter()
+            .filter(|k| three.pick(k, &[]) != Some(home) && home < 3)
+            .take(100)
+            .all(|k| four.pick(k, &[]) != Some(home));
+        assert!(others_stay);
+    }
+
+    #[test]
+    fn health_checks_flip_after_fall_and_rise() {
+        let g = group("round_robin", &["127.0.0.1:1", "127.0.0.1:2"]);
+        let hc = HealthCheck {
+            fall: 3,
+            rise: 2,
+            ..HealthCheck::default()
+        };
+        assert_eq!(g.checked(0, false, &hc), None);
+        assert_eq!(g.checked(0, false, &hc), None);
+        assert_eq!(g.checked(0, true, &hc), None, "a pass breaks the run");
+        assert_eq!(g.checked(0, false, &hc), None);
+        assert_eq!(g.checked(0, false, &hc), None);
+        assert_eq!(g.checked(0, false, &hc), Some(false));
+        assert!(!g.is_up(0));
+        assert_eq!(g.checked(0, true, &hc), None);
+        assert_eq!(g.checked(0, true, &hc), Some(true));
+        assert!(g.is_up(0));
+    }
+
+    #[test]
+    fn configurations_refused_with_the_reason() {
+        let bad = |cfg: UpstreamConfig| Group::new(&cfg, None).unwrap_err();
+        let base = UpstreamConfig {
+            name: "app".into(),
+            servers: vec!["127.0.0.1:1".into()],
+            ..UpstreamConfig::default()
+        };
+        assert!(bad(UpstreamConfig {
+            name: "a b".into(),
+            ..base.clone()
+        })
+        .contains("letters"));
+        assert!(bad(UpstreamConfig {
+            servers: vec![],
+            ..base.clone()
+        })
+        .contains("no servers"));
+        assert!(bad(UpstreamConfig {
+            servers: vec!["127.0.0.1:1 backup".into()],
+            ..base.clone()
+        })
+        .contains("backup"));
+        assert!(bad(UpstreamConfig {
+            retry_on: vec!["sometimes".into()],
+            ..base.clone()
+        })
+        .contains("retry_on"));
+        assert!(bad(UpstreamConfig {
+            policy: "ip_hash".parse().unwrap(),
+            servers: vec!["127.0.0.1:1".into(), "127.0.0.1:2 backup".into()],
+            ..base
+        })
+        .contains("hash"));
+    }
+}

@@ -1,0 +1,129 @@
+//! Upstream groups (`[[upstream]]`): three weft servers behind one, balanced in turn; one
+//! killed under a stream of requests costs no failed request (the try goes to the next server
+//! and the dead one is marked down); health checks take a server that fails them out before a
+//! request meets it; the metrics say which servers are up.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{Builder, Model, Server};
+
+per_model! {
+    except fiber_nocache:
+    requests_go_round_the_group_and_a_killed_server_costs_no_failed_request,
+    health_checks_take_a_failing_server_out_before_a_request_meets_it,
+}
+
+/// A weft server whose `/who.txt` answers `name`, with `/healthz` answering 200 when `healthy`.
+fn backend(model: Model, name: &str, healthy: bool) -> Server {
+    let mut b = Builder::new(model, &format!("up-{name}")).file("who.txt", name.as_bytes());
+    if healthy {
+        b = b.args(&["--health", "/healthz"]);
+    }
+    b.start()
+}
+
+/// The server in front: `/who.txt` forwarded to the group `app` of `servers`.
+fn front(model: Model, servers: &[&Server], extra: &str) -> Server {
+    let list: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.addr)).collect();
+    Builder::new(model, "up-front")
+        .config(&format!(
+            "[[upstream]]\nname = \"app\"\nservers = [{}]\n{extra}\n\
+             [[proxy]]\nprefix = \"/who.txt\"\nupstream = \"upstream:app\"\n",
+            list.join(", ")
+        ))
+        .args(&["--status"])
+        .start()
+}
+
+/// `weft_upstream_up` of each server, in the order of the metrics.
+fn up_flags(front: &Server) -> Vec<(String, u64)> {
+    let m = front.get("/_weft/metrics");
+    String::from_utf8_lossy(&m.body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("weft_upstream_up{"))
+        .filter_map(|l| {
+            let (labels, v) = l.split_once("} ")?;
+            let server = labels.split("server=\"").nth(1)?.trim_end_matches('"');
+            Some((server.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn requests_go_round_the_group_and_a_killed_server_costs_no_failed_request(model: Model) {
+    let a = backend(model, "a", true);
+    let b = backend(model, "b", true);
+    let c = backend(model, "c", true);
+    let f = front(model, &[&a, &b, &c], "");
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..30 {
+        let r = f.get("/who.txt");
+        assert_eq!(r.status, 200, "{r:?}");
+        *seen
+            .entry(String::from_utf8_lossy(&r.body).to_string())
+            .or_insert(0) += 1;
+    }
+    let counts: Vec<u32> = seen.values().copied().collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(counts.iter().all(|&n| n == 10), "round robin: {seen:?}");
+    // One killed: every request still answered, by the other two.
+    let b_addr = b.addr.to_string();
+    drop(b);
+    let mut failed = 0;
+    let mut by: std::collections::BTreeMap<String, u32> = Default::default();
+    for _ in 0..40 {
+        let r = f.get("/who.txt");
+        if r.status == 200 {
+            *by.entry(String::from_utf8_lossy(&r.body).to_string())
+                .or_insert(0) += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    assert_eq!(failed, 0, "{by:?}\n{}", f.log());
+    assert!(!by.contains_key("b"), "{by:?}");
+    assert!(
+        f.log().contains("not used for"),
+        "the dead server is not marked down:\n{}",
+        f.log()
+    );
+    let flags = up_flags(&f);
+    assert!(flags.contains(&(b_addr, 0)), "{flags:?}");
+    assert_eq!(
+        flags.iter().filter(|(_, v)| *v == 1).count(),
+        2,
+        "{flags:?}"
+    );
+    drop((a, c));
+}
+
+fn health_checks_take_a_failing_server_out_before_a_request_meets_it(model: Model) {
+    let a = backend(model, "a", true);
+    // No health path: its checks get 404.
+    let sick = backend(model, "sick", false);
+    let f = front(
+        model,
+        &[&a, &sick],
+        "[upstream.health]\npath = \"/healthz\"\ninterval = \"100ms\"\nfall = 2\nrise = 2\n",
+    );
+    let sick_addr = sick.addr.to_string();
+    let end = Instant::now() + Duration::from_secs(10);
+    while !up_flags(&f).contains(&(sick_addr.clone(), 0)) {
+        assert!(
+            Instant::now() < end,
+            "never marked down: {:?}",
+            up_flags(&f)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for _ in 0..20 {
+        let r = f.get("/who.txt");
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"a"[..]));
+    }
+    assert!(f.log().contains("health checks failed"), "{}", f.log());
+    let json = f.get("/_weft/status.json");
+    let v: serde_json::Value = serde_json::from_slice(&json.body).unwrap();
+    let servers = &v["upstreams"][0]["servers"];
+    assert_eq!(v["upstreams"][0]["name"], "app", "{v}");
+    assert_eq!(servers[1]["up"], false, "{v}");
+    assert_eq!(servers[0]["requests"], 20, "{v}");
+}
