@@ -501,7 +501,9 @@ impl Server {
                         app.cfg.fiber.stack_size,
                         self.bound
                             .iter()
-                            .any(|b| b.model == Model::Fiber && b.metrics.tls()),
+                            .any(|b| b.model == Model::Fiber && b.metrics.tls())
+                            // A TLS client's handshake (an https:// upstream) needs it too.
+                            || app.cfg.proxies_to_https(),
                     ))
                     // Each response's Date comes from a clock read once per scheduling round.
                     .on_round(weft_http::date::new_round)

@@ -1606,3 +1606,54 @@ fn client_certificates_are_verified_and_passed_on() {
     );
     assert!(err.contains("verify_client needs client_ca"), "{err}");
 }
+
+/// An `https://` upstream on every model: verified against `tls_ca` (its certificate names
+/// `localhost`, which the URL names), refused with 502 and the reason when the system's CAs
+/// do not know it, taken as it is with `tls_verify = false`.
+#[test]
+fn an_https_upstream_is_verified_and_an_unknown_certificate_is_502() {
+    let dir = unique_dir("https-upstream");
+    let cert = make_cert(&dir, "cert", &["localhost"]);
+    let upstream = Server::start("thread", &dir, &cert, "", &[]);
+    let port = upstream.https.port();
+    for model in MODELS {
+        let front = |name: &str, extra: &str| -> Weft {
+            let fdir = unique_dir(name);
+            Launch::serve(&fdir)
+                .owns_dir()
+                .arg("--root")
+                .arg(fdir.join("root"))
+                .args(["--listen", &format!("127.0.0.1:0={model}")])
+                .config(&format!(
+                    "[[proxy]]\nprefix = \"/up/\"\nupstream = \"https://localhost:{port}\"\n{extra}"
+                ))
+                .listeners(1)
+                .start()
+        };
+        let ask = |w: &Weft| -> Resp {
+            let mut s = TcpStream::connect(w.addr_of("http")).unwrap();
+            s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+            s.write_all(b"GET /up/ HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            read_chunked_or_length(&mut s)
+        };
+        // The upstream has no /up/: its 404 page, over TLS, is the answer that went through.
+        let trusted = front("https-up-ca", &format!("tls_ca = {:?}\n", cert.cert));
+        for _ in 0..3 {
+            let r = ask(&trusted);
+            assert_eq!(r.status, 404, "{model}: {}", trusted.log());
+            assert_eq!(r.header("via"), Some("1.1 weft"), "{model}: {r:?}");
+        }
+        let unknown = front("https-up-system", "");
+        let r = ask(&unknown);
+        assert_eq!(r.status, 502, "{model}");
+        assert!(
+            unknown.log().contains("TLS handshake") && unknown.log().contains("certificate"),
+            "{model}: {}",
+            unknown.log()
+        );
+        let blind = front("https-up-noverify", "tls_verify = false\n");
+        assert_eq!(ask(&blind).status, 404, "{model}: {}", blind.log());
+    }
+    drop(upstream);
+}

@@ -136,6 +136,11 @@
 //!                             # limits.max_body) is read before anything goes upstream
 //! underscores_in_headers = false  # nginx underscores_in_headers: fields named with `_`
 //!                             # are not forwarded (X_Forwarded_For is no X-Forwarded-For)
+//! tls_verify = true           # https:// upstreams: check the certificate (proxy_ssl_verify)
+//! # tls_ca = "ca.pem"         # the CAs it checks against; default: the system's bundle
+//! # tls_name = "api.internal" # SNI and the name checked; default: the URL's host
+//! # tls_cert = "client.pem"   # a client certificate for upstreams that ask (with tls_key)
+//! # tls_key = "client.key"
 //!
 //! [[upstream]]                # a group a proxy names as upstream = "upstream:app"; may repeat
 //! name = "app"
@@ -396,6 +401,19 @@ impl Config {
     /// (`weft check` prints it).
     pub fn to_toml(&self) -> Result<String, String> {
         toml::to_string(self).map_err(|e| e.to_string())
+    }
+
+    /// Whether a proxy mount (top level, a site's, a location's) talks TLS to its upstream
+    /// (the fiber model then gives fibers the stack a TLS handshake needs).
+    pub fn proxies_to_https(&self) -> bool {
+        let https = |u: &str| u.starts_with("https://");
+        self.proxy.iter().any(|p| https(&p.upstream))
+            || self.site.iter().any(|s| {
+                s.proxy.iter().any(|p| https(&p.upstream))
+                    || s.location
+                        .iter()
+                        .any(|l| l.proxy.as_deref().is_some_and(https))
+            })
     }
 
     /// The listeners to open: the configured ones, or the default address.

@@ -1,5 +1,6 @@
 //! `[[proxy]]`: reverse-proxy mounts.
 
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -14,7 +15,8 @@ pub struct ProxyConfig {
     /// Requests whose path starts with this (and still does once normalised) are forwarded;
     /// empty for a fallback-only entry.
     pub prefix: String,
-    /// `http://HOST[:PORT]`, resolved once at start.
+    /// `http://HOST[:PORT]` or `https://HOST[:PORT]`, resolved once at start, or
+    /// `upstream:NAME`, an `[[upstream]]` group.
     pub upstream: String,
     /// Also forward everything that is not a file: requests the static files answer 404, and
     /// methods other than GET and HEAD that no route took (as the pipeline paper hands
@@ -46,6 +48,24 @@ pub struct ProxyConfig {
     /// `Transfer_Encoding` or `X_Forwarded_For` for the field a proxy in front set or framed
     /// the request by (a second request smuggled in its body), so such fields are dropped.
     pub underscores_in_headers: bool,
+    /// An `https://` upstream's certificate is checked against these PEM CA certificates
+    /// (nginx `proxy_ssl_trusted_certificate`); none: the system's CA bundle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    /// Check an `https://` upstream's certificate and name (nginx `proxy_ssl_verify`, off
+    /// there by default; on here). Off: any certificate is taken, as nginx's default.
+    pub tls_verify: bool,
+    /// The name sent as SNI and checked in the certificate (nginx `proxy_ssl_name`); none: the
+    /// URL's host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_name: Option<String>,
+    /// A client certificate (PEM chain) for upstreams that ask for one (nginx
+    /// `proxy_ssl_certificate`), with `tls_key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// Its private key (nginx `proxy_ssl_certificate_key`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for ProxyConfig {
@@ -61,6 +81,11 @@ impl Default for ProxyConfig {
             max_idle: 32,
             request_buffering: true,
             underscores_in_headers: false,
+            tls_ca: None,
+            tls_verify: true,
+            tls_name: None,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }

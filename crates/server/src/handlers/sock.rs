@@ -69,18 +69,59 @@ impl std::fmt::Display for Addr {
 }
 
 /// A connection to a backend.
-#[derive(Debug)]
 pub(crate) enum Sock {
     Unix(UnixStream),
     Tcp(TcpStream),
+    /// TLS over TCP (an `https://` upstream). Locked so that `&Sock` reads and writes as the
+    /// plain ones do; one request uses a connection at a time, so the lock is never contended.
+    Tls(Box<std::sync::Mutex<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>>),
+}
+
+impl std::fmt::Debug for Sock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Sock::Unix(_) => "Sock::Unix",
+            Sock::Tcp(_) => "Sock::Tcp",
+            Sock::Tls(_) => "Sock::Tls",
+        })
+    }
 }
 
 impl Sock {
-    /// Reads what is there now, without waiting (`TimedOut` if nothing is).
+    /// Starts TLS on `tcp` as a client of `name` with `config`: the handshake, within the
+    /// socket's timeouts. The error says why (an unknown issuer, a name the certificate does
+    /// not hold).
+    pub(crate) fn tls(
+        tcp: TcpStream,
+        config: std::sync::Arc<rustls::ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> io::Result<Sock> {
+        let conn = rustls::ClientConnection::new(config, name)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        while s.conn.is_handshaking() {
+            s.conn.complete_io(&mut s.sock)?;
+        }
+        Ok(Sock::Tls(Box::new(std::sync::Mutex::new(s))))
+    }
+
+    /// Reads what is there now, without waiting (`TimedOut` if nothing is). Over TLS it only
+    /// looks: anything readable on an idle connection (a close_notify, the end) reads as the
+    /// end (`Ok(0)`).
     pub(crate) fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Sock::Unix(s) => s.read_deadline(buf, Instant::now()),
             Sock::Tcp(s) => s.read_deadline(buf, Instant::now()),
+            Sock::Tls(s) => {
+                use std::os::fd::{AsFd, AsRawFd};
+                let s = s.lock().unwrap_or_else(|e| e.into_inner());
+                let fd = s.sock.as_fd().as_raw_fd();
+                if weft_sys::poll::poll_readable_any(&[fd], Duration::ZERO)?.is_empty() {
+                    Err(io::ErrorKind::TimedOut.into())
+                } else {
+                    Ok(0)
+                }
+            }
         }
     }
 
@@ -96,6 +137,7 @@ impl Read for &Sock {
         match self {
             Sock::Unix(s) => (&*s).read(buf),
             Sock::Tcp(s) => (&*s).read(buf),
+            Sock::Tls(s) => s.lock().unwrap_or_else(|e| e.into_inner()).read(buf),
         }
     }
 }
@@ -105,6 +147,7 @@ impl Write for &Sock {
         match self {
             Sock::Unix(s) => (&*s).write(data),
             Sock::Tcp(s) => (&*s).write(data),
+            Sock::Tls(s) => s.lock().unwrap_or_else(|e| e.into_inner()).write(data),
         }
     }
 
@@ -112,11 +155,20 @@ impl Write for &Sock {
         match self {
             Sock::Unix(s) => (&*s).write_all(data),
             Sock::Tcp(s) => (&*s).write_all(data),
+            Sock::Tls(s) => {
+                let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+                s.write_all(data)?;
+                // rustls holds records until flushed.
+                s.flush()
+            }
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            Sock::Tls(s) => s.lock().unwrap_or_else(|e| e.into_inner()).flush(),
+            _ => Ok(()),
+        }
     }
 }
 

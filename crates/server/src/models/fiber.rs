@@ -303,8 +303,8 @@ pub(crate) const TLS_FIBER_STACK: usize = if cfg!(debug_assertions) {
     128 * 1024
 };
 
-/// The fiber stack size: `configured`, raised to [`TLS_FIBER_STACK`] when a fiber listener
-/// serves TLS.
+/// The fiber stack size: `configured`, raised to [`TLS_FIBER_STACK`] when a fiber runs TLS
+/// (a fiber listener serves it, or a proxy talks it to an `https://` upstream).
 pub(crate) fn fiber_stack(configured: usize, fiber_tls: bool) -> usize {
     if fiber_tls {
         configured.max(TLS_FIBER_STACK)

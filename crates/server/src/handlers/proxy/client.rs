@@ -44,6 +44,8 @@ pub struct Upstream {
     buffering: bool,
     /// `underscores_in_headers`: fields whose names contain `_` go upstream too.
     pub(super) underscores: bool,
+    /// An `https://` upstream's TLS client.
+    pub(super) tls: Option<super::tls::UpstreamTls>,
 }
 
 impl fmt::Debug for Upstream {
@@ -55,11 +57,17 @@ impl fmt::Debug for Upstream {
     }
 }
 
-/// Parses `http://HOST[:PORT][/]` into (authority, host, port).
-fn parse_url(url: &str) -> Result<(String, String, u16), String> {
-    let rest = url.strip_prefix("http://").ok_or(format!(
-        "proxy upstream `{url}`: only http:// URLs are supported"
-    ))?;
+/// Parses `http://HOST[:PORT][/]` or `https://...` into (authority, host, port, https).
+fn parse_url(url: &str) -> Result<(String, String, u16, bool), String> {
+    let (rest, https) = match url.strip_prefix("https://") {
+        Some(r) => (r, true),
+        None => (
+            url.strip_prefix("http://").ok_or(format!(
+                "proxy upstream `{url}`: expected http://, https:// or upstream:NAME"
+            ))?,
+            false,
+        ),
+    };
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
         return Err(format!(
@@ -78,10 +86,11 @@ fn parse_url(url: &str) -> Result<(String, String, u16), String> {
         Some(p) => p
             .parse::<u16>()
             .map_err(|_| format!("proxy upstream `{url}`: bad port"))?,
+        None if https => 443,
         None => 80,
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    Ok((authority.to_string(), host.to_string(), port))
+    Ok((authority.to_string(), host.to_string(), port, https))
 }
 
 impl Upstream {
@@ -89,6 +98,7 @@ impl Upstream {
     /// `upstream:NAME` names.
     pub(super) fn new(cfg: &ProxyConfig, groups: &super::Groups) -> io::Result<Upstream> {
         let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
+        let mut tls = None;
         let (group, authority) = match cfg.upstream.strip_prefix("upstream:") {
             Some(name) => {
                 let g = groups.get(name).ok_or_else(|| {
@@ -100,7 +110,10 @@ impl Upstream {
                 (g.clone(), name.to_string())
             }
             None => {
-                let (authority, host, port) = parse_url(&cfg.upstream).map_err(invalid)?;
+                let (authority, host, port, https) = parse_url(&cfg.upstream).map_err(invalid)?;
+                if https {
+                    tls = Some(super::tls::UpstreamTls::new(cfg, &host).map_err(invalid)?);
+                }
                 let addr = (host.as_str(), port)
                     .to_socket_addrs()
                     .map_err(|e| invalid(format!("proxy upstream `{}`: {e}", cfg.upstream)))?
@@ -123,6 +136,7 @@ impl Upstream {
             limits: Limits::default(),
             buffering: cfg.request_buffering,
             underscores: cfg.underscores_in_headers,
+            tls,
         })
     }
 
@@ -731,18 +745,22 @@ mod tests {
     fn upstream_urls() {
         assert_eq!(
             parse_url("http://127.0.0.1:9000").unwrap(),
-            ("127.0.0.1:9000".into(), "127.0.0.1".into(), 9000)
+            ("127.0.0.1:9000".into(), "127.0.0.1".into(), 9000, false)
         );
         assert_eq!(
             parse_url("http://backend/").unwrap(),
-            ("backend".into(), "backend".into(), 80)
+            ("backend".into(), "backend".into(), 80, false)
         );
         assert_eq!(
             parse_url("http://[::1]:8080").unwrap(),
-            ("[::1]:8080".into(), "::1".into(), 8080)
+            ("[::1]:8080".into(), "::1".into(), 8080, false)
+        );
+        assert_eq!(
+            parse_url("https://api.example").unwrap(),
+            ("api.example".into(), "api.example".into(), 443, true)
         );
         for bad in [
-            "https://x",
+            "ftp://x",
             "http://",
             "http://x/path",
             "http://x:99999",

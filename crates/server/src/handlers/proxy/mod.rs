@@ -67,6 +67,7 @@ mod group;
 mod headers;
 mod pool;
 mod route;
+mod tls;
 
 pub(crate) use group::Groups;
 pub(crate) use route::Proxy;

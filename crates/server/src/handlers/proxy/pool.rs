@@ -24,10 +24,17 @@ impl Upstream {
 
     /// A new connection to server `i`.
     pub(super) fn connect(&self, i: usize) -> Result<Conn, Failure> {
-        let stream = self.group.servers[i]
+        let mut stream = self.group.servers[i]
             .addr
             .connect(self.connect_timeout, self.read_timeout)
             .map_err(|e| io_failure("connecting", &e))?;
+        if let (Some(t), Sock::Tcp(_)) = (&self.tls, &stream) {
+            let Sock::Tcp(tcp) = stream else {
+                unreachable!("matched above")
+            };
+            stream = Sock::tls(tcp, t.config.clone(), t.name.clone())
+                .map_err(|e| io_failure("the TLS handshake", &e))?;
+        }
         Ok(Conn {
             stream,
             rbuf: ReadBuf::new(READ_BUF),
