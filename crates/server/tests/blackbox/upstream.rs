@@ -11,6 +11,7 @@ per_model! {
     except fiber_nocache:
     requests_go_round_the_group_and_a_killed_server_costs_no_failed_request,
     health_checks_take_a_failing_server_out_before_a_request_meets_it,
+    an_answer_retry_on_names_goes_to_the_next_server,
 }
 
 /// A weft server whose `/who.txt` answers `name`, with `/healthz` answering 200 when `healthy`.
@@ -126,4 +127,70 @@ fn health_checks_take_a_failing_server_out_before_a_request_meets_it(model: Mode
     assert_eq!(v["upstreams"][0]["name"], "app", "{v}");
     assert_eq!(servers[1]["up"], false, "{v}");
     assert_eq!(servers[0]["requests"], 20, "{v}");
+}
+
+/// A server that answers every request 503 (keep-alive), on a thread until the test ends.
+fn always_503() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut s = s;
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        let answer =
+                            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy";
+                        if s.write_all(answer).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// `retry_on = [..., "http_503"]`: a server's 503 is dropped for the next server's answer
+/// (and counts against it); without it, the 503 is the answer.
+fn an_answer_retry_on_names_goes_to_the_next_server(model: Model) {
+    let busy = always_503();
+    let a = backend(model, "a", true);
+    let group = |name: &str, retry: &str| {
+        Builder::new(model, name)
+            .config(&format!(
+                "[[upstream]]\nname = \"app\"\nservers = [\"{busy}\", \"{}\"]\n\
+                 max_fails = 0\nretry_on = {retry}\n\
+                 [[proxy]]\nprefix = \"/who.txt\"\nupstream = \"upstream:app\"\n",
+                a.addr
+            ))
+            .start()
+    };
+    let f = group("up-retry503", "[\"error\", \"timeout\", \"http_503\"]");
+    for _ in 0..10 {
+        let r = f.get("/who.txt");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"a"[..]),
+            "{}",
+            f.log()
+        );
+    }
+    let plain = group("up-no503", "[\"error\", \"timeout\"]");
+    let statuses: Vec<u16> = (0..10).map(|_| plain.get("/who.txt").status).collect();
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 503).count(),
+        5,
+        "{statuses:?}"
+    );
 }
