@@ -136,6 +136,7 @@
 //!                             # limits.max_body) is read before anything goes upstream
 //! underscores_in_headers = false  # nginx underscores_in_headers: fields named with `_`
 //!                             # are not forwarded (X_Forwarded_For is no X-Forwarded-For)
+//! resolve_every = "30s"       # the URL's host name resolved again this often; 0: at start
 //! tls_verify = true           # https:// upstreams: check the certificate (proxy_ssl_verify)
 //! # tls_ca = "ca.pem"         # the CAs it checks against; default: the system's bundle
 //! # tls_name = "api.internal" # SNI and the name checked; default: the URL's host
@@ -154,6 +155,7 @@
 //! try_timeout = "0s"          # nginx proxy_next_upstream_timeout; 0: no bound
 //! max_idle = 32               # nginx keepalive: idle connections kept per server
 //! idle_timeout = "30s"        # an idle pooled connection older than this is closed
+//! resolve_every = "30s"       # names resolved again this often (on a thread); 0: at start
 //! [upstream.health]           # active checks; none without this table
 //! path = "/"                  # GET it; a 2xx or 3xx passes
 //! interval = "2s"

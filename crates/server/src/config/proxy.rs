@@ -48,6 +48,10 @@ pub struct ProxyConfig {
     /// `Transfer_Encoding` or `X_Forwarded_For` for the field a proxy in front set or framed
     /// the request by (a second request smuggled in its body), so such fields are dropped.
     pub underscores_in_headers: bool,
+    /// How often the URL's host name is resolved again (0: only at start); see
+    /// `[[upstream]] resolve_every`.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub resolve_every: Duration,
     /// An `https://` upstream's certificate is checked against these PEM CA certificates
     /// (nginx `proxy_ssl_trusted_certificate`); none: the system's CA bundle.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,6 +85,7 @@ impl Default for ProxyConfig {
             max_idle: 32,
             request_buffering: true,
             underscores_in_headers: false,
+            resolve_every: Duration::from_secs(30),
             tls_ca: None,
             tls_verify: true,
             tls_name: None,

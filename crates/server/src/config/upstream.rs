@@ -46,6 +46,11 @@ pub struct UpstreamConfig {
     /// An idle pooled connection older than this is closed rather than reused.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub idle_timeout: Duration,
+    /// How often server names are resolved again, so a backend that moves (a Kubernetes
+    /// Service, DNS failover) is followed without a reload (nginx Plus `resolve`); 0: only at
+    /// start. Resolution runs on a thread of its own, never on a serving one.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub resolve_every: Duration,
     /// Active health checks (nginx Plus `health_check`, HAProxy `check`); none by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthCheck>,
@@ -64,6 +69,7 @@ impl Default for UpstreamConfig {
             try_timeout: Duration::ZERO,
             max_idle: 32,
             idle_timeout: Duration::from_secs(30),
+            resolve_every: Duration::from_secs(30),
             health: None,
         }
     }

@@ -122,7 +122,16 @@ impl Upstream {
                         invalid(format!("proxy upstream `{}`: no address", cfg.upstream))
                     })?;
                 let addr = crate::handlers::sock::Addr::Tcp(addr);
-                let g = Group::single(&cfg.upstream, addr, cfg.max_idle, cfg.idle_timeout);
+                let name = super::group::host_of(&format!("{host}:{port}"));
+                let g = Group::single(
+                    &cfg.upstream,
+                    addr,
+                    name,
+                    cfg.resolve_every,
+                    cfg.max_idle,
+                    cfg.idle_timeout,
+                );
+                groups.adopt(g.clone());
                 (g, authority)
             }
         };

@@ -36,7 +36,11 @@ const POINTS_PER_WEIGHT: u32 = 160;
 pub(crate) struct Server {
     /// As configured (`10.0.0.1:8000`, `unix:/run/app.sock`): the name in logs and metrics.
     pub(crate) name: String,
-    pub(crate) addr: Addr,
+    /// Its address as resolved at start ([`Group::addr`] gives the current one).
+    addr: Addr,
+    /// The host name and port to resolve again (`resolve_every`); `None` for an address
+    /// literal or a Unix socket.
+    host: Option<(String, u16)>,
     weight: u32,
     max_fails: u32,
     fail_timeout: Duration,
@@ -63,6 +67,13 @@ struct ServerState {
     /// Requests sent, and failures counted.
     requests: AtomicU64,
     failures: AtomicU64,
+    /// The address resolved last (`resolve_every`), under a sequence lock: `addr_seq` is odd
+    /// while it is written, and 0 until a resolution changed the address from the start's.
+    addr_seq: AtomicU64,
+    addr_hi: AtomicU64,
+    addr_lo: AtomicU64,
+    /// Port, and 4 or 6 in bits 16 and up.
+    addr_meta: AtomicU64,
 }
 
 // SAFETY: only AtomicU64 fields; all-zero is every counter at 0 and every mark clear.
@@ -127,6 +138,8 @@ pub(crate) struct Group {
     state: Arc<SharedSlice<ServerState>>,
     /// `[upstream.health]`, and whether its thread runs.
     health: Option<HealthCheck>,
+    /// How often host names are resolved again (zero: never).
+    resolve_every: Duration,
     checking: std::sync::atomic::AtomicBool,
     pub(crate) retry: RetryOn,
     /// Servers one request may try (at least 1).
@@ -188,9 +201,11 @@ impl Group {
         for s in &cfg.servers {
             let line: ServerLine = s.parse()?;
             let addr = Addr::parse(&line.addr, &format!("upstream `{}` server", cfg.name))?;
+            let host = host_of(&line.addr);
             servers.push(Server {
                 name: line.addr,
                 addr,
+                host,
                 weight: line.weight,
                 max_fails: line.max_fails.unwrap_or(cfg.max_fails),
                 fail_timeout: line.fail_timeout.unwrap_or(cfg.fail_timeout),
@@ -232,6 +247,7 @@ impl Group {
             }
             group.health = Some(hc.clone());
         }
+        group.resolve_every = cfg.resolve_every;
         // The same servers as the previous generation's group: its marks and counts go on.
         if let Some(p) = previous.filter(|p| {
             p.servers.len() == group.servers.len()
@@ -249,33 +265,147 @@ impl Group {
     /// Starts the health checks, if the group has them and they are not running (in the
     /// process that serves: a thread would keep the `process` model's master from forking).
     pub(crate) fn start_checks(self: &Arc<Self>) {
+        if self.checking.swap(true, Relaxed) {
+            return;
+        }
         if let Some(hc) = &self.health {
-            if !self.checking.swap(true, Relaxed) {
-                spawn_checks(self, hc.clone());
+            spawn_checks(self, hc.clone());
+        }
+        if !self.resolve_every.is_zero() && self.servers.iter().any(|s| s.host.is_some()) {
+            spawn_resolver(self);
+        }
+    }
+
+    /// Server `i`'s address now: the last resolution's, else the start's.
+    pub(crate) fn addr(&self, i: usize) -> Addr {
+        let s = &self.servers[i];
+        if s.host.is_some() {
+            if let Some(a) = self.resolved(i) {
+                return Addr::Tcp(a);
+            }
+        }
+        s.addr.clone()
+    }
+
+    /// The address a resolution stored for server `i`, read under its sequence lock.
+    fn resolved(&self, i: usize) -> Option<std::net::SocketAddr> {
+        let st = self.st(i);
+        loop {
+            let seq = st.addr_seq.load(std::sync::atomic::Ordering::Acquire);
+            if seq == 0 {
+                return None;
+            }
+            if seq % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let (hi, lo, meta) = (
+                st.addr_hi.load(std::sync::atomic::Ordering::Acquire),
+                st.addr_lo.load(std::sync::atomic::Ordering::Acquire),
+                st.addr_meta.load(std::sync::atomic::Ordering::Acquire),
+            );
+            if st.addr_seq.load(std::sync::atomic::Ordering::Acquire) != seq {
+                continue;
+            }
+            let port = (meta & 0xffff) as u16;
+            let ip: std::net::IpAddr = if meta >> 16 == 6 {
+                std::net::Ipv6Addr::from((u128::from(hi) << 64) | u128::from(lo)).into()
+            } else {
+                std::net::Ipv4Addr::from(lo as u32).into()
+            };
+            return Some(std::net::SocketAddr::new(ip, port));
+        }
+    }
+
+    /// Stores `a` as server `i`'s address (one writer: the group's resolver thread).
+    fn store_resolved(&self, i: usize, a: std::net::SocketAddr) {
+        use std::sync::atomic::Ordering::Release;
+        let st = self.st(i);
+        let seq = st.addr_seq.load(Relaxed);
+        st.addr_seq.store(seq | 1, Release);
+        std::sync::atomic::fence(Release);
+        let (hi, lo, family) = match a.ip() {
+            std::net::IpAddr::V4(v4) => (0, u64::from(u32::from(v4)), 4u64),
+            std::net::IpAddr::V6(v6) => {
+                let bits = u128::from(v6);
+                ((bits >> 64) as u64, bits as u64, 6u64)
+            }
+        };
+        st.addr_hi.store(hi, Release);
+        st.addr_lo.store(lo, Release);
+        st.addr_meta
+            .store(u64::from(a.port()) | (family << 16), Release);
+        st.addr_seq.store((seq | 1) + 1, Release);
+    }
+
+    /// Resolves every named server again with `resolve`: while the address in use is still
+    /// among the answers it stays (a name with several records does not flap between them),
+    /// else the first answer takes over (logged); a failed resolution keeps the last one
+    /// (logged).
+    pub(crate) fn refresh(
+        &self,
+        resolve: &dyn Fn(&str, u16) -> std::io::Result<Vec<std::net::SocketAddr>>,
+    ) {
+        for (i, s) in self.servers.iter().enumerate() {
+            let Some((host, port)) = &s.host else {
+                continue;
+            };
+            let now = self.addr(i);
+            match resolve(host, *port) {
+                Ok(all) if all.iter().any(|a| Addr::Tcp(*a) == now) => {}
+                Ok(all) if !all.is_empty() => {
+                    let a = all[0];
+                    log::info!(
+                        "upstream {} server {}: address now {a} (was {now})",
+                        self.name,
+                        s.name
+                    );
+                    self.store_resolved(i, a);
+                }
+                Ok(_) => log::warn!(
+                    "upstream {} server {}: {host} resolved to nothing; still {now}",
+                    self.name,
+                    s.name
+                ),
+                Err(e) => log::warn!(
+                    "upstream {} server {}: cannot resolve {host} ({e}); still {now}",
+                    self.name,
+                    s.name
+                ),
             }
         }
     }
 
     /// A group of the one server at `addr` (a mount's `http://HOST:PORT`): retried on errors
     /// as before groups existed (a dead pooled connection), never marked down.
-    pub(crate) fn single(name: &str, addr: Addr, max_idle: usize, idle: Duration) -> Arc<Group> {
+    pub(crate) fn single(
+        name: &str,
+        addr: Addr,
+        host: Option<(String, u16)>,
+        resolve_every: Duration,
+        max_idle: usize,
+        idle: Duration,
+    ) -> Arc<Group> {
         let server = Server {
             name: name.to_string(),
             addr,
+            host,
             weight: 1,
             max_fails: 0,
             fail_timeout: Duration::ZERO,
             backup: false,
             pool: Pool::new(max_idle, idle),
         };
-        Arc::new(Group::assemble(
+        let mut g = Group::assemble(
             name.to_string(),
             vec![server],
             Policy::RoundRobin,
             RetryOn::default(),
             1,
             Duration::ZERO,
-        ))
+        );
+        g.resolve_every = resolve_every;
+        Arc::new(g)
     }
 
     fn assemble(
@@ -304,6 +434,7 @@ impl Group {
             ring,
             cursor: Arc::new(Shared::new()),
             health: None,
+            resolve_every: Duration::ZERO,
             checking: std::sync::atomic::AtomicBool::new(false),
             retry,
             tries: if tries == 0 { n } else { tries.min(n) }.max(1),
@@ -503,7 +634,11 @@ impl Group {
 
 /// The `[[upstream]]` groups of one configuration, by name.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Groups(std::collections::HashMap<String, Arc<Group>>);
+pub(crate) struct Groups(
+    std::collections::HashMap<String, Arc<Group>>,
+    /// The one-server groups of mounts with a URL, whose names are resolved again too.
+    Arc<std::sync::Mutex<Vec<Arc<Group>>>>,
+);
 
 impl Groups {
     /// Builds every group; a bad or repeated one refuses them all. A group of `previous` (the
@@ -524,7 +659,12 @@ impl Groups {
                 )));
             }
         }
-        Ok(Groups(map))
+        Ok(Groups(map, Arc::default()))
+    }
+
+    /// Takes in a mount's one-server group, so [`Groups::start_checks`] starts its resolver.
+    pub(crate) fn adopt(&self, g: Arc<Group>) {
+        self.1.lock().unwrap_or_else(|e| e.into_inner()).push(g);
     }
 
     /// The group named `name`.
@@ -535,6 +675,9 @@ impl Groups {
     /// Starts every group's health checks not yet running (see [`Group::start_checks`]).
     pub(crate) fn start_checks(&self) {
         for g in self.0.values() {
+            g.start_checks();
+        }
+        for g in self.1.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             g.start_checks();
         }
     }
@@ -652,6 +795,43 @@ fn hash_key(key: &HashKey, req: &Request) -> Vec<u8> {
     }
 }
 
+/// The host name and port of `HOST:PORT` to resolve again, `None` for an IP literal or a
+/// Unix socket.
+pub(crate) fn host_of(addr: &str) -> Option<(String, u16)> {
+    if addr.starts_with("unix:") || addr.parse::<std::net::SocketAddr>().is_ok() {
+        return None;
+    }
+    let (host, port) = addr.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return None;
+    }
+    Some((host.to_string(), port.parse().ok()?))
+}
+
+/// The system resolver's addresses for `host:port` (blocking: the resolver thread's).
+fn resolve_system(host: &str, port: u16) -> std::io::Result<Vec<std::net::SocketAddr>> {
+    use std::net::ToSocketAddrs;
+    Ok((host, port).to_socket_addrs()?.collect())
+}
+
+/// Starts the re-resolution of `group`'s names: one thread, ending when the group is dropped.
+fn spawn_resolver(group: &Arc<Group>) {
+    let weak: Weak<Group> = Arc::downgrade(group);
+    let every = group.resolve_every;
+    let name = format!("weft-resolve-{}", group.name);
+    let started = std::thread::Builder::new().name(name).spawn(move || loop {
+        std::thread::sleep(every);
+        let Some(g) = weak.upgrade() else {
+            return;
+        };
+        g.refresh(&resolve_system);
+    });
+    if let Err(e) = started {
+        log::error!("upstream {}: no resolver thread: {e}", group.name);
+    }
+}
+
 /// Starts the health checks of `group`: one thread, ending when the group is dropped.
 fn spawn_checks(group: &Arc<Group>, hc: HealthCheck) {
     let weak: Weak<Group> = Arc::downgrade(group);
@@ -662,7 +842,7 @@ fn spawn_checks(group: &Arc<Group>, hc: HealthCheck) {
             return;
         };
         for (i, s) in g.servers.iter().enumerate() {
-            let outcome = check(&s.addr, &g.name, &hc);
+            let outcome = check(&g.addr(i), &g.name, &hc);
             if let Some(up) = g.checked(i, outcome.is_ok(), &hc) {
                 match (&outcome, up) {
                     (_, true) => log::warn!(
@@ -856,6 +1036,37 @@ mod tests {
             .take(100)
             .all(|k| four.pick(k, &[]) != Some(home));
         assert!(others_stay);
+    }
+
+    #[test]
+    fn names_are_resolved_again_and_a_change_is_followed() {
+        let g = group("round_robin", &["localhost:8000", "127.0.0.1:9000"]);
+        assert_eq!(host_of("localhost:8000"), Some(("localhost".into(), 8000)));
+        assert_eq!(host_of("127.0.0.1:9000"), None);
+        assert_eq!(host_of("[::1]:80"), None);
+        assert_eq!(host_of("unix:/run/a.sock"), None);
+        let start = g.addr(0);
+        // The name moves: the next connection goes to its new address.
+        let moved: std::net::SocketAddr = "10.1.2.3:8000".parse().unwrap();
+        g.refresh(&|h, p| {
+            assert_eq!((h, p), ("localhost", 8000));
+            Ok(vec![moved])
+        });
+        assert_eq!(g.addr(0), Addr::Tcp(moved));
+        // Still among several answers: kept, whatever their order.
+        let other: std::net::SocketAddr = "10.9.9.9:8000".parse().unwrap();
+        g.refresh(&|_, _| Ok(vec![other, moved]));
+        assert_eq!(g.addr(0), Addr::Tcp(moved));
+        let v6: std::net::SocketAddr = "[2001:db8::7]:8000".parse().unwrap();
+        g.refresh(&|_, _| Ok(vec![v6]));
+        assert_eq!(g.addr(0), Addr::Tcp(v6));
+        g.refresh(&|_, _| Ok(vec![]));
+        assert_eq!(g.addr(0), Addr::Tcp(v6));
+        // A failure keeps the last address; a literal is never asked about.
+        g.refresh(&|_, _| Err(std::io::ErrorKind::NotFound.into()));
+        assert_eq!(g.addr(0), Addr::Tcp(v6));
+        assert_eq!(g.addr(1), Addr::Tcp("127.0.0.1:9000".parse().unwrap()));
+        assert_ne!(start, g.addr(0));
     }
 
     #[test]

@@ -24,8 +24,9 @@ impl Upstream {
 
     /// A new connection to server `i`.
     pub(super) fn connect(&self, i: usize) -> Result<Conn, Failure> {
-        let mut stream = self.group.servers[i]
-            .addr
+        let mut stream = self
+            .group
+            .addr(i)
             .connect(self.connect_timeout, self.read_timeout)
             .map_err(|e| io_failure("connecting", &e))?;
         if let (Some(t), Sock::Tcp(_)) = (&self.tls, &stream) {
