@@ -323,6 +323,14 @@ impl<'a> RequestBody<'a> {
         matches!(self.state, State::Done)
     }
 
+    /// Writes an interim response (`bytes`: a whole `1xx` head, e.g. a proxied `103 Early
+    /// Hints`) to the client ahead of the final one. Over HTTP/2 it goes nowhere (the
+    /// handler's transport there writes nothing).
+    pub(crate) fn interim(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)?;
+        self.stream.flush()
+    }
+
     /// True if the client still waits for `100 Continue` (no body byte was asked for).
     pub(crate) fn continue_pending(&self) -> bool {
         self.continue_pending

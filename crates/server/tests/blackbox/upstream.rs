@@ -12,6 +12,7 @@ per_model! {
     requests_go_round_the_group_and_a_killed_server_costs_no_failed_request,
     health_checks_take_a_failing_server_out_before_a_request_meets_it,
     an_answer_retry_on_names_goes_to_the_next_server,
+    early_hints_from_the_upstream_reach_an_http11_client,
 }
 
 /// A weft server whose `/who.txt` answers `name`, with `/healthz` answering 200 when `healthy`.
@@ -193,4 +194,69 @@ fn an_answer_retry_on_names_goes_to_the_next_server(model: Model) {
         5,
         "{statuses:?}"
     );
+}
+
+/// An upstream that answers each request with `103 Early Hints` (a `Link` field and a
+/// `Connection` field that must not pass), then `200 ok`.
+fn hinting_upstream() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut s = s;
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        let answer =
+                            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
+                            Connection: x-hint\r\nX-Hint: drop\r\n\r\n\
+                            HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if s.write_all(answer).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A `103 Early Hints` from the upstream goes on to an HTTP/1.1 client before the final
+/// answer (less the hop-by-hop fields it names); an HTTP/1.0 client gets the final only.
+fn early_hints_from_the_upstream_reach_an_http11_client(model: Model) {
+    use std::io::{Read, Write};
+    let up = hinting_upstream();
+    let f = Builder::new(model, "up-hints")
+        .config(&format!(
+            "[[proxy]]\nprefix = \"/app/\"\nupstream = \"http://{up}\"\n"
+        ))
+        .start();
+    let ask = |req: &[u8]| -> String {
+        let mut s = std::net::TcpStream::connect(f.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(req).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).to_string()
+    };
+    let got = ask(b"GET /app/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(
+        got.starts_with("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"),
+        "{got:?}"
+    );
+    assert!(!got.contains("X-Hint"), "{got:?}");
+    let last = got.rfind("HTTP/1.1 200 OK").expect("the final answer");
+    assert!(got[last..].ends_with("\r\n\r\nok"), "{got:?}");
+    let old = ask(b"GET /app/ HTTP/1.0\r\nHost: x\r\n\r\n");
+    assert!(old.starts_with("HTTP/1.1 200 OK"), "{old:?}");
 }

@@ -325,7 +325,15 @@ impl Upstream {
                     )));
                 }
             }
-            match self.read_head(&mut conn, req.method() == Method::Head) {
+            // 103 Early Hints go on to an HTTP/1.1 client as they come (nginx's
+            // `early_hints`); other 1xx are the proxy's own business.
+            let hints_ok = req.version() == weft_http::Version::Http11;
+            let mut hints = |head: &weft_http::ResponseHead, raw: &[u8]| {
+                if hints_ok && head.status() == 103 {
+                    let _ = body.interim(&headers::early_hints(head, raw));
+                }
+            };
+            match self.read_head(&mut conn, req.method() == Method::Head, &mut hints) {
                 Ok(parser) => return Ok(self.response(conn, parser, req)),
                 Err(HeadError::Dead(e)) if conn.reused && replayable => {
                     log::debug!("proxy {}: pooled connection dead ({e}); retrying", self.url);
@@ -410,8 +418,14 @@ impl Upstream {
         Ok(())
     }
 
-    /// Reads the final response head (skipping interim 1xx responses).
-    fn read_head(&self, conn: &mut Conn, head_request: bool) -> Result<ResponseParser, HeadError> {
+    /// Reads the final response head; interim 1xx responses go to `interim` (with the bytes
+    /// they were parsed from) and are skipped.
+    fn read_head(
+        &self,
+        conn: &mut Conn,
+        head_request: bool,
+        interim: &mut dyn FnMut(&weft_http::ResponseHead, &[u8]),
+    ) -> Result<ResponseParser, HeadError> {
         let mut parser = ResponseParser::new(self.limits, head_request);
         let mut got_any = false;
         loop {
@@ -424,6 +438,7 @@ impl Upstream {
                                 "upstream switched protocols unasked",
                             )));
                         }
+                        interim(parser.head(), &conn.rbuf.data()[..n]);
                         conn.rbuf.consume(n);
                         parser.reset(head_request);
                         continue;

@@ -133,6 +133,30 @@ fn client_cert_fields(h: &mut Vec<u8>, req: &Request) {
     }
 }
 
+/// An upstream's `103 Early Hints` for the client: its fields less the hop-by-hop ones.
+pub(super) fn early_hints(head: &ResponseHead, raw: &[u8]) -> Vec<u8> {
+    let named = connection_tokens(
+        head.headers()
+            .iter()
+            .filter(|h| h.name.get(raw).eq_ignore_ascii_case(b"connection"))
+            .map(|h| h.value.get(raw)),
+    );
+    let mut out = b"HTTP/1.1 103 Early Hints\r\n".to_vec();
+    for h in head.headers() {
+        let (name, value) = (h.name.get(raw), h.value.get(raw));
+        let name_text = std::str::from_utf8(name).unwrap_or("");
+        if is_hop_by_hop(name_text, &named) || name_text.eq_ignore_ascii_case("content-length") {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
 /// The client's response head: the upstream's status and fields (`raw`: the bytes `head` was
 /// parsed from) less the hop-by-hop ones and `Content-Length` (the driver writes the framing),
 /// and this hop appended to `Via`.
