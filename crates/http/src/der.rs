@@ -64,3 +64,16 @@ pub(crate) fn any<'a>(
     let (content, rest) = rest.split_at(len);
     Ok((*t, content, rest))
 }
+
+/// An element for tests: tag, length (short or long form), content.
+#[cfg(test)]
+pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    match content.len() {
+        n @ 0..=0x7f => out.push(n as u8),
+        n @ 0x80..=0xff => out.extend([0x81, n as u8]),
+        n => out.extend([0x82, (n >> 8) as u8, n as u8]),
+    }
+    out.extend_from_slice(content);
+    out
+}

@@ -100,18 +100,7 @@ fn element<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An element: tag, length (short or long form), content.
-    fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-        let mut out = vec![tag];
-        match content.len() {
-            n @ 0..=0x7f => out.push(n as u8),
-            n @ 0x80..=0xff => out.extend([0x81, n as u8]),
-            n => out.extend([0x82, (n >> 8) as u8, n as u8]),
-        }
-        out.extend_from_slice(content);
-        out
-    }
+    use crate::der::tlv;
 
     fn response(status: u8, kind: &[u8], basic: &[u8]) -> Vec<u8> {
         let bytes = tlv(

@@ -236,17 +236,7 @@ fn escape(value: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-        let mut out = vec![tag];
-        match content.len() {
-            n @ 0..=0x7f => out.push(n as u8),
-            n @ 0x80..=0xff => out.extend([0x81, n as u8]),
-            n => out.extend([0x82, (n >> 8) as u8, n as u8]),
-        }
-        out.extend_from_slice(content);
-        out
-    }
+    use crate::der::tlv;
 
     fn atv(oid: &[u8], tag: u8, value: &[u8]) -> Vec<u8> {
         tlv(

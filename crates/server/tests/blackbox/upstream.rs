@@ -130,8 +130,9 @@ fn health_checks_take_a_failing_server_out_before_a_request_meets_it(model: Mode
     assert_eq!(servers[0]["requests"], 20, "{v}");
 }
 
-/// A server that answers every request 503 (keep-alive), on a thread until the test ends.
-fn always_503() -> std::net::SocketAddr {
+/// A server that answers every request (keep-alive) with `answer`, on threads until the test
+/// ends.
+fn canned(answer: &'static [u8]) -> std::net::SocketAddr {
     use std::io::{Read, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
@@ -149,8 +150,6 @@ fn always_503() -> std::net::SocketAddr {
                     seen.extend_from_slice(&buf[..n]);
                     while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
                         seen.drain(..end + 4);
-                        let answer =
-                            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy";
                         if s.write_all(answer).is_err() {
                             return;
                         }
@@ -160,6 +159,11 @@ fn always_503() -> std::net::SocketAddr {
         }
     });
     addr
+}
+
+/// A server that answers every request 503.
+fn always_503() -> std::net::SocketAddr {
+    canned(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
 }
 
 /// `retry_on = [..., "http_503"]`: a server's 503 is dropped for the next server's answer
@@ -199,36 +203,11 @@ fn an_answer_retry_on_names_goes_to_the_next_server(model: Model) {
 /// An upstream that answers each request with `103 Early Hints` (a `Link` field and a
 /// `Connection` field that must not pass), then `200 ok`.
 fn hinting_upstream() -> std::net::SocketAddr {
-    use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut s = s;
-                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let mut buf = [0u8; 4096];
-                let mut seen = Vec::new();
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    seen.extend_from_slice(&buf[..n]);
-                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                        seen.drain(..end + 4);
-                        let answer =
-                            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
-                            Connection: x-hint\r\nX-Hint: drop\r\n\r\n\
-                            HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-                        if s.write_all(answer).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
+    canned(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
+          Connection: x-hint\r\nX-Hint: drop\r\n\r\n\
+          HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    )
 }
 
 /// A `103 Early Hints` from the upstream goes on to an HTTP/1.1 client before the final

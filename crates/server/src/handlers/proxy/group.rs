@@ -873,28 +873,26 @@ fn check(addr: &Addr, host: &str, hc: &HealthCheck) -> Result<(), String> {
         hc.path
     );
     let mut buf = [0u8; 64];
+    let ask = |mut s: Box<dyn ReadWrite>, buf: &mut [u8; 64]| {
+        s.write_all(req.as_bytes())
+            .map_err(|e| format!("writing: {e}"))?;
+        read_status_line(&mut s, buf)
+    };
+    let connecting = |e: std::io::Error| format!("connecting: {e}");
     let n = match addr {
         Addr::Tcp(a) => {
-            let mut s = std::net::TcpStream::connect_timeout(a, hc.timeout)
-                .map_err(|e| format!("connecting: {e}"))?;
+            let s = std::net::TcpStream::connect_timeout(a, hc.timeout).map_err(connecting)?;
             s.set_read_timeout(Some(hc.timeout))
+                .and_then(|()| s.set_write_timeout(Some(hc.timeout)))
                 .map_err(|e| e.to_string())?;
-            s.set_write_timeout(Some(hc.timeout))
-                .map_err(|e| e.to_string())?;
-            s.write_all(req.as_bytes())
-                .map_err(|e| format!("writing: {e}"))?;
-            read_status_line(&mut s, &mut buf)?
+            ask(Box::new(s), &mut buf)?
         }
         Addr::Unix(p) => {
-            let mut s = std::os::unix::net::UnixStream::connect(p)
-                .map_err(|e| format!("connecting: {e}"))?;
+            let s = std::os::unix::net::UnixStream::connect(p).map_err(connecting)?;
             s.set_read_timeout(Some(hc.timeout))
+                .and_then(|()| s.set_write_timeout(Some(hc.timeout)))
                 .map_err(|e| e.to_string())?;
-            s.set_write_timeout(Some(hc.timeout))
-                .map_err(|e| e.to_string())?;
-            s.write_all(req.as_bytes())
-                .map_err(|e| format!("writing: {e}"))?;
-            read_status_line(&mut s, &mut buf)?
+            ask(Box::new(s), &mut buf)?
         }
     };
     let status = std::str::from_utf8(&buf[..n])
@@ -909,6 +907,10 @@ fn check(addr: &Addr, host: &str, hc: &HealthCheck) -> Result<(), String> {
         Err(format!("status {status}"))
     }
 }
+
+/// A health check's connection, TCP or Unix.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
 
 /// Reads at least a status line's first 12 bytes (`HTTP/1.1 200`).
 fn read_status_line(s: &mut impl Read, buf: &mut [u8; 64]) -> Result<usize, String> {
