@@ -521,6 +521,15 @@ impl Metrics {
         *self.clients.lock().unwrap_or_else(|e| e.into_inner()) = Some(table);
     }
 
+    /// The upstream groups' servers as the status JSON has them (`Null` without groups).
+    pub(crate) fn upstreams_json(&self) -> serde_json::Value {
+        self.upstreams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(serde_json::Value::Null, |u| u.json())
+    }
+
     /// Reports the upstream groups' servers (set again on every reload).
     pub(crate) fn set_upstreams(&self, groups: Arc<dyn Exposed>) {
         *self.upstreams.lock().unwrap_or_else(|e| e.into_inner()) = Some(groups);

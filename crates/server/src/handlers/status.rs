@@ -69,7 +69,8 @@ fn html(m: &Metrics) -> String {
             l.open.load(Relaxed),
         ));
     }
-    let cache = cache_html(m);
+    let mut cache = cache_html(m);
+    cache.push_str(&upstreams_html(m));
     // A page with live model figures (the pipeline's stages) refreshes itself.
     let refresh = if reports.is_empty() {
         ""
@@ -83,6 +84,41 @@ fn html(m: &Metrics) -> String {
          <table><tr><th>listener</th><th>model</th><th>requests</th><th>HTTP/2</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>\
          <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table>\n{cache}{reports}</body></html>\n",
         m.started.elapsed().as_secs()
+    )
+}
+
+/// The upstream groups' servers, as the JSON's `upstreams` block has them (nothing without
+/// groups).
+#[inline(never)]
+fn upstreams_html(m: &Metrics) -> String {
+    let groups = m.upstreams_json();
+    let Some(groups) = groups.as_array() else {
+        return String::new();
+    };
+    let text = |v: &serde_json::Value| {
+        v.as_str()
+            .unwrap_or("")
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut rows = String::new();
+    for g in groups {
+        for s in g["servers"].as_array().into_iter().flatten() {
+            rows.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                text(&g["name"]),
+                text(&s["server"]),
+                if s["up"] == true { "up" } else { "down" },
+                s["requests"],
+                s["failures"],
+                s["in_flight"],
+            ));
+        }
+    }
+    format!(
+        "<h2>upstreams</h2>\n<table><tr><th>group</th><th>server</th><th>state</th>\
+         <th>requests</th><th>failures</th><th>in flight</th></tr>\n{rows}</table>\n"
     )
 }
 

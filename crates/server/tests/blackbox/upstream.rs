@@ -128,6 +128,9 @@ fn health_checks_take_a_failing_server_out_before_a_request_meets_it(model: Mode
     assert_eq!(v["upstreams"][0]["name"], "app", "{v}");
     assert_eq!(servers[1]["up"], false, "{v}");
     assert_eq!(servers[0]["requests"], 20, "{v}");
+    let page = String::from_utf8_lossy(&f.get("/_weft/status").body).to_string();
+    let row = format!("<tr><td>app</td><td>{sick_addr}</td><td>down</td>");
+    assert!(page.contains(&row), "{page}");
 }
 
 /// A server that answers every request (keep-alive) with `answer`, on threads until the test
