@@ -1654,6 +1654,30 @@ fn an_https_upstream_is_verified_and_an_unknown_certificate_is_502() {
         );
         let blind = front("https-up-noverify", "tls_verify = false\n");
         assert_eq!(ask(&blind).status, 404, "{model}: {}", blind.log());
+        // A group of TLS servers (`tls = true`), health-checked over TLS: up, and answering.
+        let gdir = unique_dir("https-up-group");
+        let group = Launch::serve(&gdir)
+            .owns_dir()
+            .arg("--root")
+            .arg(gdir.join("root"))
+            .args(["--listen", &format!("127.0.0.1:0={model}"), "--status"])
+            .config(&format!(
+                "[[upstream]]\nname = \"app\"\nservers = [\"localhost:{port}\"]\ntls = true\n\
+                 tls_ca = {:?}\n[upstream.health]\npath = \"/\"\ninterval = \"100ms\"\n\
+                 [[proxy]]\nprefix = \"/up/\"\nupstream = \"upstream:app\"\n",
+                cert.cert
+            ))
+            .listeners(1)
+            .start();
+        for _ in 0..3 {
+            assert_eq!(ask(&group).status, 404, "{model}: {}", group.log());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            !group.log().contains("health checks failed"),
+            "{model}: {}",
+            group.log()
+        );
     }
     drop(upstream);
 }

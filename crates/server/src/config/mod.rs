@@ -156,6 +156,12 @@
 //! max_idle = 32               # nginx keepalive: idle connections kept per server
 //! idle_timeout = "30s"        # an idle pooled connection older than this is closed
 //! resolve_every = "30s"       # names resolved again this often (on a thread); 0: at start
+//! tls = false                 # the servers speak TLS (proxy_pass https://app)
+//! tls_verify = true           # and the tls_* keys as [[proxy]]'s:
+//! # tls_ca = "ca.pem"
+//! # tls_name = "app.internal"
+//! # tls_cert = "client.pem"
+//! # tls_key = "client.key"
 //! [upstream.health]           # active checks; none without this table
 //! path = "/"                  # GET it; a 2xx or 3xx passes
 //! interval = "2s"
@@ -409,7 +415,8 @@ impl Config {
     /// (the fiber model then gives fibers the stack a TLS handshake needs).
     pub fn proxies_to_https(&self) -> bool {
         let https = |u: &str| u.starts_with("https://");
-        self.proxy.iter().any(|p| https(&p.upstream))
+        self.upstream.iter().any(|u| u.tls)
+            || self.proxy.iter().any(|p| https(&p.upstream))
             || self.site.iter().any(|s| {
                 s.proxy.iter().any(|p| https(&p.upstream))
                     || s.location

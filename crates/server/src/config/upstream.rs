@@ -1,6 +1,7 @@
 //! `[[upstream]]`: a named group of servers the reverse proxy balances over (nginx's
 //! `upstream` block); a `[[proxy]]` mount or a location names it as `upstream:NAME`.
 
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -51,6 +52,24 @@ pub struct UpstreamConfig {
     /// start. Resolution runs on a thread of its own, never on a serving one.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub resolve_every: Duration,
+    /// The servers speak TLS (nginx `proxy_pass https://NAME`), checked as a `[[proxy]]`
+    /// mount's `https://` upstream is, with the `tls_*` keys below.
+    pub tls: bool,
+    /// As `[[proxy]] tls_ca`: the CAs the servers' certificates must chain to; none: the
+    /// system's bundle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    /// As `[[proxy]] tls_verify`.
+    pub tls_verify: bool,
+    /// As `[[proxy]] tls_name`: SNI and the name checked; none: the first server's host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_name: Option<String>,
+    /// As `[[proxy]] tls_cert`: a client certificate, with `tls_key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// As `[[proxy]] tls_key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
     /// Active health checks (nginx Plus `health_check`, HAProxy `check`); none by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthCheck>,
@@ -70,6 +89,12 @@ impl Default for UpstreamConfig {
             max_idle: 32,
             idle_timeout: Duration::from_secs(30),
             resolve_every: Duration::from_secs(30),
+            tls: false,
+            tls_ca: None,
+            tls_verify: true,
+            tls_name: None,
+            tls_cert: None,
+            tls_key: None,
             health: None,
         }
     }

@@ -107,12 +107,15 @@ impl Upstream {
                         cfg.upstream
                     ))
                 })?;
+                // The group's servers speak TLS if it says so (`[[upstream]] tls`).
+                tls = g.tls.clone();
                 (g.clone(), name.to_string())
             }
             None => {
                 let (authority, host, port, https) = parse_url(&cfg.upstream).map_err(invalid)?;
                 if https {
-                    tls = Some(super::tls::UpstreamTls::new(cfg, &host).map_err(invalid)?);
+                    let keys = super::tls::TlsKeys::of_proxy(cfg);
+                    tls = Some(super::tls::UpstreamTls::new(keys, &host).map_err(invalid)?);
                 }
                 let addr = (host.as_str(), port)
                     .to_socket_addrs()

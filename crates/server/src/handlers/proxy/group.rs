@@ -140,6 +140,8 @@ pub(crate) struct Group {
     health: Option<HealthCheck>,
     /// How often host names are resolved again (zero: never).
     resolve_every: Duration,
+    /// `tls = true`: the TLS client every server is spoken to with.
+    pub(super) tls: Option<super::tls::UpstreamTls>,
     checking: std::sync::atomic::AtomicBool,
     pub(crate) retry: RetryOn,
     /// Servers one request may try (at least 1).
@@ -248,6 +250,31 @@ impl Group {
             group.health = Some(hc.clone());
         }
         group.resolve_every = cfg.resolve_every;
+        if cfg.tls {
+            if group
+                .servers
+                .iter()
+                .any(|s| matches!(s.addr, Addr::Unix(_)))
+            {
+                return Err(format!(
+                    "upstream `{}`: tls = true takes HOST:PORT servers only",
+                    cfg.name
+                ));
+            }
+            // One name for the group: `tls_name`, else the first server's host (its address
+            // for an IP literal).
+            let first = &group.servers[0];
+            let host = match (&first.host, &first.addr) {
+                (Some((h, _)), _) => h.clone(),
+                (None, Addr::Tcp(a)) => a.ip().to_string(),
+                (None, Addr::Unix(_)) => unreachable!("refused above"),
+            };
+            let keys = super::tls::TlsKeys::of_group(cfg);
+            group.tls = Some(
+                super::tls::UpstreamTls::new(keys, &host)
+                    .map_err(|e| format!("upstream `{}`: {e}", cfg.name))?,
+            );
+        }
         // The same servers as the previous generation's group: its marks and counts go on.
         if let Some(p) = previous.filter(|p| {
             p.servers.len() == group.servers.len()
@@ -435,6 +462,7 @@ impl Group {
             cursor: Arc::new(Shared::new()),
             health: None,
             resolve_every: Duration::ZERO,
+            tls: None,
             checking: std::sync::atomic::AtomicBool::new(false),
             retry,
             tries: if tries == 0 { n } else { tries.min(n) }.max(1),
@@ -842,7 +870,7 @@ fn spawn_checks(group: &Arc<Group>, hc: HealthCheck) {
             return;
         };
         for (i, s) in g.servers.iter().enumerate() {
-            let outcome = check(&g.addr(i), &g.name, &hc);
+            let outcome = check(&g.addr(i), &g.name, &hc, g.tls.as_ref());
             if let Some(up) = g.checked(i, outcome.is_ok(), &hc) {
                 match (&outcome, up) {
                     (_, true) => log::warn!(
@@ -867,7 +895,12 @@ fn spawn_checks(group: &Arc<Group>, hc: HealthCheck) {
 }
 
 /// One check: `GET path` with `Connection: close`; a 2xx or 3xx status passes.
-fn check(addr: &Addr, host: &str, hc: &HealthCheck) -> Result<(), String> {
+fn check(
+    addr: &Addr,
+    host: &str,
+    hc: &HealthCheck,
+    tls: Option<&super::tls::UpstreamTls>,
+) -> Result<(), String> {
     let req = format!(
         "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: weft-health-check\r\nConnection: close\r\n\r\n",
         hc.path
@@ -885,7 +918,15 @@ fn check(addr: &Addr, host: &str, hc: &HealthCheck) -> Result<(), String> {
             s.set_read_timeout(Some(hc.timeout))
                 .and_then(|()| s.set_write_timeout(Some(hc.timeout)))
                 .map_err(|e| e.to_string())?;
-            ask(Box::new(s), &mut buf)?
+            match tls {
+                // Over TLS as the requests go (checked as they are).
+                Some(t) => {
+                    let conn = rustls::ClientConnection::new(t.config.clone(), t.name.clone())
+                        .map_err(|e| format!("TLS: {e}"))?;
+                    ask(Box::new(rustls::StreamOwned::new(conn, s)), &mut buf)?
+                }
+                None => ask(Box::new(s), &mut buf)?,
+            }
         }
         Addr::Unix(p) => {
             let s = std::os::unix::net::UnixStream::connect(p).map_err(connecting)?;

@@ -10,7 +10,37 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 
-use crate::config::ProxyConfig;
+/// The `tls_*` keys of a `[[proxy]]` mount or an `[[upstream]]` group.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TlsKeys<'a> {
+    pub(super) ca: Option<&'a Path>,
+    pub(super) verify: bool,
+    pub(super) name: Option<&'a str>,
+    pub(super) cert: Option<&'a Path>,
+    pub(super) key: Option<&'a Path>,
+}
+
+impl<'a> TlsKeys<'a> {
+    pub(super) fn of_proxy(c: &'a crate::config::ProxyConfig) -> TlsKeys<'a> {
+        TlsKeys {
+            ca: c.tls_ca.as_deref(),
+            verify: c.tls_verify,
+            name: c.tls_name.as_deref(),
+            cert: c.tls_cert.as_deref(),
+            key: c.tls_key.as_deref(),
+        }
+    }
+
+    pub(super) fn of_group(c: &'a crate::config::UpstreamConfig) -> TlsKeys<'a> {
+        TlsKeys {
+            ca: c.tls_ca.as_deref(),
+            verify: c.tls_verify,
+            name: c.tls_name.as_deref(),
+            cert: c.tls_cert.as_deref(),
+            key: c.tls_key.as_deref(),
+        }
+    }
+}
 
 /// Where the system keeps its CA bundle (Debian and Ubuntu, Fedora and RHEL, Alpine and
 /// others), tried in order when a mount names no `tls_ca`.
@@ -29,19 +59,19 @@ pub(super) struct UpstreamTls {
 
 impl UpstreamTls {
     /// The client `cfg` describes for an upstream at `host`. The error names the file and why.
-    pub(super) fn new(cfg: &ProxyConfig, host: &str) -> Result<UpstreamTls, String> {
+    pub(super) fn new(cfg: TlsKeys<'_>, host: &str) -> Result<UpstreamTls, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .map_err(|e| format!("proxy TLS setup: {e}"))?;
-        let builder = if cfg.tls_verify {
-            builder.with_root_certificates(roots(cfg.tls_ca.as_deref())?)
+        let builder = if cfg.verify {
+            builder.with_root_certificates(roots(cfg.ca)?)
         } else {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
         };
-        let mut config = match (&cfg.tls_cert, &cfg.tls_key) {
+        let mut config = match (cfg.cert, cfg.key) {
             (Some(cert), Some(key)) => {
                 let (chain, key) = client_pair(cert, key)?;
                 builder
@@ -52,7 +82,7 @@ impl UpstreamTls {
             _ => return Err("proxy: tls_cert and tls_key go together".into()),
         };
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let name = cfg.tls_name.as_deref().unwrap_or(host).to_string();
+        let name = cfg.name.unwrap_or(host).to_string();
         let name = ServerName::try_from(name.clone())
             .map_err(|_| format!("proxy: `{name}` is not a name to send as SNI"))?;
         Ok(UpstreamTls {
