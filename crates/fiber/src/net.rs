@@ -235,6 +235,22 @@ impl TcpStream {
             })
     }
 
+    /// Reads what is there into `buf` without waiting: `WouldBlock` when nothing is (then
+    /// [`wait_any`] waits for more).
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf.len();
+        self.src
+            .try_io(Dir::Read, short_read(want), |fd| socket::recv(fd, buf))
+    }
+
+    /// Writes what the socket takes of `buf` without waiting: `WouldBlock` when it takes
+    /// nothing.
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.src.try_io(Dir::Write, short_write(buf.len()), |fd| {
+            socket::send(fd, buf)
+        })
+    }
+
     /// Writes from `buf`, failing with `TimedOut` at `deadline` (ignores the write timeout).
     pub fn write_deadline(&self, buf: &[u8], deadline: Instant) -> io::Result<usize> {
         self.src.io_until(
@@ -658,6 +674,96 @@ impl UnixStream {
                 socket::recv(fd, buf)
             })
     }
+}
+
+impl UnixStream {
+    /// As [`TcpStream::try_read`].
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf.len();
+        self.src
+            .try_io(Dir::Read, short_read(want), |fd| socket::recv(fd, buf))
+    }
+
+    /// As [`TcpStream::try_write`].
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.src.try_io(Dir::Write, short_write(buf.len()), |fd| {
+            socket::send(fd, buf)
+        })
+    }
+
+    /// Shuts down the read, write, or both halves.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        SockRef::from(self.src.owned()).shutdown(how)
+    }
+}
+
+/// One socket a [`wait_any`] waits on, and for which directions.
+pub struct Wait<'a>(crate::reactor::WaitOn<'a>);
+
+impl<'a> Wait<'a> {
+    /// `s`, for reading (`read`) and/or writing (`write`).
+    pub fn tcp(s: &'a TcpStream, read: bool, write: bool) -> Wait<'a> {
+        Wait(crate::reactor::WaitOn {
+            src: Ok(&s.src),
+            read,
+            write,
+        })
+    }
+
+    /// `s`, as [`Wait::tcp`].
+    pub fn unix(s: &'a UnixStream, read: bool, write: bool) -> Wait<'a> {
+        Wait(crate::reactor::WaitOn {
+            src: Ok(&s.src),
+            read,
+            write,
+        })
+    }
+
+    /// A descriptor that is not one of this crate's sockets: waited on with `poll(2)`, which
+    /// blocks the thread (a fiber's whole worker) until it or another turns ready.
+    pub fn fd(fd: std::os::fd::BorrowedFd<'a>, read: bool, write: bool) -> Wait<'a> {
+        Wait(crate::reactor::WaitOn {
+            src: Err(fd.as_raw_fd()),
+            read,
+            write,
+        })
+    }
+}
+
+impl std::fmt::Debug for Wait<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fd = match self.0.src {
+            Ok(s) => s.raw(),
+            Err(fd) => fd,
+        };
+        f.debug_struct("Wait")
+            .field("fd", &fd)
+            .field("read", &self.0.read)
+            .field("write", &self.0.write)
+            .finish()
+    }
+}
+
+/// Waits until one of `waits` may be ready in a direction it names, for a flow of control
+/// that relays between sockets (a tunnel): a hint, after which the caller tries each
+/// operation again with `try_read`/`try_write` (which may still find nothing). Ends with
+/// `Interrupted` once `int` fires, and with `TimedOut` at `deadline` (`None`: no limit). In a
+/// fiber the fiber parks on every socket at once; in a thread (or with a [`Wait::fd`] among
+/// them) the thread blocks in `poll(2)`.
+pub fn wait_any(
+    waits: &[Wait<'_>],
+    deadline: Option<Instant>,
+    int: Option<&Interrupt>,
+) -> io::Result<()> {
+    let inner: Vec<crate::reactor::WaitOn<'_>> = waits
+        .iter()
+        .map(|w| crate::reactor::WaitOn {
+            src: w.0.src,
+            read: w.0.read,
+            write: w.0.write,
+        })
+        .collect();
+    crate::reactor::wait_any(&inner, deadline, int)
 }
 
 impl Read for &UnixStream {

@@ -214,6 +214,147 @@ fn park_on(
     }
 }
 
+/// One fd of a [`wait_any`] and the directions it waits for.
+pub(crate) struct WaitOn<'a> {
+    /// The fd's source (registered in the worker's epoll when waited on in a fiber), or a
+    /// bare fd (only polled).
+    pub(crate) src: Result<&'a Source, RawFd>,
+    pub(crate) read: bool,
+    pub(crate) write: bool,
+}
+
+/// Waits until one of `waits` may be ready in a direction it asks for (a hint: the caller
+/// tries its operations again, which may still find nothing), or `int` fires
+/// (`Interrupted`), or `deadline` passes (`TimedOut`). In a fiber whose waits are all
+/// sources the fiber parks on each registration at once; elsewhere (a thread, or a bare fd
+/// among them) the thread blocks in `poll(2)`.
+pub(crate) fn wait_any(
+    waits: &[WaitOn<'_>],
+    deadline: Option<Instant>,
+    int: Option<&Interrupt>,
+) -> io::Result<()> {
+    if let Some(local) = sched::fiber_sched() {
+        let sources: Option<Vec<&Source>> = waits.iter().map(|w| w.src.ok()).collect();
+        if let Some(sources) = sources {
+            return wait_any_fiber(local, waits, &sources, deadline, int);
+        }
+    }
+    wait_any_thread(waits, deadline, int)
+}
+
+fn wait_any_thread(
+    waits: &[WaitOn<'_>],
+    deadline: Option<Instant>,
+    int: Option<&Interrupt>,
+) -> io::Result<()> {
+    let timeout = match deadline {
+        None => None,
+        Some(at) => {
+            let now = Instant::now();
+            if now >= at {
+                return Err(timed_out());
+            }
+            Some(at - now)
+        }
+    };
+    let mut fds: Vec<(RawFd, i16)> = waits
+        .iter()
+        .map(|w| {
+            let fd = match w.src {
+                Ok(s) => s.raw,
+                Err(fd) => fd,
+            };
+            let mut ev = 0;
+            if w.read {
+                ev |= POLLIN | POLLRDHUP;
+            }
+            if w.write {
+                ev |= POLLOUT;
+            }
+            (fd, ev)
+        })
+        .collect();
+    if let Some(i) = int {
+        fds.push((i.eventfd()?.as_raw_fd(), POLLIN));
+    }
+    let ready = weft_sys::poll::poll_any(&fds, timeout)?;
+    if int.is_some_and(Interrupt::is_fired) {
+        Err(interrupted())
+    } else if ready {
+        Ok(())
+    } else {
+        Err(timed_out())
+    }
+}
+
+fn wait_any_fiber(
+    local: &Sched,
+    waits: &[WaitOn<'_>],
+    sources: &[&Source],
+    deadline: Option<Instant>,
+    int: Option<&Interrupt>,
+) -> io::Result<()> {
+    let me = task::with_current(Arc::clone).expect("in a fiber");
+    // Each (registration, direction) queued on, with its word when queued: an edge changes it.
+    let mut queued: Vec<(&Arc<IoSlot>, Dir, u32)> = Vec::with_capacity(waits.len() * 2);
+    let mut ready = false;
+    'queue: for (w, src) in waits.iter().zip(sources) {
+        for (want, d) in [(w.read, Dir::Read), (w.write, Dir::Write)] {
+            if !want {
+                continue;
+            }
+            let slot = src.registration(local, d)?;
+            let mut list = slot.waiters.lock();
+            let now = slot.state(d);
+            if is_ready(now) {
+                ready = true;
+                break 'queue;
+            }
+            list.tasks.push((d, me.clone()));
+            queued.push((slot, d, now));
+        }
+    }
+    let mut result = Ok(());
+    if !ready {
+        // Off the interrupt's list when this returns or unwinds.
+        let on_int = match int.map(|i| i.enter(&me)) {
+            Some(None) => Err(interrupted()),
+            q => Ok(q.flatten()),
+        };
+        result = match on_int {
+            Err(e) => Err(e),
+            Ok(guard) => {
+                let r = loop {
+                    if queued.iter().any(|&(s, d, at)| s.state(d) != at) {
+                        break Ok(());
+                    }
+                    if int.is_some_and(Interrupt::is_fired) {
+                        break Err(interrupted());
+                    }
+                    if deadline.is_some_and(|at| Instant::now() >= at) {
+                        break Err(timed_out());
+                    }
+                    sched::park(deadline);
+                };
+                drop(guard);
+                r
+            }
+        };
+    }
+    // Off every list an edge did not take it from.
+    for (slot, _, _) in &queued {
+        slot.waiters
+            .lock()
+            .tasks
+            .retain(|(_, t)| !Arc::ptr_eq(t, &me));
+    }
+    // An edge seen while leaving still counts.
+    if result.is_err() && queued.iter().any(|&(s, d, at)| s.state(d) != at) {
+        result = Ok(());
+    }
+    result
+}
+
 /// A fiber counted as lingering on its worker (`Stats::lingering`) while this lives.
 struct Lingering<'a>(&'a std::sync::atomic::AtomicUsize);
 
@@ -406,6 +547,38 @@ impl Source {
                     }
                     let dl = *resolved.get_or_insert_with(|| deadline.resolve());
                     self.wait(d, dl, int)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs `op` once, without waiting: `WouldBlock` comes back to the caller (with the
+    /// readiness word cleared, so a [`wait_any`] that follows parks until the next edge).
+    pub(crate) fn try_io<R>(
+        &self,
+        d: Dir,
+        drained: impl Fn(&R) -> bool,
+        mut op: impl FnMut(RawFd) -> io::Result<R>,
+    ) -> io::Result<R> {
+        loop {
+            let slot = self.slot.get();
+            let snap = slot.map_or(READY, |s| s.state(d));
+            match op(self.raw) {
+                Ok(r) => {
+                    if let Some(s) = slot {
+                        if drained(&r) {
+                            protocol::ready_clear(s.word(d), snap, false);
+                        }
+                    }
+                    return Ok(r);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Some(s) = slot {
+                        protocol::ready_clear(s.word(d), snap, true);
+                    }
+                    return Err(e);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),

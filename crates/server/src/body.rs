@@ -331,6 +331,17 @@ impl<'a> RequestBody<'a> {
         self.stream.flush()
     }
 
+    /// Takes the bytes the client sent after this request and its body that are buffered
+    /// already (a tunnel's first bytes, sent before its `101`). Only once the body is read.
+    pub(crate) fn take_after(&mut self) -> Vec<u8> {
+        if !self.is_finished() {
+            return Vec::new();
+        }
+        let out = self.rbuf.data().to_vec();
+        self.rbuf.consume(out.len());
+        out
+    }
+
     /// True if the client still waits for `100 Continue` (no body byte was asked for).
     pub(crate) fn continue_pending(&self) -> bool {
         self.continue_pending

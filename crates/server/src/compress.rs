@@ -212,7 +212,7 @@ impl Compression {
         let worth = match &resp.body {
             Body::Bytes(b) => b.len() as u64 >= self.min_length,
             Body::Stream(s) => s.known_len().is_none_or(|n| n >= self.min_length),
-            Body::Empty | Body::File { .. } | Body::Prepared(_) => false,
+            Body::Empty | Body::File { .. } | Body::Prepared(_) | Body::Tunnel(_) => false,
         };
         if !worth {
             return resp;

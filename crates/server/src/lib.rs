@@ -99,6 +99,10 @@ pub(crate) mod shutdown;
 #[doc(hidden)]
 pub use routing::sites;
 pub(crate) mod tls;
+pub(crate) mod tunnel;
+// A `101` response's tunnel (`Body::Tunnel`), which only the reverse proxy builds.
+#[doc(hidden)]
+pub use tunnel::Tunnel;
 // Fork, wait and signals (weft-sys's), for the test harness (its process-model and upgrade
 // tests spawn, signal and reap weft); not part of the library API.
 #[doc(hidden)]

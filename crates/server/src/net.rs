@@ -93,6 +93,169 @@ fn body_sent(off: usize, a: &[u8]) -> u64 {
 /// How often [`Transport::read_or`]'s default looks at its wake-up.
 pub(crate) const WAKE_POLL: Duration = Duration::from_millis(2);
 
+/// One side of a tunnel (an upgraded connection relayed both ways, `crate::tunnel`): a
+/// stream read and written without waiting, whose waits the relay makes itself, on both
+/// sides at once.
+pub(crate) trait End {
+    /// Reads what is there: `WouldBlock` when nothing is, 0 at the end of the stream.
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Writes what the stream takes now: `WouldBlock` when it takes nothing.
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// Sends what the end holds back (a TLS session's records); true once none is left.
+    fn try_flush(&mut self) -> io::Result<bool> {
+        Ok(true)
+    }
+    /// Ends the sending direction once what is held back is out (TLS: `close_notify` first).
+    fn close_write(&mut self) -> io::Result<()>;
+    /// Adds to `out` what to wait on before the next try: readable if `read`, writable if
+    /// `write` or if records are held back; with `stop`, also what turns readable when the
+    /// connection must end, where the relay cannot learn it otherwise (a `process`-model
+    /// connection process's stop pipe).
+    fn wait<'a>(
+        &'a mut self,
+        read: bool,
+        write: bool,
+        stop: bool,
+        out: &mut Vec<weft_fiber::net::Wait<'a>>,
+    );
+}
+
+/// A socket as a tunnel's end, by its descriptor: the thread, process and pipeline models'.
+pub(crate) struct RawEnd<'a> {
+    pub(crate) fd: std::os::fd::BorrowedFd<'a>,
+    pub(crate) stop: Option<std::os::fd::BorrowedFd<'a>>,
+}
+
+impl End for RawEnd<'_> {
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        socket::recv_nowait(self.fd.as_raw_fd(), buf)
+    }
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        socket::send_nowait(self.fd.as_raw_fd(), buf, 0)
+    }
+    fn close_write(&mut self) -> io::Result<()> {
+        socket::shutdown(self.fd.as_raw_fd(), Shutdown::Write)
+    }
+    fn wait<'a>(
+        &'a mut self,
+        read: bool,
+        write: bool,
+        stop: bool,
+        out: &mut Vec<weft_fiber::net::Wait<'a>>,
+    ) {
+        out.push(weft_fiber::net::Wait::fd(self.fd, read, write));
+        if let (true, Some(fd)) = (stop, self.stop) {
+            out.push(weft_fiber::net::Wait::fd(fd, true, false));
+        }
+    }
+}
+
+impl<E: End + ?Sized> End for &mut E {
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (**self).try_read(buf)
+    }
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (**self).try_write(buf)
+    }
+    fn try_flush(&mut self) -> io::Result<bool> {
+        (**self).try_flush()
+    }
+    fn close_write(&mut self) -> io::Result<()> {
+        (**self).close_write()
+    }
+    fn wait<'a>(
+        &'a mut self,
+        read: bool,
+        write: bool,
+        stop: bool,
+        out: &mut Vec<weft_fiber::net::Wait<'a>>,
+    ) {
+        (**self).wait(read, write, stop, out)
+    }
+}
+
+/// An end whose first bytes were read off its socket before (a `process`-model connection's
+/// first head, read by the master): they are read first.
+pub(crate) struct Prefixed<'a, E> {
+    pub(crate) pre: &'a [u8],
+    pub(crate) end: E,
+}
+
+impl<E: End> End for Prefixed<'_, E> {
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.pre.is_empty() {
+            return self.end.try_read(buf);
+        }
+        let n = buf.len().min(self.pre.len());
+        buf[..n].copy_from_slice(&self.pre[..n]);
+        self.pre = &self.pre[n..];
+        Ok(n)
+    }
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.end.try_write(buf)
+    }
+    fn try_flush(&mut self) -> io::Result<bool> {
+        self.end.try_flush()
+    }
+    fn close_write(&mut self) -> io::Result<()> {
+        self.end.close_write()
+    }
+    fn wait<'a>(
+        &'a mut self,
+        read: bool,
+        write: bool,
+        stop: bool,
+        out: &mut Vec<weft_fiber::net::Wait<'a>>,
+    ) {
+        // Bytes of the prefix are there already: the relay reads before it waits.
+        self.end.wait(read, write, stop, out)
+    }
+}
+
+/// A fiber socket as a tunnel's end (the fiber model's connections, and upstream sockets on
+/// every model): in a fiber its waits park the fiber.
+impl End for weft_fiber::net::TcpStream {
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        weft_fiber::net::TcpStream::try_read(self, buf)
+    }
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        weft_fiber::net::TcpStream::try_write(self, buf)
+    }
+    fn close_write(&mut self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+    fn wait<'a>(
+        &'a mut self,
+        read: bool,
+        write: bool,
+        _stop: bool,
+        out: &mut Vec<weft_fiber::net::Wait<'a>>,
+    ) {
+        out.push(weft_fiber::net::Wait::tcp(self, read, write));
+    }
+}
+
+impl End for weft_fiber::net::UnixStream {
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        weft_fiber::net::UnixStream::try_read(self, buf)
+    }
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        weft_fiber::net::UnixStream::try_write(self, buf)
+    }
+    fn close_write(&mut self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+    fn wait<'a>(
+        &'a mut self,
+        read: bool,
+        write: bool,
+        _stop: bool,
+        out: &mut Vec<weft_fiber::net::Wait<'a>>,
+    ) {
+        out.push(weft_fiber::net::Wait::unix(self, read, write));
+    }
+}
+
 /// A bidirectional byte stream with timeouts and a zero-copy file path.
 pub trait Transport: Read + Write {
     /// Bounds the next reads: a read that waits longer fails with `WouldBlock` or `TimedOut`.
@@ -174,6 +337,12 @@ pub trait Transport: Read + Write {
     fn shutdown_write(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    /// The connection as a tunnel's end (after a `101 Switching Protocols`), if this
+    /// transport can be one; none (the default): the tunnel is refused with 502.
+    fn tunnel_end(&mut self) -> Option<Box<dyn End + '_>> {
+        None
+    }
 }
 
 /// A blocking TCP stream, as the thread and process models use. Caches the timeouts it set so
@@ -186,6 +355,15 @@ pub struct BlockingStream {
 }
 
 impl BlockingStream {
+    /// The socket as a tunnel's end, with `stop` as [`End::stop_fd`].
+    pub(crate) fn raw_end<'a>(&'a self, stop: Option<std::os::fd::BorrowedFd<'a>>) -> RawEnd<'a> {
+        use std::os::fd::AsFd;
+        RawEnd {
+            fd: self.inner.as_fd(),
+            stop,
+        }
+    }
+
     /// Wraps an accepted stream.
     pub fn new(inner: TcpStream) -> BlockingStream {
         BlockingStream {
@@ -285,6 +463,10 @@ fn nonzero(t: Option<Duration>) -> Option<Duration> {
 }
 
 impl Transport for BlockingStream {
+    fn tunnel_end(&mut self) -> Option<Box<dyn End + '_>> {
+        Some(Box::new(self.raw_end(None)))
+    }
+
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let timeout = nonzero(timeout);
         if self.read_timeout != timeout {

@@ -36,6 +36,11 @@ pub enum Body {
     /// connection to an HTTP/1.0 one. A read error ends the connection mid-body, so the client
     /// can tell the response is incomplete.
     Stream(BodyStream),
+    /// A `101 Switching Protocols` whose connection is relayed to the upstream that sent it
+    /// from here on (a WebSocket): the head goes out, then the bytes both ways until the
+    /// tunnel ends, and the connection closes. Only the reverse proxy builds it.
+    #[doc(hidden)]
+    Tunnel(Box<crate::tunnel::Tunnel>),
 }
 
 /// The reader of a [`Body::Stream`] and its length, if known.
@@ -95,6 +100,7 @@ impl Body {
             Body::File { len, .. } => *len,
             Body::Prepared(e) => e.body().len() as u64,
             Body::Stream(s) => s.len.unwrap_or(0),
+            Body::Tunnel(_) => 0,
         }
     }
 

@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
         "realip",
         "privdrop",
         "activation",
+        "tunnel",
     ],
     // Request bodies, responses, counters.
     &["body", "response", "metrics"],
@@ -64,6 +65,7 @@ const ROOT_NAMES: &[(&str, &str)] = &[
     ("HeaderPair", "response"),
     ("HeaderValue", "response"),
     ("Response", "response"),
+    ("Tunnel", "tunnel"),
     ("Server", "server"),
     ("ServerBuilder", "server"),
     ("ShutdownHandle", "server"),

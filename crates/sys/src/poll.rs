@@ -69,6 +69,18 @@ pub fn poll_fd_or(
     }
 }
 
+/// Blocks the thread until one of `fds` reports one of its events (or an error/hangup), or
+/// `timeout` passes (`None`: no limit). Returns `Ok(false)` on timeout; a signal reads as
+/// ready (the caller tries its operations again).
+pub fn poll_any(fds: &[(RawFd, i16)], timeout: Option<Duration>) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds.iter().map(|&(fd, ev)| pollfd(fd, ev)).collect();
+    match poll(&mut pfds, timeout.map_or(-1, timeout_ms)) {
+        Ok(ready) => Ok(ready > 0),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
 /// Waits until `fd` is readable or `timeout` passes. Returns true if readable.
 pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     poll_one(fd, POLLIN, timeout)

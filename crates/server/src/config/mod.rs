@@ -130,6 +130,8 @@
 //! host = "client"             # Host sent upstream: the client's, or "upstream" (its authority)
 //! connect_timeout = "5s"      # nginx proxy_connect_timeout; past it 504
 //! read_timeout = "60s"        # nginx proxy_read_timeout, between two reads (and writes); 504
+//! tunnel_idle = "1h"          # a WebSocket (any Upgrade answered 101) closes after this
+//!                             # with no byte either way
 //! idle_timeout = "30s"        # an idle pooled upstream connection older than this is closed
 //! max_idle = 32               # idle keep-alive connections kept per upstream
 //! request_buffering = true    # nginx proxy_request_buffering: the whole body (at most

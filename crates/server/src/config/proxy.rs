@@ -32,6 +32,12 @@ pub struct ProxyConfig {
     /// `proxy_read_timeout`, 60 s); past it, 504, or a cut response once it has begun.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub read_timeout: Duration,
+    /// Longest time a tunnel (a WebSocket, or any `Upgrade` the upstream answered with
+    /// `101`) stays open with no byte moving either way (nginx: `proxy_read_timeout`, which
+    /// closes an idle WebSocket after 60 s unless raised; 1 h here, as WebSockets often idle
+    /// between messages).
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub tunnel_idle: Duration,
     /// An idle pooled connection older than this is closed rather than reused (upstreams
     /// close idle connections too: nginx after 75 s, Apache after 5 s).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
@@ -81,6 +87,7 @@ impl Default for ProxyConfig {
             host: ProxyHost::Client,
             connect_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(60),
+            tunnel_idle: Duration::from_secs(3600),
             idle_timeout: Duration::from_secs(30),
             max_idle: 32,
             request_buffering: true,

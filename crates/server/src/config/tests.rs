@@ -81,6 +81,7 @@ fn every_duration_size_and_rate_setting_says_what_is_wrong_where() {
         ("pipeline", "period"),
         ("proxy", "connect_timeout"),
         ("proxy", "read_timeout"),
+        ("proxy", "tunnel_idle"),
         ("proxy", "idle_timeout"),
     ];
     let sizes = [

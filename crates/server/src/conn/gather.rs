@@ -141,6 +141,11 @@ impl<T: Transport> Write for Gather<'_, T> {
 }
 
 impl<T: Transport> Transport for Gather<'_, T> {
+    fn tunnel_end(&mut self) -> Option<Box<dyn crate::net::End + '_>> {
+        self.flush_gathered().ok()?;
+        self.inner.tunnel_end()
+    }
+
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.inner.set_read_timeout(timeout)
     }

@@ -1265,6 +1265,8 @@ impl Driver<'_> {
                         }
                     }
                     Body::Prepared(_) => unreachable!("taken above"),
+                    // HTTP/2 has no Upgrade: the proxy never tunnels one of its streams.
+                    Body::Tunnel(_) => Source::Done,
                 }
             }
         };

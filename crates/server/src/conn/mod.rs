@@ -47,7 +47,9 @@ pub(crate) use policy::{extra_headers, note_https_port, redirect};
 pub(crate) use prelude::{
     count, proxy_read_max, refuse, BodyDue, BodyStep, Prelude, Protocol, Reason, Step,
 };
-pub(crate) use respond::{encode_append, encode_response, write_encoded, Encoded, Tail};
+pub(crate) use respond::{
+    encode_append, encode_response, relay_tunnel, write_encoded, Encoded, Tail,
+};
 pub(crate) use secure::{serve_tls, settle, start_tls};
 pub(crate) use timing::Times;
 

@@ -54,6 +54,13 @@ pub(crate) fn write_encoded<T: Transport>(
             // `out.bytes` is the head's length (`wbuf` may hold gathered responses before it).
             return Ok((out.bytes + n, n));
         }
+        Tail::Tunnel(mut t) => {
+            stream.write_all(wbuf)?;
+            stream.flush()?;
+            let relayed = relay_tunnel(stream, &mut t);
+            // What went to the client counts as the response's body.
+            return Ok((out.bytes + relayed.down, relayed.down));
+        }
     }
     Ok((out.bytes, out.body_len))
 }
@@ -73,6 +80,34 @@ pub(crate) enum Tail {
     },
     /// A body read while it is sent ([`send_stream`]), chunked or not.
     Stream { body: BodyStream, chunked: bool },
+    /// A `101`'s tunnel, relayed once the head is out ([`relay_tunnel`]).
+    Tunnel(Box<crate::tunnel::Tunnel>),
+}
+
+/// Relays a tunnel over `stream` whose `101` head went out, until it ends; logs how it ended
+/// and runs its end hook.
+pub(crate) fn relay_tunnel<T: Transport>(
+    stream: &mut T,
+    t: &mut crate::tunnel::Tunnel,
+) -> crate::tunnel::Relayed {
+    let relayed = match stream.tunnel_end() {
+        Some(mut end) => crate::tunnel::relay(&mut *end, t),
+        None => crate::tunnel::Relayed {
+            up: 0,
+            down: 0,
+            ended: crate::tunnel::Ended::Failed(io::ErrorKind::Unsupported),
+        },
+    };
+    log::debug!(
+        "tunnel ended ({}): {} bytes up, {} down",
+        relayed.ended,
+        relayed.up,
+        relayed.down
+    );
+    if let Some(f) = t.on_end.take() {
+        f(&relayed);
+    }
+    relayed
 }
 
 /// A response encoded for the wire: the head (with a small body copied after it) is in the
@@ -126,7 +161,7 @@ pub(crate) fn encode_append(
     let head_only =
         req.is_some_and(|r| r.method() == Method::Head) || status_has_no_body(resp.status);
     let head_len = (wbuf.len() - start) as u64;
-    if head_only {
+    if head_only && !matches!(resp.body, Body::Tunnel(_)) {
         return Encoded {
             tail: Tail::None,
             bytes: head_len,
@@ -152,6 +187,13 @@ pub(crate) fn encode_append(
             };
         }
         Body::Prepared(_) => unreachable!("encoded by encode_prepared"),
+        Body::Tunnel(t) => {
+            return Encoded {
+                tail: Tail::Tunnel(t),
+                bytes: head_len,
+                body_len: 0,
+            }
+        }
     };
     Encoded {
         tail,
@@ -271,7 +313,7 @@ fn encode_head(
     // Past `extra`, the head is a function of the handler's headers and of `memo`; before it,
     // of the status and the second (`Date`).
     let memo = match &resp.body {
-        Body::Stream(_) => None,
+        Body::Stream(_) | Body::Tunnel(_) => None,
         body => Some([
             body.len(),
             u64::from(resp.status) | u64::from(keep_alive) << 16 | u64::from(http10) << 17,
@@ -308,7 +350,10 @@ fn encode_head(
             body => enc::write_content_length(body.len(), wbuf),
         }
     }
-    if !keep_alive {
+    if matches!(resp.body, Body::Tunnel(_)) {
+        // The protocol switch itself (its `Upgrade` is among the handler's headers).
+        wbuf.extend_from_slice(b"Connection: upgrade\r\n");
+    } else if !keep_alive {
         wbuf.extend_from_slice(b"Connection: close\r\n");
     } else if http10 {
         wbuf.extend_from_slice(b"Connection: keep-alive\r\n");

@@ -123,6 +123,10 @@ impl<T: Transport> io::Write for Stamped<'_, T> {
 }
 
 impl<T: Transport> Transport for Stamped<'_, T> {
+    fn tunnel_end(&mut self) -> Option<Box<dyn crate::net::End + '_>> {
+        self.inner.tunnel_end()
+    }
+
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.inner.set_read_timeout(timeout)
     }

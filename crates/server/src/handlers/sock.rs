@@ -172,6 +172,129 @@ impl Write for &Sock {
     }
 }
 
+/// An upstream connection as a tunnel's end (a `101` answered to an upgrade: a WebSocket).
+impl crate::net::End for Sock {
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => s.try_read(buf),
+            Sock::Tcp(s) => s.try_read(buf),
+            Sock::Tls(s) => {
+                let s = s.get_mut().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    match s.conn.reader().read(buf) {
+                        Ok(n) => return Ok(n),
+                        // The TCP stream ended without close_notify: the end all the same.
+                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e),
+                    }
+                    if s.conn.read_tls(&mut TryIo(&s.sock))? == 0 {
+                        return Ok(0);
+                    }
+                    s.conn
+                        .process_new_packets()
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                }
+            }
+        }
+    }
+
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => s.try_write(buf),
+            Sock::Tcp(s) => s.try_write(buf),
+            Sock::Tls(_) => {
+                self.try_flush()?;
+                let Sock::Tls(s) = self else {
+                    unreachable!("matched above")
+                };
+                let s = s.get_mut().unwrap_or_else(|e| e.into_inner());
+                // rustls takes what its send buffer has room for (64 KiB by default).
+                let n = s.conn.writer().write(buf)?;
+                if n == 0 && !buf.is_empty() {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                self.try_flush()?;
+                Ok(n)
+            }
+        }
+    }
+
+    fn try_flush(&mut self) -> io::Result<bool> {
+        let Sock::Tls(s) = self else {
+            return Ok(true);
+        };
+        let s = s.get_mut().unwrap_or_else(|e| e.into_inner());
+        while s.conn.wants_write() {
+            match s.conn.write_tls(&mut TryIo(&s.sock)) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    fn close_write(&mut self) -> io::Result<()> {
+        match self {
+            Sock::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+            Sock::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Sock::Tls(_) => {
+                if let Sock::Tls(s) = self {
+                    s.get_mut()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .conn
+                        .send_close_notify();
+                }
+                let _ = self.try_flush()?;
+                let Sock::Tls(s) = self else {
+                    unreachable!("matched above")
+                };
+                let s = s.get_mut().unwrap_or_else(|e| e.into_inner());
+                s.sock.shutdown(std::net::Shutdown::Write)
+            }
+        }
+    }
+
+    fn wait<'a>(
+        &'a mut self,
+        read: bool,
+        write: bool,
+        _stop: bool,
+        out: &mut Vec<weft_fiber::net::Wait<'a>>,
+    ) {
+        use weft_fiber::net::Wait;
+        out.push(match self {
+            Sock::Unix(s) => Wait::unix(s, read, write),
+            Sock::Tcp(s) => Wait::tcp(s, read, write),
+            Sock::Tls(s) => {
+                let s = s.get_mut().unwrap_or_else(|e| e.into_inner());
+                let write = write || s.conn.wants_write();
+                Wait::tcp(&s.sock, read, write)
+            }
+        });
+    }
+}
+
+/// A fiber socket read and written without waiting, for rustls' record I/O.
+struct TryIo<'a>(&'a TcpStream);
+
+impl Read for TryIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for TryIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

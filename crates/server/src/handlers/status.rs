@@ -106,19 +106,22 @@ fn upstreams_html(m: &Metrics) -> String {
     for g in groups {
         for s in g["servers"].as_array().into_iter().flatten() {
             rows.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td></tr>\n",
                 text(&g["name"]),
                 text(&s["server"]),
                 if s["up"] == true { "up" } else { "down" },
                 s["requests"],
                 s["failures"],
                 s["in_flight"],
+                s["tunnels"],
             ));
         }
     }
     format!(
         "<h2>upstreams</h2>\n<table><tr><th>group</th><th>server</th><th>state</th>\
-         <th>requests</th><th>failures</th><th>in flight</th></tr>\n{rows}</table>\n"
+         <th>requests</th><th>failures</th><th>in flight</th><th>tunnels</th></tr>\n\
+         {rows}</table>\n"
     )
 }
 

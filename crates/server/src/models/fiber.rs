@@ -234,6 +234,10 @@ fn close(stream: FiberStream, state: Box<ConnState>) {
 }
 
 impl crate::net::Transport for FiberStream {
+    fn tunnel_end(&mut self) -> Option<Box<dyn crate::net::End + '_>> {
+        Some(Box::new(self))
+    }
+
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         FiberStream::set_read_timeout(self, timeout.map(|d| d.max(Duration::from_millis(1))))
     }

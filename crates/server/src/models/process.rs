@@ -61,7 +61,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -1243,11 +1243,12 @@ fn wait_for_request(
 /// shutdown, as a look at the flag before a blocking read could (the signal landing between
 /// the two; and TLS makes a read the signal interrupted again). The read end stays open for
 /// the process's life (the handlers write to the pair until it exits).
-fn stop_pipe() -> io::Result<RawFd> {
+fn stop_pipe() -> io::Result<std::os::fd::BorrowedFd<'static>> {
     let (read, write) = UnixStream::pair()?;
     signal_hook::low_level::pipe::register(SIGTERM, write.try_clone()?)?;
     signal_hook::low_level::pipe::register(SIGINT, write)?;
-    Ok(std::os::fd::IntoRawFd::into_raw_fd(read))
+    let read: &'static OwnedFd = Box::leak(Box::new(OwnedFd::from(read)));
+    Ok(std::os::fd::AsFd::as_fd(read))
 }
 
 /// A connection process's transport: first the head bytes the master read, then the socket;
@@ -1270,7 +1271,7 @@ struct ChildStream<'a> {
     gave_back: bool,
     /// [`stop_pipe`], until the reads have seen shutdown (none if it could not be made: the
     /// reads block on the connection alone).
-    stop: Option<RawFd>,
+    stop: Option<std::os::fd::BorrowedFd<'a>>,
     /// The reads' timeout, which [`ChildStream::wait_for_bytes`] applies (`None`: no limit).
     read_timeout: Option<Duration>,
     /// The end of the drain's idle window (`timeouts.drain_idle`), from when this process
@@ -1288,7 +1289,7 @@ impl ChildStream<'_> {
     /// the end of the stream, and the driver closes it (HTTP/2 with GOAWAY); a busy one reads
     /// on. From then on reads wait on the connection alone.
     fn wait_for_bytes(&mut self) -> io::Result<()> {
-        let Some(stop) = self.stop else {
+        let Some(stop) = self.stop.map(|s| s.as_raw_fd()) else {
             return Ok(());
         };
         let fd = self.inner.raw_fd();
@@ -1358,6 +1359,13 @@ impl Write for ChildStream<'_> {
 }
 
 impl Transport for ChildStream<'_> {
+    fn tunnel_end(&mut self) -> Option<Box<dyn crate::net::End + '_>> {
+        Some(Box::new(crate::net::Prefixed {
+            pre: &self.head[self.pos..],
+            end: self.inner.raw_end(self.stop),
+        }))
+    }
+
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         // As the socket's own: zero is taken for a millisecond.
         self.read_timeout = timeout.map(|t| t.max(Duration::from_millis(1)));
@@ -1503,7 +1511,7 @@ mod tests {
         app: &'a App,
         live: &'a Shared<AtomicU64>,
         flag: &PollFlag,
-        stop: &UnixStream,
+        stop: &'a UnixStream,
     ) -> ChildStream<'a> {
         ChildStream {
             inner: BlockingStream::new(server),
@@ -1515,7 +1523,7 @@ mod tests {
             master_fd: None,
             app,
             gave_back: false,
-            stop: Some(stop.as_raw_fd()),
+            stop: Some(std::os::fd::AsFd::as_fd(stop)),
             read_timeout: None,
             drain_end: None,
         }

@@ -285,7 +285,8 @@ impl App {
         });
         let cgi = Cgi::new(&cfg.cgi, &cfg.root)?;
         let cgi_ext = Cgi::by_extension(&cfg.cgi, &cfg.root)?;
-        let groups = crate::handlers::proxy::Groups::new(&cfg.upstream, groups.as_ref())?;
+        let groups =
+            crate::handlers::proxy::Groups::new(&cfg.upstream, groups.as_ref(), shutdown.clone())?;
         metrics.set_upstreams(Arc::new(groups.clone()));
         let proxy = Proxy::new(&cfg.proxy, &groups)?;
         let fastcgi = FastCgi::new(&cfg.fastcgi, &cfg.root)?;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use weft_fiber::sync::Interrupt;
 
 use super::session::Session;
-use crate::net::Transport;
+use crate::net::{End, Transport};
 
 /// Bytes of a file read per write when a file goes out over TLS (sendfile cannot encrypt):
 /// two full TLS records per system call.
@@ -155,6 +155,95 @@ impl<T: Transport> Write for TlsStream<'_, T> {
     }
 }
 
+/// A TLS connection as a tunnel's end: records read and written without waiting through
+/// the socket's own end ([`End`]).
+struct TlsEnd<'a> {
+    conn: &'a mut Session,
+    inner: Box<dyn End + 'a>,
+}
+
+/// An [`End`] as `Read`/`Write` for the session's record I/O (`WouldBlock` passes through).
+struct EndIo<'a, 'b>(&'a mut (dyn End + 'b));
+
+impl Read for EndIo<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for EndIo<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl End for TlsEnd<'_> {
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if let Some(n) = self.conn.read_plain(buf) {
+                return Ok(n);
+            }
+            if self.conn.read_tls(&mut EndIo(&mut *self.inner))? == 0 {
+                // The TCP stream ended (with or without close_notify).
+                return Ok(0);
+            }
+            if let Err(e) = self.conn.process_new_packets() {
+                let _ = self.try_flush();
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        }
+    }
+
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut n = self.conn.write_plain(buf)?;
+        if n == 0 && !buf.is_empty() {
+            // The send queue is full: what the socket takes now makes room.
+            self.try_flush()?;
+            n = self.conn.write_plain(buf)?;
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+        }
+        self.try_flush()?;
+        Ok(n)
+    }
+
+    fn try_flush(&mut self) -> io::Result<bool> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut EndIo(&mut *self.inner)) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    fn close_write(&mut self) -> io::Result<()> {
+        self.conn.send_close_notify();
+        // What the socket does not take now is lost with the close that follows; the relay
+        // flushes before it closes a side, so only the alert itself can be.
+        let _ = self.try_flush()?;
+        self.inner.close_write()
+    }
+
+    fn wait<'b>(
+        &'b mut self,
+        read: bool,
+        write: bool,
+        stop: bool,
+        out: &mut Vec<weft_fiber::net::Wait<'b>>,
+    ) {
+        let write = write || self.conn.wants_write();
+        self.inner.wait(read, write, stop, out)
+    }
+}
+
 /// The TCP side of [`TlsStream::read_records_with`]: reads that end at a deadline or a
 /// wake-up.
 struct ReadOr<'a, T> {
@@ -174,6 +263,14 @@ impl<T: Transport> Read for ReadOr<'_, T> {
 }
 
 impl<T: Transport> Transport for TlsStream<'_, T> {
+    fn tunnel_end(&mut self) -> Option<Box<dyn End + '_>> {
+        let inner = self.inner.tunnel_end()?;
+        Some(Box::new(TlsEnd {
+            conn: &mut *self.conn,
+            inner,
+        }))
+    }
+
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.inner.set_read_timeout(timeout)
     }

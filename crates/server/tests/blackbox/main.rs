@@ -38,5 +38,6 @@ mod static_files;
 mod status;
 mod timing;
 mod traversal;
+mod tunnel;
 mod upstream;
 mod vectors;

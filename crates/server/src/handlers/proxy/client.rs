@@ -46,6 +46,10 @@ pub struct Upstream {
     pub(super) underscores: bool,
     /// An `https://` upstream's TLS client.
     pub(super) tls: Option<super::tls::UpstreamTls>,
+    /// `tunnel_idle`: a tunnel with no byte either way for this long closes.
+    tunnel_idle: Duration,
+    /// The server's shutdown, which ends tunnels after the drain's idle window.
+    shutdown: Arc<crate::shutdown::Shutdown>,
 }
 
 impl fmt::Debug for Upstream {
@@ -149,6 +153,8 @@ impl Upstream {
             buffering: cfg.request_buffering,
             underscores: cfg.underscores_in_headers,
             tls,
+            tunnel_idle: cfg.tunnel_idle,
+            shutdown: groups.shutdown().clone(),
         })
     }
 
@@ -336,7 +342,12 @@ impl Upstream {
                     let _ = body.interim(&headers::early_hints(head, raw));
                 }
             };
-            match self.read_head(&mut conn, req.method() == Method::Head, &mut hints) {
+            let upgrade = headers::upgrade_asked(req).is_some();
+            let head_request = req.method() == Method::Head;
+            match self.read_head(&mut conn, head_request, upgrade, &mut hints) {
+                Ok(parser) if parser.head().status() == 101 => {
+                    return self.tunnel(conn, &parser, body)
+                }
                 Ok(parser) => return Ok(self.response(conn, parser, req)),
                 Err(HeadError::Dead(e)) if conn.reused && replayable => {
                     log::debug!("proxy {}: pooled connection dead ({e}); retrying", self.url);
@@ -423,10 +434,12 @@ impl Upstream {
 
     /// Reads the final response head; interim 1xx responses go to `interim` (with the bytes
     /// they were parsed from) and are skipped.
+    /// `upgrade`: the request asked to switch protocols, so a `101` is its final answer.
     fn read_head(
         &self,
         conn: &mut Conn,
         head_request: bool,
+        upgrade: bool,
         interim: &mut dyn FnMut(&weft_http::ResponseHead, &[u8]),
     ) -> Result<ResponseParser, HeadError> {
         let mut parser = ResponseParser::new(self.limits, head_request);
@@ -434,7 +447,10 @@ impl Upstream {
         loop {
             if !conn.rbuf.is_empty() {
                 match parser.parse(conn.rbuf.data()) {
+                    Ok(Some(_)) if upgrade && parser.head().status() == 101 => return Ok(parser),
                     Ok(Some(n)) if parser.head().is_interim() => {
+                        // A switch the request did not ask for would take the connection out
+                        // of HTTP framing behind the client's back (request smuggling).
                         if parser.head().status() == 101 {
                             return Err(HeadError::Failed(Failure::new(
                                 502,
@@ -481,6 +497,42 @@ impl Upstream {
                 Err(e) => return Err(HeadError::Failed(io_failure("reading the response", &e))),
             }
         }
+    }
+
+    /// The client's `101` to an upgrade the upstream accepted: the upstream connection leaves
+    /// the pool for good and becomes the tunnel's other side.
+    fn tunnel(
+        &self,
+        mut conn: Conn,
+        parser: &ResponseParser,
+        body: &mut RequestBody<'_>,
+    ) -> Result<Response, Attempt> {
+        let head = parser.head();
+        let raw = conn.rbuf.data();
+        let Some(protocol) = headers::upgrade_of(head, raw).map(<[u8]>::to_vec) else {
+            return Err(Attempt::Counted(Failure::new(
+                502,
+                "upstream answered 101 without an Upgrade field",
+            )));
+        };
+        let mut resp = headers::response_head(head, raw);
+        resp.headers.push(("Upgrade".into(), protocol.into()));
+        let head_len = head.len();
+        conn.rbuf.consume(head_len);
+        // Bytes of the new protocol that came with the head: the client's first.
+        let to_client = conn.rbuf.data().to_vec();
+        let open = self.group.tunnel(conn.server);
+        conn.flight = None;
+        resp.body = Body::Tunnel(Box::new(crate::tunnel::Tunnel {
+            upstream: Box::new(conn.stream),
+            to_client,
+            to_upstream: body.take_after(),
+            idle: self.tunnel_idle,
+            shutdown: self.shutdown.clone(),
+            on_end: Some(Box::new(move |_| drop(open))),
+        }));
+        resp.close = true;
+        Ok(resp)
     }
 
     /// The response to send the client, its body streaming from `conn`.

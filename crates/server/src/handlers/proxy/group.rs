@@ -67,6 +67,9 @@ struct ServerState {
     /// Requests sent, and failures counted.
     requests: AtomicU64,
     failures: AtomicU64,
+    /// Tunnels open (upgraded connections relayed to it), and all it took.
+    tunnels: AtomicU64,
+    tunnels_total: AtomicU64,
     /// The address resolved last (`resolve_every`), under a sequence lock: `addr_seq` is odd
     /// while it is written, and 0 until a resolution changed the address from the start's.
     addr_seq: AtomicU64,
@@ -616,19 +619,32 @@ impl Group {
     }
 
     /// Per server: (name, up, requests, failures, in flight), for the metrics and status.
-    pub(crate) fn report(&self) -> Vec<(&str, bool, u64, u64, u64)> {
+    pub(crate) fn report(&self) -> Vec<Report<'_>> {
         (0..self.servers.len())
             .map(|i| {
                 let st = self.st(i);
-                (
-                    self.servers[i].name.as_str(),
-                    self.is_up(i),
-                    st.requests.load(Relaxed),
-                    st.failures.load(Relaxed),
-                    st.active.load(Relaxed),
-                )
+                Report {
+                    server: self.servers[i].name.as_str(),
+                    up: self.is_up(i),
+                    requests: st.requests.load(Relaxed),
+                    failures: st.failures.load(Relaxed),
+                    active: st.active.load(Relaxed),
+                    tunnels: st.tunnels.load(Relaxed),
+                    tunnels_total: st.tunnels_total.load(Relaxed),
+                }
             })
             .collect()
+    }
+
+    /// A tunnel to server `i` opens; it counts as open until the guard drops.
+    pub(crate) fn tunnel(self: &Arc<Self>, i: usize) -> TunnelOpen {
+        let st = self.st(i);
+        st.tunnels.fetch_add(1, Relaxed);
+        st.tunnels_total.fetch_add(1, Relaxed);
+        TunnelOpen {
+            group: self.clone(),
+            server: i,
+        }
     }
 
     /// Records one active check of server `i`; returns a change of its state to log.
@@ -666,6 +682,8 @@ pub(crate) struct Groups(
     std::collections::HashMap<String, Arc<Group>>,
     /// The one-server groups of mounts with a URL, whose names are resolved again too.
     Arc<std::sync::Mutex<Vec<Arc<Group>>>>,
+    /// The server's shutdown, which ends the proxy's tunnels after the drain's idle window.
+    Arc<crate::shutdown::Shutdown>,
 );
 
 impl Groups {
@@ -674,6 +692,7 @@ impl Groups {
     pub(crate) fn new(
         cfgs: &[UpstreamConfig],
         previous: Option<&Groups>,
+        shutdown: Arc<crate::shutdown::Shutdown>,
     ) -> std::io::Result<Groups> {
         let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
         let mut map = std::collections::HashMap::new();
@@ -687,12 +706,17 @@ impl Groups {
                 )));
             }
         }
-        Ok(Groups(map, Arc::default()))
+        Ok(Groups(map, Arc::default(), shutdown))
     }
 
     /// Takes in a mount's one-server group, so [`Groups::start_checks`] starts its resolver.
     pub(crate) fn adopt(&self, g: Arc<Group>) {
         self.1.lock().unwrap_or_else(|e| e.into_inner()).push(g);
+    }
+
+    /// The server's shutdown state.
+    pub(crate) fn shutdown(&self) -> &Arc<crate::shutdown::Shutdown> {
+        &self.2
     }
 
     /// The group named `name`.
@@ -711,9 +735,17 @@ impl Groups {
     }
 
     /// Every group, by name.
-    pub(crate) fn sorted(&self) -> Vec<&Arc<Group>> {
-        let mut v: Vec<&Arc<Group>> = self.0.values().collect();
+    pub(crate) fn sorted(&self) -> Vec<Arc<Group>> {
+        let mut v: Vec<Arc<Group>> = self.0.values().cloned().collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
+        // Then the mounts' own, named by their URLs, in the order of the configuration.
+        v.extend(
+            self.1
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
         v
     }
 }
@@ -727,7 +759,7 @@ impl crate::metrics::Exposed for Groups {
         if groups.is_empty() {
             return;
         }
-        let families: [(&str, &str, &str); 4] = [
+        let families: [(&str, &str, &str); 6] = [
             (
                 "weft_upstream_up",
                 "gauge",
@@ -748,17 +780,34 @@ impl crate::metrics::Exposed for Groups {
                 "gauge",
                 "Requests whose response is being read from the server.",
             ),
+            (
+                "weft_upstream_tunnels",
+                "gauge",
+                "Tunnels open to the server (WebSockets and other upgrades answered 101).",
+            ),
+            (
+                "weft_upstream_tunnels_total",
+                "counter",
+                "Tunnels the server took.",
+            ),
         ];
         for (k, (name, kind, help)) in families.iter().enumerate() {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for g in &groups {
-                for (server, up, requests, failures, active) in g.report() {
-                    let v = [u64::from(up), requests, failures, active][k];
+                for r in g.report() {
+                    let v = [
+                        u64::from(r.up),
+                        r.requests,
+                        r.failures,
+                        r.active,
+                        r.tunnels,
+                        r.tunnels_total,
+                    ][k];
                     let _ = writeln!(
                         out,
                         "{name}{{upstream=\"{}\",server=\"{}\"}} {v}",
                         label(&g.name),
-                        label(server)
+                        label(r.server)
                     );
                 }
             }
@@ -776,13 +825,15 @@ impl crate::metrics::Exposed for Groups {
                 let servers: Vec<serde_json::Value> = g
                     .report()
                     .into_iter()
-                    .map(|(server, up, requests, failures, active)| {
+                    .map(|r| {
                         serde_json::json!({
-                            "server": server,
-                            "up": up,
-                            "requests": requests,
-                            "failures": failures,
-                            "in_flight": active,
+                            "server": r.server,
+                            "up": r.up,
+                            "requests": r.requests,
+                            "failures": r.failures,
+                            "in_flight": r.active,
+                            "tunnels": r.tunnels,
+                            "tunnels_total": r.tunnels_total,
                         })
                     })
                     .collect();
@@ -804,6 +855,30 @@ fn label(v: &str) -> String {
 pub(crate) struct InFlight {
     group: Arc<Group>,
     server: usize,
+}
+
+/// One server's figures for metrics and the status page.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Report<'a> {
+    pub(crate) server: &'a str,
+    pub(crate) up: bool,
+    pub(crate) requests: u64,
+    pub(crate) failures: u64,
+    pub(crate) active: u64,
+    pub(crate) tunnels: u64,
+    pub(crate) tunnels_total: u64,
+}
+
+/// A tunnel open to a server ([`Group::tunnel`]).
+pub(crate) struct TunnelOpen {
+    group: Arc<Group>,
+    server: usize,
+}
+
+impl Drop for TunnelOpen {
+    fn drop(&mut self) {
+        self.group.st(self.server).tunnels.fetch_sub(1, Relaxed);
+    }
 }
 
 impl Drop for InFlight {
@@ -1009,8 +1084,8 @@ mod tests {
         g.failed(1, &"refused");
         assert_eq!(g.pick(&req, &[]), Some(2));
         let rows = g.report();
-        assert_eq!((rows[0].1, rows[1].1, rows[2].1), (false, false, true));
-        assert_eq!(rows[0].3, 1);
+        assert_eq!((rows[0].up, rows[1].up, rows[2].up), (false, false, true));
+        assert_eq!(rows[0].failures, 1);
     }
 
     #[test]
@@ -1035,7 +1110,7 @@ mod tests {
         let d = g.begin(1);
         assert_eq!(g.pick(&req, &[]), Some(0));
         drop((a, b, c, d));
-        assert_eq!(g.report().iter().map(|r| r.4).sum::<u64>(), 0);
+        assert_eq!(g.report().iter().map(|r| r.active).sum::<u64>(), 0);
     }
 
     #[test]

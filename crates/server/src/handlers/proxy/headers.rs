@@ -22,6 +22,34 @@ const HOP_BY_HOP: [&str; 9] = [
     "proxy-authenticate",
 ];
 
+/// The protocol a request asks to switch to (its `Upgrade` value), if it asks: HTTP/1.1,
+/// `upgrade` among its `Connection` tokens, an `Upgrade` field, and no body (a WebSocket's
+/// handshake is a GET). Only such a request is forwarded with its `Upgrade`, and only its `101`
+/// turns the connection into a tunnel.
+pub(super) fn upgrade_asked(req: &Request) -> Option<&[u8]> {
+    if req.version() != Version::Http11 || req.head().framing() != BodyFraming::None {
+        return None;
+    }
+    let asks = connection_tokens(
+        req.headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .map(|(_, v)| v),
+    )
+    .iter()
+    .any(|t| t == "upgrade");
+    let value = req.header("Upgrade")?.trim_ascii();
+    (asks && !value.is_empty()).then_some(value)
+}
+
+/// The `Upgrade` value of a response head (`raw`: the bytes it was parsed from).
+pub(super) fn upgrade_of<'a>(head: &ResponseHead, raw: &'a [u8]) -> Option<&'a [u8]> {
+    head.headers()
+        .iter()
+        .find(|h| h.name.get(raw).eq_ignore_ascii_case(b"upgrade"))
+        .map(|h| h.value.get(raw).trim_ascii())
+        .filter(|v| !v.is_empty())
+}
+
 impl Upstream {
     /// The request head as it goes upstream.
     /// `framing`: the body's as it goes upstream (a buffered body has a length).
@@ -103,6 +131,12 @@ impl Upstream {
         client_cert_fields(&mut h, req);
         append_list(&mut via, via_entry(req.version()).as_bytes());
         field(&mut h, "Via", &via);
+        // The one hop-by-hop pair that goes on: the client's wish to switch protocols (nginx
+        // with `proxy_set_header Upgrade $http_upgrade; Connection "upgrade"`).
+        if let Some(protocol) = upgrade_asked(req) {
+            h.extend_from_slice(b"Connection: upgrade\r\n");
+            field(&mut h, "Upgrade", protocol);
+        }
         h.extend_from_slice(b"\r\n");
         h
     }

@@ -153,6 +153,8 @@ enum Next {
     Close(Box<Conn>),
     /// An HTTP/2 connection, out of the stages to a thread of its own (`h2.rs`).
     Http2(Box<Conn>),
+    /// A `101`'s tunnel, out of the stages to a thread of its own (`stages::detach_tunnel`).
+    Tunnel(Box<Conn>),
     /// Gone from the stages (an HTTP/2 stream's handler, done).
     Detached,
 }
@@ -272,6 +274,7 @@ impl Pipeline {
             }
             Next::Close(c) => drop(c),
             Next::Http2(c) => self.detach_h2(c),
+            Next::Tunnel(c) => stages::detach_tunnel(c),
             Next::Detached => {}
         }
     }

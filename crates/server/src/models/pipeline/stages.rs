@@ -420,12 +420,81 @@ pub(crate) fn process(mut conn: Box<Conn>) -> Next {
         None => respond(&mut poll, &mut parts, &app, req),
     };
     match out {
+        Some(out) if matches!(out.tail, Tail::Tunnel(_)) => {
+            conn.phase = Phase::Send(out);
+            Next::Tunnel(conn)
+        }
         Some(out) => {
             conn.phase = Phase::Send(out);
             Next::Send(conn)
         }
         None => Next::Close(conn),
     }
+}
+
+/// A `101`'s tunnel, out of the stages to a thread of its own (the stages' threads are
+/// shared by every connection; a tunnel may last hours): the head goes out, then the relay
+/// runs until the tunnel ends, and the connection closes.
+pub(crate) fn detach_tunnel(mut conn: Box<Conn>) {
+    // Out of the poller: the relay waits on the socket itself.
+    conn.reg = None;
+    let spawned = std::thread::Builder::new()
+        .name("weft-tunnel".into())
+        .stack_size(TUNNEL_STACK)
+        .spawn(move || run_tunnel(conn));
+    if let Err(e) = spawned {
+        log::error!("cannot start a thread for a tunnel: {e}");
+    }
+}
+
+/// A tunnel thread's stack: the relay's frames and, over TLS, rustls' record work.
+const TUNNEL_STACK: usize = 256 * 1024;
+
+fn run_tunnel(mut conn: Box<Conn>) {
+    let Phase::Send(mut out) = std::mem::replace(&mut conn.phase, Phase::Head) else {
+        return;
+    };
+    let Tail::Tunnel(mut t) = std::mem::replace(&mut out.tail, Tail::None) else {
+        return;
+    };
+    let app = conn.app.clone();
+    let c = &mut *conn;
+    let mut poll = PollStream {
+        stream: &c.stream,
+        read_timeout: None,
+        write_timeout: Some(app.cfg.timeouts.send),
+    };
+    let head = c.wbuf.as_slice();
+    let relayed = match c.tls.as_deref_mut() {
+        Some(tls) => head_then_relay(
+            &mut crate::tls::TlsStream::new(&mut poll, &mut tls.conn),
+            head,
+            &mut t,
+        ),
+        None => head_then_relay(&mut poll, head, &mut t),
+    };
+    match relayed {
+        Ok(down) => {
+            c.info
+                .listener
+                .response(out.status, head.len() as u64 + down);
+            if let Some(req) = &out.req {
+                conn::log_access(&app, req, out.status, down);
+            }
+        }
+        Err(e) => conn::log_cut(&app, c.info.peer, out.req.as_ref(), out.status, 0, &e),
+    }
+}
+
+/// Writes a `101` head, then relays the tunnel; the bytes that went to the client after it.
+fn head_then_relay<T: Transport>(
+    stream: &mut T,
+    head: &[u8],
+    t: &mut crate::tunnel::Tunnel,
+) -> io::Result<u64> {
+    stream.write_all(head)?;
+    stream.flush()?;
+    Ok(conn::relay_tunnel(stream, t).down)
 }
 
 /// The parts of a connection process works on beside its stream.
@@ -574,13 +643,15 @@ fn write_some(conn: &Conn, out: &Out) -> io::Result<Option<usize>> {
             Tail::File { .. } => {
                 socket::send_nowait(conn.stream.as_raw_fd(), rest, socket::MSG_MORE)
             }
-            Tail::Stream { .. } => Err(io::Error::other("a streamed body is written by process")),
+            Tail::Stream { .. } | Tail::Tunnel(_) => Err(io::Error::other(
+                "a streamed body or a tunnel is written by its own thread",
+            )),
         }
         .map(Some);
     }
     let done = out.sent - head_len;
     match &out.tail {
-        Tail::None | Tail::Stream { .. } => Ok(None),
+        Tail::None | Tail::Stream { .. } | Tail::Tunnel(_) => Ok(None),
         Tail::Bytes(b) => s.write(&b[done as usize..]).map(Some),
         Tail::File { file, offset, len } => {
             let mut at = offset + done;
@@ -679,6 +750,14 @@ impl Write for PollStream<'_> {
 }
 
 impl Transport for PollStream<'_> {
+    fn tunnel_end(&mut self) -> Option<Box<dyn crate::net::End + '_>> {
+        use std::os::fd::AsFd;
+        Some(Box::new(crate::net::RawEnd {
+            fd: self.stream.as_fd(),
+            stop: None,
+        }))
+    }
+
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.read_timeout = timeout;
         Ok(())

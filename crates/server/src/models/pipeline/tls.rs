@@ -191,7 +191,7 @@ pub(crate) fn write_some(conn: &mut Conn, out: &Out) -> io::Result<Option<usize>
     }
     let done = out.sent - head_len;
     match &out.tail {
-        Tail::None | Tail::Stream { .. } => Ok(None),
+        Tail::None | Tail::Stream { .. } | Tail::Tunnel(_) => Ok(None),
         Tail::Bytes(b) => tls.write_plain(&b[done as usize..]).map(Some),
         Tail::File { file, offset, len } => FILE_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
