@@ -1681,3 +1681,102 @@ fn an_https_upstream_is_verified_and_an_unknown_certificate_is_502() {
     }
     drop(upstream);
 }
+
+/// A plain test upstream that answers an upgrade with `101` and echoes every byte after it,
+/// ending its side when the client ends its own.
+fn echo_101_upstream() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if s.read(&mut b).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let _ = s.write_all(
+                    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: upgrade\r\n\r\n",
+                );
+                let mut buf = vec![0u8; 32 * 1024];
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    if s.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// A tunnel with TLS on both of weft's sides, on every model: the client speaks plain HTTP to
+/// a front whose mount is an `https://` upstream (a rustls client session as the tunnel's
+/// far side), which is a weft HTTPS listener (a server session as the near side) proxying to
+/// a plain echo. 2 MiB go up while the echo comes down, then the client's end is passed on
+/// through both sessions (close_notify) and the far end's comes back.
+#[test]
+fn a_tunnel_runs_over_tls_on_both_sides() {
+    let echo = echo_101_upstream();
+    for model in MODELS {
+        let dir = unique_dir("tunnel-tls");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let middle = Server::start(
+            model,
+            &dir,
+            &cert,
+            &format!("[[proxy]]\nprefix = \"/ws/\"\nupstream = \"http://{echo}\"\n"),
+            &[],
+        );
+        let fdir = unique_dir("tunnel-tls-front");
+        let front = Launch::serve(&fdir)
+            .owns_dir()
+            .arg("--root")
+            .arg(fdir.join("root"))
+            .args(["--listen", &format!("127.0.0.1:0={model}")])
+            .config(&format!(
+                "[[proxy]]\nprefix = \"/ws/\"\nupstream = \"https://localhost:{}\"\ntls_ca = {:?}\n",
+                middle.https.port(),
+                cert.cert
+            ))
+            .listeners(1)
+            .start();
+        let mut s = TcpStream::connect(front.addr_of("http")).unwrap();
+        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        s.write_all(
+            b"GET /ws/ HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(s.read(&mut b).unwrap(), 1, "{model}: {}", front.log());
+            head.push(b[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_string();
+        assert!(
+            head.starts_with("HTTP/1.1 101 "),
+            "{model}: {head:?} {}",
+            front.log()
+        );
+        let data: Vec<u8> = (0..2u32 << 20).map(|i| (i % 253) as u8).collect();
+        let mut w = s.try_clone().unwrap();
+        let up = data.clone();
+        let writer = std::thread::spawn(move || {
+            for c in up.chunks(50_000) {
+                w.write_all(c).unwrap();
+            }
+            w.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut back = Vec::new();
+        s.read_to_end(&mut back).unwrap();
+        writer.join().unwrap();
+        assert_eq!(back.len(), data.len(), "{model}: {}", front.log());
+        assert!(back == data, "{model}: the echo differs");
+    }
+}

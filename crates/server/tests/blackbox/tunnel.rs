@@ -19,6 +19,7 @@ per_model! {
     a_101_the_request_did_not_ask_for_is_refused,
     a_declined_upgrade_keeps_http_framing,
     an_idle_tunnel_closes_and_open_ones_are_counted,
+    sigterm_ends_a_tunnel_after_the_drain_window_and_the_server_exits,
 }
 
 /// What the test upstream does with a request that asks to upgrade.
@@ -257,4 +258,36 @@ fn an_idle_tunnel_closes_and_open_ones_are_counted(model: Model) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(tunnel_counts(&f), (0, 1));
+}
+
+fn sigterm_ends_a_tunnel_after_the_drain_window_and_the_server_exits(model: Model) {
+    let (up, _heads) = upstream(Answer::Echo);
+    let mut f = Builder::new(model, "tunnel-drain")
+        .config(&format!(
+            "[timeouts]\ndrain_idle = \"1s\"\nshutdown_grace = \"10s\"\n\
+             [[proxy]]\nprefix = \"/ws/\"\nupstream = \"http://{up}\"\n"
+        ))
+        .start();
+    let mut s = TcpStream::connect(f.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(ASK).unwrap();
+    assert!(read_head(&mut s).starts_with("HTTP/1.1 101 "));
+    let mut greet = [0u8; 3];
+    s.read_exact(&mut greet).unwrap();
+    f.signal(libc::SIGTERM);
+    // Within the drain window the tunnel still carries bytes.
+    std::thread::sleep(Duration::from_millis(200));
+    s.write_all(b"still").unwrap();
+    let mut back = [0u8; 5];
+    s.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"still");
+    // Then it is closed, and the server exits well before its grace period.
+    let t = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        f.wait_exit(Duration::from_secs(5)).is_some(),
+        "still running 5 s after its tunnel closed"
+    );
 }
