@@ -339,6 +339,9 @@ impl<'a> RequestBody<'a> {
         }
         let out = self.rbuf.data().to_vec();
         self.rbuf.consume(out.len());
+        // The connection reads no more requests: its read buffer's memory goes back (a quiet
+        // WebSocket can hold its tunnel for hours).
+        self.rbuf.release_if_idle(0);
         out
     }
 
