@@ -13,6 +13,7 @@ per_model! {
     health_checks_take_a_failing_server_out_before_a_request_meets_it,
     an_answer_retry_on_names_goes_to_the_next_server,
     early_hints_from_the_upstream_reach_an_http11_client,
+    a_backend_that_moves_in_dns_is_followed_without_a_reload,
 }
 
 /// A weft server whose `/who.txt` answers `name`, with `/healthz` answering 200 when `healthy`.
@@ -241,4 +242,101 @@ fn early_hints_from_the_upstream_reach_an_http11_client(model: Model) {
     assert!(got[last..].ends_with("\r\n\r\nok"), "{got:?}");
     let old = ask(b"GET /app/ HTTP/1.0\r\nHost: x\r\n\r\n");
     assert!(old.starts_with("HTTP/1.1 200 OK"), "{old:?}");
+}
+
+/// A plain HTTP server on `ip:port` answering every request with `name` (port 0: any).
+fn named_backend(ip: &str, port: u16, name: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind((ip, port)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                loop {
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    got.drain(..end);
+                    let r = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{name}",
+                        name.len()
+                    );
+                    if s.write_all(r.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// `[[upstream]] servers = ["backend.test:PORT"]` with `resolve_every = "200ms"`, the front run
+/// in a mount namespace of its own whose `/etc/hosts` the test rewrites: the name moves from
+/// 127.0.0.2 to 127.0.0.3 and new requests follow it, without a reload, and the log says so.
+/// Needs `unshare -m` (root, or a kernel that lets the user make mount namespaces); where it
+/// is refused the test says so and checks nothing.
+fn a_backend_that_moves_in_dns_is_followed_without_a_reload(model: Model) {
+    let can = std::process::Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !can {
+        eprintln!("skipped: `unshare -m` is not permitted here (needs a mount namespace)");
+        return;
+    }
+    let port = named_backend("127.0.0.2", 0, "old");
+    named_backend("127.0.0.3", port, "new");
+    let b = Builder::new(model, "up-dns");
+    let hosts = b.dir().join("hosts");
+    std::fs::write(&hosts, "127.0.0.2 backend.test\n").unwrap();
+    let wrapper = b.dir().join("in-namespace.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec unshare -m sh -c 'mount --bind \"$0\" /etc/hosts && exec \"$@\"' {} \"$@\"\n",
+            hosts.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let f = b
+        .wrapped(&wrapper)
+        .config(&format!(
+            "[[upstream]]\nname = \"app\"\nservers = [\"backend.test:{port}\"]\n\
+             resolve_every = \"200ms\"\n\
+             [[proxy]]\nprefix = \"/who\"\nupstream = \"upstream:app\"\nmax_idle = 0\n"
+        ))
+        .start();
+    for _ in 0..3 {
+        let r = f.get("/who");
+        assert_eq!((r.status, &r.body[..]), (200, &b"old"[..]), "{}", f.log());
+    }
+    // The same file, rewritten in place: the bind mount shows the new contents.
+    std::fs::write(&hosts, "127.0.0.3 backend.test\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut failed = 0;
+    loop {
+        let r = f.get("/who");
+        match (r.status, &r.body[..]) {
+            (200, b"new") => break,
+            (200, b"old") => {}
+            _ => failed += 1,
+        }
+        assert!(Instant::now() < deadline, "still not followed: {}", f.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(failed, 0, "{}", f.log());
+    assert!(f.log().contains("127.0.0.3"), "{}", f.log());
 }

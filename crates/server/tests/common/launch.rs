@@ -91,6 +91,12 @@ impl Launch {
         self
     }
 
+    /// Puts `arg` before every argument given so far (a wrapper's first: the program it runs).
+    pub fn pre_arg(mut self, arg: impl AsRef<OsStr>) -> Launch {
+        self.args.insert(0, arg.as_ref().to_os_string());
+        self
+    }
+
     /// Runs the executable at `exe` instead of the one Cargo built.
     pub fn exe(mut self, exe: &Path) -> Launch {
         self.exe = exe.to_path_buf();

@@ -144,6 +144,8 @@ pub struct Builder {
     /// Pass `--listen 127.0.0.1:0=MODEL` (off: the test's config has its own `[[listen]]`,
     /// on 127.0.0.1 port 0, with the builder's model).
     listen: bool,
+    /// A wrapper run instead of weft, with weft's path and arguments after its own.
+    wrapper: Option<PathBuf>,
 }
 
 impl Builder {
@@ -162,7 +164,15 @@ impl Builder {
             nofile: None,
             echo: true,
             listen: true,
+            wrapper: None,
         }
+    }
+
+    /// Runs `wrapper WEFT ARGS...` instead of `WEFT ARGS...` (a script that sets up a
+    /// namespace, then execs weft: the process keeps its pid).
+    pub fn wrapped(mut self, wrapper: &Path) -> Builder {
+        self.wrapper = Some(wrapper.to_path_buf());
+        self
     }
 
     /// Starts the server with the listener of its config (which must listen on 127.0.0.1,
@@ -228,6 +238,13 @@ impl Builder {
     /// Starts the server and waits until it prints its address.
     pub fn start(self) -> Server {
         let mut launch = Launch::serve(&self.dir).owns_dir();
+        if let Some(w) = &self.wrapper {
+            // `serve` is the first argument: the weft path goes before it.
+            launch = Launch::serve(&self.dir)
+                .owns_dir()
+                .exe(w)
+                .pre_arg(crate::common::launch::exe());
+        }
         if self.listen {
             launch = launch
                 .arg("--listen")

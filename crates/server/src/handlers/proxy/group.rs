@@ -40,7 +40,7 @@ pub(crate) struct Server {
     addr: Addr,
     /// The host name and port to resolve again (`resolve_every`); `None` for an address
     /// literal or a Unix socket.
-    host: Option<(String, u16)>,
+    pub(super) host: Option<(String, u16)>,
     weight: u32,
     max_fails: u32,
     fail_timeout: Duration,

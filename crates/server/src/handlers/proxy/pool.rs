@@ -16,17 +16,26 @@ const READ_BUF: usize = 8 * 1024;
 impl Upstream {
     /// A pooled connection to server `i` of the group, or a new one.
     pub(super) fn checkout(&self, i: usize) -> Result<Conn, Failure> {
-        match self.group.servers[i].pool.take() {
-            Some(c) => Ok(c),
-            None => self.connect(i),
+        let pool = &self.group.servers[i].pool;
+        if self.group.servers[i].host.is_none() {
+            // An address that never changes.
+            return pool.take().map_or_else(|| self.connect(i), Ok);
         }
+        let now = self.group.addr(i);
+        while let Some(c) = pool.take() {
+            // A server whose name now resolves elsewhere (`resolve_every`): connections to
+            // where it was are closed, not reused.
+            if c.to == now {
+                return Ok(c);
+            }
+        }
+        self.connect(i)
     }
 
     /// A new connection to server `i`.
     pub(super) fn connect(&self, i: usize) -> Result<Conn, Failure> {
-        let mut stream = self
-            .group
-            .addr(i)
+        let to = self.group.addr(i);
+        let mut stream = to
             .connect(self.connect_timeout, self.read_timeout)
             .map_err(|e| io_failure("connecting", &e))?;
         if let (Some(t), Sock::Tcp(_)) = (&self.tls, &stream) {
@@ -43,6 +52,7 @@ impl Upstream {
             keep: true,
             server: i,
             flight: None,
+            to,
         })
     }
 
@@ -70,6 +80,8 @@ pub(crate) struct Conn {
     pub(super) server: usize,
     /// The request it carries, counted in flight until its response has been read.
     pub(super) flight: Option<InFlight>,
+    /// The address it was made to (a server's name may resolve elsewhere later).
+    pub(super) to: crate::handlers::sock::Addr,
 }
 
 impl Idle for Conn {
