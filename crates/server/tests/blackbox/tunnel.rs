@@ -20,6 +20,7 @@ per_model! {
     a_declined_upgrade_keeps_http_framing,
     an_idle_tunnel_closes_and_open_ones_are_counted,
     sigterm_ends_a_tunnel_after_the_drain_window_and_the_server_exits,
+    a_tunnel_counts_against_conn_per_ip,
 }
 
 /// What the test upstream does with a request that asks to upgrade.
@@ -290,4 +291,26 @@ fn sigterm_ends_a_tunnel_after_the_drain_window_and_the_server_exits(model: Mode
         f.wait_exit(Duration::from_secs(5)).is_some(),
         "still running 5 s after its tunnel closed"
     );
+}
+
+fn a_tunnel_counts_against_conn_per_ip(model: Model) {
+    let (up, _heads) = upstream(Answer::Echo);
+    let f = Builder::new(model, "tunnel-per-ip")
+        .config(&format!(
+            "[limits]\nconn_per_ip = 1\n[[proxy]]\nprefix = \"/ws/\"\nupstream = \"http://{up}\"\n"
+        ))
+        .start();
+    let mut s = TcpStream::connect(f.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(ASK).unwrap();
+    assert!(read_head(&mut s).starts_with("HTTP/1.1 101 "));
+    // The tunnel is this client's one connection: a second is refused while it lasts.
+    let r = f.get("/index.html");
+    assert_eq!(r.status, 503, "{r:?}");
+    drop(s);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while f.get("/index.html").status != 200 {
+        assert!(std::time::Instant::now() < deadline, "{}", f.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
