@@ -258,7 +258,9 @@ fn serve_with<T: Transport>(
         };
         log_access(app, req, status, body_len);
         if !keep_alive {
-            if closes_cleanly(req, rbuf) {
+            // A tunnel (the only 101 that goes out) has ended both ways already: nothing of
+            // HTTP's is left to protect with a lingering close.
+            if status == 101 || closes_cleanly(req, rbuf) {
                 let _ = stream.flush();
             } else {
                 linger(stream, rbuf, app.cfg.timeouts.lingering_time);
