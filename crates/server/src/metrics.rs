@@ -168,6 +168,23 @@ pub struct PhaseHistogram {
 }
 
 impl PhaseHistogram {
+    /// Its counts now, as `phase`'s (an upstream server's response times use this type too).
+    pub(crate) fn stats(&self, phase: Phase) -> PhaseStats {
+        let mut st = PhaseStats {
+            phase,
+            count: self.count.load(Relaxed),
+            mean_us: 0.0,
+            buckets: [0; PHASE_BUCKETS],
+        };
+        for (b, c) in st.buckets.iter_mut().zip(&self.buckets) {
+            *b = c.load(Relaxed);
+        }
+        if st.count > 0 {
+            st.mean_us = self.sum_ns.load(Relaxed) as f64 / st.count as f64 / 1e3;
+        }
+        st
+    }
+
     /// Counts one duration.
     pub(crate) fn record(&self, d: std::time::Duration) {
         let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);

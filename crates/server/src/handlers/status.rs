@@ -90,6 +90,11 @@ fn html(m: &Metrics) -> String {
 /// The upstream groups' servers, as the JSON's `upstreams` block has them (nothing without
 /// groups).
 #[inline(never)]
+/// A response time in ms from the JSON (an upper bucket bound), `-` before any answer.
+fn ms(v: &serde_json::Value) -> String {
+    v.as_f64().map_or_else(|| "-".into(), |ms| format!("{ms}"))
+}
+
 fn upstreams_html(m: &Metrics) -> String {
     let groups = m.upstreams_json();
     let Some(groups) = groups.as_array() else {
@@ -107,7 +112,7 @@ fn upstreams_html(m: &Metrics) -> String {
         for s in g["servers"].as_array().into_iter().flatten() {
             rows.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td></tr>\n",
+                 <td>{}</td><td>{}</td><td>{}</td></tr>\n",
                 text(&g["name"]),
                 text(&s["server"]),
                 if s["up"] == true { "up" } else { "down" },
@@ -115,12 +120,15 @@ fn upstreams_html(m: &Metrics) -> String {
                 s["failures"],
                 s["in_flight"],
                 s["tunnels"],
+                ms(&s["response_ms"]["p50"]),
+                ms(&s["response_ms"]["p99"]),
             ));
         }
     }
     format!(
         "<h2>upstreams</h2>\n<table><tr><th>group</th><th>server</th><th>state</th>\
-         <th>requests</th><th>failures</th><th>in flight</th><th>tunnels</th></tr>\n\
+         <th>requests</th><th>failures</th><th>in flight</th><th>tunnels</th>\
+         <th>p50 ms</th><th>p99 ms</th></tr>\n\
          {rows}</table>\n"
     )
 }

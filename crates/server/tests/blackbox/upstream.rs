@@ -129,6 +129,19 @@ fn health_checks_take_a_failing_server_out_before_a_request_meets_it(model: Mode
     assert_eq!(v["upstreams"][0]["name"], "app", "{v}");
     assert_eq!(servers[1]["up"], false, "{v}");
     assert_eq!(servers[0]["requests"], 20, "{v}");
+    // Every answer's time is in the server's histogram; the sick one answered none.
+    assert_eq!(servers[0]["response_ms"]["count"], 20, "{v}");
+    assert!(
+        servers[0]["response_ms"]["p99"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    assert_eq!(servers[1]["response_ms"]["count"], 0, "{v}");
+    let m = String::from_utf8_lossy(&f.get("/_weft/metrics").body).to_string();
+    let a_addr = a.addr.to_string();
+    let count = format!(
+        "weft_upstream_response_seconds_count{{upstream=\"app\",server=\"{a_addr}\"}} 20\n"
+    );
+    assert!(m.contains(&count), "{m}");
     let page = String::from_utf8_lossy(&f.get("/_weft/status").body).to_string();
     let row = format!("<tr><td>app</td><td>{sick_addr}</td><td>down</td>");
     assert!(page.contains(&row), "{page}");

@@ -307,6 +307,7 @@ impl Upstream {
         let mut conn = self.checkout(i).map_err(Attempt::tried)?;
         conn.flight = Some(self.group.begin(i));
         loop {
+            let sent_at = Instant::now();
             let sent = match buffered {
                 Some(data) => self.send_buffered(&conn, head, data),
                 None => self.send(&mut conn, head, framing, body),
@@ -344,7 +345,11 @@ impl Upstream {
             };
             let upgrade = headers::upgrade_asked(req).is_some();
             let head_request = req.method() == Method::Head;
-            match self.read_head(&mut conn, head_request, upgrade, &mut hints) {
+            let head = self.read_head(&mut conn, head_request, upgrade, &mut hints);
+            if head.is_ok() {
+                self.group.responded(i, sent_at.elapsed());
+            }
+            match head {
                 Ok(parser) if parser.head().status() == 101 => {
                     return self.tunnel(conn, &parser, body)
                 }

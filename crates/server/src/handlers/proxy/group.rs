@@ -70,6 +70,8 @@ struct ServerState {
     /// Tunnels open (upgraded connections relayed to it), and all it took.
     tunnels: AtomicU64,
     tunnels_total: AtomicU64,
+    /// Its response times: from the request going out to the response head read.
+    response: crate::metrics::PhaseHistogram,
     /// The address resolved last (`resolve_every`), under a sequence lock: `addr_seq` is odd
     /// while it is written, and 0 until a resolution changed the address from the start's.
     addr_seq: AtomicU64,
@@ -610,6 +612,11 @@ impl Group {
         }
     }
 
+    /// Server `i` answered a try with a response head `took` after the request went out.
+    pub(crate) fn responded(&self, i: usize, took: Duration) {
+        self.st(i).response.record(took);
+    }
+
     /// Server `i` answered: its run of failures ends.
     pub(crate) fn succeeded(&self, i: usize) {
         let st = self.st(i);
@@ -618,7 +625,7 @@ impl Group {
         }
     }
 
-    /// Per server: (name, up, requests, failures, in flight), for the metrics and status.
+    /// Per server: its state and counts, for the metrics and status.
     pub(crate) fn report(&self) -> Vec<Report<'_>> {
         (0..self.servers.len())
             .map(|i| {
@@ -631,6 +638,7 @@ impl Group {
                     active: st.active.load(Relaxed),
                     tunnels: st.tunnels.load(Relaxed),
                     tunnels_total: st.tunnels_total.load(Relaxed),
+                    response: st.response.stats(crate::metrics::Phase::Head),
                 }
             })
             .collect()
@@ -812,6 +820,36 @@ impl crate::metrics::Exposed for Groups {
                 }
             }
         }
+        let name = "weft_upstream_response_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time from a request sent to the server to its response head.\n\
+             # TYPE {name} histogram"
+        );
+        for g in &groups {
+            for r in g.report() {
+                let labels = format!(
+                    "upstream=\"{}\",server=\"{}\"",
+                    label(&g.name),
+                    label(r.server)
+                );
+                let mut cumulative = 0;
+                for (i, n) in r.response.buckets.iter().enumerate() {
+                    cumulative += n;
+                    let le = match crate::metrics::bucket_upper_us(i) {
+                        Some(us) => format!("{}", us as f64 / 1e6),
+                        None => "+Inf".into(),
+                    };
+                    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+                }
+                let sum = r.response.mean_us * r.response.count as f64 / 1e6;
+                let _ = writeln!(
+                    out,
+                    "{name}_sum{{{labels}}} {sum}\n{name}_count{{{labels}}} {}",
+                    r.response.count
+                );
+            }
+        }
     }
 
     fn json(&self) -> serde_json::Value {
@@ -834,6 +872,12 @@ impl crate::metrics::Exposed for Groups {
                             "in_flight": r.active,
                             "tunnels": r.tunnels,
                             "tunnels_total": r.tunnels_total,
+                            // Upper bounds of the buckets holding them: within 2x below.
+                            "response_ms": {
+                                "count": r.response.count,
+                                "p50": r.response.quantile_us(0.5).map(|us| us as f64 / 1e3),
+                                "p99": r.response.quantile_us(0.99).map(|us| us as f64 / 1e3),
+                            },
                         })
                     })
                     .collect();
@@ -867,6 +911,8 @@ pub(crate) struct Report<'a> {
     pub(crate) active: u64,
     pub(crate) tunnels: u64,
     pub(crate) tunnels_total: u64,
+    /// Response times (its `phase` field means nothing here).
+    pub(crate) response: crate::metrics::PhaseStats,
 }
 
 /// A tunnel open to a server ([`Group::tunnel`]).
