@@ -82,7 +82,7 @@ EOF
     wait_port "$front" || exit 1
     victim=${backs[1]%%:*}; vport=${backs[1]#*:}
     if [[ $case == down ]]; then
-      kill -9 "$victim"
+      { kill -9 "$victim" && wait "$victim"; } 2>/dev/null
       sleep 1.5  # fall = 3 checks at 200 ms, with room
       (:) &
     else
