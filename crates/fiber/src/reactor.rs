@@ -214,6 +214,20 @@ fn park_on(
     }
 }
 
+/// What is left until `deadline` (`None`: no limit), or `TimedOut` once it has passed.
+fn time_left(deadline: Option<Instant>) -> io::Result<Option<Duration>> {
+    match deadline {
+        None => Ok(None),
+        Some(at) => {
+            let now = Instant::now();
+            if now >= at {
+                return Err(timed_out());
+            }
+            Ok(Some(at - now))
+        }
+    }
+}
+
 /// One fd of a [`wait_any`] and the directions it waits for.
 pub(crate) struct WaitOn<'a> {
     /// The fd's source (registered in the worker's epoll when waited on in a fiber), or a
@@ -247,16 +261,7 @@ fn wait_any_thread(
     deadline: Option<Instant>,
     int: Option<&Interrupt>,
 ) -> io::Result<()> {
-    let timeout = match deadline {
-        None => None,
-        Some(at) => {
-            let now = Instant::now();
-            if now >= at {
-                return Err(timed_out());
-            }
-            Some(at - now)
-        }
-    };
+    let timeout = time_left(deadline)?;
     let mut fds: Vec<(RawFd, i16)> = waits
         .iter()
         .map(|w| {
@@ -607,16 +612,7 @@ impl Source {
         deadline: Option<Instant>,
         int: Option<&Interrupt>,
     ) -> io::Result<()> {
-        let timeout = match deadline {
-            None => None,
-            Some(at) => {
-                let now = Instant::now();
-                if now >= at {
-                    return Err(timed_out());
-                }
-                Some(at - now)
-            }
-        };
+        let timeout = time_left(deadline)?;
         let events = match d {
             Dir::Read => POLLIN,
             Dir::Write => POLLOUT,

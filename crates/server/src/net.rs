@@ -213,46 +213,51 @@ impl<E: End> End for Prefixed<'_, E> {
 }
 
 /// A fiber socket as a tunnel's end (the fiber model's connections, and upstream sockets on
-/// every model): in a fiber its waits park the fiber.
-impl End for weft_fiber::net::TcpStream {
-    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        weft_fiber::net::TcpStream::try_read(self, buf)
-    }
-    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        weft_fiber::net::TcpStream::try_write(self, buf)
-    }
-    fn close_write(&mut self) -> io::Result<()> {
-        self.shutdown(Shutdown::Write)
-    }
-    fn wait<'a>(
-        &'a mut self,
-        read: bool,
-        write: bool,
-        _stop: bool,
-        out: &mut Vec<weft_fiber::net::Wait<'a>>,
-    ) {
-        out.push(weft_fiber::net::Wait::tcp(self, read, write));
+/// every model): in a fiber its waits park the fiber. `$wait` makes its [`weft_fiber::net::Wait`].
+macro_rules! fiber_end {
+    ($socket:ty, $wait:ident) => {
+        impl End for $socket {
+            fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                <$socket>::try_read(self, buf)
+            }
+            fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                <$socket>::try_write(self, buf)
+            }
+            fn close_write(&mut self) -> io::Result<()> {
+                self.shutdown(Shutdown::Write)
+            }
+            fn wait<'a>(
+                &'a mut self,
+                read: bool,
+                write: bool,
+                _stop: bool,
+                out: &mut Vec<weft_fiber::net::Wait<'a>>,
+            ) {
+                out.push(weft_fiber::net::Wait::$wait(self, read, write));
+            }
+        }
+    };
+}
+
+fiber_end!(weft_fiber::net::TcpStream, tcp);
+fiber_end!(weft_fiber::net::UnixStream, unix);
+
+/// An [`End`] as `Read` and `Write` that never wait (`WouldBlock` passes through): for a TLS
+/// session's record I/O over it.
+pub(crate) struct EndIo<'a, 'b>(pub(crate) &'a mut (dyn End + 'b));
+
+impl Read for EndIo<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
     }
 }
 
-impl End for weft_fiber::net::UnixStream {
-    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        weft_fiber::net::UnixStream::try_read(self, buf)
+impl Write for EndIo<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
     }
-    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        weft_fiber::net::UnixStream::try_write(self, buf)
-    }
-    fn close_write(&mut self) -> io::Result<()> {
-        self.shutdown(Shutdown::Write)
-    }
-    fn wait<'a>(
-        &'a mut self,
-        read: bool,
-        write: bool,
-        _stop: bool,
-        out: &mut Vec<weft_fiber::net::Wait<'a>>,
-    ) {
-        out.push(weft_fiber::net::Wait::unix(self, read, write));
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use weft_fiber::net::{TcpStream, UnixStream};
 
+use crate::net::EndIo;
+
 /// Where a backend listens: `unix:/PATH` or `HOST:PORT` (resolved when it is read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Addr {
@@ -188,7 +190,7 @@ impl crate::net::End for Sock {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                         Err(e) => return Err(e),
                     }
-                    if s.conn.read_tls(&mut TryIo(&s.sock))? == 0 {
+                    if s.conn.read_tls(&mut EndIo(&mut s.sock))? == 0 {
                         return Ok(0);
                     }
                     s.conn
@@ -226,7 +228,7 @@ impl crate::net::End for Sock {
         };
         let s = s.get_mut().unwrap_or_else(|e| e.into_inner());
         while s.conn.wants_write() {
-            match s.conn.write_tls(&mut TryIo(&s.sock)) {
+            match s.conn.write_tls(&mut EndIo(&mut s.sock)) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -274,24 +276,6 @@ impl crate::net::End for Sock {
                 Wait::tcp(&s.sock, read, write)
             }
         });
-    }
-}
-
-/// A fiber socket read and written without waiting, for rustls' record I/O.
-struct TryIo<'a>(&'a TcpStream);
-
-impl Read for TryIo<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
-    }
-}
-
-impl Write for TryIo<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.try_write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use weft_fiber::sync::Interrupt;
 
 use super::session::Session;
-use crate::net::{End, Transport};
+use crate::net::{End, EndIo, Transport};
 
 /// Bytes of a file read per write when a file goes out over TLS (sendfile cannot encrypt):
 /// two full TLS records per system call.
@@ -160,24 +160,6 @@ impl<T: Transport> Write for TlsStream<'_, T> {
 struct TlsEnd<'a> {
     conn: &'a mut Session,
     inner: Box<dyn End + 'a>,
-}
-
-/// An [`End`] as `Read`/`Write` for the session's record I/O (`WouldBlock` passes through).
-struct EndIo<'a, 'b>(&'a mut (dyn End + 'b));
-
-impl Read for EndIo<'_, '_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
-    }
-}
-
-impl Write for EndIo<'_, '_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.try_write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 impl End for TlsEnd<'_> {
