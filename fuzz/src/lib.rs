@@ -3,3 +3,6 @@
 
 #[path = "checks.rs"]
 pub mod checks;
+
+#[path = "server_checks.rs"]
+pub mod server_checks;

@@ -80,6 +80,9 @@ pub(crate) mod conn;
 // `weft fileset` and the sample site, for the binary and the sample-site test; not library API.
 #[doc(hidden)]
 pub mod fileset;
+// Entry points for the fuzz targets (`fuzz/`); not library API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handlers;
 pub(crate) mod limits_ip;
 pub mod log;

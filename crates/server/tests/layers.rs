@@ -44,7 +44,7 @@ const LAYERS: &[&[&str]] = &[
     // Listeners, reload, upgrade: the server an embedder starts.
     &["server"],
     // The commands beside `serve`.
-    &["check", "calibrate"],
+    &["check", "calibrate", "fuzzing"],
 ];
 
 /// Names the crate root re-exports, and the module each comes from. What it re-exports from
