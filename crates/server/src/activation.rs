@@ -29,6 +29,31 @@ use weft_sys::process::{self as sp, Pid};
 
 /// Names the descriptor a new process of an upgrade writes one byte to when it is ready.
 pub const READY_FD: &str = "WEFT_UPGRADE_READY_FD";
+
+/// Values a server hands to the one its upgrade starts, in the new process's environment
+/// (the TLS session-ticket secret), taken out of the environment by [`Activation::from_env`].
+const CARRIED: &[&str] = &["WEFT_TICKET_SECRET"];
+
+/// What [`Activation::from_env`] found of [`CARRIED`].
+static CARRIED_IN: Mutex<Vec<(&str, String)>> = Mutex::new(Vec::new());
+
+/// What the next upgrade hands on ([`carry`]).
+static CARRIED_OUT: Mutex<Vec<(&str, String)>> = Mutex::new(Vec::new());
+
+/// The value of `name` (one of [`CARRIED`]) that the server before this one handed over at
+/// an upgrade, if any.
+pub(crate) fn carried(name: &str) -> Option<String> {
+    let got = CARRIED_IN.lock().unwrap_or_else(|e| e.into_inner());
+    got.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())
+}
+
+/// Hands `value` on as `name` (one of [`CARRIED`]) to the server an upgrade starts.
+pub(crate) fn carry(name: &'static str, value: String) {
+    debug_assert!(CARRIED.contains(&name));
+    let mut out = CARRIED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    out.retain(|(n, _)| *n != name);
+    out.push((name, value));
+}
 /// The name of a socket passed without one (as systemd's `sd_listen_fds_with_names` says).
 pub(crate) const UNNAMED: &str = "unknown";
 
@@ -73,6 +98,18 @@ impl Activation {
         let ready = std::env::var(READY_FD).ok();
         for var in [sp::LISTEN_PID, "LISTEN_FDS", "LISTEN_FDNAMES", READY_FD] {
             std::env::remove_var(var);
+        }
+        for &name in CARRIED {
+            if let Some(v) = std::env::var_os(name) {
+                std::env::remove_var(name);
+                if ours {
+                    let v = v.to_string_lossy().into_owned();
+                    CARRIED_IN
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((name, v));
+                }
+            }
         }
         let fds: Vec<(RawFd, String)> =
             fds.map_err(|e| io::Error::new(e.kind(), format!("socket activation: {e}")))?;
@@ -278,6 +315,7 @@ impl Upgrader {
             .filter(|(k, _)| {
                 ![sp::LISTEN_PID, "LISTEN_FDS", "LISTEN_FDNAMES", READY_FD]
                     .iter()
+                    .chain(CARRIED)
                     .any(|v| k.as_bytes() == v.as_bytes())
             })
             .filter_map(|(k, v)| {
@@ -292,6 +330,9 @@ impl Upgrader {
             ("LISTEN_FDNAMES", names.join(":")),
             (READY_FD, (3 + n).to_string()),
         ] {
+            env.push(CString::new(format!("{k}={v}")).map_err(|e| start(e.to_string()))?);
+        }
+        for (k, v) in CARRIED_OUT.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             env.push(CString::new(format!("{k}={v}")).map_err(|e| start(e.to_string()))?);
         }
         let mut fds: Vec<RawFd> = sockets.iter().map(|(f, _)| f.as_raw_fd()).collect();

@@ -1780,3 +1780,63 @@ fn a_tunnel_runs_over_tls_on_both_sides() {
         assert!(back == data, "{model}: the echo differs");
     }
 }
+
+/// A ticket made before `SIGUSR2` resumes with the server the upgrade started, on every model:
+/// the old server hands its ticket secret on, so the new one derives the same keys. Without
+/// it the second connection would be a full handshake.
+#[test]
+fn tickets_resume_across_an_upgrade() {
+    common::handover::become_subreaper();
+    for model in MODELS {
+        let dir = unique_dir("ticket-upgrade");
+        let cert = make_cert(&dir, "cert", &["localhost"]);
+        let notify_path = dir.join("notify.sock");
+        let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+        notify.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let mut old = Launch::serve(&dir)
+            .arg("--root")
+            .arg(dir.join("root"))
+            .args(["--https", &format!("127.0.0.1:0={model}")])
+            .arg("--tls-cert")
+            .arg(&cert.cert)
+            .arg("--tls-key")
+            .arg(&cert.key)
+            .env("NOTIFY_SOCKET", &notify_path)
+            .start();
+        let https = old.addr_of("https");
+        assert_eq!(
+            common::handover::recv_notify(&notify, &old).trim(),
+            "READY=1"
+        );
+        let cfg = client_config(&[&cert.der]);
+        let mut s = connect(https, &cfg, "localhost");
+        assert_eq!(get(&mut s, "/", true).status, 200, "{model}");
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert_eq!(s.conn.handshake_kind(), Some(rustls::HandshakeKind::Full));
+        old.signal(libc::SIGUSR2);
+        let mut new = None;
+        for _ in 0..4 {
+            let msg = common::handover::recv_notify(&notify, &old);
+            if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
+                new = Some(Weft::adopt(pid.parse().unwrap(), &dir));
+                break;
+            }
+        }
+        let new = new.unwrap_or_else(|| panic!("{model}: no successor; {}", old.log()));
+        assert!(
+            old.wait_exit(Duration::from_secs(10)).is_some(),
+            "{model}: the old server did not exit"
+        );
+        let mut s = connect(https, &cfg, "localhost");
+        assert_eq!(get(&mut s, "/", true).status, 200, "{model}");
+        let _ = s.read_to_end(&mut rest);
+        assert_eq!(
+            s.conn.handshake_kind(),
+            Some(rustls::HandshakeKind::Resumed),
+            "{model}: {}",
+            new.log()
+        );
+        drop(new);
+    }
+}

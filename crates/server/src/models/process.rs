@@ -802,9 +802,6 @@ impl Master {
     /// never returns.
     fn fork_child(&mut self, fd: RawFd, app: &Arc<App>, listener_fds: &[RawFd]) -> io::Result<Pid> {
         let master = sp::pid();
-        // The child inherits the ticket keys as they are now: rotated here, so that every
-        // connection process makes and opens tickets with the same keys.
-        crate::tls::roll_ticket_keys();
         match sp::fork()? {
             Forked::Parent(pid) => Ok(pid),
             Forked::Child => {

@@ -236,37 +236,24 @@ struct Shared {
 
 static SHARED: OnceLock<Shared> = OnceLock::new();
 
-/// Plaintext bytes of the ticket made at start ([`shared_state`]); a real one is a few
-/// hundred (secret, SNI, ALPN, times).
-const TICKET_BOUND: usize = 2048;
-
-/// The process's ticket key and session cache, made on first use. The cache's size is the
-/// first configuration's (a reload that changes it takes effect at the next start).
+/// The process's ticket keys and session cache, made on first use. The cache's size and the
+/// keys' period are the first configuration's (a reload that changes them takes effect at the
+/// next start). The keys' secret is the one an upgrade handed over, else a new one, and is
+/// handed on at the next upgrade (`ticketer.rs`).
 fn shared_state(cache_entries: usize, lifetime_secs: u32) -> Result<&'static Shared, String> {
     if let Some(s) = SHARED.get() {
         return Ok(s);
     }
-    let ticketer = ticketer::rotating(lifetime_secs)?;
-    // The ticketer refuses to decrypt anything longer than the longest ticket it has made
-    // itself. The process model's children inherit the key but each starts with that bound
-    // at zero, so a ticket made by one child would never resume in another: one large ticket
-    // made now, before any fork, sets the bound for all.
-    let _ = ticketer.encrypt(&[0u8; TICKET_BOUND]);
+    let carried = crate::activation::carried(ticketer::SECRET_VAR);
+    let secret = ticketer::secret(carried.as_deref())?;
+    crate::activation::carry(ticketer::SECRET_VAR, ticketer::to_hex(&secret));
+    let ticketer = ticketer::derived(&secret, lifetime_secs);
     let cache: Arc<dyn StoresServerSessions> = if cache_entries == 0 {
         Arc::new(rustls::server::NoServerSessionStorage {})
     } else {
         rustls::server::ServerSessionMemoryCache::new(cache_entries)
     };
     Ok(SHARED.get_or_init(|| Shared { ticketer, cache }))
-}
-
-/// Rotates the session-ticket keys if their time has come, before the `process` model's
-/// master forks a connection process: every process then starts with the keys the master holds
-/// (see `ticketer.rs`). Nothing before the first TLS setup.
-pub(crate) fn roll_ticket_keys() {
-    if let Some(s) = SHARED.get() {
-        ticketer::roll(&*s.ticketer);
-    }
 }
 
 /// Reads a PEM chain and its key and checks they belong together.
