@@ -343,7 +343,9 @@ impl ResponseCache {
         weft_sys::clock::coarse_monotonic_ms()
     }
 
-    /// Looks `key` up. A miss is counted here; a hit once the entry is known to be current.
+    /// Looks `key` up. A hit is counted once the entry is known to be current; a miss by the
+    /// caller once it knows a file answers ([`Self::count_miss`]): a request for a file that
+    /// does not exist (a 404) is neither.
     pub fn lookup(&self, key: &[u8]) -> Lookup {
         match self.map.get(key) {
             Some(e) => {
@@ -355,11 +357,13 @@ impl ResponseCache {
                     Lookup::Stale(e)
                 }
             }
-            None => {
-                self.counters.misses.fetch_add(1, Relaxed);
-                Lookup::Miss
-            }
+            None => Lookup::Miss,
         }
+    }
+
+    /// Counts a miss: a file answered that the cache did not hold.
+    pub fn count_miss(&self) {
+        self.counters.misses.fetch_add(1, Relaxed);
     }
 
     /// Stops (or resumes) reading files into the cache: lookups still answer from what it
@@ -711,6 +715,8 @@ mod tests {
         let (f, m) = settled_file(&d.join("a.txt"), b"hello world");
         let c = ResponseCache::new(&cfg(1 << 20, 1 << 16, Duration::from_secs(60)));
         assert!(matches!(c.lookup(b"a.txt"), Lookup::Miss));
+        // The caller counts the miss once a file answers (the static handler does).
+        c.count_miss();
         let v = Validators::new(&m, "text/plain");
         let e = c.fill(b"a.txt", b"a.txt", &f, &m, v).expect("cached");
         assert_eq!(&e.body()[..], b"hello world");

@@ -781,7 +781,7 @@ impl Metrics {
                 (
                     "weft_cache_misses_total",
                     "counter",
-                    "Static-file requests the cache could not answer (absent or changed).",
+                    "Files served that the cache did not hold (absent or changed; a 404 is not one).",
                     c.misses,
                 ),
                 (

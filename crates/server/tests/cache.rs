@@ -742,3 +742,28 @@ fn a_file_the_cache_cannot_keep_is_not_read_filled_or_evicted_on_every_request()
     }
     assert!(counter(&after, "bytes") <= 100_000, "{after}");
 }
+
+/// A request for a file that does not exist is neither a hit nor a miss: once `/` is cached,
+/// 49 requests for it and 50 for `/nope` count 49 hits and no miss; before that, each `/`
+/// served from the file counted a miss.
+#[test]
+fn a_404_is_not_counted_as_a_cache_miss() {
+    let srv = Builder::new(MODEL, "cache-404").args(&["--status"]).start();
+    let index = srv.get("/").body;
+    wait_until_cached(&srv, "/", &index);
+    let before = cache_status(&srv);
+    assert!(counter(&before, "misses") >= 1, "{before}");
+    for _ in 0..49 {
+        assert_eq!(srv.get("/").status, 200);
+    }
+    for _ in 0..50 {
+        assert_eq!(srv.get("/nope").status, 404);
+    }
+    let after = cache_status(&srv);
+    let delta = |name: &str| counter(&after, name) - counter(&before, name);
+    assert_eq!(
+        (delta("hits"), delta("misses")),
+        (49, 0),
+        "{before} {after}"
+    );
+}

@@ -239,7 +239,8 @@ impl StaticFiles {
             Some(z) if conds.range.is_none() => z.accepted(req).map(|ae| (&**z, ae)),
             _ => None,
         };
-        if let Some(entry) = self.cached(key) {
+        let (cached, miss_counted) = self.cached(key);
+        if let Some(entry) = cached {
             if let Some((z, ae)) = &wants {
                 if let Some(resp) = self.cached_variant(req, &conds, key, &entry, z, ae) {
                     return resp;
@@ -266,8 +267,19 @@ impl StaticFiles {
                 return Response::error(500);
             }
         };
+        // A miss is a file (or a directory's index) answered that the cache did not hold;
+        // a request for none is not one.
+        let count_miss = || {
+            if let (Some(c), false) = (&self.cache, miss_counted) {
+                c.count_miss();
+            }
+        };
         if meta.is_dir() {
-            return self.directory(req, &conds, &norm.rel, norm.trailing_slash, key, wants);
+            let index = self.directory(req, &conds, &norm.rel, norm.trailing_slash, key, wants);
+            if index.1 {
+                count_miss();
+            }
+            return index.0;
         }
         if !meta.is_file() {
             return Response::error(403);
@@ -276,24 +288,28 @@ impl StaticFiles {
             // "/file.txt/" names a directory that does not exist (nginx: 404).
             return Response::error(404);
         }
+        count_miss();
         self.file(req, &conds, rel, file, &meta, key, wants)
     }
 
     /// A current cache entry for `key`: fresh, or stale and confirmed unchanged by one open
-    /// and fstat of its file.
-    fn cached(&self, key: &[u8]) -> Option<Arc<Entry>> {
-        let cache = self.cache.as_ref()?;
+    /// and fstat of its file; and whether a miss was counted already (an entry whose file
+    /// changed or went away).
+    fn cached(&self, key: &[u8]) -> (Option<Arc<Entry>>, bool) {
+        let Some(cache) = self.cache.as_ref() else {
+            return (None, false);
+        };
         match cache.lookup(key) {
-            Lookup::Fresh(e) => Some(e),
-            Lookup::Miss => None,
+            Lookup::Fresh(e) => (Some(e), false),
+            Lookup::Miss => (None, false),
             Lookup::Stale(e) => {
                 let current = self.open(e.file_rel()).ok().and_then(|f| f.metadata().ok());
                 match current {
-                    Some(meta) if cache.revalidate(key, &e, &meta) => Some(e),
-                    Some(_) => None,
+                    Some(meta) if cache.revalidate(key, &e, &meta) => (Some(e), false),
+                    Some(_) => (None, true),
                     None => {
                         cache.forget(key, &e);
-                        None
+                        (None, true)
                     }
                 }
             }
@@ -323,6 +339,7 @@ impl StaticFiles {
         })
     }
 
+    /// A directory's answer, and whether it is its index file (a file the cache may hold).
     fn directory(
         &self,
         req: &Request,
@@ -331,18 +348,21 @@ impl StaticFiles {
         trailing_slash: bool,
         key: &[u8],
         wants: Wants<'_>,
-    ) -> Response {
+    ) -> (Response, bool) {
         if !trailing_slash {
-            return Response::error(301).header("Location", directory_location(rel, req.query()));
+            let to = directory_location(rel, req.query());
+            return (Response::error(301).header("Location", to), false);
         }
         let mut index = rel.to_vec();
         if !index.is_empty() {
             index.push(b'/');
         }
         index.extend_from_slice(self.cfg.index.as_bytes());
-        match self.open(&index) {
+        let answer = match self.open(&index) {
             Ok(f) => match f.metadata() {
-                Ok(m) if m.is_file() => self.file(req, conds, &index, f, &m, key, wants),
+                Ok(m) if m.is_file() => {
+                    return (self.file(req, conds, &index, f, &m, key, wants), true);
+                }
                 _ => Response::error(403),
             },
             Err(404) if self.cfg.autoindex => {
@@ -350,7 +370,8 @@ impl StaticFiles {
             }
             Err(404) => Response::error(403),
             Err(status) => Response::error(status),
-        }
+        };
+        (answer, false)
     }
 
     #[allow(clippy::too_many_arguments)]
