@@ -2,7 +2,9 @@
 # The project's headline ratios in one run, each against its target: run it before and after a
 # performance-relevant change and compare. Every CPU figure is a same-round ratio to nginx
 # (scripts/perf/ab_builds.sh: weft's fiber model, one worker, on core 0; wrk -t1 on core 1; nginx
-# with one worker beside it), the median of RUNS rounds.
+# with one worker beside it), the median of RUNS rounds. The 10,541 B page is measured twice:
+# against that nginx (scripts/peers/peer-nginx.conf, no open_file_cache: labelled untuned) and
+# against nginx tuned for static files (scripts/peers/peer-nginx-tuned.conf, open_file_cache).
 #
 #   scripts/perf_check.sh [OUT_DIR]        RUNS=5 DURATION=3 WEFT=target/release/weft
 #
@@ -93,7 +95,11 @@ lean1000=""
 if ((${#floor[@]})); then
   lean1000=$(CLIENT=lean table "/echo c=1000, lean client" echo-c1000-lean.csv 1000 /echo)
 fi
-r=$(table "10,541 B page c=50" page-c50.csv 50 /haewelmann.html); add "page c=50 CPU/request vs nginx" "$r" "<=" 1.0
+r=$(table "10,541 B page c=50" page-c50.csv 50 /haewelmann.html); add "page c=50 CPU/request vs nginx (untuned)" "$r" "<=" 1.0
+# The same against nginx tuned for static files (open_file_cache), as its users run it: the
+# fair comparison with weft's response cache (issue 57).
+r=$(NGINX_CONF=scripts/peers/peer-nginx-tuned.conf table "10,541 B page c=50, nginx with open_file_cache" page-c50-tuned.csv 50 /haewelmann.html)
+add "page c=50 CPU/request vs nginx open_file_cache" "$r" "<=" 1.0
 r=$(table "/echo c=50, 16 pipelined per write" pipelined-c50.csv 50 /echo scripts/clients/pipeline.lua 16)
 add "pipelined /echo (16) c=50 CPU/request vs nginx" "$r" "<=" 0.3
 

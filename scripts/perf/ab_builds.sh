@@ -18,6 +18,8 @@
 # SERVER_CORES (default 0), wrk -tWRK_THREADS on CLIENT_CORES (default 1), e.g. THREADS=8
 # SERVER_CORES=0-7 CLIENT_CORES=8-15 WRK_THREADS=8. Started as root, weft gets --allow-root and
 # nginx `user root;`.
+# NGINX_CONF=FILE runs nginx with that configuration instead of scripts/peers/peer-nginx.conf
+# (e.g. scripts/peers/peer-nginx-tuned.conf, with open_file_cache for static files).
 # CLIENT=lean drives the servers with scripts/clients/pipeline_client.c instead of wrk (built here; needs
 # cc), LEAN_DEPTH requests per write (default 1: no pipelining): about 0.7x wrk's CPU per
 # answer, so on a 2-core machine the server's core, not the client's, is the limit, and the
@@ -50,7 +52,7 @@ for arg in "$@"; do
 done
 port=$((port + 1))
 sed -e "s|PORT|$port|; s|WWW_ROOT|$PWD/www|; s|^worker_processes 1;|$nginx_user worker_processes $threads;|" \
-  scripts/peers/peer-nginx.conf >"$work/nginx.conf"
+  "${NGINX_CONF:-scripts/peers/peer-nginx.conf}" >"$work/nginx.conf"
 taskset -c "$score" nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
 PID[nginx]=$!; PORT[nginx]=$port
 # On exit the servers are stopped and waited for, so a next run can bind the same ports.
