@@ -2,36 +2,12 @@
 //! fuzz targets run, so every seed and every saved finding stays a regression test without
 //! libFuzzer or a nightly toolchain.
 
-use std::path::{Path, PathBuf};
-
 #[path = "../../../fuzz/src/checks.rs"]
 mod checks;
 
-fn corpus(target: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    files
-}
-
-fn replay(target: &str, check: fn(&[u8])) {
-    let files = corpus(target);
-    assert!(!files.is_empty(), "no corpus for {target}");
-    for file in files {
-        let data = std::fs::read(&file).unwrap();
-        let name = file.display().to_string();
-        if let Err(panic) = std::panic::catch_unwind(|| check(&data)) {
-            eprintln!("{name} failed");
-            std::panic::resume_unwind(panic);
-        }
-    }
-}
+#[path = "../../../fuzz/src/replay.rs"]
+mod replay;
+use replay::replay;
 
 #[test]
 fn request_head_corpus() {
