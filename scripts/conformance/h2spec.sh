@@ -40,7 +40,8 @@ echo "<!doctype html><title>h2spec</title>" >"$tmp/www/index.html"
 
 # shellcheck source=../lib/wait_listening.sh
 . "$root/scripts/lib/wait_listening.sh"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=../lib/free_ports.sh
+. "$root/scripts/lib/free_ports.sh"
 
 status=0
 {
@@ -50,8 +51,7 @@ status=0
     echo "|---|---|---|---|---|"
 } >"$out/summary.md"
 for model in "${models[@]}"; do
-    tls_port=$(free_port)
-    plain_port=$(free_port)
+    { read -r tls_port; read -r plain_port; } < <(free_ports 2)
     "$weft" serve --root "$tmp/www" --https "127.0.0.1:$tls_port=$model" \
         --listen "127.0.0.1:$plain_port=$model" --h2c \
         --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" --access-log off \
