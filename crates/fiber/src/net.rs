@@ -192,6 +192,13 @@ impl TcpStream {
         self.src.set_timeout(Dir::Write, t)
     }
 
+    /// The time writes and `sendfile` calls on this stream have waited for room in the send
+    /// buffer, in all (a client slower than the server): what a minimum send rate is
+    /// measured against. Writes that find room cost no clock read.
+    pub fn write_waited(&self) -> Duration {
+        self.src.write_waited()
+    }
+
     /// The read timeout.
     pub fn read_timeout(&self) -> Option<Duration> {
         self.src.timeout(Dir::Read)

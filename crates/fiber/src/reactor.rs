@@ -266,7 +266,7 @@ fn wait_any_thread(
         .iter()
         .map(|w| {
             let fd = match w.src {
-                Ok(s) => s.raw,
+                Ok(s) => s.raw(),
                 Err(fd) => fd,
             };
             let mut ev = 0;
@@ -403,8 +403,10 @@ pub(crate) fn short_write(want: usize) -> impl Fn(&usize) -> bool {
 
 /// A non-blocking fd with per-direction timeouts that waits in the current fiber or thread.
 pub(crate) struct Source {
-    raw: RawFd,
     fd: Option<OwnedFd>,
+    /// Microseconds writes have waited for room, in all, saturating at about 71 minutes
+    /// ([`Source::write_waited`]); 32 bits keep a connection's socket at 40 bytes.
+    write_waited: AtomicU32,
     slot: OnceLock<Arc<IoSlot>>,
     /// Timeouts in nanoseconds; 0 means none.
     read_timeout: AtomicU64,
@@ -414,7 +416,7 @@ pub(crate) struct Source {
 impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Source")
-            .field("fd", &self.raw)
+            .field("fd", &self.raw())
             .field("registered", &self.slot.get().is_some())
             .finish()
     }
@@ -430,16 +432,23 @@ impl Source {
     /// Wraps an fd that is already non-blocking.
     pub(crate) fn from_nonblocking(fd: OwnedFd) -> Source {
         Source {
-            raw: fd.as_raw_fd(),
             fd: Some(fd),
+            write_waited: AtomicU32::new(0),
             slot: OnceLock::new(),
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
         }
     }
 
+    /// The time writes (and `sendfile` calls) on this fd have waited for room, in all: a
+    /// minimum send rate counts it against the bytes sent. Only waits read the clock.
+    pub(crate) fn write_waited(&self) -> Duration {
+        Duration::from_micros(u64::from(self.write_waited.load(Ordering::Relaxed)))
+    }
+
+    /// The descriptor's number (-1 after [`Source::into_fd`]).
     pub(crate) fn raw(&self) -> RawFd {
-        self.raw
+        self.fd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
     pub(crate) fn owned(&self) -> &OwnedFd {
@@ -534,7 +543,7 @@ impl Source {
             if let Some(l) = local {
                 bump(&l.stats().io(d).calls);
             }
-            match op(self.raw) {
+            match op(self.raw()) {
                 Ok(r) => {
                     if let Some(s) = slot {
                         if drained(&r) {
@@ -570,7 +579,7 @@ impl Source {
         loop {
             let slot = self.slot.get();
             let snap = slot.map_or(READY, |s| s.state(d));
-            match op(self.raw) {
+            match op(self.raw()) {
                 Ok(r) => {
                     if let Some(s) = slot {
                         if drained(&r) {
@@ -600,10 +609,20 @@ impl Source {
         deadline: Option<Instant>,
         int: Option<&Interrupt>,
     ) -> io::Result<()> {
-        match sched::fiber_sched() {
+        let began = (d == Dir::Write).then(Instant::now);
+        let r = match sched::fiber_sched() {
             Some(local) => self.wait_fiber(local, d, deadline, int),
             None => self.wait_thread(d, deadline, int),
+        };
+        if let Some(began) = began {
+            let micros = u32::try_from(began.elapsed().as_micros()).unwrap_or(u32::MAX);
+            let _ = self
+                .write_waited
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                    Some(w.saturating_add(micros))
+                });
         }
+        r
     }
 
     fn wait_thread(
@@ -623,7 +642,7 @@ impl Source {
             Some(i) => Some(i.eventfd()?.as_raw_fd()),
             None => None,
         };
-        let ready = poll_fd_or(self.raw, events, also, timeout)?;
+        let ready = poll_fd_or(self.raw(), events, also, timeout)?;
         if int.is_some_and(Interrupt::is_fired) {
             Err(interrupted())
         } else if ready {
@@ -743,7 +762,7 @@ impl Source {
         let slot = Arc::new(IoSlot {
             shared: local.shared.clone(),
             worker: local.index as u32,
-            fd: self.raw,
+            fd: self.raw(),
             read: AtomicU32::new(r),
             write: AtomicU32::new(w),
             waiters: Lock::new(Waiters::default()),
@@ -751,7 +770,7 @@ impl Source {
         // The epoll's reference: reclaimed in `deregister` (or below, on failure).
         let raw = Arc::into_raw(slot.clone());
         let events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-        if let Err(e) = slot.epoll().add(self.raw, events, raw as u64) {
+        if let Err(e) = slot.epoll().add(self.raw(), events, raw as u64) {
             // SAFETY: `raw` came from `Arc::into_raw` just above and was not handed to epoll.
             drop(unsafe { Arc::from_raw(raw) });
             return Err(e);
@@ -763,7 +782,7 @@ impl Source {
     /// race: then `slot` is removed from its epoll again and the winner returned.
     fn install(&self, slot: Arc<IoSlot>) -> &Arc<IoSlot> {
         if let Err(lost) = self.slot.set(slot) {
-            let _ = lost.epoll().delete(self.raw);
+            let _ = lost.epoll().delete(self.raw());
             // SAFETY: `lost` was made by `register_in`, which leaked exactly one reference at
             // this address into the epoll it was just removed from.
             release_slot(unsafe { Arc::from_raw(Arc::as_ptr(&lost)) });

@@ -615,3 +615,41 @@ fn echo_client_child() {
     }
     println!("clients ok {}", ok.load(Ordering::SeqCst));
 }
+
+/// `write_waited` adds up the time writes waited for room, in a fiber and on a thread; writes
+/// that find room add nothing.
+#[test]
+fn write_waited_counts_only_the_waits_for_room() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut peer = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let s = std::sync::Arc::new(weft_fiber::net::TcpStream::from_std(s).unwrap());
+    (&*s).write_all(b"small").unwrap();
+    assert_eq!(s.write_waited(), std::time::Duration::ZERO);
+    let mut got = [0u8; 5];
+    peer.read_exact(&mut got).unwrap();
+
+    let rt = common::rt(1);
+    let s2 = s.clone();
+    // Nobody reads for 100 ms: the fiber's write of 16 MiB waits at least that long.
+    let reader = std::thread::spawn(move || {
+        // (park_timeout may wake early: parked until the time is up.)
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
+        while std::time::Instant::now() < until {
+            std::thread::park_timeout(until - std::time::Instant::now());
+        }
+        let mut all = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        while all < 16 << 20 {
+            all += peer.read(&mut buf).unwrap();
+        }
+    });
+    rt.block_on(move || (&*s2).write_all(&vec![7u8; 16 << 20]).unwrap());
+    reader.join().unwrap();
+    let waited = s.write_waited();
+    assert!(
+        waited >= std::time::Duration::from_millis(90),
+        "waited {waited:?}"
+    );
+}

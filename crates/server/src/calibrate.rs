@@ -109,13 +109,21 @@ fn load(addr: SocketAddr, path: &str, connections: usize, duration: Duration) ->
             let stop = stop.clone();
             let request = request.clone();
             std::thread::spawn(move || -> io::Result<()> {
-                let mut s = TcpStream::connect(addr)?;
-                s.set_nodelay(true)?;
-                s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                let connect = || -> io::Result<TcpStream> {
+                    let s = TcpStream::connect(addr)?;
+                    s.set_nodelay(true)?;
+                    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                    Ok(s)
+                };
+                let mut s = connect()?;
                 let mut buf = vec![0u8; 64 * 1024];
                 while !stop.load(Relaxed) {
                     s.write_all(&request)?;
-                    read_response(&mut s, &mut buf)?;
+                    // A connection's last response (`limits.keepalive_requests`) says so: the
+                    // next request goes on a new one, as a browser's would.
+                    if read_response(&mut s, &mut buf)? {
+                        s = connect()?;
+                    }
                 }
                 Ok(())
             })
@@ -130,8 +138,9 @@ fn load(addr: SocketAddr, path: &str, connections: usize, duration: Duration) ->
     Ok(())
 }
 
-/// Reads one response with a `Content-Length` body (all the static-file handler sends).
-fn read_response(s: &mut TcpStream, buf: &mut [u8]) -> io::Result<()> {
+/// Reads one response with a `Content-Length` body (all the static-file handler sends);
+/// true when it closes its connection (`Connection: close`).
+fn read_response(s: &mut TcpStream, buf: &mut [u8]) -> io::Result<bool> {
     let mut have = 0;
     let head_end = loop {
         let n = s.read(&mut buf[have..])?;
@@ -159,6 +168,11 @@ fn read_response(s: &mut TcpStream, buf: &mut [u8]) -> io::Result<()> {
                 .then(|| v.trim().parse().ok())?
         })
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Content-Length"))?;
+    let closes = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(n, v)| {
+            n.eq_ignore_ascii_case("connection") && v.trim().eq_ignore_ascii_case("close")
+        })
+    });
     let mut left = (head_end + len).saturating_sub(have);
     let cap = buf.len();
     while left > 0 {
@@ -168,7 +182,7 @@ fn read_response(s: &mut TcpStream, buf: &mut [u8]) -> io::Result<()> {
         }
         left -= n;
     }
-    Ok(())
+    Ok(closes)
 }
 
 /// Fits W = α + β·R through the points; c1 = 1/α, c2 = −β/α (clamped at 0: more bytes can

@@ -89,6 +89,17 @@ impl MinRate {
         }
     }
 
+    /// The rule for what is left of a response that the process model's master sends for a
+    /// connection process (write completion), handed over at `start`
+    /// (`timeouts.send_min_rate`; there, every wait is a wait for the client).
+    pub(crate) fn send(t: &Timeouts, start: Instant) -> MinRate {
+        MinRate {
+            start,
+            grace: t.min_rate_grace,
+            rate: t.send_min_rate,
+        }
+    }
+
     /// The rule for a request body whose head completed at `start`
     /// (`timeouts.body_min_rate`).
     pub(crate) fn body(t: &Timeouts, start: Instant) -> MinRate {
@@ -105,16 +116,9 @@ impl MinRate {
         if self.rate == 0 {
             return None;
         }
-        // Whole seconds and the remainder apart, so a huge count cannot overflow.
         // (None past the end of time: no deadline a client could reach anyway.)
-        let earned =
-            Duration::from_secs(received / self.rate).checked_add(Duration::from_nanos(
-                u64::try_from(
-                    u128::from(received % self.rate) * 1_000_000_000 / u128::from(self.rate),
-                )
-                .unwrap_or(u64::MAX),
-            ))?;
-        self.start.checked_add(self.grace.checked_add(earned)?)
+        self.start
+            .checked_add(self.grace.checked_add(earned(received, self.rate)?)?)
     }
 
     /// The earlier of `other` and this rule's deadline, and whether this rule's is the one
@@ -125,6 +129,15 @@ impl MinRate {
             _ => (other, false),
         }
     }
+}
+
+use crate::net::earned;
+pub(crate) use crate::net::SendRate;
+
+/// The minimum send rate `t` sets for a new connection (`timeouts.send_min_rate` after
+/// `min_rate_grace`; [`SendRate`]); `None` with the rate 0 (off).
+pub(crate) fn send_rate(t: &Timeouts) -> Option<SendRate> {
+    SendRate::new(t.send_min_rate, t.min_rate_grace)
 }
 
 #[cfg(test)]
@@ -248,6 +261,52 @@ mod tests {
         let start = Instant::now();
         let r = MinRate::body(&t, start);
         assert_eq!(r.deadline(1000), Some(start + Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn sends_may_wait_the_grace_plus_what_their_bytes_earned() {
+        let t = Timeouts {
+            min_rate_grace: Duration::from_secs(2),
+            send_min_rate: 100,
+            ..Timeouts::default()
+        };
+        let mut r = send_rate(&t).unwrap();
+        assert_eq!(r.left(), Duration::from_secs(2));
+        r.sent(250);
+        assert_eq!(r.left(), Duration::from_millis(4_500));
+        r.waited(Duration::from_secs(4));
+        assert_eq!(r.left(), Duration::from_millis(500));
+        // The send timeout binds while it is the shorter; then the rule does.
+        let send = Some(Duration::from_millis(300));
+        assert_eq!(SendRate::bound(Some(&r), send), (send, false));
+        r.waited(Duration::from_millis(300));
+        assert_eq!(
+            SendRate::bound(Some(&r), send),
+            (Some(Duration::from_millis(200)), true)
+        );
+        r.waited(Duration::from_secs(1));
+        assert_eq!(r.left(), Duration::ZERO);
+        assert_eq!(r.slow_reader().kind(), std::io::ErrorKind::TimedOut);
+        assert!(r
+            .slow_reader()
+            .to_string()
+            .contains("send_min_rate (100 bytes/s)"));
+        // No rule: the send timeout alone.
+        assert_eq!(SendRate::bound(None, send), (send, false));
+        assert_eq!(SendRate::bound(None, None), (None, false));
+        // Off at 0; a huge count saturates instead of overflowing.
+        let off = Timeouts {
+            send_min_rate: 0,
+            ..Timeouts::default()
+        };
+        assert_eq!(send_rate(&off), None);
+        let mut r = send_rate(&Timeouts {
+            send_min_rate: 1,
+            ..Timeouts::default()
+        })
+        .unwrap();
+        r.sent(u64::MAX);
+        assert_eq!(r.left(), Duration::MAX);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use weft_sys::{poll, socket};
 
@@ -269,6 +269,12 @@ pub trait Transport: Read + Write {
     /// Bounds each write the same way (a client that stops reading).
     fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
 
+    /// Puts the connection's sends under the minimum send rate (`timeouts.send_min_rate`,
+    /// [`SendRate`]): the waits for room count against it, and a wait that runs out of it
+    /// fails with `TimedOut` ([`SendRate::slow_reader`]). The default (a transport with no
+    /// socket of its own) ignores it; wrappers pass it to what they wrap.
+    fn set_send_rate(&mut self, _rule: Option<SendRate>) {}
+
     /// Between requests, with nothing buffered: waits up to about `period` for the next
     /// bytes and says whether a read may find some (or the end of the stream). `false` (the
     /// default: a transport that cannot wait cheaply) hands the connection back to be parked.
@@ -357,6 +363,11 @@ pub struct BlockingStream {
     inner: TcpStream,
     read_timeout: Option<Duration>,
     write_timeout: Option<Duration>,
+    /// The minimum send rate ([`Transport::set_send_rate`]).
+    rate: Option<SendRate>,
+    /// How long a send may wait for room before it gives up with `WouldBlock` instead
+    /// ([`BlockingStream::set_stall`]); `None`: it waits the send timeout.
+    stall: Option<Duration>,
 }
 
 impl BlockingStream {
@@ -375,6 +386,55 @@ impl BlockingStream {
             inner,
             read_timeout: None,
             write_timeout: None,
+            rate: None,
+            stall: None,
+        }
+    }
+
+    /// A send that finds no room for `stall` fails with `WouldBlock` (having sent nothing in
+    /// that call: a partial send returns what it sent), so that the caller can hand what is
+    /// left to someone else (the process model's write completion); `None`: sends wait as
+    /// long as the send timeout and the minimum rate allow.
+    pub(crate) fn set_stall(&mut self, stall: Option<Duration>) {
+        self.stall = stall;
+    }
+
+    /// Waits until `fd` has room to send, within the send timeout, the minimum rate's time
+    /// left and the stall bound, counting the wait against the rate.
+    fn wait_room(&mut self, fd: RawFd) -> io::Result<()> {
+        let (mut wait, rule_binds) = SendRate::bound(self.rate.as_ref(), self.write_timeout);
+        let mut stalls = false;
+        if let Some(stall) = self.stall {
+            if wait.is_none_or(|w| stall < w) {
+                (wait, stalls) = (Some(stall), true);
+            }
+        }
+        let began = self.rate.is_some().then(Instant::now);
+        let ready = poll::poll_writable(fd, wait.unwrap_or(Duration::MAX))?;
+        if let (Some(r), Some(began)) = (&mut self.rate, began) {
+            r.waited(began.elapsed());
+        }
+        match (ready, &self.rate) {
+            (true, _) => Ok(()),
+            (false, _) if stalls => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the client takes no more for now",
+            )),
+            (false, Some(r)) if rule_binds => Err(r.slow_reader()),
+            (false, _) => Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout")),
+        }
+    }
+
+    /// One send of `buf` with `MSG_MORE` (a head, its body follows), waiting for room as
+    /// every send; returns what it took.
+    pub(crate) fn send_more(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send_waiting(|fd| socket::send_nowait(fd, buf, socket::MSG_MORE))
+    }
+
+    /// Counts `n` bytes sent against the minimum rate.
+    fn count_sent(&mut self, n: usize) {
+        if let Some(r) = &mut self.rate {
+            r.sent(n as u64);
         }
     }
 
@@ -398,13 +458,8 @@ impl BlockingStream {
                         "file shrank while being sent",
                     ))
                 }
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let wait = self.write_timeout.unwrap_or(Duration::MAX);
-                    if !poll::poll_writable(fd, wait)? {
-                        return Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout"));
-                    }
-                }
+                Ok(n) => self.count_sent(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_room(fd)?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
@@ -427,7 +482,8 @@ impl Read for BlockingStream {
 impl BlockingStream {
     /// Runs `send` (a non-blocking send) until it takes bytes, waiting for room up to the
     /// write timeout each time it finds none: `timeouts.send` bounds each wait without
-    /// progress, as nginx's `send_timeout`. (`SO_SNDTIMEO` restarts with every call and lets
+    /// progress, as nginx's `send_timeout`, and the minimum send rate all of them
+    /// ([`BlockingStream::wait_room`]). (`SO_SNDTIMEO` restarts with every call and lets
     /// a call that took some bytes before the wait count as progress, so a reader that
     /// stopped held the thread two or three times as long.)
     fn send_waiting(
@@ -437,13 +493,12 @@ impl BlockingStream {
         let fd = self.inner.as_raw_fd();
         loop {
             match send(fd) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let wait = self.write_timeout.unwrap_or(Duration::MAX);
-                    if !poll::poll_writable(fd, wait)? {
-                        return Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout"));
-                    }
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_room(fd)?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(n) => {
+                    self.count_sent(n);
+                    return Ok(n);
+                }
                 r => return r,
             }
         }
@@ -488,6 +543,10 @@ impl Transport for BlockingStream {
             self.write_timeout = timeout;
         }
         Ok(())
+    }
+
+    fn set_send_rate(&mut self, rule: Option<SendRate>) {
+        self.rate = rule;
     }
 
     fn read_or(
@@ -539,5 +598,91 @@ impl Transport for BlockingStream {
 
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.inner.shutdown(Shutdown::Write)
+    }
+}
+
+/// The time `bytes` earn at `rate` bytes/s (`rate` > 0): whole seconds and the remainder
+/// apart, so a huge count cannot overflow; `None` past what a Duration holds.
+pub(crate) fn earned(bytes: u64, rate: u64) -> Option<Duration> {
+    Duration::from_secs(bytes / rate).checked_add(Duration::from_nanos(
+        u64::try_from(u128::from(bytes % rate) * 1_000_000_000 / u128::from(rate))
+            .unwrap_or(u64::MAX),
+    ))
+}
+
+/// The minimum send rate of one connection (`timeouts.send_min_rate`), counted against the
+/// time its sends wait for the client to make room: sends may wait `grace + sent / rate` in
+/// all, every byte sent earning `1 / rate` seconds, the head and body rules' arithmetic
+/// (mod_reqtimeout's `MinRate`, `minrate.rs`) turned to responses. Only waits count, so a response the
+/// server itself paces (server-sent events, a slow upstream) is never cut, and a client that
+/// took most of a large file quickly has earned a long pause; a reader slower than the rate
+/// (a few bytes every few seconds, which keeps `timeouts.send` from ever firing) runs out
+/// after about `grace` plus what its bytes earned, and the response is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SendRate {
+    grace: Duration,
+    /// Bytes per second (> 0).
+    rate: u64,
+    sent: u64,
+    waited: Duration,
+}
+
+impl SendRate {
+    /// The rule at `rate` bytes/s after `grace` (`timeouts.send_min_rate`,
+    /// `min_rate_grace`: [`crate::minrate::send_rate`]); `None` for `rate = 0` (off).
+    pub(crate) fn new(rate: u64, grace: Duration) -> Option<SendRate> {
+        (rate > 0).then_some(SendRate {
+            grace,
+            rate,
+            sent: 0,
+            waited: Duration::ZERO,
+        })
+    }
+
+    /// Bytes went out.
+    pub(crate) fn sent(&mut self, n: u64) {
+        self.sent = self.sent.saturating_add(n);
+    }
+
+    /// A send waited `d` for room.
+    pub(crate) fn waited(&mut self, d: Duration) {
+        self.waited = self.waited.saturating_add(d);
+    }
+
+    /// Sends have waited `d` in all (a socket that counts its own waits).
+    pub(crate) fn waited_in_all(&mut self, d: Duration) {
+        self.waited = d;
+    }
+
+    /// How much longer sends may wait in all (zero: the client is slower than the rate).
+    pub(crate) fn left(&self) -> Duration {
+        earned(self.sent, self.rate)
+            .and_then(|e| e.checked_add(self.grace))
+            .unwrap_or(Duration::MAX)
+            .saturating_sub(self.waited)
+    }
+
+    /// The next wait for room, bounded by `timeout` (the send timeout; `None`: none) and by
+    /// what the rule has left, and whether the rule's bound is the one that binds.
+    pub(crate) fn bound(
+        rule: Option<&SendRate>,
+        timeout: Option<Duration>,
+    ) -> (Option<Duration>, bool) {
+        match (rule.map(SendRate::left), timeout) {
+            (Some(left), Some(t)) if left < t => (Some(left), true),
+            (Some(left), None) => (Some(left), true),
+            (_, t) => (t, false),
+        }
+    }
+
+    /// The error a send that ran out of the rule's time fails with (`TimedOut`).
+    pub(crate) fn slow_reader(&self) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the client read slower than timeouts.send_min_rate ({} bytes/s)",
+                self.rate
+            ),
+        )
     }
 }

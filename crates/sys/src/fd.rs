@@ -1,4 +1,4 @@
-//! Descriptors: `read`, `write` and `writev`, pipes, the `O_NONBLOCK` and `FD_CLOEXEC`
+//! Descriptors: `read`, `write` and `writev`, pipes, in-memory files, the `O_NONBLOCK` and `FD_CLOEXEC`
 //! flags, whether a number is open, and closing one a forked child inherited.
 
 use std::io;
@@ -82,10 +82,36 @@ pub fn close_inherited(fd: RawFd) {
     let _ = unsafe { libc::close(fd) };
 }
 
+/// An anonymous in-memory file (`memfd_create`, close-on-exec) named `name` (shown in
+/// `/proc/PID/fd`): bytes written to it can be sent with `sendfile(2)` by whoever holds a copy.
+pub fn memfd(name: &str) -> io::Result<std::fs::File> {
+    let name = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "memfd name with a NUL"))?;
+    // SAFETY: `name` is a live NUL-terminated string; memfd_create copies it.
+    let fd = cvt(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
+    // SAFETY: the descriptor was just made and is owned by nobody else.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::IoSlice;
+
+    #[test]
+    fn a_memfd_holds_what_is_written_and_is_close_on_exec() {
+        use std::io::{Read, Seek, Write};
+        let mut f = memfd("test").unwrap();
+        f.write_all(b"in memory").unwrap();
+        f.rewind().unwrap();
+        let mut s = String::new();
+        f.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "in memory");
+        // SAFETY: F_GETFD takes no pointer.
+        let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+        assert!(memfd("a\0b").is_err());
+    }
 
     #[test]
     fn pipes_read_write_and_writev() {

@@ -1,5 +1,6 @@
 //! Sockets: `accept4`, receiving and sending without SIGPIPE (blocking as the socket is, or
-//! never), `sendfile`, `shutdown`, and the length of a listener's accept queue.
+//! never), `sendfile`, `shutdown`, descriptors passed over Unix sockets, and the length of a
+//! listener's accept queue.
 //!
 //! The calls a fiber makes per request (`recvfrom`, `sendto`, `sendmsg`) go through
 //! `syscall(2)` rather than libc's wrappers: those are thread-cancellation points, which in a
@@ -192,6 +193,105 @@ pub fn accept_backlog(fd: RawFd) -> io::Result<u32> {
     Ok(info.tcpi_unacked)
 }
 
+/// The most descriptors [`send_with_fds`] passes and [`recv_with_fds`] takes in one message.
+pub const MAX_PASSED_FDS: usize = 16;
+
+/// Control-message room for [`MAX_PASSED_FDS`] descriptors, aligned as `cmsghdr` requires
+/// (`CMSG_SPACE(16 * 4)` is 80 bytes on Linux; checked where it is used).
+type CmsgSpace = [u64; 16];
+
+/// Sends `data` and the descriptors `fds` (at most [`MAX_PASSED_FDS`], `SCM_RIGHTS`) in one
+/// message on the Unix socket `sock`, without SIGPIPE. The receiver gets its own copies; the
+/// sender's stay open. Blocking as `sock` is.
+pub fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<usize> {
+    if fds.len() > MAX_PASSED_FDS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many descriptors for one message",
+        ));
+    }
+    let mut space: CmsgSpace = [0; 16];
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let bytes = std::mem::size_of_val(fds) as u32;
+        msg.msg_control = space.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE computes a size from a number; no pointers.
+        msg.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as _;
+        assert!(msg.msg_controllen as usize <= std::mem::size_of_val(&space));
+        // SAFETY: `msg` points at `space`, which holds CMSG_SPACE(bytes) bytes (asserted), so
+        // CMSG_FIRSTHDR is non-null and CMSG_DATA has room for `fds.len()` descriptors; the
+        // copy is unaligned-safe (a byte copy of the slice).
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(bytes) as _;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr().cast::<u8>(),
+                libc::CMSG_DATA(c),
+                bytes as usize,
+            );
+        }
+    }
+    // SAFETY: `msg` and everything it points at (`iov`, `data`, `space`) live across the call.
+    cvt_size(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) as isize })
+}
+
+/// Receives one message sent by [`send_with_fds`] from the Unix socket `sock` into `buf`:
+/// its length and the descriptors it carried (close-on-exec, owned by the caller). A message
+/// longer than `buf` is an error (`InvalidData`), its descriptors closed. Non-blocking with
+/// `MSG_DONTWAIT`: `WouldBlock` when none is queued.
+pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut space: CmsgSpace = [0; 16];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: as in `send_with_fds`.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&space) as _;
+    // SAFETY: `msg` points at live buffers of the lengths it states.
+    let n = cvt_size(unsafe {
+        libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT) as isize
+    })?;
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `msg_control` with `msg_controllen` bytes; CMSG_FIRSTHDR and
+    // CMSG_NXTHDR return null or a header inside them, and an SCM_RIGHTS header's data holds
+    // (cmsg_len - CMSG_LEN(0)) / 4 descriptors, read unaligned. Each is new in this process
+    // and owned by nobody else.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                for i in 0..count {
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message or its descriptors cut short",
+        ));
+    }
+    Ok((n, fds))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +300,46 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
     use std::time::Duration;
+
+    #[test]
+    fn descriptors_pass_with_a_message_and_stay_open_in_the_sender() {
+        use std::os::unix::net::UnixDatagram;
+        let (a, b) = UnixDatagram::pair().unwrap();
+        let (r, w) = crate::fd::pipe().unwrap();
+        let (r2, _w2) = crate::fd::pipe().unwrap();
+        let n = send_with_fds(a.as_raw_fd(), b"hello", &[w.as_raw_fd(), r2.as_raw_fd()]).unwrap();
+        assert_eq!(n, 5);
+        let mut buf = [0u8; 16];
+        let (n, fds) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(fds.len(), 2);
+        // The received write end is the same pipe: what goes in comes out of `r`.
+        crate::fd::write(fds[0].as_raw_fd(), b"x").unwrap();
+        let mut one = [0u8; 1];
+        crate::fd::read(r.as_raw_fd(), &mut one).unwrap();
+        assert_eq!(&one, b"x");
+        // The sender's copy is still open, and the received one is another number.
+        assert!(crate::fd::fd_is_open(w.as_raw_fd()));
+        assert_ne!(fds[0].as_raw_fd(), w.as_raw_fd());
+        // Nothing more queued: WouldBlock, not a wait.
+        let e = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        // A message without descriptors, and one too long for the buffer.
+        send_with_fds(a.as_raw_fd(), b"plain", &[]).unwrap();
+        let (n, fds) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
+        assert_eq!((&buf[..n], fds.len()), (&b"plain"[..], 0));
+        send_with_fds(a.as_raw_fd(), &[7u8; 32], &[w.as_raw_fd()]).unwrap();
+        let e = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let too_many = vec![w.as_raw_fd(); MAX_PASSED_FDS + 1];
+        let e = send_with_fds(a.as_raw_fd(), b"x", &too_many).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        // The most allowed fits the control room.
+        let most = vec![w.as_raw_fd(); MAX_PASSED_FDS];
+        send_with_fds(a.as_raw_fd(), b"m", &most).unwrap();
+        let (_, fds) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
+        assert_eq!(fds.len(), MAX_PASSED_FDS);
+    }
 
     #[test]
     fn accept_takes_a_connection_non_blocking_with_its_address() {

@@ -32,6 +32,7 @@
 //! shutdown_grace = "10s"
 //! header_min_rate = 500       # bytes/s a head must average after min_rate_grace; 408 (0: off)
 //! body_min_rate = 500         # bytes/s a body must average after min_rate_grace; 408 (0: off)
+//! send_min_rate = 500         # bytes/s a client must take responses at; cut (0: off)
 //! min_rate_grace = "20s"      # Apache RequestReadTimeout header=20-60,MinRate=500
 //! tls_handshake = "10s"       # a TLS handshake from its first byte
 //! lingering_time = "2s"       # draining unread input after the last response (nginx's name)

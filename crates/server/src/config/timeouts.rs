@@ -31,6 +31,11 @@ pub struct Timeouts {
     /// Least average rate of a request body, in bytes/s, after `min_rate_grace` (mod_reqtimeout
     /// `body=20,MinRate=500`); 408 below it; 0: off.
     pub body_min_rate: u64,
+    /// Least average rate at which a client takes a response, in bytes/s, counted over the
+    /// time sends wait for it: sends may wait `min_rate_grace` plus a second per this many
+    /// bytes sent on the connection, in all; past it the response is cut (a reader of a few
+    /// bytes every few seconds never trips `send`). 0: off. See `minrate::SendRate`.
+    pub send_min_rate: u64,
     /// The time a head or body has before the minimum rates apply; every byte adds
     /// `1/rate` seconds to it (mod_reqtimeout's initial timeout, 20 s).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
@@ -71,6 +76,7 @@ impl Default for Timeouts {
             // seconds; 20 s covers a client's start (TCP slow start, a TLS handshake ahead).
             header_min_rate: 500,
             body_min_rate: 500,
+            send_min_rate: 500,
             min_rate_grace: Duration::from_secs(20),
             tls_handshake: Duration::from_secs(10),
             lingering_time: Duration::from_secs(2),

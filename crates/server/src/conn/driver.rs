@@ -158,6 +158,7 @@ fn serve_with<T: Transport>(
     }
     if start == Start::Fresh {
         stream.set_write_timeout(Some(cfg.timeouts.send))?;
+        stream.set_send_rate(crate::minrate::send_rate(&cfg.timeouts));
         let mut prelude = Prelude::resume(info, &cfg.timeouts, Instant::now());
         match open(stream, rbuf, wbuf, &mut prelude, app, info)? {
             Opened::Open(Protocol::Http1) => {}

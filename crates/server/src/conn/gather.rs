@@ -154,6 +154,10 @@ impl<T: Transport> Transport for Gather<'_, T> {
         self.inner.set_write_timeout(timeout)
     }
 
+    fn set_send_rate(&mut self, rule: Option<crate::minrate::SendRate>) {
+        self.inner.set_send_rate(rule);
+    }
+
     fn read_or(
         &mut self,
         buf: &mut [u8],

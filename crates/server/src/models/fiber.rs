@@ -6,7 +6,7 @@
 //! kernel spreads connections over the workers and a connection's fiber lives on the worker
 //! that accepted it (no cross-thread hand-off on the hot path).
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +20,7 @@ use crate::app::{App, LiveApp};
 use crate::config::AcceptMode;
 use crate::conn::{self, ConnInfo, Served, Start};
 use crate::metrics::{ListenerMetrics, OpenGuard};
+use crate::minrate::SendRate;
 
 /// Runs one acceptor fiber (call it on the worker that owns `listener`) until shutdown.
 pub fn accept_loop(
@@ -147,9 +148,10 @@ fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut start: Start) {
     }
     let result = loop {
         let ConnState { app, info, tls, .. } = &mut *state;
+        let mut rated = Rated::new(&mut stream, &app.cfg.timeouts);
         let result = match tls {
-            Some(session) => serve_tls(&mut stream, session, app, info, start),
-            None => serve_on(&mut stream, app, info, start),
+            Some(session) => serve_tls(&mut rated, session, app, info, start),
+            None => serve_on(&mut rated, app, info, start),
         };
         // Requests already decrypted are served now: the socket will not signal them.
         if matches!(result, Ok(Served::Idle))
@@ -198,7 +200,7 @@ fn start_tls(
 /// [`serve_on`] through the connection's TLS session; out of line for the same reason.
 #[inline(never)]
 fn serve_tls(
-    stream: &mut FiberStream,
+    stream: &mut Rated<'_>,
     session: &mut crate::tls::Session,
     app: &App,
     info: &ConnInfo,
@@ -231,6 +233,138 @@ fn serve_on<T: crate::net::Transport>(
 fn close(stream: FiberStream, state: Box<ConnState>) {
     drop(state);
     drop(stream);
+}
+
+/// A fiber connection's socket under the minimum send rate (`timeouts.send_min_rate`) for one
+/// turn of the driver: before each send, if the rate's time left is shorter than the send
+/// timeout, the send waits no longer than that (and fails with the rate's error if it runs
+/// out); the socket counts the time its sends waited ([`FiberStream::write_waited`]), so a
+/// send that finds room costs no clock read.
+pub(crate) struct Rated<'a> {
+    s: &'a mut FiberStream,
+    rule: Option<SendRate>,
+    /// The send timeout the driver set.
+    timeout: Option<Duration>,
+    /// The socket's wait count when the rule began.
+    base: Duration,
+}
+
+impl<'a> Rated<'a> {
+    fn new(s: &'a mut FiberStream, t: &crate::config::Timeouts) -> Rated<'a> {
+        let base = s.write_waited();
+        Rated {
+            timeout: s.write_timeout(),
+            s,
+            rule: crate::minrate::send_rate(t),
+            base,
+        }
+    }
+
+    /// Runs the send `op` under the rule; `sent` says how many bytes a result sent.
+    fn send<R>(
+        &mut self,
+        sent: impl Fn(&R) -> u64,
+        op: impl FnOnce(&mut FiberStream) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let Some(rule) = &mut self.rule else {
+            return op(self.s);
+        };
+        rule.waited_in_all(self.s.write_waited().saturating_sub(self.base));
+        let (bound, by_rate) = SendRate::bound(Some(rule), self.timeout);
+        if by_rate {
+            let bound = bound
+                .unwrap_or(Duration::ZERO)
+                .max(Duration::from_millis(1));
+            self.s.set_write_timeout(Some(bound))?;
+        }
+        let r = op(self.s);
+        if by_rate {
+            self.s.set_write_timeout(self.timeout)?;
+        }
+        match r {
+            Ok(v) => {
+                rule.sent(sent(&v));
+                Ok(v)
+            }
+            Err(e) => {
+                let before = crate::net::body_bytes_before(&e);
+                rule.sent(before);
+                if by_rate && crate::net::timed_out(&e) {
+                    Err(crate::net::cut(before, rule.slow_reader()))
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+impl Read for Rated<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.s.read(buf)
+    }
+}
+
+impl Write for Rated<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send(|n| *n as u64, |s| s.write(buf))
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.send(|n| *n as u64, |s| s.write_vectored(bufs))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl crate::net::Transport for Rated<'_> {
+    fn tunnel_end(&mut self) -> Option<Box<dyn crate::net::End + '_>> {
+        crate::net::Transport::tunnel_end(self.s)
+    }
+
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        crate::net::Transport::set_read_timeout(self.s, timeout)
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        crate::net::Transport::set_write_timeout(self.s, timeout)?;
+        self.timeout = self.s.write_timeout();
+        Ok(())
+    }
+
+    fn set_send_rate(&mut self, rule: Option<SendRate>) {
+        self.rule = rule;
+        self.base = self.s.write_waited();
+    }
+
+    fn read_or(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        wake: &weft_fiber::sync::Interrupt,
+    ) -> io::Result<usize> {
+        crate::net::Transport::read_or(self.s, buf, timeout, wake)
+    }
+
+    fn linger(&mut self, period: Duration) -> bool {
+        crate::net::Transport::linger(self.s, period)
+    }
+
+    fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
+        let len = head.len() as u64;
+        self.send(|()| len, |s| crate::net::Transport::write_head(s, head))
+    }
+
+    fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
+        self.send(
+            |()| len,
+            |s| crate::net::Transport::send_file(s, file, offset, len),
+        )
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        crate::net::Transport::shutdown_write(self.s)
+    }
 }
 
 impl crate::net::Transport for FiberStream {

@@ -1,6 +1,7 @@
 //! Concurrency models: who runs which piece of a request's work, and when. Each model only
 //! accepts connections and drives `conn::serve` (or its stages); none re-implements HTTP.
 
+pub(crate) mod completion;
 pub mod fiber;
 pub mod pipeline;
 pub mod process;

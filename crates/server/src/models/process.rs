@@ -69,13 +69,14 @@ use std::time::{Duration, Instant};
 
 use weft_http::Parser;
 
+use super::completion::{self, Sent};
 use super::wheel::Wheel;
 use super::{AcceptGate, ACCEPT_BACKOFF};
 use crate::app::{App, LiveApp};
 use crate::conn::{self, ConnInfo, Served};
 use crate::metrics::ListenerMetrics;
 use crate::net::{BlockingStream, Transport};
-use weft_sys::epoll::{Epoll, Events, EPOLLIN};
+use weft_sys::epoll::{Epoll, Events, EPOLLIN, EPOLLOUT};
 use weft_sys::fd::close_inherited;
 use weft_sys::poll::poll_readable_any;
 use weft_sys::process::{self as sp, Exit, Forked, Pid, PollFlag};
@@ -142,6 +143,20 @@ fn pressure_mark(max_children: usize) -> u64 {
 const ACCEPT_BURST: usize = 64;
 /// epoll token of a held connection (with its descriptor); a listener's is its index.
 const CONN_TAG: u64 = 1 << 62;
+/// epoll token of write completion's socket ([`Master::chan`]).
+const CHAN_TAG: u64 = 1 << 61;
+
+/// Write completion's socket pair (`(master's end, children's end)`; [`completion`]), or
+/// none, with a warning (children then send every response to its end themselves).
+fn hand_back_channel() -> Option<(OwnedFd, OwnedFd)> {
+    match std::os::unix::net::UnixDatagram::pair() {
+        Ok((recv, send)) => Some((recv.into(), send.into())),
+        Err(e) => {
+            log::warn!("process model: no write completion (socket pair: {e})");
+            None
+        }
+    }
+}
 
 /// A live child: the connection it serves.
 struct Child {
@@ -168,6 +183,14 @@ enum Stage {
     /// A child serves it; the master keeps its copy of the descriptor and takes the
     /// connection back if the child exits with [`EXIT_IDLE`].
     Served,
+    /// The master sends the rest of a response its child handed back ([`Held::job`]; write
+    /// completion), waiting for the socket to be writable; then the connection is idle, or
+    /// closing.
+    Send,
+    /// Half-closed after the last response the master sent for it: what the client still
+    /// sends is read and dropped until its end or the deadline (`timeouts.lingering_time`),
+    /// so that unread input cannot make the kernel reset the response away.
+    Closing { deadline: Instant },
 }
 
 /// A connection the master holds.
@@ -199,6 +222,8 @@ struct Held {
     /// Its entry in the master's deadlines ([`Master::timers`]), parked under [`Held::due`]
     /// while it has one.
     timer: u64,
+    /// The rest of a response the master sends for its child ([`Stage::Send`]).
+    job: Option<Box<completion::Job>>,
 }
 
 impl Held {
@@ -216,6 +241,8 @@ impl Held {
             },
             Stage::Idle { deadline } => Some((deadline, "idle connection closed")),
             Stage::Body { due, head_len } => Some(due.due(self.buf.len().saturating_sub(head_len))),
+            Stage::Send => self.job.as_ref().map(|j| j.due()),
+            Stage::Closing { deadline } => Some((deadline, "")),
             Stage::Queued | Stage::Served => None,
         }
     }
@@ -255,6 +282,13 @@ struct Master {
     parser: Parser,
     /// Descriptors the master may use for connections (see [`descriptor_room`]).
     fd_room: usize,
+    /// Write completion's socket ([`completion`]): the master receives hand-backs on the
+    /// first, children inherit the second to send them; none if it could not be made.
+    chan: Option<(OwnedFd, OwnedFd)>,
+    /// Hand-backs received from children not yet reaped, by connection.
+    jobs: HashMap<RawFd, completion::Job>,
+    /// Descriptors of files the master holds for write completion.
+    job_fds: usize,
 }
 
 fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -> io::Result<()> {
@@ -307,8 +341,16 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         max_children,
         max_conns: app.cfg.limits.max_connections as u64,
         parser: Parser::new(app.cfg.limits.http()),
-        fd_room: descriptor_room(),
+        chan: hand_back_channel(),
+        jobs: HashMap::new(),
+        job_fds: 0,
+        fd_room: 0,
     };
+    // After the channel is open: it counts among the descriptors open.
+    m.fd_room = descriptor_room();
+    if let Some((recv, _)) = &m.chan {
+        m.epoll.add(recv.as_raw_fd(), EPOLLIN, CHAN_TAG)?;
+    }
     let mut armed = vec![true; listeners.len()];
     let mut ready = Events::with_capacity(MAX_EVENTS);
     let mut last_sweep = Instant::now();
@@ -377,7 +419,9 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             .wait_for_signals(&mut ready, timeout, &MASTER_SIGNALS, flagged)?;
         quiet = ready.is_empty() && !flagged();
         for token in ready.iter().map(|e| e.token) {
-            if token & CONN_TAG != 0 {
+            if token == CHAN_TAG {
+                m.receive_hand_backs(&app);
+            } else if token & CONN_TAG != 0 {
                 m.read_head(&app, (token & !CONN_TAG) as RawFd);
             } else {
                 let (listener, lm) = &listeners[token as usize];
@@ -497,7 +541,7 @@ impl Master {
 
     /// Whether another connection fits in the master's descriptors (with a warning if not).
     fn has_room(&self, gate: &mut AcceptGate) -> bool {
-        let used = self.held.len();
+        let used = self.held.len() + self.job_fds;
         if used < self.fd_room {
             return true;
         }
@@ -552,6 +596,7 @@ impl Master {
                             head_due: conn::HeadDue::default(),
                             client_slot: None,
                             timer,
+                            job: None,
                         },
                     );
                     // A plain listener's connection is counted at once.
@@ -593,11 +638,16 @@ impl Master {
         let Some(h) = self.held.get_mut(&fd) else {
             return;
         };
+        match h.stage {
+            Stage::Send => return self.send_rest(app, fd),
+            Stage::Closing { .. } => return self.discard(fd),
+            _ => {}
+        }
         let max = match h.stage {
             Stage::Body { head_len, .. } => head_len + app.cfg.limits.client_body_buffer,
             Stage::Prelude => conn::proxy_read_max(&app.cfg),
             Stage::Head { .. } | Stage::Idle { .. } => app.cfg.limits.max_head_bytes + 1,
-            Stage::Queued | Stage::Served => return,
+            Stage::Queued | Stage::Served | Stage::Send | Stage::Closing { .. } => return,
         };
         let had = h.buf.len();
         let want = (max - had.min(max)).min(conn::READ_BUF);
@@ -811,8 +861,18 @@ impl Master {
                     close_inherited(l);
                 }
                 close_inherited(self.epoll.as_raw_fd());
-                for (&other, _) in self.held.iter().filter(|(&o, _)| o != fd) {
+                for (&other, h) in self.held.iter().filter(|(&o, _)| o != fd) {
                     close_inherited(other);
+                    h.job
+                        .iter()
+                        .flat_map(|j| j.raw_fds())
+                        .for_each(close_inherited);
+                }
+                for j in self.jobs.values() {
+                    j.raw_fds().for_each(close_inherited);
+                }
+                if let Some((recv, _)) = &self.chan {
+                    close_inherited(recv.as_raw_fd());
                 }
                 // A child whose master is gone must not serve on: it gets SIGTERM (graceful).
                 if !matches!(sp::die_with_parent(SIGTERM, master), Ok(true)) {
@@ -827,6 +887,7 @@ impl Master {
                     &self.pressure,
                     master_fd,
                     self.max_children,
+                    self.chan.as_ref().map(|(_, send)| send.as_raw_fd()),
                 );
                 sp::exit_now(code)
             }
@@ -836,6 +897,9 @@ impl Master {
     /// Reaps exited children; takes back connections they gave back idle and closes the
     /// rest. `quiet`: at shutdown, where signal deaths are expected.
     fn reap(&mut self, app: &App, quiet: bool) {
+        // A child's hand-back is queued before it exits: taken first, it is there when its
+        // exit is.
+        self.receive_hand_backs(app);
         loop {
             match sp::try_wait(-1) {
                 Ok(Some((pid, exit))) => {
@@ -859,6 +923,20 @@ impl Master {
     }
 
     fn child_ended(&mut self, fd: RawFd, exit: Exit, app: &App) {
+        // The child made the socket blocking (its flags are shared with the master's copy):
+        // the master's reads and sends must never wait.
+        if let Some(h) = self.held.get(&fd) {
+            if exit == Exit::Code(EXIT_IDLE) && h.stream.set_nonblocking(true).is_err() {
+                return self.close(fd);
+            }
+        }
+        if let Some(job) = self.jobs.remove(&fd) {
+            self.job_fds -= job.fds();
+            // Sent even while draining: the response was promised.
+            if exit == Exit::Code(EXIT_IDLE) {
+                return self.start_send(app, fd, job);
+            }
+        }
         let idle = exit == Exit::Code(EXIT_IDLE) && !app.shutdown.is_set();
         if idle {
             if let Some(h) = self.held.get_mut(&fd) {
@@ -873,6 +951,118 @@ impl Master {
             }
         }
         self.close(fd);
+    }
+
+    /// Takes the hand-backs children queued ([`completion`]); each waits for its child's
+    /// exit ([`Master::child_ended`]).
+    fn receive_hand_backs(&mut self, app: &App) {
+        let Some(chan) = self.chan.as_ref().map(|(recv, _)| recv.as_raw_fd()) else {
+            return;
+        };
+        loop {
+            match completion::receive(chan, &app.cfg.timeouts) {
+                Ok(Some(back)) => {
+                    let theirs = self
+                        .children
+                        .get(&back.pid)
+                        .is_some_and(|c| c.conn == back.conn);
+                    if !theirs {
+                        log::warn!(
+                            "a hand-back from process {} for a connection it does not serve; dropped",
+                            back.pid
+                        );
+                        continue;
+                    }
+                    self.job_fds += back.job.fds();
+                    if let Some(old) = self.jobs.insert(back.conn, back.job) {
+                        self.job_fds -= old.fds();
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    log::warn!("write completion: {e}");
+                    if e.kind() != io::ErrorKind::InvalidData {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes connection `fd` back from its child with the rest of a response to send.
+    fn start_send(&mut self, app: &App, fd: RawFd, job: completion::Job) {
+        let Some(h) = self.held.get_mut(&fd) else {
+            return;
+        };
+        self.job_fds += job.fds();
+        h.job = Some(Box::new(job));
+        h.stage = Stage::Send;
+        h.resumed = true;
+        if let Err(e) = self.epoll.add(fd, EPOLLOUT, CONN_TAG | fd as u64) {
+            log::warn!("{}: cannot watch the connection: {e}", h.peer);
+            return self.close(fd);
+        }
+        self.send_rest(app, fd);
+        self.arm(fd);
+    }
+
+    /// Sends what the socket of connection `fd` takes of its job; once all is out, the
+    /// connection waits for its next request, or is half-closed and drained.
+    fn send_rest(&mut self, app: &App, fd: RawFd) {
+        let Some(h) = self.held.get_mut(&fd) else {
+            return;
+        };
+        let Some(job) = h.job.as_mut() else {
+            return;
+        };
+        match job.step(h.stream.as_raw_fd(), &app.cfg.timeouts) {
+            Ok(Sent::Blocked) => {}
+            Ok(Sent::Done) => {
+                let job = h.job.take().expect("a job is being sent");
+                self.job_fds -= job.fds();
+                let now = Instant::now();
+                h.stage = if job.then_close || app.shutdown.is_set() {
+                    let _ = h.stream.shutdown(std::net::Shutdown::Write);
+                    Stage::Closing {
+                        deadline: now + app.cfg.timeouts.lingering_time,
+                    }
+                } else {
+                    Stage::Idle {
+                        deadline: now + app.cfg.timeouts.keepalive,
+                    }
+                };
+                if self
+                    .epoll
+                    .modify(fd, EPOLLIN, CONN_TAG | fd as u64)
+                    .is_err()
+                {
+                    self.close(fd);
+                }
+            }
+            Err(e) => {
+                log::info!(
+                    "{}: response cut short: {e} ({} bytes unsent by the master)",
+                    h.peer,
+                    job.left()
+                );
+                self.close(fd);
+            }
+        }
+    }
+
+    /// Reads and drops what a half-closed connection still sends; closes it at its end.
+    fn discard(&mut self, fd: RawFd) {
+        let Some(h) = self.held.get(&fd) else {
+            return;
+        };
+        let mut scratch = [0u8; 4096];
+        for _ in 0..16 {
+            match (&h.stream).read(&mut scratch) {
+                Ok(n) if n > 0 => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                _ => return self.close(fd),
+            }
+        }
     }
 
     /// Ends connections past their deadline: a partial head gets 408, an idle connection or
@@ -906,6 +1096,16 @@ impl Master {
                 }
                 Stage::Head { .. } => !h.buf.is_empty(),
                 Stage::Body { .. } => true,
+                Stage::Send => {
+                    // The access-log line went out with the child (counting what it handed
+                    // over); this says why the rest did not go, and how much.
+                    let left = h.job.as_ref().map_or(0, |j| j.left());
+                    log::info!(
+                        "{}: response cut short: {why} ({left} bytes unsent by the master)",
+                        h.peer
+                    );
+                    false
+                }
                 _ => false,
             };
             if answers {
@@ -946,6 +1146,9 @@ impl Master {
     /// Forgets and closes a held connection.
     fn close(&mut self, fd: RawFd) {
         if let Some(h) = self.held.remove(&fd) {
+            if let Some(j) = &h.job {
+                self.job_fds -= j.fds();
+            }
             self.timers.release(h.timer);
             let _ = self.epoll.delete(fd);
             h.lm.open.fetch_sub(1, Relaxed);
@@ -975,14 +1178,23 @@ impl Master {
         let is_idle = |h: &Held| match h.stage {
             Stage::Idle { .. } => true,
             Stage::Head { .. } => h.buf.is_empty() && h.resumed,
-            Stage::Prelude | Stage::Body { .. } | Stage::Queued | Stage::Served => false,
+            Stage::Prelude
+            | Stage::Body { .. }
+            | Stage::Queued
+            | Stage::Served
+            | Stage::Send
+            | Stage::Closing { .. } => false,
         };
         let pending = |m: &Master| {
             m.held.values().any(|h| {
                 !is_idle(h)
                     && matches!(
                         h.stage,
-                        Stage::Prelude | Stage::Head { .. } | Stage::Body { .. } | Stage::Queued
+                        Stage::Prelude
+                            | Stage::Head { .. }
+                            | Stage::Body { .. }
+                            | Stage::Queued
+                            | Stage::Send
                     )
             })
         };
@@ -1014,7 +1226,9 @@ impl Master {
             }
             self.epoll.wait(ready, Some(wait))?;
             for token in ready.iter().map(|e| e.token) {
-                if token & CONN_TAG != 0 {
+                if token == CHAN_TAG {
+                    self.receive_hand_backs(app);
+                } else if token & CONN_TAG != 0 {
                     self.read_head(app, (token & !CONN_TAG) as RawFd);
                 }
             }
@@ -1094,6 +1308,7 @@ fn serve_child(
     pressure: &PollFlag,
     master_fd: Option<RawFd>,
     max_children: usize,
+    hand_back: Option<RawFd>,
 ) -> i32 {
     app.enter_connection_process();
     // The master's listening sockets are not this process's to count (it closes its copies).
@@ -1126,6 +1341,7 @@ fn serve_child(
     let fd = stream.as_raw_fd();
     let _ = stream.set_nonblocking(false);
     let local = super::local_addr(&lm, || stream.local_addr());
+    let lm_tls = lm.tls();
     let mut stream = ChildStream {
         inner: BlockingStream::new(stream),
         head: buf,
@@ -1139,7 +1355,17 @@ fn serve_child(
         stop,
         read_timeout: None,
         drain_end: None,
+        hand_back: None,
+        deferred: None,
+        handed: false,
     };
+    // Write completion for plain connections: a TLS session cannot leave its process.
+    if !lm_tls {
+        stream.hand_back = hand_back;
+        stream
+            .inner
+            .set_stall(stream.hand_back.map(|_| completion::STALL));
+    }
     let info = ConnInfo {
         peer,
         local,
@@ -1163,7 +1389,7 @@ fn serve_child(
     } else {
         conn::serve_lingering(&mut stream, app, &info, app.cfg.timeouts.keepalive)
     };
-    let code = match served {
+    let mut code = match served {
         Ok(Served::Idle) if stream.gave_back && !app.shutdown.is_set() => EXIT_IDLE,
         Ok(_) => 0,
         Err(e) => {
@@ -1171,6 +1397,15 @@ fn serve_child(
             0
         }
     };
+    // What is still deferred as the connection ends goes to the master, which closes it
+    // after (or is sent now, if it cannot).
+    if stream.deferred.is_some() && !stream.hand_over(true) {
+        let _ = stream.complete();
+    }
+    if stream.handed {
+        // The master has the connection: it sends the rest, then holds or closes it.
+        code = EXIT_IDLE;
+    }
     if code == 0 {
         // The master still holds a copy of the descriptor: the client sees the end now, not
         // when the master closes its copy.
@@ -1274,6 +1509,13 @@ struct ChildStream<'a> {
     /// The end of the drain's idle window (`timeouts.drain_idle`), from when this process
     /// first saw shutdown.
     drain_end: Option<Instant>,
+    /// Write completion ([`super::completion`]): the master's end of the hand-back socket,
+    /// none where the rest of a response cannot go to the master (TLS).
+    hand_back: Option<RawFd>,
+    /// What is left to send since a send found no room for [`completion::STALL`].
+    deferred: Option<completion::Deferred>,
+    /// The rest went to the master: this process no longer touches the connection.
+    handed: bool,
 }
 
 impl ChildStream<'_> {
@@ -1326,8 +1568,99 @@ impl ChildStream<'_> {
     }
 }
 
+/// The error a connection process's send meets after it handed the rest to the master.
+fn handed_over() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "the connection went to the master",
+    )
+}
+
+impl ChildStream<'_> {
+    /// Sends what `bufs` hold (`more`: a head, a body follows): as the socket takes it while
+    /// the client keeps up; into the [`completion::Deferred`] once a send found no room for
+    /// [`completion::STALL`] (and from then on, so the order stays).
+    fn send_bytes(&mut self, bufs: &[io::IoSlice<'_>], more: bool) -> io::Result<usize> {
+        if self.handed {
+            return Err(handed_over());
+        }
+        let len = weft_sys::socket::iov_len(bufs) as u64;
+        if self.deferred.is_some() {
+            if self.deferred.as_ref().is_some_and(|d| d.room_for(len)) {
+                return self.deferred.as_mut().unwrap().push_bytes(bufs);
+            }
+            // More than a hand-back holds: the child sends what it has, and goes on.
+            self.complete()?;
+        }
+        let sent = if more {
+            self.inner
+                .send_more(bufs.first().map_or(&[][..], |b| &b[..]))
+        } else {
+            self.inner.write_vectored(bufs)
+        };
+        match sent {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && self.hand_back.is_some() => {
+                let mut d = completion::Deferred::default();
+                if !d.room_for(len) {
+                    // Too large to hold: this one waits as any send does.
+                    self.inner.set_stall(None);
+                    let r = if more {
+                        self.inner
+                            .send_more(bufs.first().map_or(&[][..], |b| &b[..]))
+                    } else {
+                        self.inner.write_vectored(bufs)
+                    };
+                    self.inner.set_stall(Some(completion::STALL));
+                    return r;
+                }
+                let n = d.push_bytes(bufs)?;
+                self.deferred = Some(d);
+                Ok(n)
+            }
+            r => r,
+        }
+    }
+
+    /// Sends what was deferred, blocking as any send (the connection is about to be read,
+    /// or to become a tunnel, or the hand-back failed).
+    fn complete(&mut self) -> io::Result<()> {
+        let Some(d) = self.deferred.take() else {
+            return Ok(());
+        };
+        self.inner.set_stall(None);
+        let inner = &mut self.inner;
+        let sent = d.send_with(|f, off, len| inner.send_file(f, off, len));
+        if self.hand_back.is_some() {
+            self.inner.set_stall(Some(completion::STALL));
+        }
+        sent
+    }
+
+    /// Hands what was deferred to the master (the connection to be closed after it, or held
+    /// idle); true once it is the master's. On failure the child keeps it (and says why).
+    fn hand_over(&mut self, then_close: bool) -> bool {
+        let (Some(chan), Some(d)) = (self.hand_back, &self.deferred) else {
+            return false;
+        };
+        match d.hand_back(chan, sp::pid(), self.inner.raw_fd(), then_close) {
+            Ok(()) => {
+                self.deferred = None;
+                self.handed = true;
+                true
+            }
+            Err(e) => {
+                log::warn!("cannot hand a response's rest to the master: {e}");
+                false
+            }
+        }
+    }
+}
+
 impl Read for ChildStream<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.handed {
+            return Ok(0);
+        }
         if self.pos < self.head.len() {
             let n = buf.len().min(self.head.len() - self.pos);
             buf[..n].copy_from_slice(&self.head[self.pos..self.pos + n]);
@@ -1338,6 +1671,8 @@ impl Read for ChildStream<'_> {
             }
             return Ok(n);
         }
+        // The client may be waiting for the response before it sends more.
+        self.complete()?;
         self.wait_for_bytes()?;
         self.inner.read(buf)
     }
@@ -1345,10 +1680,10 @@ impl Read for ChildStream<'_> {
 
 impl Write for ChildStream<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(buf)
+        self.send_bytes(&[io::IoSlice::new(buf)], false)
     }
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        self.inner.write_vectored(bufs)
+        self.send_bytes(bufs, false)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
@@ -1357,6 +1692,8 @@ impl Write for ChildStream<'_> {
 
 impl Transport for ChildStream<'_> {
     fn tunnel_end(&mut self) -> Option<Box<dyn crate::net::End + '_>> {
+        // The 101 first, as a tunnel's first bytes.
+        self.complete().ok()?;
         Some(Box::new(crate::net::Prefixed {
             pre: &self.head[self.pos..],
             end: self.inner.raw_end(self.stop),
@@ -1373,6 +1710,10 @@ impl Transport for ChildStream<'_> {
         self.inner.set_write_timeout(timeout)
     }
 
+    fn set_send_rate(&mut self, rule: Option<crate::minrate::SendRate>) {
+        self.inner.set_send_rate(rule);
+    }
+
     /// Waits for the next request, giving up (to hand the connection back to the master) as
     /// soon as children are scarce, or when the master has exited ([`wait_for_request`]).
     /// Once shutdown has begun the driver's read waits instead, within the drain's idle
@@ -1381,6 +1722,17 @@ impl Transport for ChildStream<'_> {
         self.gave_back = false;
         if self.pos < self.head.len() {
             return true;
+        }
+        // The client has not taken the last response: the master sends the rest and holds
+        // the connection for the next request; this process is free.
+        if self.deferred.is_some() && !self.app.shutdown.is_set() {
+            if self.hand_over(false) {
+                self.gave_back = true;
+                return false;
+            }
+            if self.complete().is_err() {
+                return false;
+            }
         }
         let (live, pressure, shutdown) = (self.live, self.pressure, &self.app.shutdown);
         // Draining: the driver's read waits for the next request within the drain's idle
@@ -1402,15 +1754,48 @@ impl Transport for ChildStream<'_> {
         request || draining
     }
 
-    fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
-        self.inner.write_head(head)
+    fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
+        while !head.is_empty() {
+            match self.send_bytes(&[io::IoSlice::new(head)], true)? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => head = &head[n..],
+            }
+        }
+        Ok(())
     }
 
     fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
-        self.inner.send_file(file, offset, len)
+        if self.handed {
+            return Err(handed_over());
+        }
+        if let Some(d) = &mut self.deferred {
+            if d.room_for(0) {
+                return d.push_file(file, offset, len);
+            }
+            self.complete()?;
+        }
+        match self.inner.send_file(file, offset, len) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && self.hand_back.is_some() => {
+                let sent = crate::net::body_bytes_before(&e);
+                let mut d = completion::Deferred::default();
+                d.push_file(file, offset + sent, len - sent)
+                    .map_err(|e| crate::net::cut(sent, e))?;
+                self.deferred = Some(d);
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {
+        if self.handed {
+            return Ok(());
+        }
+        // A response that closes the connection: the master sends the rest and closes it.
+        if self.deferred.is_some() && self.hand_over(true) {
+            return Ok(());
+        }
+        self.complete()?;
         self.inner.shutdown_write()
     }
 }
@@ -1523,7 +1908,83 @@ mod tests {
             stop: Some(std::os::fd::AsFd::as_fd(stop)),
             read_timeout: None,
             drain_end: None,
+            hand_back: None,
+            deferred: None,
+            handed: false,
         }
+    }
+
+    #[test]
+    fn a_child_hands_the_rest_of_a_response_to_the_master_when_its_client_falls_behind() {
+        use std::io::Read as _;
+        let (server, mut client, app) = child_parts();
+        let live = Shared::new();
+        let flag = PollFlag::new().unwrap();
+        let (stop, _stop_w) = UnixStream::pair().unwrap();
+        let (master_end, child_end) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let mut s = child_stream(server, &app, &live, &flag, &stop);
+        s.hand_back = Some(child_end.as_raw_fd());
+        s.inner.set_stall(Some(completion::STALL));
+        // A client that reads nothing: the head fits the socket's buffers, a large body
+        // does not, and the send waits STALL before the rest is deferred (all of it taken).
+        let body = vec![b'x'; 8 << 20];
+        s.write_head(b"HTTP/1.1 200 OK\r\n\r\n").unwrap();
+        s.write_all(&body).unwrap();
+        assert!(s.deferred.is_some(), "the rest waits for the master");
+        assert!(!s.handed);
+        // Between requests the child hands it over and gives the connection back.
+        assert!(!s.linger(Duration::from_secs(5)));
+        assert!(s.gave_back && s.handed && s.deferred.is_none());
+        // From then on it does not touch the connection.
+        let mut b = [0u8; 1];
+        assert_eq!(s.read(&mut b).unwrap(), 0);
+        assert_eq!(
+            s.write(b"late").unwrap_err().kind(),
+            io::ErrorKind::BrokenPipe
+        );
+        // The master's end has one hand-back, for this connection, to be held idle after.
+        let back = completion::receive(master_end.as_raw_fd(), &app.cfg.timeouts)
+            .unwrap()
+            .expect("a hand-back");
+        assert_eq!(back.pid, sp::pid());
+        assert_eq!(back.conn, s.inner.raw_fd());
+        assert!(!back.job.then_close);
+        // The master sends the rest; the client gets every byte, in order.
+        let fd = s.inner.raw_fd();
+        weft_sys::fd::set_nonblocking(&s.inner.raw_end(None).fd, true).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut chunk = [0u8; 65536];
+            while got.len() < 19 + (8 << 20) {
+                let n = client.read(&mut chunk).unwrap();
+                assert!(n > 0);
+                got.extend_from_slice(&chunk[..n]);
+            }
+            got
+        });
+        let mut job = back.job;
+        while job.step(fd, &app.cfg.timeouts).unwrap() == Sent::Blocked {
+            weft_sys::poll::poll_writable(fd, Duration::from_secs(5)).unwrap();
+        }
+        let got = reader.join().unwrap();
+        assert_eq!(&got[..19], b"HTTP/1.1 200 OK\r\n\r\n");
+        assert!(got[19..] == body[..]);
+    }
+
+    #[test]
+    fn a_child_without_a_master_channel_sends_everything_itself() {
+        let (server, client, app) = child_parts();
+        let live = Shared::new();
+        let flag = PollFlag::new().unwrap();
+        let (stop, _stop_w) = UnixStream::pair().unwrap();
+        let mut s = child_stream(server, &app, &live, &flag, &stop);
+        s.set_write_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        // No reader, no channel: the send waits its timeout and fails, nothing deferred.
+        let e = s.write_all(&vec![0u8; 32 << 20]).unwrap_err();
+        assert!(crate::net::timed_out(&e), "{e}");
+        assert!(s.deferred.is_none() && !s.handed);
+        drop(client.shutdown(std::net::Shutdown::Both));
     }
 
     /// The shutdown signal as a connection process's handlers give it: the flag, then a byte

@@ -271,6 +271,10 @@ impl<T: Transport> Transport for TlsStream<'_, T> {
         self.inner.set_write_timeout(timeout)
     }
 
+    fn set_send_rate(&mut self, rule: Option<crate::minrate::SendRate>) {
+        self.inner.set_send_rate(rule);
+    }
+
     fn linger(&mut self, period: Duration) -> bool {
         // Decrypted bytes already here are the next request: no wait on the socket.
         pending(self.conn) || self.inner.linger(period)

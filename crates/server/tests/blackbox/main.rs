@@ -33,6 +33,7 @@ mod reload;
 mod shutdown;
 mod sites;
 mod slow_clients;
+mod slow_readers;
 mod stall;
 mod static_files;
 mod status;

@@ -96,6 +96,12 @@ pub(crate) struct Conn {
     maybe_unread: bool,
     /// The TLS session of a connection on a TLS listener (`tls.rs`).
     tls: Option<Box<tls::Session>>,
+    /// The minimum send rate (`timeouts.send_min_rate`): send's waits for writability count
+    /// against it.
+    send_rate: Option<crate::minrate::SendRate>,
+    /// Since when send has waited for writability (parked in the poller), and whether the
+    /// rate, not the send timeout, set that wait's deadline.
+    stalled: Option<(Instant, bool)>,
 }
 
 /// Where a connection is in its current request. Each state holds what only it needs, so a

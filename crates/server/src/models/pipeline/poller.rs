@@ -370,10 +370,16 @@ fn expire(p: &Pipeline) {
             }
             // An idle connection closes silently (no 408 between requests).
             Wait::Request => {}
-            Wait::Writable => match &conn.phase {
-                super::Phase::Send(out) => super::stages::log_cut(&conn, out, &"send timeout"),
-                _ => log::debug!("{}: send timeout", conn.info.peer),
-            },
+            Wait::Writable => {
+                let why: &dyn std::fmt::Display = match (conn.stalled, &conn.send_rate) {
+                    (Some((_, true)), Some(rule)) => &rule.slow_reader(),
+                    _ => &"send timeout",
+                };
+                match &conn.phase {
+                    super::Phase::Send(out) => super::stages::log_cut(&conn, out, why),
+                    _ => log::debug!("{}: {why}", conn.info.peer),
+                }
+            }
             Wait::Linger => {}
         }
     }

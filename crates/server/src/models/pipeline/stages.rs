@@ -81,6 +81,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         None
     };
     let prelude = conn::Prelude::new(&p.lm, &app.cfg.timeouts, Instant::now());
+    let send_rate = crate::minrate::send_rate(&app.cfg.timeouts);
     let guard = OpenGuard::new(p.lm.clone());
     let key = crate::models::listener_key(&p.lm);
     let registration = Some(p.app.shutdown.register_on(stream.as_raw_fd(), key));
@@ -112,6 +113,8 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         reg: None,
         maybe_unread: false,
         tls,
+        send_rate,
+        stalled: None,
     }))
 }
 
@@ -576,6 +579,10 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
     let Phase::Send(mut out) = std::mem::replace(&mut conn.phase, Phase::Head) else {
         return Next::Close(conn);
     };
+    // Back from a wait for writability: it counts against the minimum send rate.
+    if let (Some((since, _)), Some(rule)) = (conn.stalled.take(), conn.send_rate.as_mut()) {
+        rule.waited(since.elapsed());
+    }
     loop {
         let written = if conn.tls.is_some() {
             super::tls::write_some(&mut conn, &out)
@@ -590,13 +597,21 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
             }
             Ok(Some(n)) => {
                 out.sent += n as u64;
+                if let Some(rule) = conn.send_rate.as_mut() {
+                    rule.sent(n as u64);
+                }
                 if out.first_out.is_none() && conn.app.cfg.timing.on() {
                     out.first_out = Some(Instant::now());
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 conn.phase = Phase::Send(out);
-                let deadline = Instant::now() + conn.app.cfg.timeouts.send;
+                let now = Instant::now();
+                let send = Some(conn.app.cfg.timeouts.send);
+                let (wait, by_rate) =
+                    crate::minrate::SendRate::bound(conn.send_rate.as_ref(), send);
+                conn.stalled = Some((now, by_rate));
+                let deadline = now + wait.unwrap_or(conn.app.cfg.timeouts.send);
                 return Next::Park(conn, Wait::Writable, deadline);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
