@@ -660,6 +660,25 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
             },
         );
     }
+    if a.name == "threads-cache" {
+        // The process model as the paper's forked server sent: each child to the end, with
+        // no write completion (issue 56), to show what write completion costs or saves.
+        let at = specs
+            .iter()
+            .position(|s| s.name == "process-cache-on")
+            .map_or(0, |i| i + 1);
+        specs.insert(
+            at,
+            Spec {
+                name: "process-no-completion".into(),
+                kind: Kind::Weft {
+                    model: "process",
+                    cache: true,
+                    config: "[process]\nwrite_completion = false\n",
+                },
+            },
+        );
+    }
     if !a.servers.is_empty() {
         for s in &a.servers {
             if !specs.iter().any(|c| &c.name == s) {

@@ -95,6 +95,7 @@
 //! [process]
 //! max_children = 256          # live connection processes per process listener (idle
 //!                             # connections wait in the master and hold none)
+//! write_completion = true     # a slow reader's rest is sent by the master, not a child
 //!
 //! [pipeline]                  # the pipeline model
 //! threads_total = 16          # M: all stages together

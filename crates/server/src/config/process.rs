@@ -12,10 +12,18 @@ pub struct ProcessConfig {
     /// master and count only against `limits.max_connections`; a whole request head that
     /// finds no child free waits in the master until one exits.
     pub max_children: usize,
+    /// Write completion (Apache event MPM's): a child whose client falls behind hands the
+    /// rest of its response to the master, which sends it, and is free for the next
+    /// connection (on by default). Off: the child sends to the end itself, holding a child
+    /// per slow reader (the paper's forked server).
+    pub write_completion: bool,
 }
 
 impl Default for ProcessConfig {
     fn default() -> Self {
-        ProcessConfig { max_children: 256 }
+        ProcessConfig {
+            max_children: 256,
+            write_completion: true,
+        }
     }
 }

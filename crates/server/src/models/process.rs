@@ -341,7 +341,12 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         max_children,
         max_conns: app.cfg.limits.max_connections as u64,
         parser: Parser::new(app.cfg.limits.http()),
-        chan: hand_back_channel(),
+        chan: app
+            .cfg
+            .process
+            .write_completion
+            .then(hand_back_channel)
+            .flatten(),
         jobs: HashMap::new(),
         job_fds: 0,
         fd_room: 0,
