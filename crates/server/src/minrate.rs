@@ -271,21 +271,24 @@ mod tests {
             ..Timeouts::default()
         };
         let mut r = send_rate(&t).unwrap();
-        assert_eq!(r.left(), Duration::from_secs(2));
+        assert_eq!(r.left(0), Duration::from_secs(2));
         r.sent(250);
-        assert_eq!(r.left(), Duration::from_millis(4_500));
+        assert_eq!(r.left(0), Duration::from_millis(4_500));
+        // Bytes still in the send queue earn nothing yet.
+        assert_eq!(r.left(150), Duration::from_millis(3_000));
+        assert_eq!(r.left(1_000), Duration::from_secs(2));
         r.waited(Duration::from_secs(4));
-        assert_eq!(r.left(), Duration::from_millis(500));
+        assert_eq!(r.left(0), Duration::from_millis(500));
         // The send timeout binds while it is the shorter; then the rule does.
         let send = Some(Duration::from_millis(300));
-        assert_eq!(SendRate::bound(Some(&r), send), (send, false));
+        assert_eq!(SendRate::bound(Some(r.left(0)), send), (send, false));
         r.waited(Duration::from_millis(300));
         assert_eq!(
-            SendRate::bound(Some(&r), send),
+            SendRate::bound(Some(r.left(0)), send),
             (Some(Duration::from_millis(200)), true)
         );
         r.waited(Duration::from_secs(1));
-        assert_eq!(r.left(), Duration::ZERO);
+        assert_eq!(r.left(0), Duration::ZERO);
         assert_eq!(r.slow_reader().kind(), std::io::ErrorKind::TimedOut);
         assert!(r
             .slow_reader()
@@ -306,7 +309,7 @@ mod tests {
         })
         .unwrap();
         r.sent(u64::MAX);
-        assert_eq!(r.left(), Duration::MAX);
+        assert_eq!(r.left(0), Duration::MAX);
     }
 
     #[test]

@@ -402,7 +402,12 @@ impl BlockingStream {
     /// Waits until `fd` has room to send, within the send timeout, the minimum rate's time
     /// left and the stall bound, counting the wait against the rate.
     fn wait_room(&mut self, fd: RawFd) -> io::Result<()> {
-        let (mut wait, rule_binds) = SendRate::bound(self.rate.as_ref(), self.write_timeout);
+        // A wait is the slow path: the send queue's length costs a system call here only.
+        let left = self
+            .rate
+            .as_ref()
+            .map(|r| r.left(socket::unacked(fd).unwrap_or(0)));
+        let (mut wait, rule_binds) = SendRate::bound(left, self.write_timeout);
         let mut stalls = false;
         if let Some(stall) = self.stall {
             if wait.is_none_or(|w| stall < w) {
@@ -654,21 +659,25 @@ impl SendRate {
         self.waited = d;
     }
 
-    /// How much longer sends may wait in all (zero: the client is slower than the rate).
-    pub(crate) fn left(&self) -> Duration {
-        earned(self.sent, self.rate)
+    /// How much longer sends may wait in all (zero: the client is slower than the rate),
+    /// `unacked` of the bytes sent being still in the socket's send queue (only what the
+    /// client's kernel took counts: a send buffer of megabytes fills at once and would
+    /// otherwise earn an hour; `weft_sys::socket::unacked`).
+    pub(crate) fn left(&self, unacked: u64) -> Duration {
+        earned(self.sent.saturating_sub(unacked), self.rate)
             .and_then(|e| e.checked_add(self.grace))
             .unwrap_or(Duration::MAX)
             .saturating_sub(self.waited)
     }
 
     /// The next wait for room, bounded by `timeout` (the send timeout; `None`: none) and by
-    /// what the rule has left, and whether the rule's bound is the one that binds.
+    /// `left` (the rule's [`SendRate::left`], if there is a rule), and whether the rule's
+    /// bound is the one that binds.
     pub(crate) fn bound(
-        rule: Option<&SendRate>,
+        left: Option<Duration>,
         timeout: Option<Duration>,
     ) -> (Option<Duration>, bool) {
-        match (rule.map(SendRate::left), timeout) {
+        match (left, timeout) {
             (Some(left), Some(t)) if left < t => (Some(left), true),
             (Some(left), None) => (Some(left), true),
             (_, t) => (t, false),

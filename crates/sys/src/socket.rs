@@ -193,6 +193,17 @@ pub fn accept_backlog(fd: RawFd) -> io::Result<u32> {
     Ok(info.tcpi_unacked)
 }
 
+/// Bytes written to the TCP socket `fd` that its peer has not acknowledged yet
+/// (`ioctl(SIOCOUTQ)`: the send queue, in flight or not sent). What was written less this is
+/// what the client's kernel has taken.
+pub fn unacked(fd: RawFd) -> io::Result<u64> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (TIOCOUTQ on Linux) writes one c_int through the pointer, which
+    // points at `n`, a live exclusively borrowed c_int.
+    cvt(unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n as *mut libc::c_int) })?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// The most descriptors [`send_with_fds`] passes and [`recv_with_fds`] takes in one message.
 pub const MAX_PASSED_FDS: usize = 16;
 
@@ -300,6 +311,30 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
     use std::time::Duration;
+
+    #[test]
+    fn unacked_counts_what_the_peer_has_not_taken() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        assert_eq!(unacked(s.as_raw_fd()).unwrap(), 0);
+        // A peer that reads nothing: its window closes and the rest stays queued here.
+        s.set_nonblocking(true).unwrap();
+        let chunk = vec![1u8; 1 << 16];
+        let mut sent = 0u64;
+        loop {
+            match (&s).write(&chunk) {
+                Ok(n) => sent += n as u64,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let queued = unacked(s.as_raw_fd()).unwrap();
+        assert!(queued > 0 && queued <= sent, "{queued} of {sent}");
+        assert!(unacked(-1).is_err());
+        drop(c);
+    }
 
     #[test]
     fn descriptors_pass_with_a_message_and_stay_open_in_the_sender() {

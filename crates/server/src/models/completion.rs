@@ -272,9 +272,11 @@ impl Job {
     }
 
     /// When the master gives up on the client, and why: `timeouts.send` since the last
-    /// progress, or the minimum rate over what it sent.
-    pub(crate) fn due(&self) -> (Instant, &'static str) {
-        match self.rule.earliest(self.sent, self.progress_by) {
+    /// progress, or the minimum rate over what the client took of what the master sent
+    /// (`unacked` of it still in the socket's send queue).
+    pub(crate) fn due(&self, unacked: u64) -> (Instant, &'static str) {
+        let taken = self.sent.saturating_sub(unacked);
+        match self.rule.earliest(taken, self.progress_by) {
             (d, true) => (d, "the client read slower than timeouts.send_min_rate"),
             (d, false) => (d, "send timeout"),
         }
@@ -371,11 +373,13 @@ mod tests {
             .unwrap()
             .job;
         // Nothing sent: the grace (3 s) binds before the send timeout (7 s).
-        assert_eq!(job.due().0, now + Duration::from_secs(3));
-        assert!(job.due().1.contains("send_min_rate"));
+        assert_eq!(job.due(0).0, now + Duration::from_secs(3));
+        assert!(job.due(0).1.contains("send_min_rate"));
         // 1,000 bytes earn 10 s more: the send timeout binds.
         job.sent = 1_000;
-        assert_eq!(job.due(), (now + Duration::from_secs(7), "send timeout"));
+        assert_eq!(job.due(0), (now + Duration::from_secs(7), "send timeout"));
+        // Unless most of them still wait in the send queue.
+        assert_eq!(job.due(800).0, now + Duration::from_secs(5));
     }
 
     #[test]

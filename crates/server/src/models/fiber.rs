@@ -9,7 +9,7 @@
 use std::io::{self, Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::os::fd::AsRawFd;
 
@@ -236,10 +236,12 @@ fn close(stream: FiberStream, state: Box<ConnState>) {
 }
 
 /// A fiber connection's socket under the minimum send rate (`timeouts.send_min_rate`) for one
-/// turn of the driver: before each send, if the rate's time left is shorter than the send
-/// timeout, the send waits no longer than that (and fails with the rate's error if it runs
-/// out); the socket counts the time its sends waited ([`FiberStream::write_waited`]), so a
-/// send that finds room costs no clock read.
+/// turn of the driver. A send waits for room at most [`RATE_SLICE`] at a time (the socket's
+/// own write timeout, set once: a send that finds room costs nothing more); when a slice passes
+/// with no room, the rule is worked out from the time the socket's sends waited
+/// ([`FiberStream::write_waited`]) and what the client's kernel took (the send queue's
+/// length, a system call on this slow path only), and the send is cut once the rule's time is
+/// spent, or at the send timeout as before.
 pub(crate) struct Rated<'a> {
     s: &'a mut FiberStream,
     rule: Option<SendRate>,
@@ -249,53 +251,82 @@ pub(crate) struct Rated<'a> {
     base: Duration,
 }
 
+/// The longest one wait for room lasts before a [`Rated`] send looks at the rule again.
+const RATE_SLICE: Duration = Duration::from_secs(1);
+
 impl<'a> Rated<'a> {
     fn new(s: &'a mut FiberStream, t: &crate::config::Timeouts) -> Rated<'a> {
         let base = s.write_waited();
-        Rated {
+        let mut r = Rated {
             timeout: s.write_timeout(),
             s,
-            rule: crate::minrate::send_rate(t),
+            rule: None,
             base,
+        };
+        crate::net::Transport::set_send_rate(&mut r, crate::minrate::send_rate(t));
+        r
+    }
+
+    /// The socket's write timeout: the driver's, in slices while there is a rule.
+    fn slice(&self) -> Option<Duration> {
+        match (&self.rule, self.timeout) {
+            (Some(_), Some(t)) => Some(t.min(RATE_SLICE)),
+            (Some(_), None) => Some(RATE_SLICE),
+            (None, t) => t,
         }
     }
 
-    /// Runs the send `op` under the rule; `sent` says how many bytes a result sent.
+    /// Runs the send `op` (one system call's worth: a timeout means it sent nothing) under
+    /// the rule, again after each slice that passed with no room; `sent` says how many bytes
+    /// a result sent.
     fn send<R>(
         &mut self,
         sent: impl Fn(&R) -> u64,
-        op: impl FnOnce(&mut FiberStream) -> io::Result<R>,
+        mut op: impl FnMut(&mut FiberStream) -> io::Result<R>,
     ) -> io::Result<R> {
-        let Some(rule) = &mut self.rule else {
+        if self.rule.is_none() {
             return op(self.s);
-        };
-        rule.waited_in_all(self.s.write_waited().saturating_sub(self.base));
-        let (bound, by_rate) = SendRate::bound(Some(rule), self.timeout);
-        if by_rate {
-            let bound = bound
-                .unwrap_or(Duration::ZERO)
-                .max(Duration::from_millis(1));
-            self.s.set_write_timeout(Some(bound))?;
         }
-        let r = op(self.s);
-        if by_rate {
-            self.s.set_write_timeout(self.timeout)?;
-        }
-        match r {
-            Ok(v) => {
-                rule.sent(sent(&v));
-                Ok(v)
-            }
-            Err(e) => {
-                let before = crate::net::body_bytes_before(&e);
-                rule.sent(before);
-                if by_rate && crate::net::timed_out(&e) {
-                    Err(crate::net::cut(before, rule.slow_reader()))
-                } else {
-                    Err(e)
+        let mut stalled: Option<Instant> = None;
+        let mut resliced = false;
+        let r = loop {
+            match op(self.s) {
+                Ok(v) => break Ok(v),
+                Err(e) if crate::net::timed_out(&e) => {
+                    let now = Instant::now();
+                    let slice = self.slice().unwrap_or(RATE_SLICE);
+                    let since = *stalled.get_or_insert(now.checked_sub(slice).unwrap_or(now));
+                    let rule = self.rule.as_mut().expect("a rule");
+                    rule.waited_in_all(self.s.write_waited().saturating_sub(self.base));
+                    let unacked = weft_sys::socket::unacked(self.s.as_raw_fd()).unwrap_or(0);
+                    let left = rule.left(unacked);
+                    if left.is_zero() {
+                        break Err(rule.slow_reader());
+                    }
+                    let mut next = left.min(RATE_SLICE);
+                    if let Some(t) = self.timeout {
+                        let stuck = now.saturating_duration_since(since);
+                        if stuck >= t {
+                            break Err(e);
+                        }
+                        next = next.min(t - stuck);
+                    }
+                    self.s
+                        .set_write_timeout(Some(next.max(Duration::from_millis(1))))?;
+                    resliced = true;
                 }
+                Err(e) => break Err(e),
             }
+        };
+        if resliced {
+            self.s.set_write_timeout(self.slice())?;
         }
+        let rule = self.rule.as_mut().expect("a rule");
+        match &r {
+            Ok(v) => rule.sent(sent(v)),
+            Err(e) => rule.sent(crate::net::body_bytes_before(e)),
+        }
+        r
     }
 }
 
@@ -319,6 +350,8 @@ impl Write for Rated<'_> {
 
 impl crate::net::Transport for Rated<'_> {
     fn tunnel_end(&mut self) -> Option<Box<dyn crate::net::End + '_>> {
+        // A tunnel's relay has its own idle timeout: the driver's timeout, not the slices.
+        let _ = self.s.set_write_timeout(self.timeout);
         crate::net::Transport::tunnel_end(self.s)
     }
 
@@ -327,14 +360,14 @@ impl crate::net::Transport for Rated<'_> {
     }
 
     fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        crate::net::Transport::set_write_timeout(self.s, timeout)?;
-        self.timeout = self.s.write_timeout();
-        Ok(())
+        self.timeout = timeout.map(|d| d.max(Duration::from_millis(1)));
+        FiberStream::set_write_timeout(self.s, self.slice())
     }
 
     fn set_send_rate(&mut self, rule: Option<SendRate>) {
         self.rule = rule;
         self.base = self.s.write_waited();
+        let _ = FiberStream::set_write_timeout(self.s, self.slice());
     }
 
     fn read_or(
@@ -350,16 +383,34 @@ impl crate::net::Transport for Rated<'_> {
         crate::net::Transport::linger(self.s, period)
     }
 
-    fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
-        let len = head.len() as u64;
-        self.send(|()| len, |s| crate::net::Transport::write_head(s, head))
+    fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
+        while !head.is_empty() {
+            match self.send(|n| *n as u64, |s| s.write_more(head))? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => head = &head[n..],
+            }
+        }
+        Ok(())
     }
 
+    /// A `sendfile` call at a time, each under the rule.
     fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
-        self.send(
-            |()| len,
-            |s| crate::net::Transport::send_file(s, file, offset, len),
-        )
+        let mut sent = 0u64;
+        while sent < len {
+            let chunk = usize::try_from(len - sent).unwrap_or(usize::MAX);
+            match self.send(|n| *n as u64, |s| s.sendfile(file, offset + sent, chunk)) {
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file ended before the requested range",
+                    );
+                    return Err(crate::net::cut(sent, e));
+                }
+                Ok(n) => sent += n as u64,
+                Err(e) => return Err(crate::net::cut(sent, e)),
+            }
+        }
+        Ok(())
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {

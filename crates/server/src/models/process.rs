@@ -241,7 +241,10 @@ impl Held {
             },
             Stage::Idle { deadline } => Some((deadline, "idle connection closed")),
             Stage::Body { due, head_len } => Some(due.due(self.buf.len().saturating_sub(head_len))),
-            Stage::Send => self.job.as_ref().map(|j| j.due()),
+            Stage::Send => self
+                .job
+                .as_ref()
+                .map(|j| j.due(weft_sys::socket::unacked(self.stream.as_raw_fd()).unwrap_or(0))),
             Stage::Closing { deadline } => Some((deadline, "")),
             Stage::Queued | Stage::Served => None,
         }

@@ -608,8 +608,11 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
                 conn.phase = Phase::Send(out);
                 let now = Instant::now();
                 let send = Some(conn.app.cfg.timeouts.send);
-                let (wait, by_rate) =
-                    crate::minrate::SendRate::bound(conn.send_rate.as_ref(), send);
+                // (The send queue's length: a system call on this slow path only.)
+                let left = conn.send_rate.as_ref().map(|r| {
+                    r.left(weft_sys::socket::unacked(conn.stream.as_raw_fd()).unwrap_or(0))
+                });
+                let (wait, by_rate) = crate::minrate::SendRate::bound(left, send);
                 conn.stalled = Some((now, by_rate));
                 let deadline = now + wait.unwrap_or(conn.app.cfg.timeouts.send);
                 return Next::Park(conn, Wait::Writable, deadline);
