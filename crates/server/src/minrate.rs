@@ -264,31 +264,29 @@ mod tests {
     }
 
     #[test]
-    fn sends_may_wait_the_grace_plus_what_their_bytes_earned() {
+    fn sends_may_wait_the_grace_plus_what_the_client_took() {
         let t = Timeouts {
             min_rate_grace: Duration::from_secs(2),
             send_min_rate: 100,
             ..Timeouts::default()
         };
-        let mut r = send_rate(&t).unwrap();
-        assert_eq!(r.left(0), Duration::from_secs(2));
-        r.sent(250);
-        assert_eq!(r.left(0), Duration::from_millis(4_500));
-        // Bytes still in the send queue earn nothing yet.
-        assert_eq!(r.left(150), Duration::from_millis(3_000));
-        assert_eq!(r.left(1_000), Duration::from_secs(2));
-        r.waited(Duration::from_secs(4));
-        assert_eq!(r.left(0), Duration::from_millis(500));
+        let r = send_rate(&t).unwrap();
+        let ms = Duration::from_millis;
+        assert_eq!(r.left(0, Duration::ZERO), Duration::from_secs(2));
+        // 250 bytes taken earn 2.5 s; 4 s waited leave 0.5 s.
+        assert_eq!(r.left(250, Duration::ZERO), ms(4_500));
+        assert_eq!(r.left(250, Duration::from_secs(4)), ms(500));
         // The send timeout binds while it is the shorter; then the rule does.
-        let send = Some(Duration::from_millis(300));
-        assert_eq!(SendRate::bound(Some(r.left(0)), send), (send, false));
-        r.waited(Duration::from_millis(300));
+        let send = Some(ms(300));
         assert_eq!(
-            SendRate::bound(Some(r.left(0)), send),
-            (Some(Duration::from_millis(200)), true)
+            SendRate::bound(Some(r.left(250, ms(4_000))), send),
+            (send, false)
         );
-        r.waited(Duration::from_secs(1));
-        assert_eq!(r.left(0), Duration::ZERO);
+        assert_eq!(
+            SendRate::bound(Some(r.left(250, ms(4_300))), send),
+            (Some(ms(200)), true)
+        );
+        assert_eq!(r.left(250, ms(5_300)), Duration::ZERO);
         assert_eq!(r.slow_reader().kind(), std::io::ErrorKind::TimedOut);
         assert!(r
             .slow_reader()
@@ -303,13 +301,12 @@ mod tests {
             ..Timeouts::default()
         };
         assert_eq!(send_rate(&off), None);
-        let mut r = send_rate(&Timeouts {
+        let r = send_rate(&Timeouts {
             send_min_rate: 1,
             ..Timeouts::default()
         })
         .unwrap();
-        r.sent(u64::MAX);
-        assert_eq!(r.left(0), Duration::MAX);
+        assert_eq!(r.left(u64::MAX, Duration::ZERO), Duration::MAX);
     }
 
     #[test]

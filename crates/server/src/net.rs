@@ -363,8 +363,9 @@ pub struct BlockingStream {
     inner: TcpStream,
     read_timeout: Option<Duration>,
     write_timeout: Option<Duration>,
-    /// The minimum send rate ([`Transport::set_send_rate`]).
+    /// The minimum send rate ([`Transport::set_send_rate`]), and the time sends waited.
     rate: Option<SendRate>,
+    waited: Duration,
     /// How long a send may wait for room before it gives up with `WouldBlock` instead
     /// ([`BlockingStream::set_stall`]); `None`: it waits the send timeout.
     stall: Option<Duration>,
@@ -387,6 +388,7 @@ impl BlockingStream {
             read_timeout: None,
             write_timeout: None,
             rate: None,
+            waited: Duration::ZERO,
             stall: None,
         }
     }
@@ -406,7 +408,7 @@ impl BlockingStream {
         let left = self
             .rate
             .as_ref()
-            .map(|r| r.left(socket::unacked(fd).unwrap_or(0)));
+            .map(|r| r.left(socket::bytes_acked(fd).unwrap_or(0), self.waited));
         let (mut wait, rule_binds) = SendRate::bound(left, self.write_timeout);
         let mut stalls = false;
         if let Some(stall) = self.stall {
@@ -416,8 +418,8 @@ impl BlockingStream {
         }
         let began = self.rate.is_some().then(Instant::now);
         let ready = poll::poll_writable(fd, wait.unwrap_or(Duration::MAX))?;
-        if let (Some(r), Some(began)) = (&mut self.rate, began) {
-            r.waited(began.elapsed());
+        if let Some(began) = began {
+            self.waited += began.elapsed();
         }
         match (ready, &self.rate) {
             (true, _) => Ok(()),
@@ -434,13 +436,6 @@ impl BlockingStream {
     /// every send; returns what it took.
     pub(crate) fn send_more(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.send_waiting(|fd| socket::send_nowait(fd, buf, socket::MSG_MORE))
-    }
-
-    /// Counts `n` bytes sent against the minimum rate.
-    fn count_sent(&mut self, n: usize) {
-        if let Some(r) = &mut self.rate {
-            r.sent(n as u64);
-        }
     }
 
     fn send_file_nonblocking(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
@@ -463,7 +458,7 @@ impl BlockingStream {
                         "file shrank while being sent",
                     ))
                 }
-                Ok(n) => self.count_sent(n),
+                Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_room(fd)?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -500,10 +495,6 @@ impl BlockingStream {
             match send(fd) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_room(fd)?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(n) => {
-                    self.count_sent(n);
-                    return Ok(n);
-                }
                 r => return r,
             }
         }
@@ -552,6 +543,7 @@ impl Transport for BlockingStream {
 
     fn set_send_rate(&mut self, rule: Option<SendRate>) {
         self.rate = rule;
+        self.waited = Duration::ZERO;
     }
 
     fn read_or(
@@ -616,8 +608,8 @@ pub(crate) fn earned(bytes: u64, rate: u64) -> Option<Duration> {
 }
 
 /// The minimum send rate of one connection (`timeouts.send_min_rate`), counted against the
-/// time its sends wait for the client to make room: sends may wait `grace + sent / rate` in
-/// all, every byte sent earning `1 / rate` seconds, the head and body rules' arithmetic
+/// time its sends wait for the client to make room: sends may wait `grace + taken / rate` in
+/// all, every byte the client took earning `1 / rate` seconds, the head and body rules' arithmetic
 /// (mod_reqtimeout's `MinRate`, `minrate.rs`) turned to responses. Only waits count, so a response the
 /// server itself paces (server-sent events, a slow upstream) is never cut, and a client that
 /// took most of a large file quickly has earned a long pause; a reader slower than the rate
@@ -628,46 +620,25 @@ pub(crate) struct SendRate {
     grace: Duration,
     /// Bytes per second (> 0).
     rate: u64,
-    sent: u64,
-    waited: Duration,
 }
 
 impl SendRate {
     /// The rule at `rate` bytes/s after `grace` (`timeouts.send_min_rate`,
     /// `min_rate_grace`: [`crate::minrate::send_rate`]); `None` for `rate = 0` (off).
     pub(crate) fn new(rate: u64, grace: Duration) -> Option<SendRate> {
-        (rate > 0).then_some(SendRate {
-            grace,
-            rate,
-            sent: 0,
-            waited: Duration::ZERO,
-        })
+        (rate > 0).then_some(SendRate { grace, rate })
     }
 
-    /// Bytes went out.
-    pub(crate) fn sent(&mut self, n: u64) {
-        self.sent = self.sent.saturating_add(n);
-    }
-
-    /// A send waited `d` for room.
-    pub(crate) fn waited(&mut self, d: Duration) {
-        self.waited = self.waited.saturating_add(d);
-    }
-
-    /// Sends have waited `d` in all (a socket that counts its own waits).
-    pub(crate) fn waited_in_all(&mut self, d: Duration) {
-        self.waited = d;
-    }
-
-    /// How much longer sends may wait in all (zero: the client is slower than the rate),
-    /// `unacked` of the bytes sent being still in the socket's send queue (only what the
-    /// client's kernel took counts: a send buffer of megabytes fills at once and would
-    /// otherwise earn an hour; `weft_sys::socket::unacked`).
-    pub(crate) fn left(&self, unacked: u64) -> Duration {
-        earned(self.sent.saturating_sub(unacked), self.rate)
+    /// How much longer sends may wait, in all (zero: the client is slower than the rate),
+    /// having waited `waited` so far while the client took `taken` bytes (what its kernel
+    /// acknowledged, `weft_sys::socket::bytes_acked`: a count of bytes written would credit
+    /// the megabytes the server's send buffer swallows at once, an hour's worth). Read on a
+    /// slow path only: when a send has waited.
+    pub(crate) fn left(&self, taken: u64, waited: Duration) -> Duration {
+        earned(taken, self.rate)
             .and_then(|e| e.checked_add(self.grace))
             .unwrap_or(Duration::MAX)
-            .saturating_sub(self.waited)
+            .saturating_sub(waited)
     }
 
     /// The next wait for room, bounded by `timeout` (the send timeout; `None`: none) and by

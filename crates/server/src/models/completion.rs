@@ -194,7 +194,6 @@ fn decode(msg: &[u8], fds: Vec<OwnedFd>, t: &Timeouts, now: Instant) -> io::Resu
             files,
             segs,
             then_close,
-            sent: 0,
             rule: MinRate::send(t, now),
             progress_by: now + t.send,
         },
@@ -208,8 +207,6 @@ pub(crate) struct Job {
     segs: VecDeque<Seg>,
     /// The connection closes after it (else it is held idle for its next request).
     pub(crate) then_close: bool,
-    /// Bytes the master sent of it so far.
-    sent: u64,
     /// `timeouts.send_min_rate` over what the master sends, from the hand-back.
     rule: MinRate,
     /// `timeouts.send` from the last progress.
@@ -260,7 +257,6 @@ impl Job {
                 Ok(n) => {
                     s.off = off;
                     s.len -= n as u64;
-                    self.sent += n as u64;
                     self.progress_by = Instant::now() + t.send;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Sent::Blocked),
@@ -272,10 +268,9 @@ impl Job {
     }
 
     /// When the master gives up on the client, and why: `timeouts.send` since the last
-    /// progress, or the minimum rate over what the client took of what the master sent
-    /// (`unacked` of it still in the socket's send queue).
-    pub(crate) fn due(&self, unacked: u64) -> (Instant, &'static str) {
-        let taken = self.sent.saturating_sub(unacked);
+    /// progress, or the minimum rate from the hand-back over what the client has taken on the
+    /// connection (`taken`: what its kernel acknowledged, `weft_sys::socket::bytes_acked`).
+    pub(crate) fn due(&self, taken: u64) -> (Instant, &'static str) {
         match self.rule.earliest(taken, self.progress_by) {
             (d, true) => (d, "the client read slower than timeouts.send_min_rate"),
             (d, false) => (d, "send timeout"),
@@ -347,7 +342,7 @@ mod tests {
         let (a, mut b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
         assert_eq!(job.step(a.as_raw_fd(), &timeouts()).unwrap(), Sent::Blocked);
-        assert!(job.sent > 0 && job.sent < big.len() as u64);
+        assert!(job.left() > 0 && job.left() < big.len() as u64);
         let reader = std::thread::spawn(move || {
             let mut all = Vec::new();
             b.read_to_end(&mut all).unwrap();
@@ -375,11 +370,12 @@ mod tests {
         // Nothing sent: the grace (3 s) binds before the send timeout (7 s).
         assert_eq!(job.due(0).0, now + Duration::from_secs(3));
         assert!(job.due(0).1.contains("send_min_rate"));
-        // 1,000 bytes earn 10 s more: the send timeout binds.
-        job.sent = 1_000;
-        assert_eq!(job.due(0), (now + Duration::from_secs(7), "send timeout"));
-        // Unless most of them still wait in the send queue.
-        assert_eq!(job.due(800).0, now + Duration::from_secs(5));
+        // 1,000 bytes taken earn 10 s more: the send timeout binds; 200 earn 2 s.
+        assert_eq!(
+            job.due(1_000),
+            (now + Duration::from_secs(7), "send timeout")
+        );
+        assert_eq!(job.due(200).0, now + Duration::from_secs(5));
     }
 
     #[test]

@@ -235,36 +235,44 @@ fn close(stream: FiberStream, state: Box<ConnState>) {
     drop(stream);
 }
 
-/// A fiber connection's socket under the minimum send rate (`timeouts.send_min_rate`) for one
-/// turn of the driver. A send waits for room at most [`RATE_SLICE`] at a time (the socket's
-/// own write timeout, set once: a send that finds room costs nothing more); when a slice passes
-/// with no room, the rule is worked out from the time the socket's sends waited
-/// ([`FiberStream::write_waited`]) and what the client's kernel took (the send queue's
-/// length, a system call on this slow path only), and the send is cut once the rule's time is
-/// spent, or at the send timeout as before.
+/// A fiber connection's socket under the minimum send rate (`timeouts.send_min_rate`). A send
+/// waits for room at most [`RATE_SLICE`] at a time (the socket's own write timeout: a send
+/// that finds room costs nothing more than a look at its result); when a slice passes with no
+/// room, the rule is worked out from the time the socket's sends waited
+/// ([`FiberStream::write_waited`]) and what the client's kernel has taken
+/// (`weft_sys::socket::bytes_acked`, a system call on this slow path only), and the send is
+/// cut once the rule's time is spent, or at the send timeout as before.
 pub(crate) struct Rated<'a> {
     s: &'a mut FiberStream,
     rule: Option<SendRate>,
     /// The send timeout the driver set.
     timeout: Option<Duration>,
-    /// The socket's wait count when the rule began.
-    base: Duration,
 }
 
 /// The longest one wait for room lasts before a [`Rated`] send looks at the rule again.
 const RATE_SLICE: Duration = Duration::from_secs(1);
 
 impl<'a> Rated<'a> {
+    /// For one turn of the driver: the send timeout is the one the socket kept from the last
+    /// turn (as a slice, which stands for the configured timeout; a fresh connection's socket
+    /// gets its slice when the driver sets its timeout).
+    #[inline]
     fn new(s: &'a mut FiberStream, t: &crate::config::Timeouts) -> Rated<'a> {
-        let base = s.write_waited();
-        let mut r = Rated {
-            timeout: s.write_timeout(),
-            s,
-            rule: None,
-            base,
+        let rule = crate::minrate::send_rate(t);
+        let timeout = match (&rule, s.write_timeout()) {
+            (Some(_), Some(w)) if w == t.send.min(RATE_SLICE) => Some(t.send),
+            (_, w) => w,
         };
-        crate::net::Transport::set_send_rate(&mut r, crate::minrate::send_rate(t));
-        r
+        Rated { s, rule, timeout }
+    }
+
+    /// Gives the socket [`Rated::slice`] as its write timeout, unless it has it already.
+    fn apply_slice(&mut self) -> io::Result<()> {
+        let slice = self.slice();
+        if self.s.write_timeout() == slice {
+            return Ok(());
+        }
+        FiberStream::set_write_timeout(self.s, slice)
     }
 
     /// The socket's write timeout: the driver's, in slices while there is a rule.
@@ -276,72 +284,76 @@ impl<'a> Rated<'a> {
         }
     }
 
-    /// Runs the send `op` (one system call's worth: a timeout means it sent nothing) under
-    /// the rule, again after each slice that passed with no room; `sent` says how many bytes
-    /// a result sent.
-    fn send<R>(
-        &mut self,
-        sent: impl Fn(&R) -> u64,
-        mut op: impl FnMut(&mut FiberStream) -> io::Result<R>,
-    ) -> io::Result<R> {
-        if self.rule.is_none() {
-            return op(self.s);
+    /// Runs the send `op` (one system call's worth: a timeout means it sent nothing); one
+    /// whose slice passed with no room goes on in [`Rated::after_slices`].
+    #[inline]
+    fn send<R>(&mut self, mut op: impl FnMut(&mut FiberStream) -> io::Result<R>) -> io::Result<R> {
+        match op(self.s) {
+            Err(e) if self.rule.is_some() && crate::net::timed_out(&e) => {
+                self.after_slices(e, &mut op)
+            }
+            r => r,
         }
-        let mut stalled: Option<Instant> = None;
-        let mut resliced = false;
+    }
+
+    /// A send whose slice passed with no room (`first`, the timeout): works the rule out from
+    /// the waits and what the client took, and tries again for another slice, until there is
+    /// room, the rule's time is spent, or the send timeout has passed since the wait began.
+    #[cold]
+    #[inline(never)]
+    fn after_slices<R>(
+        &mut self,
+        first: io::Error,
+        op: &mut impl FnMut(&mut FiberStream) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let Some(rule) = self.rule else {
+            return Err(first);
+        };
+        let slice = self.slice().unwrap_or(RATE_SLICE);
+        let began = Instant::now();
+        let since = began.checked_sub(slice).unwrap_or(began);
+        let mut e = first;
         let r = loop {
-            match op(self.s) {
-                Ok(v) => break Ok(v),
-                Err(e) if crate::net::timed_out(&e) => {
-                    let now = Instant::now();
-                    let slice = self.slice().unwrap_or(RATE_SLICE);
-                    let since = *stalled.get_or_insert(now.checked_sub(slice).unwrap_or(now));
-                    let rule = self.rule.as_mut().expect("a rule");
-                    rule.waited_in_all(self.s.write_waited().saturating_sub(self.base));
-                    let unacked = weft_sys::socket::unacked(self.s.as_raw_fd()).unwrap_or(0);
-                    let left = rule.left(unacked);
-                    if left.is_zero() {
-                        break Err(rule.slow_reader());
-                    }
-                    let mut next = left.min(RATE_SLICE);
-                    if let Some(t) = self.timeout {
-                        let stuck = now.saturating_duration_since(since);
-                        if stuck >= t {
-                            break Err(e);
-                        }
-                        next = next.min(t - stuck);
-                    }
-                    self.s
-                        .set_write_timeout(Some(next.max(Duration::from_millis(1))))?;
-                    resliced = true;
+            let now = Instant::now();
+            let taken = weft_sys::socket::bytes_acked(self.s.as_raw_fd()).unwrap_or(0);
+            let left = rule.left(taken, self.s.write_waited());
+            if left.is_zero() {
+                break Err(rule.slow_reader());
+            }
+            let mut next = left.min(RATE_SLICE);
+            if let Some(t) = self.timeout {
+                let stuck = now.saturating_duration_since(since);
+                if stuck >= t {
+                    break Err(e);
                 }
-                Err(e) => break Err(e),
+                next = next.min(t - stuck);
+            }
+            FiberStream::set_write_timeout(self.s, Some(next.max(Duration::from_millis(1))))?;
+            match op(self.s) {
+                Err(again) if crate::net::timed_out(&again) => e = again,
+                r => break r,
             }
         };
-        if resliced {
-            self.s.set_write_timeout(self.slice())?;
-        }
-        let rule = self.rule.as_mut().expect("a rule");
-        match &r {
-            Ok(v) => rule.sent(sent(v)),
-            Err(e) => rule.sent(crate::net::body_bytes_before(e)),
-        }
+        FiberStream::set_write_timeout(self.s, self.slice())?;
         r
     }
 }
 
 impl Read for Rated<'_> {
+    #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.s.read(buf)
     }
 }
 
 impl Write for Rated<'_> {
+    #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.send(|n| *n as u64, |s| s.write(buf))
+        self.send(|s| s.write(buf))
     }
+    #[inline]
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        self.send(|n| *n as u64, |s| s.write_vectored(bufs))
+        self.send(|s| s.write_vectored(bufs))
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -361,13 +373,12 @@ impl crate::net::Transport for Rated<'_> {
 
     fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.timeout = timeout.map(|d| d.max(Duration::from_millis(1)));
-        FiberStream::set_write_timeout(self.s, self.slice())
+        self.apply_slice()
     }
 
     fn set_send_rate(&mut self, rule: Option<SendRate>) {
         self.rule = rule;
-        self.base = self.s.write_waited();
-        let _ = FiberStream::set_write_timeout(self.s, self.slice());
+        let _ = self.apply_slice();
     }
 
     fn read_or(
@@ -379,13 +390,15 @@ impl crate::net::Transport for Rated<'_> {
         crate::net::Transport::read_or(self.s, buf, timeout, wake)
     }
 
+    #[inline]
     fn linger(&mut self, period: Duration) -> bool {
         crate::net::Transport::linger(self.s, period)
     }
 
+    #[inline]
     fn write_head(&mut self, mut head: &[u8]) -> io::Result<()> {
         while !head.is_empty() {
-            match self.send(|n| *n as u64, |s| s.write_more(head))? {
+            match self.send(|s| s.write_more(head))? {
                 0 => return Err(io::ErrorKind::WriteZero.into()),
                 n => head = &head[n..],
             }
@@ -398,7 +411,7 @@ impl crate::net::Transport for Rated<'_> {
         let mut sent = 0u64;
         while sent < len {
             let chunk = usize::try_from(len - sent).unwrap_or(usize::MAX);
-            match self.send(|n| *n as u64, |s| s.sendfile(file, offset + sent, chunk)) {
+            match self.send(|s| s.sendfile(file, offset + sent, chunk)) {
                 Ok(0) => {
                     let e = io::Error::new(
                         io::ErrorKind::UnexpectedEof,

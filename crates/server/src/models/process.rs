@@ -241,10 +241,9 @@ impl Held {
             },
             Stage::Idle { deadline } => Some((deadline, "idle connection closed")),
             Stage::Body { due, head_len } => Some(due.due(self.buf.len().saturating_sub(head_len))),
-            Stage::Send => self
-                .job
-                .as_ref()
-                .map(|j| j.due(weft_sys::socket::unacked(self.stream.as_raw_fd()).unwrap_or(0))),
+            Stage::Send => self.job.as_ref().map(|j| {
+                j.due(weft_sys::socket::bytes_acked(self.stream.as_raw_fd()).unwrap_or(0))
+            }),
             Stage::Closing { deadline } => Some((deadline, "")),
             Stage::Queued | Stage::Served => None,
         }
@@ -905,12 +904,15 @@ impl Master {
     /// Reaps exited children; takes back connections they gave back idle and closes the
     /// rest. `quiet`: at shutdown, where signal deaths are expected.
     fn reap(&mut self, app: &App, quiet: bool) {
-        // A child's hand-back is queued before it exits: taken first, it is there when its
-        // exit is.
-        self.receive_hand_backs(app);
         loop {
             match sp::try_wait(-1) {
                 Ok(Some((pid, exit))) => {
+                    // A child queues its hand-back before it exits, so once its exit is seen
+                    // the message is there to take (while the child still counts as live, as
+                    // `receive_hand_backs` asks).
+                    if exit == Exit::Code(EXIT_IDLE) {
+                        self.receive_hand_backs(app);
+                    }
                     if let Some(c) = self.children.remove(&pid) {
                         self.children_changed();
                         self.child_ended(c.conn, exit, app);

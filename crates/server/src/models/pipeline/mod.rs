@@ -96,9 +96,10 @@ pub(crate) struct Conn {
     maybe_unread: bool,
     /// The TLS session of a connection on a TLS listener (`tls.rs`).
     tls: Option<Box<tls::Session>>,
-    /// The minimum send rate (`timeouts.send_min_rate`): send's waits for writability count
-    /// against it.
+    /// The minimum send rate (`timeouts.send_min_rate`), and the time send waited for
+    /// writability on this connection (in the poller), which counts against it.
     send_rate: Option<crate::minrate::SendRate>,
+    send_waited: std::time::Duration,
     /// Since when send has waited for writability (parked in the poller), and whether the
     /// rate, not the send timeout, set that wait's deadline.
     stalled: Option<(Instant, bool)>,

@@ -114,6 +114,7 @@ fn new_conn(p: &Pipeline, stream: TcpStream, peer: std::net::SocketAddr) -> Opti
         maybe_unread: false,
         tls,
         send_rate,
+        send_waited: Duration::ZERO,
         stalled: None,
     }))
 }
@@ -580,8 +581,8 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
         return Next::Close(conn);
     };
     // Back from a wait for writability: it counts against the minimum send rate.
-    if let (Some((since, _)), Some(rule)) = (conn.stalled.take(), conn.send_rate.as_mut()) {
-        rule.waited(since.elapsed());
+    if let Some((since, _)) = conn.stalled.take() {
+        conn.send_waited += since.elapsed();
     }
     loop {
         let written = if conn.tls.is_some() {
@@ -597,9 +598,6 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
             }
             Ok(Some(n)) => {
                 out.sent += n as u64;
-                if let Some(rule) = conn.send_rate.as_mut() {
-                    rule.sent(n as u64);
-                }
                 if out.first_out.is_none() && conn.app.cfg.timing.on() {
                     out.first_out = Some(Instant::now());
                 }
@@ -610,7 +608,8 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
                 let send = Some(conn.app.cfg.timeouts.send);
                 // (The send queue's length: a system call on this slow path only.)
                 let left = conn.send_rate.as_ref().map(|r| {
-                    r.left(weft_sys::socket::unacked(conn.stream.as_raw_fd()).unwrap_or(0))
+                    let taken = weft_sys::socket::bytes_acked(conn.stream.as_raw_fd());
+                    r.left(taken.unwrap_or(0), conn.send_waited)
                 });
                 let (wait, by_rate) = crate::minrate::SendRate::bound(left, send);
                 conn.stalled = Some((now, by_rate));
