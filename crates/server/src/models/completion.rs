@@ -364,7 +364,7 @@ mod tests {
     fn the_master_gives_up_at_the_send_timeout_or_the_minimum_rate() {
         let t = timeouts();
         let now = Instant::now();
-        let mut job = decode(&[0, 0, 0, 0, 1, 0, 0, 0, 0, 0], Vec::new(), &t, now)
+        let job = decode(&[0, 0, 0, 0, 1, 0, 0, 0, 0, 0], Vec::new(), &t, now)
             .unwrap()
             .job;
         // Nothing sent: the grace (3 s) binds before the send timeout (7 s).
