@@ -405,10 +405,11 @@ impl BlockingStream {
     /// left and the stall bound, counting the wait against the rate.
     fn wait_room(&mut self, fd: RawFd) -> io::Result<()> {
         // A wait is the slow path: the send queue's length costs a system call here only.
-        let left = self
-            .rate
-            .as_ref()
-            .map(|r| r.left(socket::bytes_acked(fd).unwrap_or(0), self.waited));
+        // (Where the kernel cannot say what the client took, the send timeout alone.)
+        let left = self.rate.as_ref().and_then(|r| {
+            let taken = socket::bytes_acked(fd).ok()?;
+            Some(r.left(taken, self.waited))
+        });
         let (mut wait, rule_binds) = SendRate::bound(left, self.write_timeout);
         let mut stalls = false;
         if let Some(stall) = self.stall {

@@ -201,7 +201,7 @@ pub fn bytes_acked(fd: RawFd) -> io::Result<u64> {
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: `info` is a live, exclusively borrowed tcp_info and `len` its size; the kernel
-    // writes at most `len` bytes (fewer on an older kernel, which leave the rest zero).
+    // writes at most `len` bytes and says how many in `len`.
     cvt(unsafe {
         libc::getsockopt(
             fd,
@@ -211,6 +211,14 @@ pub fn bytes_acked(fd: RawFd) -> io::Result<u64> {
             &mut len,
         )
     })?;
+    // A kernel older than the field (Linux 4.1) writes less: no count, rather than zero.
+    let end = std::mem::offset_of!(libc::tcp_info, tcpi_bytes_acked) + std::mem::size_of::<u64>();
+    if (len as usize) < end {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "TCP_INFO has no tcpi_bytes_acked on this kernel",
+        ));
+    }
     Ok(info.tcpi_bytes_acked)
 }
 

@@ -33,8 +33,9 @@ pub struct Timeouts {
     pub body_min_rate: u64,
     /// Least average rate at which a client takes a response, in bytes/s, counted over the
     /// time sends wait for it: sends may wait `min_rate_grace` plus a second per this many
-    /// bytes sent on the connection, in all; past it the response is cut (a reader of a few
-    /// bytes every few seconds never trips `send`). 0: off. See `minrate::SendRate`.
+    /// bytes the client's kernel acknowledged on the connection, in all; past it the response
+    /// is cut (a reader of a few bytes every few seconds never trips `send`). 0: off. See
+    /// `net::SendRate`.
     pub send_min_rate: u64,
     /// The time a head or body has before the minimum rates apply; every byte adds
     /// `1/rate` seconds to it (mod_reqtimeout's initial timeout, 20 s).

@@ -10,9 +10,13 @@
 //!
 //! The child hands back only when a send found no room for [`STALL`]: a client that keeps
 //! reading is served by its child to the end (no extra message, and the child lingers for the
-//! next request as before). Nothing is handed back over TLS (the session's state stays with
-//! the child) or while the connection has unread input the driver holds (the next request
-//! was pipelined: the child sends blocking, as before, so the order of responses stays).
+//! next request as before). Once deferring, the child defers every later send too (the
+//! responses to requests pipelined behind, in order) until it hands the lot over between
+//! requests; a read of the socket first sends what was deferred (the client may be waiting
+//! for it), as does more than a hand-back holds. Nothing is handed back over TLS (the
+//! session's state stays with the child), nor at shutdown (the child finishes within the
+//! grace, as before). A child that handed back exits with its own status, and a connection
+//! whose hand-back the master did not receive is closed, never left waiting.
 //! The master applies `timeouts.send` to each wait and `timeouts.send_min_rate` to the rest
 //! it sends.
 
@@ -32,9 +36,14 @@ pub(crate) const STALL: Duration = Duration::from_millis(20);
 /// The most ranges one hand-back carries (each may name its own file): a pipelined run of
 /// responses beyond it is sent by the child.
 const MAX_SEGS: usize = 12;
-/// The most bytes a child puts in the in-memory file for the master (the rest of a large
-/// generated body is sent by the child, blocking).
-pub(crate) const MAX_BYTES: u64 = 8 << 20;
+/// The most bytes a child puts in the in-memory file for the master (the rest of a larger
+/// generated body is sent by the child, blocking): what a slow reader can make the master hold
+/// in memory is about what a child per slow reader cost before.
+pub(crate) const MAX_BYTES: u64 = 1 << 20;
+/// The most bytes the master sends for one connection per turn of its loop, so a client that
+/// drains at line rate cannot keep the master from its other connections (level-triggered
+/// `EPOLLOUT` brings it back at once).
+const STEP_BYTES: u64 = 1 << 20;
 /// The size of a hand-back message: pid, connection, flags, count, then the ranges.
 const MSG_MAX: usize = 4 + 4 + 1 + 1 + MAX_SEGS * 17;
 
@@ -218,7 +227,7 @@ pub(crate) struct Job {
 pub(crate) enum Sent {
     /// All of it is out.
     Done,
-    /// The socket is full: wait until it is writable.
+    /// The socket is full (or this turn's share went): wait until it is writable.
     Blocked,
 }
 
@@ -240,12 +249,16 @@ impl Job {
 
     /// Sends as much as the non-blocking socket `sock` takes now.
     pub(crate) fn step(&mut self, sock: RawFd, t: &Timeouts) -> io::Result<Sent> {
+        let mut this_turn = 0u64;
         while let Some(s) = self.segs.front_mut() {
+            if this_turn >= STEP_BYTES {
+                return Ok(Sent::Blocked);
+            }
             if s.len == 0 {
                 self.segs.pop_front();
                 continue;
             }
-            let chunk = usize::try_from(s.len).unwrap_or(usize::MAX).min(1 << 30);
+            let chunk = usize::try_from(s.len.min(STEP_BYTES)).unwrap_or(usize::MAX);
             let mut off = s.off;
             match socket::sendfile(sock, self.files[s.file].as_raw_fd(), &mut off, chunk) {
                 Ok(0) => {
@@ -257,6 +270,7 @@ impl Job {
                 Ok(n) => {
                     s.off = off;
                     s.len -= n as u64;
+                    this_turn += n as u64;
                     self.progress_by = Instant::now() + t.send;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Sent::Blocked),
@@ -270,7 +284,11 @@ impl Job {
     /// When the master gives up on the client, and why: `timeouts.send` since the last
     /// progress, or the minimum rate from the hand-back over what the client has taken on the
     /// connection (`taken`: what its kernel acknowledged, `weft_sys::socket::bytes_acked`).
-    pub(crate) fn due(&self, taken: u64) -> (Instant, &'static str) {
+    pub(crate) fn due(&self, taken: Option<u64>) -> (Instant, &'static str) {
+        // Where the kernel cannot say what the client took, the send timeout alone.
+        let Some(taken) = taken else {
+            return (self.progress_by, "send timeout");
+        };
         match self.rule.earliest(taken, self.progress_by) {
             (d, true) => (d, "the client read slower than timeouts.send_min_rate"),
             (d, false) => (d, "send timeout"),
@@ -368,14 +386,18 @@ mod tests {
             .unwrap()
             .job;
         // Nothing sent: the grace (3 s) binds before the send timeout (7 s).
-        assert_eq!(job.due(0).0, now + Duration::from_secs(3));
-        assert!(job.due(0).1.contains("send_min_rate"));
+        assert_eq!(job.due(Some(0)).0, now + Duration::from_secs(3));
+        assert!(job.due(Some(0)).1.contains("send_min_rate"));
         // 1,000 bytes taken earn 10 s more: the send timeout binds; 200 earn 2 s.
         assert_eq!(
-            job.due(1_000),
+            job.due(Some(1_000)),
             (now + Duration::from_secs(7), "send timeout")
         );
-        assert_eq!(job.due(200).0, now + Duration::from_secs(5));
+        assert_eq!(job.due(Some(200)).0, now + Duration::from_secs(5));
+        assert_eq!(
+            job.due(None),
+            (now + Duration::from_secs(7), "send timeout")
+        );
     }
 
     #[test]

@@ -315,8 +315,11 @@ impl<'a> Rated<'a> {
         let mut e = first;
         let r = loop {
             let now = Instant::now();
-            let taken = weft_sys::socket::bytes_acked(self.s.as_raw_fd()).unwrap_or(0);
-            let left = rule.left(taken, self.s.write_waited());
+            // (Where the kernel cannot say what the client took, the send timeout alone.)
+            let left = match weft_sys::socket::bytes_acked(self.s.as_raw_fd()) {
+                Ok(taken) => rule.left(taken, self.s.write_waited()),
+                Err(_) => Duration::MAX,
+            };
             if left.is_zero() {
                 break Err(rule.slow_reader());
             }

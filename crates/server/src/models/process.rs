@@ -57,6 +57,12 @@
 //! connections it holds (`Held::due`), or with none until a client or a signal comes.
 //! The master stops accepting a few descriptors short of the open-file limit, since each
 //! held connection costs it one.
+//!
+//! Slow readers cannot hold the children either (issue 56): a child whose client stops taking
+//! its response for 20 ms hands what is left to the master (write completion,
+//! [`super::completion`]), which sends it from the same epoll loop under `timeouts.send` and
+//! `timeouts.send_min_rate` ([`Stage::Send`]), then holds the connection idle or half-closes
+//! and drains it ([`Stage::Closing`]). `process.write_completion = false` turns it off.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -127,6 +133,11 @@ pub(crate) fn start_master(
 /// Exit status of a connection process that gives its connection back to the master, idle
 /// between requests with nothing buffered (0: the connection is finished).
 const EXIT_IDLE: i32 = 3;
+/// Exit status of a connection process that handed the rest of a response to the master
+/// (write completion): the master sends it, then holds or closes the connection; if the
+/// hand-back never arrived, the master closes the connection (its client would otherwise
+/// wait for bytes that will never come).
+const EXIT_HANDED: i32 = 4;
 /// How long a lingering connection process first waits on its connection alone, and again
 /// when the master's flag is raised but neither the live count nor its shutdown flag says why
 /// yet (the moment between the master's count and its lowering of the flag, or between the
@@ -241,9 +252,10 @@ impl Held {
             },
             Stage::Idle { deadline } => Some((deadline, "idle connection closed")),
             Stage::Body { due, head_len } => Some(due.due(self.buf.len().saturating_sub(head_len))),
-            Stage::Send => self.job.as_ref().map(|j| {
-                j.due(weft_sys::socket::bytes_acked(self.stream.as_raw_fd()).unwrap_or(0))
-            }),
+            Stage::Send => self
+                .job
+                .as_ref()
+                .map(|j| j.due(weft_sys::socket::bytes_acked(self.stream.as_raw_fd()).ok())),
             Stage::Closing { deadline } => Some((deadline, "")),
             Stage::Queued | Stage::Served => None,
         }
@@ -548,7 +560,8 @@ impl Master {
 
     /// Whether another connection fits in the master's descriptors (with a warning if not).
     fn has_room(&self, gate: &mut AcceptGate) -> bool {
-        let used = self.held.len() + self.job_fds;
+        // Room kept for the descriptors of one more hand-back, received before it is counted.
+        let used = self.held.len() + self.job_fds + weft_sys::socket::MAX_PASSED_FDS;
         if used < self.fd_room {
             return true;
         }
@@ -910,7 +923,7 @@ impl Master {
                     // A child queues its hand-back before it exits, so once its exit is seen
                     // the message is there to take (while the child still counts as live, as
                     // `receive_hand_backs` asks).
-                    if exit == Exit::Code(EXIT_IDLE) {
+                    if exit == Exit::Code(EXIT_HANDED) {
                         self.receive_hand_backs(app);
                     }
                     if let Some(c) = self.children.remove(&pid) {
@@ -918,7 +931,7 @@ impl Master {
                         self.child_ended(c.conn, exit, app);
                     }
                     match exit {
-                        Exit::Code(0 | EXIT_IDLE) => {}
+                        Exit::Code(0 | EXIT_IDLE | EXIT_HANDED) => {}
                         Exit::Signal(SIGKILL | SIGTERM) if quiet => {}
                         other => log::warn!("connection process {pid} ended with {other:?}"),
                     }
@@ -933,19 +946,35 @@ impl Master {
     }
 
     fn child_ended(&mut self, fd: RawFd, exit: Exit, app: &App) {
+        let job = self.jobs.remove(&fd);
+        if let Some(j) = &job {
+            self.job_fds -= j.fds();
+        }
+        let back = matches!(exit, Exit::Code(EXIT_IDLE | EXIT_HANDED));
         // The child made the socket blocking (its flags are shared with the master's copy):
         // the master's reads and sends must never wait.
-        if let Some(h) = self.held.get(&fd) {
-            if exit == Exit::Code(EXIT_IDLE) && h.stream.set_nonblocking(true).is_err() {
-                return self.close(fd);
-            }
+        if back
+            && self
+                .held
+                .get(&fd)
+                .is_some_and(|h| h.stream.set_nonblocking(true).is_err())
+        {
+            return self.close(fd);
         }
-        if let Some(job) = self.jobs.remove(&fd) {
-            self.job_fds -= job.fds();
-            // Sent even while draining: the response was promised.
-            if exit == Exit::Code(EXIT_IDLE) {
-                return self.start_send(app, fd, job);
-            }
+        if exit == Exit::Code(EXIT_HANDED) {
+            return match job {
+                // Sent even while draining: the response was promised.
+                Some(job) => self.start_send(app, fd, job),
+                None => {
+                    if let Some(h) = self.held.get(&fd) {
+                        log::warn!(
+                            "{}: a response's rest never reached the master; closed",
+                            h.peer
+                        );
+                    }
+                    self.close(fd)
+                }
+            };
         }
         let idle = exit == Exit::Code(EXIT_IDLE) && !app.shutdown.is_set();
         if idle {
@@ -1155,6 +1184,9 @@ impl Master {
 
     /// Forgets and closes a held connection.
     fn close(&mut self, fd: RawFd) {
+        if let Some(j) = self.jobs.remove(&fd) {
+            self.job_fds -= j.fds();
+        }
         if let Some(h) = self.held.remove(&fd) {
             if let Some(j) = &h.job {
                 self.job_fds -= j.fds();
@@ -1414,7 +1446,7 @@ fn serve_child(
     }
     if stream.handed {
         // The master has the connection: it sends the rest, then holds or closes it.
-        code = EXIT_IDLE;
+        code = EXIT_HANDED;
     }
     if code == 0 {
         // The master still holds a copy of the descriptor: the client sees the end now, not
@@ -1652,6 +1684,11 @@ impl ChildStream<'_> {
         let (Some(chan), Some(d)) = (self.hand_back, &self.deferred) else {
             return false;
         };
+        // At shutdown the child finishes its response itself, within the grace, as before
+        // write completion: the master is about to stop.
+        if self.app.shutdown.is_set() {
+            return false;
+        }
         match d.hand_back(chan, sp::pid(), self.inner.raw_fd(), then_close) {
             Ok(()) => {
                 self.deferred = None;
@@ -1935,13 +1972,23 @@ mod tests {
         let mut s = child_stream(server, &app, &live, &flag, &stop);
         s.hand_back = Some(child_end.as_raw_fd());
         s.inner.set_stall(Some(completion::STALL));
-        // A client that reads nothing: the head fits the socket's buffers, a large body
-        // does not, and the send waits STALL before the rest is deferred (all of it taken).
-        let body = vec![b'x'; 8 << 20];
-        s.write_head(b"HTTP/1.1 200 OK\r\n\r\n").unwrap();
-        s.write_all(&body).unwrap();
-        assert!(s.deferred.is_some(), "the rest waits for the master");
-        assert!(!s.handed);
+        // A client that reads nothing: the head and the first chunks fill the socket's
+        // buffers, a send then finds no room for STALL and the rest is deferred, in order.
+        let head = b"HTTP/1.1 200 OK\r\n\r\n";
+        s.write_head(head).unwrap();
+        let chunk: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8).collect();
+        let mut chunks = 0usize;
+        while s.deferred.is_none() {
+            s.write_all(&chunk).unwrap();
+            chunks += 1;
+            assert!(chunks < 2_000, "the socket never filled");
+        }
+        // A few more, all deferred (within what a hand-back holds).
+        for _ in 0..4 {
+            s.write_all(&chunk).unwrap();
+            chunks += 1;
+        }
+        assert!(s.deferred.is_some() && !s.handed);
         // Between requests the child hands it over and gives the connection back.
         assert!(!s.linger(Duration::from_secs(5)));
         assert!(s.gave_back && s.handed && s.deferred.is_none());
@@ -1962,13 +2009,14 @@ mod tests {
         // The master sends the rest; the client gets every byte, in order.
         let fd = s.inner.raw_fd();
         weft_sys::fd::set_nonblocking(&s.inner.raw_end(None).fd, true).unwrap();
+        let total = head.len() + chunks * chunk.len();
         let reader = std::thread::spawn(move || {
             let mut got = Vec::new();
-            let mut chunk = [0u8; 65536];
-            while got.len() < 19 + (8 << 20) {
-                let n = client.read(&mut chunk).unwrap();
+            let mut buf = [0u8; 65536];
+            while got.len() < total {
+                let n = client.read(&mut buf).unwrap();
                 assert!(n > 0);
-                got.extend_from_slice(&chunk[..n]);
+                got.extend_from_slice(&buf[..n]);
             }
             got
         });
@@ -1977,8 +2025,40 @@ mod tests {
             weft_sys::poll::poll_writable(fd, Duration::from_secs(5)).unwrap();
         }
         let got = reader.join().unwrap();
-        assert_eq!(&got[..19], b"HTTP/1.1 200 OK\r\n\r\n");
-        assert!(got[19..] == body[..]);
+        assert_eq!(&got[..head.len()], head);
+        assert!(got[head.len()..]
+            .chunks(chunk.len())
+            .all(|c| c == &chunk[..]));
+    }
+
+    #[test]
+    fn at_shutdown_a_child_sends_the_rest_itself() {
+        let (server, _client, app) = child_parts();
+        let live = Shared::new();
+        let flag = PollFlag::new().unwrap();
+        let (stop, _stop_w) = UnixStream::pair().unwrap();
+        let (master_end, child_end) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let mut s = child_stream(server, &app, &live, &flag, &stop);
+        s.hand_back = Some(child_end.as_raw_fd());
+        s.inner.set_stall(Some(completion::STALL));
+        s.set_write_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let chunk = vec![7u8; 64 * 1024];
+        while s.deferred.is_none() {
+            s.write_all(&chunk).unwrap();
+        }
+        app.shutdown.flag().store(true, Relaxed);
+        // The driver reads on within the drain window; the close sends the rest itself (here
+        // into a client that reads nothing: the send timeout), nothing to the master.
+        assert!(s.linger(Duration::from_secs(5)));
+        let e = s.shutdown_write().unwrap_err();
+        assert!(crate::net::timed_out(&e), "{e}");
+        assert!(!s.handed && s.deferred.is_none());
+        assert!(
+            completion::receive(master_end.as_raw_fd(), &app.cfg.timeouts)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

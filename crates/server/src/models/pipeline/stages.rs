@@ -607,9 +607,9 @@ pub(crate) fn send(p: &Pipeline, mut conn: Box<Conn>) -> Next {
                 let now = Instant::now();
                 let send = Some(conn.app.cfg.timeouts.send);
                 // (The send queue's length: a system call on this slow path only.)
-                let left = conn.send_rate.as_ref().map(|r| {
-                    let taken = weft_sys::socket::bytes_acked(conn.stream.as_raw_fd());
-                    r.left(taken.unwrap_or(0), conn.send_waited)
+                let left = conn.send_rate.as_ref().and_then(|r| {
+                    let taken = weft_sys::socket::bytes_acked(conn.stream.as_raw_fd()).ok()?;
+                    Some(r.left(taken, conn.send_waited))
                 });
                 let (wait, by_rate) = crate::minrate::SendRate::bound(left, send);
                 conn.stalled = Some((now, by_rate));
