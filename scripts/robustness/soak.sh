@@ -33,16 +33,8 @@ echo "model,second,served,rss_kib" >"$out"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
-# Resident KiB of a process and its children (the process model's connection processes).
-rss_tree() {
-  local total=0 p
-  for p in $1 $(pgrep -P "$1" || true); do
-    total=$((total + $(awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)))
-  done
-  echo "$total"
-}
-# Descriptors of the server process itself (the process model's children come and go).
-fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+# shellcheck source=../lib/proc_usage.sh
+. scripts/lib/proc_usage.sh
 served() {
   curl -s "http://127.0.0.1:$1/_weft/status.json" |
     python3 -c 'import json,sys; print(sum(l["requests"] for l in json.load(sys.stdin)["listeners"]))'

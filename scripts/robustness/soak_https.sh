@@ -45,14 +45,8 @@ with open(os.path.join(d, "data.json"), "w") as f:
     f.write("[" + ",".join('{"n": %d, "name": "item"}' % i for i in range(2000)) + "]\n")
 PY
 
-rss_tree() {
-  local total=0 p
-  for p in $1 $(pgrep -P "$1" || true); do
-    total=$((total + $(awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)))
-  done
-  echo "$total"
-}
-fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+# shellcheck source=../lib/proc_usage.sh
+. scripts/lib/proc_usage.sh
 
 cat >"$work/soak.lua" <<'LUA'
 local reqs = {}

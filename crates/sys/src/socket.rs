@@ -173,14 +173,13 @@ pub fn shutdown(fd: RawFd, how: Shutdown) -> io::Result<()> {
     cvt(unsafe { libc::shutdown(fd, how) }).map(drop)
 }
 
-/// Connections waiting in the accept queue of the listening socket `fd` (Linux reports it as
-/// `tcpi_unacked` of `TCP_INFO` for a socket in the LISTEN state).
-pub fn accept_backlog(fd: RawFd) -> io::Result<u32> {
+/// `getsockopt(TCP_INFO)` on `fd`: the struct and how many bytes of it the kernel filled.
+fn tcp_info(fd: RawFd) -> io::Result<(libc::tcp_info, usize)> {
     // SAFETY: tcp_info is plain old data; all-zero is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: `info` is a live, exclusively borrowed tcp_info and `len` its size; the kernel
-    // writes at most `len` bytes. `fd` is a plain number to the kernel.
+    // writes at most `len` bytes and says how many in `len`. `fd` is a plain number to it.
     cvt(unsafe {
         libc::getsockopt(
             fd,
@@ -190,30 +189,23 @@ pub fn accept_backlog(fd: RawFd) -> io::Result<u32> {
             &mut len,
         )
     })?;
-    Ok(info.tcpi_unacked)
+    Ok((info, len as usize))
+}
+
+/// Connections waiting in the accept queue of the listening socket `fd` (Linux reports it as
+/// `tcpi_unacked` of `TCP_INFO` for a socket in the LISTEN state).
+pub fn accept_backlog(fd: RawFd) -> io::Result<u32> {
+    Ok(tcp_info(fd)?.0.tcpi_unacked)
 }
 
 /// Bytes of the TCP socket `fd`'s output its peer has acknowledged, over the connection's life
 /// (`tcpi_bytes_acked` of `TCP_INFO`): what the client's kernel took, whatever the sender's
 /// buffers still hold.
 pub fn bytes_acked(fd: RawFd) -> io::Result<u64> {
-    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `info` is a live, exclusively borrowed tcp_info and `len` its size; the kernel
-    // writes at most `len` bytes and says how many in `len`.
-    cvt(unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    })?;
+    let (info, len) = tcp_info(fd)?;
     // A kernel older than the field (Linux 4.1) writes less: no count, rather than zero.
     let end = std::mem::offset_of!(libc::tcp_info, tcpi_bytes_acked) + std::mem::size_of::<u64>();
-    if (len as usize) < end {
+    if len < end {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "TCP_INFO has no tcpi_bytes_acked on this kernel",

@@ -411,22 +411,9 @@ impl crate::net::Transport for Rated<'_> {
 
     /// A `sendfile` call at a time, each under the rule.
     fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
-        let mut sent = 0u64;
-        while sent < len {
-            let chunk = usize::try_from(len - sent).unwrap_or(usize::MAX);
-            match self.send(|s| s.sendfile(file, offset + sent, chunk)) {
-                Ok(0) => {
-                    let e = io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file ended before the requested range",
-                    );
-                    return Err(crate::net::cut(sent, e));
-                }
-                Ok(n) => sent += n as u64,
-                Err(e) => return Err(crate::net::cut(sent, e)),
-            }
-        }
-        Ok(())
+        send_file_in_calls(len, |sent, chunk| {
+            self.send(|s| s.sendfile(file, offset + sent, chunk))
+        })
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {
@@ -475,27 +462,37 @@ impl crate::net::Transport for FiberStream {
 
     fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
         // `sendfile_all`, counting what went out for an error's `net::cut`.
-        let mut sent = 0u64;
-        while sent < len {
-            let chunk = usize::try_from(len - sent).unwrap_or(usize::MAX);
-            match self.sendfile(file, offset + sent, chunk) {
-                Ok(0) => {
-                    let e = io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file ended before the requested range",
-                    );
-                    return Err(crate::net::cut(sent, e));
-                }
-                Ok(n) => sent += n as u64,
-                Err(e) => return Err(crate::net::cut(sent, e)),
-            }
-        }
-        Ok(())
+        send_file_in_calls(len, |sent, chunk| self.sendfile(file, offset + sent, chunk))
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.shutdown(std::net::Shutdown::Write)
     }
+}
+
+/// Sends `len` bytes of a file with `call(sent so far, bytes left)`, one `sendfile` at a time,
+/// until all are out; an error says how many went before it ([`crate::net::cut`]), and a file
+/// shorter than the range is `UnexpectedEof`.
+fn send_file_in_calls(
+    len: u64,
+    mut call: impl FnMut(u64, usize) -> io::Result<usize>,
+) -> io::Result<()> {
+    let mut sent = 0u64;
+    while sent < len {
+        let chunk = usize::try_from(len - sent).unwrap_or(usize::MAX);
+        match call(sent, chunk) {
+            Ok(0) => {
+                let e = io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file ended before the requested range",
+                );
+                return Err(crate::net::cut(sent, e));
+            }
+            Ok(n) => sent += n as u64,
+            Err(e) => return Err(crate::net::cut(sent, e)),
+        }
+    }
+    Ok(())
 }
 
 /// The least fiber stack when a fiber listener serves TLS: rustls' handshake (key exchange,
