@@ -151,6 +151,9 @@ fn put(out: &mut Vec<u8>, kind: u8, id: u16, content: &[u8], padding: u8) {
 /// END_REQUEST with `app_status`.
 fn respond(id: u16, stdout: &[u8], stderr: &[u8], app_status: u32, shape: Shape) -> Vec<u8> {
     let mut out = Vec::new();
+    // With chatter, STDERR goes between the first STDOUT record and the rest; with no STDOUT
+    // at all (or no chatter), after it.
+    let mut stderr_sent = false;
     for (i, piece) in stdout.chunks(shape.piece).enumerate() {
         put(&mut out, 6, id, piece, shape.padding);
         if shape.chatter && i == 0 {
@@ -158,9 +161,10 @@ fn respond(id: u16, stdout: &[u8], stderr: &[u8], app_status: u32, shape: Shape)
                 put(&mut out, 7, id, piece, shape.padding);
             }
             put(&mut out, 10, 0, b"\x0e\x01FCGI_MPXS_CONNS0", shape.padding);
+            stderr_sent = true;
         }
     }
-    if !shape.chatter {
+    if !stderr_sent {
         for piece in stderr.chunks(shape.piece) {
             put(&mut out, 7, id, piece, shape.padding);
         }
@@ -776,6 +780,27 @@ fn part() -> impl Strategy<Value = Vec<u8>> {
         1 => proptest::collection::vec(any::<u8>(), 120..140),
         1 => (0usize..70_000).prop_map(|n| vec![b'v'; n]),
     ]
+}
+
+/// The case proptest found: no STDOUT at all, STDERR with chatter (the generator once left
+/// the STDERR out, so the decoder was blamed for a byte that was never sent).
+#[test]
+fn stderr_alone_with_chatter_decodes() {
+    let shape = Shape {
+        piece: 1,
+        padding: 0,
+        close_streams: false,
+        chatter: true,
+    };
+    let answer = respond(3, b"", &[0], 0, shape);
+    let expected = Decoded {
+        stdout: Vec::new(),
+        stderr: vec![0],
+        end: Some(0),
+        error: None,
+    };
+    assert_eq!(decode_in(id(3), &answer, [answer.len()]), expected);
+    assert_eq!(decode_in(id(3), &answer, [1usize].into_iter().cycle()), expected);
 }
 
 proptest! {
