@@ -800,7 +800,10 @@ fn stderr_alone_with_chatter_decodes() {
         error: None,
     };
     assert_eq!(decode_in(id(3), &answer, [answer.len()]), expected);
-    assert_eq!(decode_in(id(3), &answer, [1usize].into_iter().cycle()), expected);
+    assert_eq!(
+        decode_in(id(3), &answer, [1usize].into_iter().cycle()),
+        expected
+    );
 }
 
 proptest! {
