@@ -198,6 +198,15 @@ pub fn accept_backlog(fd: RawFd) -> io::Result<u32> {
     Ok(tcp_info(fd)?.0.tcpi_unacked)
 }
 
+/// How long the TCP socket `fd` has carried no data either way (`tcpi_last_data_sent` and
+/// `tcpi_last_data_recv` of `TCP_INFO`, in milliseconds): how long a keep-alive connection
+/// has been idle, whoever held it meanwhile.
+pub fn idle_for(fd: RawFd) -> io::Result<std::time::Duration> {
+    let (info, _) = tcp_info(fd)?;
+    let ms = info.tcpi_last_data_sent.min(info.tcpi_last_data_recv);
+    Ok(std::time::Duration::from_millis(u64::from(ms)))
+}
+
 /// Bytes of the TCP socket `fd`'s output its peer has acknowledged, over the connection's life
 /// (`tcpi_bytes_acked` of `TCP_INFO`): what the client's kernel took, whatever the sender's
 /// buffers still hold.
@@ -321,6 +330,28 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
     use std::time::Duration;
+
+    #[test]
+    fn idle_for_grows_while_quiet_and_restarts_with_data_either_way() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        // Data both ways, then quiet.
+        c.write_all(b"ping").unwrap();
+        let mut got = [0u8; 4];
+        (&s).read_exact(&mut got).unwrap();
+        (&s).write_all(b"pong").unwrap();
+        c.read_exact(&mut got).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let quiet = idle_for(s.as_raw_fd()).unwrap();
+        assert!(quiet >= Duration::from_millis(250), "{quiet:?}");
+        // Data from the peer alone restarts it.
+        c.write_all(b"more").unwrap();
+        (&s).read_exact(&mut got).unwrap();
+        let after = idle_for(s.as_raw_fd()).unwrap();
+        assert!(after < quiet, "{after:?} after {quiet:?}");
+        assert!(idle_for(-1).is_err());
+    }
 
     #[test]
     fn bytes_acked_counts_what_the_peer_took_not_what_was_written() {

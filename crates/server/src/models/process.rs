@@ -86,7 +86,7 @@ use weft_sys::epoll::{Epoll, Events, EPOLLIN, EPOLLOUT};
 use weft_sys::fd::close_inherited;
 use weft_sys::poll::poll_readable_any;
 use weft_sys::process::{self as sp, Exit, Forked, Pid, PollFlag};
-use weft_sys::shm::Shared;
+use weft_sys::shm::{AtomicsOnly, Shared};
 use weft_sys::signal::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGTERM, SIGUSR1};
 
 /// How often the master looks for exited children while it waits at shutdown.
@@ -143,6 +143,26 @@ const EXIT_HANDED: i32 = 4;
 /// yet (the moment between the master's count and its lowering of the flag, or between the
 /// flag and the SIGTERM that follows it at shutdown).
 const LINGER_SLICE: Duration = Duration::from_millis(20);
+
+/// What the master and its children count together, in shared memory.
+#[derive(Default)]
+struct Counts {
+    /// Live children (`u64::MAX` while crowded: [`Master::crowd`]), which lingering children
+    /// read to see the pressure.
+    live: AtomicU64,
+    /// Children lingering for their connection's next request ([`ChildStream::linger`]): the
+    /// master waits for those to give their connections back before it picks the longest
+    /// idle to close ([`Master::reclaim`]).
+    lingering: AtomicU64,
+}
+
+// SAFETY: two AtomicU64 fields (zeroed, each is 0); no pointers, no Drop, changed only
+// through the atomics.
+unsafe impl AtomicsOnly for Counts {}
+
+/// How long [`Master::reclaim`] waits at most for lingering children to give their
+/// connections back (each does within [`LINGER_SLICE`] of the master's flag, unless stopped).
+const RECLAIM_WAIT: Duration = Duration::from_millis(250);
 
 /// Live children from which a lingering one gives its connection back: Apache event MPM's
 /// rule, with children this scarce an idle connection goes back to the master at once
@@ -276,8 +296,8 @@ struct Master {
     timers: Wheel<RawFd>,
     queue: VecDeque<RawFd>,
     children: HashMap<Pid, Child>,
-    /// Live children, read by lingering children to see the pressure.
-    live: Shared<AtomicU64>,
+    /// Live and lingering children ([`Counts`]).
+    counts: Shared<Counts>,
     /// Raised while at least [`pressure_mark`] children live, and from the start of shutdown
     /// on: lingering children wait on it beside their connection.
     pressure: PollFlag,
@@ -290,6 +310,9 @@ struct Master {
     /// A full listener has a client waiting: lingering children give their idle connections
     /// back at once ([`Master::reclaim`]).
     crowded: bool,
+    /// When the listener first found itself full with a client waiting, for
+    /// [`RECLAIM_WAIT`]; none while no listener is.
+    crowded_since: Option<Instant>,
     max_children: usize,
     /// `limits.max_connections`, per listener.
     max_conns: u64,
@@ -346,12 +369,13 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         timers: Wheel::new(Instant::now()),
         queue: VecDeque::new(),
         children: HashMap::new(),
-        live: Shared::new(),
+        counts: Shared::new(),
         // Before `descriptor_room`, which counts the descriptors open.
         pressure: PollFlag::new()?,
         exited: sp::pidfd_open(sp::pid()).ok(),
         stopping: false,
         crowded: false,
+        crowded_since: None,
         max_children,
         max_conns: app.cfg.limits.max_connections as u64,
         parser: Parser::new(app.cfg.limits.http()),
@@ -505,7 +529,8 @@ impl Master {
     fn children_changed(&mut self) {
         let n = self.children.len() as u64;
         // Crowded: every lingering child reads the pressure mark as reached.
-        self.live
+        self.counts
+            .live
             .store(if self.crowded { u64::MAX } else { n }, Relaxed);
         self.pressure
             .set(self.stopping || self.crowded || n >= pressure_mark(self.max_children));
@@ -514,6 +539,9 @@ impl Master {
     /// Whether lingering children are to hand their idle connections back at once: while a
     /// full listener has a client waiting ([`Master::reclaim`]).
     fn crowd(&mut self, on: bool) {
+        if !on {
+            self.crowded_since = None;
+        }
         if self.crowded != on {
             self.crowded = on;
             self.children_changed();
@@ -524,8 +552,14 @@ impl Master {
     /// other models do ([`AcceptGate::at_capacity`]): closes up to
     /// [`crate::shutdown::reclaim_batch`] of the idle keep-alive connections the master holds
     /// for that listener, longest idle first (lingering children hand theirs back meanwhile,
-    /// [`Master::crowd`], to be closed in turn). Returns how many it closed.
+    /// [`Master::crowd`], to be closed in turn). While children still linger it waits for
+    /// them, up to [`RECLAIM_WAIT`], so the longest idle is chosen among all the idle
+    /// connections, not among those that happen to be back first. Returns how many it closed.
     fn reclaim(&mut self, lm: &Arc<ListenerMetrics>) -> usize {
+        let since = *self.crowded_since.get_or_insert_with(Instant::now);
+        if self.counts.lingering.load(Relaxed) > 0 && since.elapsed() < RECLAIM_WAIT {
+            return 0;
+        }
         let mut idle: Vec<(Instant, RawFd)> = self
             .held
             .iter()
@@ -536,7 +570,8 @@ impl Master {
                 _ => None,
             })
             .collect();
-        // The earliest idle deadline is the longest idle (one keep-alive timeout for all).
+        // The earliest idle deadline is the longest idle (one keep-alive timeout for all, from
+        // the connection's last data: `Master::child_ended`).
         idle.sort_unstable();
         let closed = idle
             .len()
@@ -903,7 +938,7 @@ impl Master {
                 let code = serve_child(
                     h,
                     app,
-                    &self.live,
+                    &self.counts,
                     &self.pressure,
                     master_fd,
                     self.max_children,
@@ -979,8 +1014,11 @@ impl Master {
         let idle = exit == Exit::Code(EXIT_IDLE) && !app.shutdown.is_set();
         if idle {
             if let Some(h) = self.held.get_mut(&fd) {
+                // Idle since its last data, which may be a while if the child lingered: the
+                // keep-alive timeout runs from then, not from the hand-back.
+                let idle = weft_sys::socket::idle_for(fd).unwrap_or_default();
                 h.stage = Stage::Idle {
-                    deadline: Instant::now() + app.cfg.timeouts.keepalive,
+                    deadline: Instant::now() + app.cfg.timeouts.keepalive.saturating_sub(idle),
                 };
                 h.resumed = true;
                 if self.epoll.add(fd, EPOLLIN, CONN_TAG | fd as u64).is_ok() {
@@ -1346,7 +1384,7 @@ fn answer_held(app: &App, h: &Held, status: u16, why: &conn::Reason) {
 fn serve_child(
     h: Held,
     app: &Arc<App>,
-    live: &Shared<AtomicU64>,
+    counts: &Shared<Counts>,
     pressure: &PollFlag,
     master_fd: Option<RawFd>,
     max_children: usize,
@@ -1388,7 +1426,7 @@ fn serve_child(
         inner: BlockingStream::new(stream),
         head: buf,
         pos: 0,
-        live,
+        counts,
         pressure: pressure_mark(max_children),
         pressure_fd: pressure.raw_fd(),
         master_fd,
@@ -1532,7 +1570,7 @@ struct ChildStream<'a> {
     inner: BlockingStream,
     head: Vec<u8>,
     pos: usize,
-    live: &'a Shared<AtomicU64>,
+    counts: &'a Shared<Counts>,
     /// Live children from which lingering gives the connection back.
     pressure: u64,
     /// The master's flag, readable while that many live or shutdown has begun
@@ -1781,7 +1819,7 @@ impl Transport for ChildStream<'_> {
                 return false;
             }
         }
-        let (live, pressure, shutdown) = (self.live, self.pressure, &self.app.shutdown);
+        let (counts, pressure, shutdown) = (self.counts, self.pressure, &self.app.shutdown);
         // Draining: the driver's read waits for the next request within the drain's idle
         // window ([`ChildStream::wait_for_bytes`]), then closes.
         if shutdown.is_set() {
@@ -1790,14 +1828,17 @@ impl Transport for ChildStream<'_> {
         let gave_back = &mut self.gave_back;
         let mut draining = false;
         let fds = [self.inner.raw_fd(), self.pressure_fd];
+        // Counted while it waits, so a master making room waits for this connection too.
+        counts.lingering.fetch_add(1, Relaxed);
         let request = wait_for_request(fds, self.master_fd, Instant::now() + period, || {
             if shutdown.is_set() {
                 draining = true;
                 return true;
             }
-            *gave_back = live.load(Relaxed) >= pressure;
+            *gave_back = counts.live.load(Relaxed) >= pressure;
             *gave_back
         });
+        counts.lingering.fetch_sub(1, Relaxed);
         request || draining
     }
 
@@ -1938,7 +1979,7 @@ mod tests {
     fn child_stream<'a>(
         server: TcpStream,
         app: &'a App,
-        live: &'a Shared<AtomicU64>,
+        live: &'a Shared<Counts>,
         flag: &PollFlag,
         stop: &'a UnixStream,
     ) -> ChildStream<'a> {
@@ -1946,7 +1987,7 @@ mod tests {
             inner: BlockingStream::new(server),
             head: Vec::new(),
             pos: 0,
-            live,
+            counts: live,
             pressure: 1,
             pressure_fd: flag.raw_fd(),
             master_fd: None,
@@ -2029,6 +2070,38 @@ mod tests {
         assert!(got[head.len()..]
             .chunks(chunk.len())
             .all(|c| c == &chunk[..]));
+    }
+
+    /// A lingering child counts itself while it waits, so a master making room at the
+    /// connection limit waits for its connection too ([`Master::reclaim`]), and it gives the
+    /// connection back once the master says it is crowded.
+    #[test]
+    fn a_lingering_child_is_counted_until_it_gives_its_connection_back() {
+        let (server, _client, app) = child_parts();
+        let counts: Shared<Counts> = Shared::new();
+        let mut flag = PollFlag::new().unwrap();
+        let (stop, _stop_w) = UnixStream::pair().unwrap();
+        let mut s = child_stream(server, &app, &counts, &flag, &stop);
+        std::thread::scope(|t| {
+            let master = t.spawn(|| {
+                let end = Instant::now() + Duration::from_secs(5);
+                while counts.lingering.load(Relaxed) == 0 {
+                    assert!(
+                        Instant::now() < end,
+                        "the lingering child was never counted"
+                    );
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                // The master's word when crowded (`Master::crowd`).
+                counts.live.store(u64::MAX, Relaxed);
+                flag.set(true);
+                flag
+            });
+            assert!(!s.linger(Duration::from_secs(30)));
+            assert!(s.gave_back, "the linger ran out instead of giving back");
+            drop(master.join().unwrap());
+        });
+        assert_eq!(counts.lingering.load(Relaxed), 0);
     }
 
     #[test]

@@ -121,6 +121,40 @@ fn idle_keep_alive_connections_make_room_at_the_limit(model: Model) {
     );
 }
 
+/// The process model: a keep-alive connection a lingering child gives back under pressure
+/// keeps the keep-alive timeout from its last data, not a new one from the hand-back.
+#[test]
+fn process_keepalive_runs_from_the_last_data_across_a_hand_back() {
+    let srv = Builder::new(Model::PROCESS, "keepalive-hand-back")
+        .config("[timeouts]\nkeepalive = \"4s\"\n[process]\nmax_children = 4\n")
+        .start();
+    let mut idle = served_conn(&srv);
+    // Its child lingers for the next request, three of the four seconds.
+    std::thread::sleep(Duration::from_secs(3));
+    // Pressure: two more children, busy reading bodies (larger than the master reads ahead),
+    // make three live (the mark for four): the lingering child gives the connection back.
+    let post = b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 100000\r\n\r\n01234";
+    let mut busy: Vec<Conn> = (0..2)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(post);
+            c
+        })
+        .collect();
+    // About a second of the timeout is left (four, were it counted from the hand-back).
+    assert!(
+        idle.closed_within(Duration::from_millis(2500)),
+        "the keep-alive timeout began again at the hand-back\n{}",
+        srv.log()
+    );
+    let rest = vec![b'x'; 100000 - 5];
+    for c in &mut busy {
+        c.send(&rest);
+        let r = c.read_response().expect("a busy connection's answer");
+        assert_eq!((r.status, r.body.len()), (200, 100000));
+    }
+}
+
 fn running_out_of_descriptors_backs_off_and_recovers(model: Model) {
     // Few enough descriptors that 60 clients exhaust them (the server itself needs ~15).
     let srv = Builder::new(model, "emfile").nofile(48).start();
