@@ -3,9 +3,17 @@
 
     scripts/checks/deploy_consistency.py [DEPLOY_DIR]     (default: deploy)
 
-Reads DEPLOY_DIR/weft.toml, DEPLOY_DIR/k8s/{configmap,deployment,service}.yaml and
-DEPLOY_DIR/Dockerfile. Needs Python 3.11 (tomllib) and PyYAML. Exit 0: consistent; 1: each
-problem printed; 2: cannot check (no PyYAML).
+Reads DEPLOY_DIR/weft.toml, DEPLOY_DIR/k8s/{configmap,deployment,service}.yaml,
+DEPLOY_DIR/Dockerfile and DEPLOY_DIR/systemd/{weft.socket,weft.service,weft.toml}, and the
+`docker build` lines of the documents beside DEPLOY_DIR (README.md, docs/*.md) where there are
+any. Needs Python 3.11 (tomllib) and PyYAML. Exit 0: consistent; 1: each problem printed; 2:
+cannot check (no PyYAML).
+
+Across the files: the image the Deployment runs is the tag the Dockerfile and the documents
+build; weft.socket's ListenStream is claimed by a [[listen]] of systemd/weft.toml (the same
+address, or `name` equal to FileDescriptorName), or weft would find the port taken by its own
+socket; weft.service reads the configuration where systemd/weft.toml says to install it, and
+waits longer than its shutdown_grace.
 
 What stopping a pod does, and so what is checked: Kubernetes removes the pod's endpoint and runs
 preStop at the same time, then sends SIGTERM. weft stops accepting at once on SIGTERM (its
@@ -22,6 +30,8 @@ within timeouts.shutdown_grace. So:
   - rolling updates never go below the replica count (maxUnavailable 0), as weft's own
     rolling upgrade keeps every instance serving.
 """
+import glob
+import os
 import re
 import sys
 import tomllib
@@ -145,6 +155,69 @@ def check(base):
             problems.append(f"the Dockerfile's HEALTHCHECK does not ask {health!r}")
         if port is not None and not re.search(rf"\b{port}\b", hc):
             problems.append(f"the Dockerfile's HEALTHCHECK does not ask port {port}")
+    problems += check_image(base, docs["deployment"])
+    problems += check_systemd(base)
+    return problems
+
+
+def check_image(base, deployment):
+    """The image the Deployment runs is the one the Dockerfile and the documents build."""
+    problems = []
+    image = deployment["spec"]["template"]["spec"]["containers"][0].get("image", "")
+    built = []
+    for path in [f"{base}/Dockerfile", f"{base}/../README.md"] + sorted(glob.glob(f"{base}/../docs/*.md")):
+        if not os.path.exists(path):
+            continue
+        for m in re.finditer(r"docker build\b[^\n`]*?-t\s+(\S+)", open(path).read()):
+            built.append((os.path.relpath(path, base), m.group(1).rstrip("`")))
+    if not built:
+        problems.append("no `docker build ... -t IMAGE` line in the Dockerfile or the documents")
+    for where, tag in built:
+        if tag != image:
+            problems.append(f"{where} builds the image {tag!r}, the Deployment runs {image!r}")
+    return problems
+
+
+def unit(path):
+    """The `Key=value` lines of a systemd unit (the last of each key)."""
+    out = {}
+    for line in open(path).read().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", ";", "[")) and "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def check_systemd(base):
+    problems = []
+    sock_path, svc_path, conf_path = (f"{base}/systemd/{f}" for f in ("weft.socket", "weft.service", "weft.toml"))
+    if not os.path.exists(sock_path):
+        return problems
+    if not os.path.exists(conf_path):
+        return ["systemd/weft.socket has no systemd/weft.toml to go with it"]
+    sock, svc = unit(sock_path), unit(svc_path)
+    conf = tomllib.load(open(conf_path, "rb"))
+    listen = sock.get("ListenStream", "")
+    name = sock.get("FileDescriptorName", "unknown")
+    claimed = [l for l in conf.get("listen", []) if l.get("addr") == listen or l.get("name") == name]
+    if not claimed:
+        problems.append(
+            f"systemd/weft.socket hands over {listen} (FileDescriptorName={name}) but no [[listen]] of "
+            "systemd/weft.toml has that addr or name: weft would find the port taken by its own socket"
+        )
+    exec_start = svc.get("ExecStart", "")
+    m = re.search(r"--config\s+(\S+)", exec_start)
+    header = open(conf_path).read().splitlines()[0] if open(conf_path).read() else ""
+    if not m or m.group(1) not in header:
+        problems.append(
+            f"weft.service reads {m.group(1) if m else 'no --config'}, but systemd/weft.toml says to install it "
+            f"elsewhere ({header!r})"
+        )
+    grace = secs(conf.get("timeouts", {}).get("shutdown_grace", "10s"))
+    stop = secs(svc.get("TimeoutStopSec", "90s"))
+    if not stop > grace:
+        problems.append(f"weft.service's TimeoutStopSec {stop} s is not above shutdown_grace {grace} s")
     return problems
 
 

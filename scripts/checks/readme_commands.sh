@@ -27,6 +27,8 @@
 #   --link (root, a network namespace) is left out unless LINK=1; --root /tmp/sw becomes a
 #   scratch folder that is removed at the end;
 # - `cargo test --workspace` runs only with TESTS=1;
+# - a CARGO_TARGET_DIR the caller set is used, and the documents' target/release/ paths point
+#   into it;
 # - docs/https.md's `weft serve --https 127.0.0.1:8443 --tls-cert cert.pem ...` (a plain
 #   block) starts before the first command that needs it, with a certificate made here by
 #   that page's openssl recipe; 8443 and 8079 become $TLS_PORT and $SHIM_PORT; testssl.sh
@@ -79,8 +81,12 @@ results_state() {
 }
 before=$(results_state)
 
-export PATH="$scratch/install/bin:$PWD/target/release:$PATH"
-export CARGO_TARGET_DIR="$PWD/target"
+# The caller's CARGO_TARGET_DIR where set (made absolute: the commands run from other folders),
+# else this checkout's target/; the documents' `target/release/weft` resolve through the PATH.
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+[[ $target_dir == /* ]] || target_dir="$PWD/$target_dir"
+export PATH="$scratch/install/bin:$target_dir/release:$PATH"
+export CARGO_TARGET_DIR="$target_dir"
 server_pid=
 
 # wait_port PORT PID LOG: waits for 127.0.0.1:PORT to accept (10 minutes at most: `cargo run`
@@ -125,6 +131,7 @@ shorten() {
     -e "s/\\\$\\(pgrep -nx weft\\)/$server_pid/g" \
     -e "s# --root /tmp/sw# --root $scratch/sw#g" \
     -e "s#^cargo install (.*)#cargo install \\1 --root $scratch/install#" \
+    -e "s#(^|[ =])target/(release|debug)/#\\1$target_dir/\\2/#g" \
     -e "s#^weft check --config /etc/weft/weft.toml && systemctl reload weft\$#weft check --config deploy/weft.toml --root www --listen 127.0.0.1:$PORT#"
 }
 

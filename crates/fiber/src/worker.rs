@@ -410,7 +410,7 @@ impl Local {
             if let Some(task) = next {
                 self.run_task(task);
                 tick = tick.wrapping_add(1);
-                if tick % IO_POLL_INTERVAL == 0 {
+                if tick.is_multiple_of(IO_POLL_INTERVAL) {
                     self.poll_io(0);
                     let now = Instant::now();
                     self.begin_round(now);

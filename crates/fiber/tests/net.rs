@@ -290,7 +290,7 @@ fn large_transfers_park_on_a_full_send_buffer() {
             }
             sum += buf[..n].iter().map(|&b| b as u64).sum::<u64>();
             total += n;
-            if total % 7 == 0 {
+            if total.is_multiple_of(7) {
                 weft_fiber::yield_now();
             }
         }

@@ -63,7 +63,7 @@ fn sextet(c: u8) -> Option<u32> {
 /// Standard base64 (RFC 4648 §4) with its padding; `None` for any other byte, a length that is
 /// not a multiple of 4, padding anywhere but the end, or bits set past the last byte.
 pub fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
-    if s.len() % 4 != 0 {
+    if !s.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(s.len() / 4 * 3);

@@ -183,7 +183,7 @@ fn text(tag: u8, content: &[u8]) -> Option<String> {
         0x0c | 0x13 | 0x16 => std::str::from_utf8(content).ok().map(str::to_string),
         0x14 => Some(content.iter().map(|&b| char::from(b)).collect()),
         0x1e => {
-            if content.len() % 2 != 0 {
+            if !content.len().is_multiple_of(2) {
                 return None;
             }
             let units = content
@@ -194,7 +194,7 @@ fn text(tag: u8, content: &[u8]) -> Option<String> {
                 .ok()
         }
         0x1c => {
-            if content.len() % 4 != 0 {
+            if !content.len().is_multiple_of(4) {
                 return None;
             }
             content

@@ -175,7 +175,11 @@ impl ServerBuilder {
             let handed = activation.take_for(&l);
             let listeners = if handed.is_empty() {
                 bind(l.addr, sockets, l.backlog).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.addr))
+                    let why = match unclaimed_hint(&activation.listeners, &l, &e) {
+                        Some(hint) => format!("address in use: {hint}"),
+                        None => e.to_string(),
+                    };
+                    io::Error::new(e.kind(), format!("cannot listen on {}: {why}", l.addr))
                 })?
             } else {
                 adopt(handed, sockets, &l)?
@@ -224,6 +228,9 @@ impl ServerBuilder {
         crate::privdrop::drop_privileges(&app.cfg)?;
         let live = Arc::new(LiveApp::new(app, self.reload));
         let master = start_process_master(&live, &mut bound, &copy_fds)?;
+        if let Some(pid) = master {
+            live.current().metrics.set_master(pid as u32);
+        }
         Ok(Server {
             live,
             bound,
@@ -302,6 +309,22 @@ fn adopt(mut handed: Vec<TcpListener>, count: usize, l: &Listen) -> io::Result<V
         handed.truncate(1);
     }
     Ok(handed)
+}
+
+/// Where binding `l` failed because a socket handed over (systemd's socket activation) holds
+/// its port without matching it, says so and how to match it: the usual mistake is a unit's
+/// `ListenStream` and the config's `[[listen]] addr` that differ (`127.0.0.1:8080` and
+/// `0.0.0.0:8080`), which would otherwise read as another process on the port.
+fn unclaimed_hint(handed: &[activation::Inherited], l: &Listen, e: &io::Error) -> Option<String> {
+    if e.kind() != io::ErrorKind::AddrInUse {
+        return None;
+    }
+    let s = handed.iter().find(|s| s.addr.port() == l.addr.port())?;
+    Some(format!(
+        "it is the socket handed over on {} (FileDescriptorName={}), which no [[listen]] \
+         claims: give this listener addr = \"{}\" or name = \"{}\"",
+        s.addr, s.name, s.addr, s.name
+    ))
 }
 
 /// The name a socket bound to `addr` is handed over with: its listener's `name`, else
@@ -518,6 +541,10 @@ impl Server {
             l.start_flusher()?;
         }
         app.start_checks();
+        if app.cfg.status.enabled {
+            let fiber = runtime.as_ref().map(|rt| rt.handle().clone());
+            app.metrics.start_sampler(fiber, app.shutdown.clone())?;
+        }
         let mut acceptors = Vec::new();
         let mut activation = self.activation;
         if let Some(pid) = self.master {

@@ -156,3 +156,113 @@ fn taking_the_sockets_removes_the_variables() {
         assert!(std::env::var_os(v).is_none(), "{v} left set");
     }
 }
+
+/// `ListenStream=` and `FileDescriptorName=` of the shipped `deploy/systemd/weft.socket`.
+fn shipped_socket() -> (String, String) {
+    let unit = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/systemd/weft.socket"
+    ))
+    .unwrap();
+    let key = |k: &str| {
+        unit.lines()
+            .find_map(|l| l.trim().strip_prefix(k)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("weft.socket has no {k}"))
+            .trim()
+            .to_string()
+    };
+    (key("ListenStream"), key("FileDescriptorName"))
+}
+
+/// The shipped systemd files work together: `systemd-socket-activate` binds what
+/// `deploy/systemd/weft.socket` binds (its address, on a free port here) with its
+/// `FileDescriptorName`, and starts weft with `deploy/systemd/weft.toml` as `weft.service`
+/// does; weft claims the socket (by name: the port differs from the file's) and serves on it.
+#[test]
+fn the_shipped_socket_unit_and_configuration_serve_under_systemd_socket_activate() {
+    let Ok(activate) = which("systemd-socket-activate") else {
+        println!("skipped: systemd-socket-activate is not installed (apt-get install systemd)");
+        return;
+    };
+    let (listen, name) = shipped_socket();
+    let host = listen.rsplit_once(':').expect("host:port").0.to_string();
+    let port = TcpListener::bind(format!("{host}:0"))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("{host}:{port}").parse().unwrap();
+    let dir = site("activation-shipped");
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/systemd/weft.toml"
+    );
+    // systemd-socket-activate starts the program at the first connection: one waits.
+    let first = std::thread::spawn(move || loop {
+        if let Ok(mut c) = std::net::TcpStream::connect(addr) {
+            use std::io::{Read, Write};
+            c.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut got = String::new();
+            let _ = c.read_to_string(&mut got);
+            return got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    });
+    let server = Launch::serve(&dir)
+        .exe(&activate)
+        .arg("--config")
+        .arg(config)
+        .arg("--root")
+        .arg(dir.join("root"))
+        .pre_arg(common::launch::exe())
+        .pre_arg(format!("--fdname={name}"))
+        .pre_arg(format!("--listen={addr}"))
+        .pre_arg("-EWEFT_LOG=debug")
+        .start();
+    let health = first.join().unwrap();
+    assert!(
+        health.starts_with("HTTP/1.1 200"),
+        "{health}\n{}",
+        server.log()
+    );
+    let r = get_index(addr, &server);
+    assert_eq!(r.status, 200, "log:\n{}", server.log());
+    assert!(
+        server.log().contains("handed-over socket"),
+        "{}",
+        server.log()
+    );
+}
+
+/// A socket handed over that no `[[listen]]` claims, on the port a listener wants: the error
+/// names that socket and how to claim it, not "another process".
+#[test]
+fn a_handed_over_socket_no_listener_claims_is_named_in_the_error() {
+    let dir = site("activation-unclaimed");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // All addresses, as the container's configuration listens (so, as root, --allow-root).
+    let mut server = serve(&dir, &format!("0.0.0.0:{port}"), listener.as_raw_fd())
+        .arg("--allow-root")
+        .env("LISTEN_FDNAMES", "http")
+        .start();
+    assert_eq!(server.exit_within(WAIT).code(), Some(1));
+    let log = server.log();
+    assert!(
+        log.contains(&format!(
+            "it is the socket handed over on 127.0.0.1:{port} (FileDescriptorName=http), which \
+             no [[listen]] claims: give this listener addr = \"127.0.0.1:{port}\" or name = \"http\""
+        )),
+        "{log}"
+    );
+}
+
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
+}

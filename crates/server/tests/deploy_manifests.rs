@@ -45,6 +45,10 @@ fn copy_deploy(to: &Path) {
     for f in ["configmap.yaml", "deployment.yaml", "service.yaml"] {
         fs::copy(from.join("k8s").join(f), to.join("k8s").join(f)).unwrap();
     }
+    fs::create_dir_all(to.join("systemd")).unwrap();
+    for f in ["weft.socket", "weft.service", "weft.toml"] {
+        fs::copy(from.join("systemd").join(f), to.join("systemd").join(f)).unwrap();
+    }
 }
 
 /// Replaces `from` by `to` in `dir/file`, which must contain it (so that no case passes
@@ -133,6 +137,40 @@ fn the_manifests_agree_with_weft_and_its_drain_and_the_check_catches_drift() {
                 "maxUnavailable: 1",
             )],
             "maxUnavailable is not 0",
+        ),
+        (
+            "a socket that no listener claims",
+            &[
+                (
+                    "systemd/weft.socket",
+                    "ListenStream=127.0.0.1:8080",
+                    "ListenStream=0.0.0.0:8080",
+                ),
+                (
+                    "systemd/weft.socket",
+                    "FileDescriptorName=http",
+                    "FileDescriptorName=web",
+                ),
+            ],
+            "no [[listen]] of systemd/weft.toml has that addr or name",
+        ),
+        (
+            "an image the Dockerfile does not build",
+            &[(
+                "k8s/deployment.yaml",
+                "image: weft:0.1.0",
+                "image: weft:latest",
+            )],
+            "builds the image 'weft:0.1.0', the Deployment runs 'weft:latest'",
+        ),
+        (
+            "a stop timeout shorter than the drain",
+            &[(
+                "systemd/weft.service",
+                "TimeoutStopSec=45s",
+                "TimeoutStopSec=20s",
+            )],
+            "TimeoutStopSec 20.0 s is not above shutdown_grace 30.0 s",
         ),
         (
             "a ConfigMap that differs from weft.toml",

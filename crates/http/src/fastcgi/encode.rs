@@ -320,7 +320,7 @@ mod tests {
     fn padding_reaches_a_multiple_of_eight() {
         for len in 0..64 {
             let pad = padding_for(len);
-            assert!(pad < 8 && (len + pad) % 8 == 0, "{len}");
+            assert!(pad < 8 && (len + pad).is_multiple_of(8), "{len}");
         }
         assert_eq!(padding_for(MAX_RECORD_CONTENT), 0);
     }

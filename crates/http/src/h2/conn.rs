@@ -799,7 +799,7 @@ impl Connection {
                 Target::Trailers
             }
         } else if id > self.last_client_id {
-            if id % 2 == 0 {
+            if id.is_multiple_of(2) {
                 return Err(protocol("even stream id from a client"));
             }
             self.last_client_id = id;

@@ -387,7 +387,7 @@ pub(crate) fn parse<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>,
             if ack && !payload.is_empty() {
                 return Err(conn_err(ErrorCode::FrameSize, "SETTINGS ACK with payload"));
             }
-            if payload.len() % 6 != 0 {
+            if !payload.len().is_multiple_of(6) {
                 return Err(conn_err(
                     ErrorCode::FrameSize,
                     "SETTINGS length not a multiple of 6",

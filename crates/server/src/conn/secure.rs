@@ -4,6 +4,7 @@
 //! readiness (`models/pipeline/tls.rs`) and records it with [`settle`].
 
 use std::io;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use crate::app::App;
@@ -86,6 +87,11 @@ pub(crate) fn handshake<T: Transport>(
 
 /// Records what a finished handshake settled in `info.tls`.
 pub(crate) fn settle(conn: &Session, info: &ConnInfo) {
+    let resumed = matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed));
+    info.listener.tls_handshakes.fetch_add(1, Relaxed);
+    if resumed {
+        info.listener.tls_resumed.fetch_add(1, Relaxed);
+    }
     let version = match conn.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
         Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
@@ -95,7 +101,7 @@ pub(crate) fn settle(conn: &Session, info: &ConnInfo) {
         sni: conn.server_name().map(str::to_string),
         alpn: conn.alpn_protocol().map(<[u8]>::to_vec),
         version,
-        resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+        resumed,
         client: conn.client_auth(),
     }));
 }

@@ -1,17 +1,40 @@
 //! The status page (`/_weft/status`, HTML), its JSON (`/_weft/status.json`) and Prometheus
 //! metrics (`/_weft/metrics`), answered only to clients the config allows (loopback default).
+//!
+//! The page is a dashboard in one self-contained file (`dashboard.html`: no external script,
+//! style or font, so it works on a host without internet): its script fetches
+//! `status.json?history=N` every second and draws the last five minutes (the server's
+//! `metrics::history`) as SVG charts written by hand, a few hundred lines where a charting
+//! library would be a vendored dependency many times the page's size. The counters since start
+//! are rendered into the page by the server as well, for a reader without JavaScript.
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use weft_http::Method;
 
 use crate::config::Cidr;
-use crate::metrics::Metrics;
+use crate::metrics::{history as metrics_history, Metrics};
 use crate::response::Response;
 use crate::Request;
 
 /// The status page's prefix.
 pub const PREFIX: &str = "/_weft/";
+
+/// The dashboard page, with `<!--COUNTERS-->` where the server's tables go.
+const DASHBOARD: &str = include_str!("dashboard.html");
+
+/// Seconds of history in `status.json?history=N` (none without the parameter).
+fn history_seconds(req: &Request) -> Option<usize> {
+    let query = req.query()?;
+    query.split('&').find_map(|kv| {
+        let n = kv.strip_prefix("history=")?;
+        Some(
+            n.parse::<usize>()
+                .unwrap_or(0)
+                .min(metrics_history::SAMPLES),
+        )
+    })
+}
 
 /// Answers a request under [`PREFIX`].
 pub fn handle(req: &Request, metrics: &Metrics, allow: &[Cidr]) -> Response {
@@ -26,15 +49,23 @@ pub fn handle(req: &Request, metrics: &Metrics, allow: &[Cidr]) -> Response {
         return Response::error(405).header("Allow", "GET, HEAD");
     }
     let page = match req.path() {
-        "/_weft/status.json" => Response::new(200)
-            .header("Content-Type", "application/json")
-            .body(metrics.to_json().to_string()),
+        "/_weft/status.json" => {
+            let json = match history_seconds(req) {
+                Some(n) => metrics.to_json_with_history(n),
+                None => metrics.to_json(),
+            };
+            Response::new(200)
+                .header("Content-Type", "application/json")
+                .header("Cache-Control", "no-store")
+                .body(json.to_string())
+        }
         "/_weft/metrics" => Response::new(200)
             .header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             .body(metrics.to_prometheus()),
         "/_weft/status" => Response::new(200)
             .header("Content-Type", "text/html; charset=utf-8")
-            .body(html(metrics)),
+            .header("Cache-Control", "no-store")
+            .body(DASHBOARD.replace("<!--COUNTERS-->", &counters_html(metrics))),
         _ => Response::error(404),
     };
     // Preconditions only where the answer is 2xx (RFC 9110 §13.2.1), not on a 404.
@@ -46,7 +77,8 @@ pub fn handle(req: &Request, metrics: &Metrics, allow: &[Cidr]) -> Response {
     page
 }
 
-fn html(m: &Metrics) -> String {
+/// The counters since start as tables (the dashboard's `counters since start`).
+fn counters_html(m: &Metrics) -> String {
     let mut rows = String::new();
     let mut reports = String::new();
     for l in m.listeners() {
@@ -71,18 +103,10 @@ fn html(m: &Metrics) -> String {
     }
     let mut cache = cache_html(m);
     cache.push_str(&upstreams_html(m));
-    // A page with live model figures (the pipeline's stages) refreshes itself.
-    let refresh = if reports.is_empty() {
-        ""
-    } else {
-        "<meta http-equiv=\"refresh\" content=\"1\">"
-    };
     format!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">{refresh}<title>weft status</title>\n\
-         <style>body{{font-family:sans-serif}}td,th{{padding:2px 10px;text-align:right}}</style></head>\n\
-         <body><h1>weft status</h1><p>uptime {} s &middot; <a href=\"status.json\">JSON</a> &middot; <a href=\"metrics\">metrics</a></p>\n\
+        "<p>uptime {} s</p>\n\
          <table><tr><th>listener</th><th>model</th><th>requests</th><th>HTTP/2</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>\
-         <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table>\n{cache}{reports}</body></html>\n",
+         <th>bytes out</th><th>accepted</th><th>open</th></tr>\n{rows}</table>\n{cache}{reports}\n",
         m.started.elapsed().as_secs()
     )
 }

@@ -330,6 +330,9 @@ struct Master {
 
 fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -> io::Result<()> {
     let mut app = live.current();
+    // For the status JSON of the connection processes it forks (the server process notes it
+    // for its own sampler).
+    app.metrics.set_master(sp::pid() as u32);
     register_shutdown_signals(&app)?;
     // SIGHUP (forwarded by the server process): re-read the configuration between accepts;
     // children forked afterwards serve with it.
@@ -416,6 +419,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
         chld.store(false, Relaxed);
         m.reap(&app, false);
         m.dispatch(&app, &fds, &mut gate);
+        m.publish(&listeners);
         // Before the listeners are re-armed: a connection it closes frees room now, and a
         // quiet master might otherwise sleep with a listener left out.
         if last_sweep.elapsed() >= SWEEP_EVERY {
@@ -534,6 +538,23 @@ impl Master {
             .store(if self.crowded { u64::MAX } else { n }, Relaxed);
         self.pressure
             .set(self.stopping || self.crowded || n >= pressure_mark(self.max_children));
+    }
+
+    /// The master's figures for the dashboard (`metrics::history::model_figures`), the same
+    /// for each of its listeners: connection processes, those lingering, connections the
+    /// master holds, and responses whose rest it sends (write completion).
+    fn publish(&self, listeners: &[(TcpListener, Arc<ListenerMetrics>)]) {
+        let figures = [
+            self.children.len() as u64,
+            self.counts.lingering.load(Relaxed),
+            self.held.len() as u64,
+            self.jobs.len() as u64,
+        ];
+        for (_, lm) in listeners {
+            for (gauge, v) in lm.model_gauges.iter().zip(figures) {
+                gauge.store(v, Relaxed);
+            }
+        }
     }
 
     /// Whether lingering children are to hand their idle connections back at once: while a

@@ -89,6 +89,15 @@ impl Report {
 }
 
 impl ModelReport for Report {
+    fn gauges(&self) -> Vec<u64> {
+        // Threads per stage, then queues per stage (`history::model_figures`).
+        let live = self.live().unwrap_or_default();
+        let threads = live.iter().map(|&(t, _, _)| t as u64);
+        threads
+            .chain(live.iter().map(|&(_, q, _)| q as u64))
+            .collect()
+    }
+
     fn json(&self) -> serde_json::Value {
         let live = self.live().unwrap_or_default();
         let v = self.view();

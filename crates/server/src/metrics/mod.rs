@@ -14,12 +14,21 @@ use crate::cache::{ResponseCache, Stats as CacheStats};
 use crate::config::Model;
 use weft_sys::shm::{AtomicsOnly, Shared};
 
+pub mod history;
+pub use history::History;
+
 /// Live figures a model adds to its listener's status (the pipeline's stages and controller).
 pub trait ModelReport: Send + Sync + std::fmt::Debug {
     /// The figures as JSON, under the model's name in the listener's entry.
     fn json(&self) -> serde_json::Value;
     /// The figures as an HTML fragment for the status page.
     fn html(&self) -> String;
+
+    /// The gauges the dashboard's history keeps, in the order
+    /// [`history::model_figures`] names them for the model.
+    fn gauges(&self) -> Vec<u64> {
+        Vec::new()
+    }
 }
 
 /// Counters of one listening socket (its [`Counters`], reached through `Deref`).
@@ -64,6 +73,13 @@ pub struct Counters {
     pub h2_connections: AtomicU64,
     /// Responses sent over HTTP/2 (one per stream answered; also in the status counts).
     pub h2_requests: AtomicU64,
+    /// TLS handshakes completed.
+    pub tls_handshakes: AtomicU64,
+    /// Of those, how many resumed a session (a ticket or a session ID).
+    pub tls_resumed: AtomicU64,
+    /// Gauges of the model that have no other home in this process (the `process` model's
+    /// master writes them: [`history::model_figures`]).
+    pub model_gauges: [AtomicU64; 8],
     /// Where requests' time went (`[timing]`), one histogram per [`Phase`].
     pub phases: [PhaseHistogram; PHASES],
 }
@@ -483,6 +499,13 @@ pub struct Metrics {
     clients: Mutex<Option<Arc<dyn Exposed>>>,
     /// The `[[upstream]]` groups of the current generation.
     upstreams: Mutex<Option<Arc<dyn Exposed>>>,
+    /// The dashboard's last minutes ([`history`]), in shared memory.
+    pub(crate) history: History,
+    /// The `process` model's master, whose CPU (its children's included), memory and
+    /// descriptors the dashboard adds to the server's (0: none).
+    master_pid: std::sync::atomic::AtomicU32,
+    /// A sampler thread runs ([`Metrics::start_sampler`]).
+    sampling: AtomicBool,
 }
 
 impl Default for Metrics {
@@ -495,6 +518,9 @@ impl Default for Metrics {
             timing: AtomicBool::new(false),
             clients: Mutex::new(None),
             upstreams: Mutex::new(None),
+            history: History::default(),
+            master_pid: std::sync::atomic::AtomicU32::new(0),
+            sampling: AtomicBool::new(false),
         }
     }
 }
@@ -518,6 +544,47 @@ pub(crate) const LISTENER_ZONES: u32 = 1 << 31;
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 impl Metrics {
+    /// Notes the `process` model's master, whose figures the dashboard adds to the server's.
+    pub(crate) fn set_master(&self, pid: u32) {
+        self.master_pid.store(pid, Relaxed);
+    }
+
+    /// Starts the dashboard's sampler ([`history`]): a thread that samples every
+    /// [`history::INTERVAL`] until `stop` is set (once per `Metrics`; later calls do nothing).
+    /// `fiber`: the fiber runtime, where fiber listeners exist.
+    pub(crate) fn start_sampler(
+        self: &Arc<Self>,
+        fiber: Option<weft_fiber::Handle>,
+        stop: Arc<crate::shutdown::Shutdown>,
+    ) -> std::io::Result<()> {
+        if self.sampling.swap(true, Relaxed) {
+            return Ok(());
+        }
+        let m = self.clone();
+        std::thread::Builder::new()
+            .name("weft-sampler".into())
+            .spawn(move || {
+                let mut sampler = history::Sampler::default();
+                let mut next = Instant::now();
+                while !stop.is_set() {
+                    let stats = fiber.as_ref().map(weft_fiber::Handle::stats);
+                    let master = match m.master_pid.load(Relaxed) {
+                        0 => None,
+                        pid => Some(pid),
+                    };
+                    sampler.sample(&m, stats.as_ref(), master);
+                    next += history::INTERVAL;
+                    let now = Instant::now();
+                    if next <= now {
+                        // Fell behind (a stopped process): start again from now.
+                        next = now + history::INTERVAL;
+                    }
+                    std::thread::sleep(next - now);
+                }
+            })
+            .map(drop)
+    }
+
     /// Registers a listener and returns its counters.
     pub(crate) fn add_listener(&self, addr: SocketAddr, model: Model) -> Arc<ListenerMetrics> {
         let m = Arc::new(ListenerMetrics::new(addr, model));
@@ -614,9 +681,12 @@ impl Metrics {
     /// connection's fiber, whose stack may be small (`fiber.stack_size`).
     pub fn to_json(&self) -> serde_json::Value {
         let mut status = serde_json::json!({
+            "version": history::JSON_VERSION,
             "server": concat!("weft/", env!("CARGO_PKG_VERSION")),
+            "model_figures": self.model_figures_json(),
             "uptime_seconds": self.started.elapsed().as_secs(),
         });
+        status["process"] = self.process_json();
         status["listeners"] = self.listeners_json();
         status["cache"] = self.cache_json();
         let upstreams = self
@@ -632,6 +702,46 @@ impl Metrics {
             status["phases"] = self.phases_json();
         }
         status
+    }
+
+    /// The status JSON with the last `seconds` of the dashboard's history (`history`).
+    pub fn to_json_with_history(&self, seconds: usize) -> serde_json::Value {
+        let mut status = self.to_json();
+        status["history"] = history::json(self, seconds);
+        status
+    }
+
+    /// The names of each model's gauges in the history (`model_figures` of a listener's
+    /// history), by model.
+    #[inline(never)]
+    fn model_figures_json(&self) -> serde_json::Value {
+        let mut by_model = serde_json::Map::new();
+        for l in self.listeners() {
+            by_model.insert(
+                l.model.name().into(),
+                history::model_figures(l.model).to_vec().into(),
+            );
+        }
+        by_model.into()
+    }
+
+    /// The server's CPU, memory and descriptors (with the `process` model's master and,
+    /// for CPU, the connection processes it reaped).
+    #[inline(never)]
+    fn process_json(&self) -> serde_json::Value {
+        let mut pids = vec![self.server_pid];
+        pids.extend(Some(self.master_pid.load(Relaxed)).filter(|&p| p != 0));
+        let (mut cpu, mut resident, mut fds) = (0.0, 0, 0);
+        for p in pids.into_iter().filter_map(|p| ProcessStats::read(p).ok()) {
+            cpu += p.cpu_seconds + p.children_cpu_seconds;
+            resident += p.resident_bytes;
+            fds += p.open_fds;
+        }
+        serde_json::json!({
+            "cpu_seconds": (cpu * 1e3).round() / 1e3,
+            "resident_bytes": resident,
+            "open_fds": fds,
+        })
     }
 
     #[inline(never)]
@@ -656,6 +766,11 @@ impl Metrics {
                     "http2": {
                         "connections": l.h2_connections.load(Relaxed),
                         "requests": l.h2_requests.load(Relaxed),
+                    },
+                    "tls": {
+                        "enabled": l.tls(),
+                        "handshakes": l.tls_handshakes.load(Relaxed),
+                        "resumed": l.tls_resumed.load(Relaxed),
                     },
                 });
                 if let Some(r) = l.report() {
@@ -763,6 +878,18 @@ impl Metrics {
             "counter",
             "Responses sent over HTTP/2 (also counted in weft_requests_total).",
             &|l| l.h2_requests.load(Relaxed),
+        );
+        family(
+            "weft_tls_handshakes_total",
+            "counter",
+            "TLS handshakes completed.",
+            &|l| l.tls_handshakes.load(Relaxed),
+        );
+        family(
+            "weft_tls_resumed_total",
+            "counter",
+            "TLS handshakes that resumed a session (ticket or session ID).",
+            &|l| l.tls_resumed.load(Relaxed),
         );
         family(
             "weft_open_connections",
@@ -953,6 +1080,8 @@ impl Metrics {
 pub(crate) struct ProcessStats {
     /// User and system CPU time.
     pub cpu_seconds: f64,
+    /// User and system CPU time of its children that it waited for.
+    pub children_cpu_seconds: f64,
     pub resident_bytes: u64,
     pub virtual_bytes: u64,
     pub open_fds: u64,
@@ -984,6 +1113,7 @@ impl ProcessStats {
         let open_fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64;
         Ok(ProcessStats {
             cpu_seconds: (field(14)? + field(15)?) as f64 / ticks,
+            children_cpu_seconds: (field(16)? + field(17)?) as f64 / ticks,
             resident_bytes: field(24)? * weft_sys::mem::page_size() as u64,
             virtual_bytes: field(23)?,
             open_fds,
