@@ -54,6 +54,47 @@ pub fn names(der: &[u8]) -> Result<CertNames, &'static str> {
     })
 }
 
+/// True if the DER certificate `der` says it is a CA (`basicConstraints` with `cA` TRUE,
+/// RFC 5280 §4.2.1.9): clients refuse such a certificate from a server (webpki says
+/// `CaUsedAsEndEntity`, browsers `ERR_CERT_INVALID`). `Err` says what was not where expected.
+pub fn is_ca(der: &[u8]) -> Result<bool, &'static str> {
+    const CONTEXT_3: u8 = 0xa3;
+    const BOOLEAN: u8 = 0x01;
+    const OCTET_STRING: u8 = 0x04;
+    const BASIC_CONSTRAINTS: [u8; 3] = [0x55, 0x1d, 0x13];
+    let cert = whole(der, SEQUENCE, "a Certificate SEQUENCE")?;
+    let (tbs, _) = element(cert, SEQUENCE, "a TBSCertificate SEQUENCE")?;
+    // version [0], serial, signature, issuer, validity, subject, subjectPublicKeyInfo, then
+    // the optional unique IDs [1] [2] and the extensions [3].
+    let mut rest = tbs;
+    while !rest.is_empty() {
+        let (tag, content, next) = any(rest, "a TBSCertificate field")?;
+        rest = next;
+        if tag != CONTEXT_3 {
+            continue;
+        }
+        let mut exts = whole(content, SEQUENCE, "an Extensions SEQUENCE")?;
+        while !exts.is_empty() {
+            let (ext, next) = element(exts, SEQUENCE, "an Extension SEQUENCE")?;
+            exts = next;
+            let (oid, mut ext) = element(ext, OID, "an extnID")?;
+            if oid != BASIC_CONSTRAINTS {
+                continue;
+            }
+            if let Ok((_, after)) = element(ext, BOOLEAN, "") {
+                ext = after;
+            }
+            let value = whole(ext, OCTET_STRING, "an extnValue OCTET STRING")?;
+            let constraints = whole(value, SEQUENCE, "a BasicConstraints SEQUENCE")?;
+            return Ok(match element(constraints, BOOLEAN, "") {
+                Ok((flag, _)) => flag.iter().any(|&b| b != 0),
+                Err(_) => false,
+            });
+        }
+    }
+    Ok(false)
+}
+
 /// An INTEGER's content without the zero octet that only keeps it positive.
 fn strip_sign(int: &[u8]) -> &[u8] {
     match int {

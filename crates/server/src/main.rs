@@ -99,7 +99,7 @@ struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     tls_key: Option<PathBuf>,
     /// Worker threads for models with a fixed pool (default: one per core; at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, value_name = "N", value_parser = threads_arg)]
     threads: Option<u16>,
     /// Access log: a file path, "stdout", or "off".
     #[arg(long, value_name = "PATH|off")]
@@ -153,19 +153,40 @@ struct ServeArgs {
     #[arg(long)]
     allow_root: bool,
     /// Open connections per client address; 503 past it (config `limits.conn_per_ip`).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count_arg::<usize>)]
     conn_per_ip: Option<usize>,
     /// Requests per client address, e.g. 100r/s or 30r/m; 429 past it (config
     /// `[rate_limit] rate`).
     #[arg(long, value_name = "RATE")]
     rate_limit: Option<weft::config::Rate>,
     /// Requests over --rate-limit let through at once (config `[rate_limit] burst`).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count_arg::<u32>)]
     rate_burst: Option<u32>,
     /// Requests one connection carries before its response says `Connection: close`; 0: no
     /// bound (config `limits.keepalive_requests`, nginx `keepalive_requests`).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count_arg::<u32>)]
     keepalive_requests: Option<u32>,
+}
+
+/// A whole number for an option, in the user's terms ("expected a whole number like 4, got
+/// `many`") rather than the parser's ("invalid digit found in string").
+fn count_arg<T: std::str::FromStr + TryFrom<u64>>(s: &str) -> Result<T, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a whole number like 4, got `{s}`"))?;
+    T::try_from(n).map_err(|_| format!("{n} is too large"))
+}
+
+/// `--threads`: 1 to 65535.
+fn threads_arg(s: &str) -> Result<u16, String> {
+    match count_arg::<u16>(s) {
+        Ok(0) => Err("expected a number of worker threads >= 1, got 0".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "expected a number of worker threads >= 1 (at most 65535), got `{s}`"
+        )),
+    }
 }
 
 /// `on` or `off`.
@@ -177,7 +198,23 @@ enum OnOff {
 
 fn main() -> ExitCode {
     weft::log::init_error_log();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Help and version are not errors. `weft check` exits 1 for any configuration it
+            // refuses, from the command line as from the file (as `nginx -t`); elsewhere a
+            // command-line error is a usage error, 2.
+            let code = if !e.use_stderr() {
+                0
+            } else if std::env::args().nth(1).as_deref() == Some("check") {
+                1
+            } else {
+                2
+            };
+            return ExitCode::from(code);
+        }
+    };
     let result = match cli.cmd {
         // Sockets handed over are taken first, while the process has one thread (taking them
         // changes the environment).
@@ -259,6 +296,18 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
             l.h2c = !l.tls;
         }
     }
+    if (args.tls_cert.is_some() || args.tls_key.is_some()) && !cfg.listeners().iter().any(|l| l.tls)
+    {
+        return Err(format!(
+            "{} given, but no listener serves HTTPS: add --https ADDR (or a [[listen]] with \
+             tls = true in the configuration)",
+            if args.tls_cert.is_some() {
+                "--tls-cert"
+            } else {
+                "--tls-key"
+            }
+        ));
+    }
     if let Some(cert) = &args.tls_cert {
         cfg.tls.cert = Some(cert.clone());
     }
@@ -324,6 +373,94 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     Ok(cfg)
 }
 
+/// Settings that name a file or directory, by their last key: a problem that names the path
+/// one of them holds is about that setting.
+const PATH_KEYS: [&str; 12] = [
+    "cert",
+    "key",
+    "client_ca",
+    "ocsp",
+    "root",
+    "dir",
+    "access_log",
+    "users",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "ticket_key_file",
+];
+
+/// `problem` with the file, line and key of the setting it is about, where it names a path
+/// that a setting of `config` holds (a certificate that cannot be read is reported as
+/// `weft.toml: line 7: tls.cert: TLS certificate ...`, as a value of the wrong type is).
+fn locate(problem: &str, config: Option<&std::path::Path>) -> String {
+    let Some(path) = config else {
+        return problem.to_string();
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return problem.to_string();
+    };
+    let Ok(doc) = toml_edit::ImDocument::parse(text.as_str()) else {
+        return problem.to_string();
+    };
+    let mut found = None;
+    walk_strings(
+        doc.as_table(),
+        &mut String::new(),
+        &mut |key, value, span| {
+            let last = key.rsplit('.').next().unwrap_or(key);
+            let last = last.split('[').next().unwrap_or(last);
+            if found.is_none()
+                && PATH_KEYS.contains(&last)
+                && !value.is_empty()
+                && problem.contains(&format!("{value}:"))
+            {
+                found = Some((key.to_string(), span));
+            }
+        },
+    );
+    match found {
+        Some((key, Some(at))) => {
+            let line = text[..at.min(text.len())].matches('\n').count() + 1;
+            format!("{}: line {line}: {key}: {problem}", path.display())
+        }
+        Some((key, None)) => format!("{}: {key}: {problem}", path.display()),
+        None => problem.to_string(),
+    }
+}
+
+/// Calls `f` with the dotted key, value and span of every string setting under `table`.
+fn walk_strings(
+    table: &dyn toml_edit::TableLike,
+    prefix: &mut String,
+    f: &mut dyn FnMut(&str, &str, Option<usize>),
+) {
+    for (k, item) in table.iter() {
+        let len = prefix.len();
+        if !prefix.is_empty() {
+            prefix.push('.');
+        }
+        prefix.push_str(k);
+        match item {
+            toml_edit::Item::Table(t) => walk_strings(t, prefix, f),
+            toml_edit::Item::ArrayOfTables(a) => {
+                for (i, t) in a.iter().enumerate() {
+                    let l = prefix.len();
+                    prefix.push_str(&format!("[{i}]"));
+                    walk_strings(t, prefix, f);
+                    prefix.truncate(l);
+                }
+            }
+            toml_edit::Item::Value(toml_edit::Value::String(v)) => {
+                f(prefix, v.value(), v.span().map(|s| s.start))
+            }
+            toml_edit::Item::Value(toml_edit::Value::InlineTable(t)) => walk_strings(t, prefix, f),
+            _ => {}
+        }
+        prefix.truncate(len);
+    }
+}
+
 /// Refuses a document root that is missing or not a directory, saying which.
 fn check_root(root: &std::path::Path) -> Result<(), String> {
     let what = match std::fs::metadata(root) {
@@ -371,7 +508,7 @@ fn check(args: CheckArgs) -> Result<(), String> {
     let _ = std::io::stdout().flush();
     let problems = weft::check::problems(&cfg);
     for p in &problems {
-        eprintln!("weft: {p}");
+        eprintln!("weft: {}", locate(p, args.config.as_deref()));
     }
     match problems.len() {
         0 => {
@@ -402,12 +539,13 @@ fn serve(args: ServeArgs, activation: weft::activation::Activation) -> Result<()
         Err(e) => log::warn!("cannot raise the open-file limit: {e}"),
     }
     let root = cfg.root.clone();
+    let config_file = args.config.clone();
     let server = Server::builder()
         .config(cfg)
         .reload_with(move || load_config(&args))
         .activation(activation)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| locate(&e.to_string(), config_file.as_deref()))?;
     weft::server::shutdown_on_signals(server.shutdown_handle()).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     for (addr, model) in server.local_addrs() {

@@ -262,3 +262,107 @@ fn check_match_names_the_site_and_location_and_why() {
     assert!(t.contains("the top-level settings answer /x"), "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Command-line values in the user's terms, and `weft check`'s exit status 1 for anything it
+/// refuses (the command line included); `serve` keeps 2 for a usage error.
+#[test]
+fn command_line_values_are_refused_in_the_users_terms_and_check_exits_1() {
+    let out = Launch::new()
+        .args(["check", "--threads", "many"])
+        .run(RUN_LIMIT);
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("expected a number of worker threads >= 1 (at most 65535), got `many`")
+            && !out.stderr.contains("invalid digit"),
+        "{}",
+        out.stderr
+    );
+    let out = Launch::new()
+        .args(["serve", "--keepalive-requests", "lots"])
+        .run(RUN_LIMIT);
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("expected a whole number like 4, got `lots`"),
+        "{}",
+        out.stderr
+    );
+    let out = Launch::new().args(["check", "--help"]).run(RUN_LIMIT);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    // A certificate with no HTTPS listener to use it is a mistake, not ignored.
+    let err = refused(&["--tls-cert".as_ref(), "cert.pem".as_ref()]);
+    assert!(
+        err.contains("--tls-cert given, but no listener serves HTTPS: add --https ADDR"),
+        "{err}"
+    );
+}
+
+/// Every problem of a configuration file is reported, each with its line and key; an nginx
+/// directive is answered with weft's key, a typo with the key it is nearest.
+#[test]
+fn every_problem_of_a_config_is_reported_with_nginx_names_and_typos_answered() {
+    let dir = common::unique_dir("cli-many");
+    let cfg = dir.join("weft.toml");
+    std::fs::write(
+        &cfg,
+        "worker_processes = 4\nthreads = \"many\"\n[timeouts]\nkeepalive_timeout = \"5s\"\n\
+         sned = \"5s\"\n[limits]\nmax_connections = \"x\"\n",
+    )
+    .unwrap();
+    let out = Launch::new()
+        .arg("check")
+        .arg("--config")
+        .arg(&cfg)
+        .run(RUN_LIMIT);
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    let f = cfg.display();
+    for want in [
+        format!("{f}: line 1, column 1: worker_processes: unknown field `worker_processes`"),
+        "`worker_processes` is nginx's name: weft's is `threads`".to_string(),
+        format!("{f}: line 2, column 1: threads: expected a number of worker threads >= 1"),
+        format!("{f}: line 4, column 1: timeouts.keepalive_timeout: unknown field"),
+        "`keepalive_timeout` is nginx's name: weft's is `timeouts.keepalive`".to_string(),
+        format!("{f}: line 5, column 1: timeouts.sned: unknown field `sned`"),
+        "did you mean `send`?".to_string(),
+        format!("{f}: line 7, column 1: limits.max_connections: invalid type"),
+    ] {
+        assert!(
+            out.stderr.contains(&want),
+            "no {want:?} in:\n{}",
+            out.stderr
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A certificate named in `[tls]` that cannot be read is reported at its setting's line.
+#[test]
+fn a_missing_certificate_is_reported_at_its_setting() {
+    let dir = common::unique_dir("cli-cert");
+    std::fs::create_dir(dir.join("root")).unwrap();
+    let cfg = dir.join("weft.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "root = {:?}\n[[listen]]\naddr = \"127.0.0.1:0\"\ntls = true\n\n[tls]\n\
+             cert = \"missing.pem\"\nkey = \"missing.key\"\n",
+            dir.join("root").to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    for cmd in ["check", "serve"] {
+        let out = Launch::new()
+            .arg(cmd)
+            .arg("--config")
+            .arg(&cfg)
+            .run(RUN_LIMIT);
+        assert!(!out.success(), "{cmd}: {}", out.stderr);
+        let want = format!(
+            "{}: line 7: tls.cert: TLS certificate missing.pem: cannot read",
+            cfg.display()
+        );
+        assert!(out.stderr.contains(&want), "{cmd}: {}", out.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

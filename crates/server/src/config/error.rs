@@ -27,6 +27,9 @@ pub struct ConfigError {
     pub key: Option<String>,
     /// Why it was refused.
     pub message: String,
+    /// The configuration's other problems, each found once those before it were left out
+    /// (`weft check` reports them all, as a linter does); written on lines of their own.
+    pub more: Box<[ConfigError]>,
 }
 
 impl ConfigError {
@@ -38,6 +41,7 @@ impl ConfigError {
             column: None,
             key: None,
             message: message.into(),
+            more: Box::default(),
         }
     }
 
@@ -59,6 +63,7 @@ impl ConfigError {
     /// The same refusal, of a configuration read from `file`.
     pub fn in_file(mut self, file: &Path) -> ConfigError {
         self.file = Some(file.to_path_buf());
+        self.more = self.more.into_vec().into_iter().map(|e| e.in_file(file)).collect();
         self
     }
 }
@@ -74,7 +79,11 @@ impl fmt::Display for ConfigError {
         if let Some(key) = &self.key {
             write!(f, "{key}: ")?;
         }
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        for e in &self.more {
+            write!(f, "\n{e}")?;
+        }
+        Ok(())
     }
 }
 

@@ -406,7 +406,11 @@ impl Config {
     /// Parses a TOML configuration's syntax and types; [`Config::from_toml`] (in
     /// `crate::sites`, whose rules a configuration's sites must also pass) is the whole check.
     pub(crate) fn parse_toml(text: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| toml_error(text, &e))
+        toml::from_str(text).map_err(|e| {
+            let mut first = toml_error(text, &e);
+            first.more = further_errors(text, &first).into();
+            first
+        })
     }
 
     /// The configuration as a TOML file that `from_toml` reads back to the same value
@@ -474,7 +478,12 @@ pub fn listen_conflicts(listeners: &[Listen]) -> Result<(), String> {
 /// The [`ConfigError`] of a TOML error: its line and column, and the key as a dotted path
 /// (`[[listen]]` entries and array elements as `[i]`), found by walking the document's spans.
 fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
-    let err = ConfigError::new(e.message().trim_end());
+    let mut message = e.message().trim_end().to_string();
+    if let Some(hint) = unknown_key_hint(&message) {
+        message.push_str("; ");
+        message.push_str(&hint);
+    }
+    let err = ConfigError::new(message);
     let Some(at) = e.span().map(|s| s.start) else {
         return err;
     };
@@ -487,6 +496,213 @@ fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
     } else {
         err
     }
+}
+
+/// At most this many problems are reported for one configuration.
+const MAX_PROBLEMS: usize = 20;
+
+/// The problems after `first` in `text`: each found by leaving out the setting of the one
+/// before (its key) and reading the rest again, until it reads or a problem names no key it
+/// can leave out (a syntax error stops it).
+fn further_errors(text: &str, first: &ConfigError) -> Vec<ConfigError> {
+    let mut more: Vec<ConfigError> = Vec::new();
+    let Ok(mut doc) = text.parse::<toml_edit::DocumentMut>() else {
+        return more;
+    };
+    let mut key = first.key.clone();
+    while more.len() + 1 < MAX_PROBLEMS {
+        let Some(k) = key.take() else { break };
+        if !remove_key(doc.as_item_mut(), &k) {
+            break;
+        }
+        let rest = doc.to_string();
+        let Err(e) = toml::from_str::<Config>(&rest) else {
+            break;
+        };
+        // Positions are in `rest`; the setting's line in `text` is found by its key.
+        let mut err = ConfigError::new(toml_error(&rest, &e).message);
+        let found = toml_error(&rest, &e).key;
+        if let Some(k) = &found {
+            if let Some(at) = key_span(text, k) {
+                err = err.at(text, at);
+            }
+            err = err.key(k.clone());
+        }
+        if more
+            .iter()
+            .chain([first])
+            .any(|m| m.key == err.key && m.message == err.message)
+        {
+            break;
+        }
+        key = err.key.clone();
+        more.push(err);
+    }
+    more
+}
+
+/// The segments of a dotted key as errors name it: `site[1].hosts[0]` is `site`, `1`,
+/// `hosts`, `0` (indexes as numbers).
+fn key_segments(key: &str) -> Vec<Result<&str, usize>> {
+    let mut out = Vec::new();
+    for part in key.split('.') {
+        let (name, idx) = part.split_once('[').map_or((part, ""), |(n, i)| (n, i));
+        if !name.is_empty() {
+            out.push(Ok(name));
+        }
+        for i in idx.split('[').filter(|i| !i.is_empty()) {
+            if let Ok(n) = i.trim_end_matches(']').parse() {
+                out.push(Err(n));
+            }
+        }
+    }
+    out
+}
+
+/// Removes the setting named `key` (as [`key_segments`] reads it) from `root`; false if there
+/// is none.
+fn remove_key(root: &mut toml_edit::Item, key: &str) -> bool {
+    let segs = key_segments(key);
+    let Some((last, path)) = segs.split_last() else {
+        return false;
+    };
+    let mut item = root;
+    for seg in path {
+        let next = match *seg {
+            Ok(name) => item.get_mut(name),
+            Err(i) => item.get_mut(i),
+        };
+        match next {
+            Some(n) => item = n,
+            None => return false,
+        }
+    }
+    match *last {
+        Ok(name) => item
+            .as_table_like_mut()
+            .is_some_and(|t| t.remove(name).is_some()),
+        Err(i) => {
+            if let Some(a) = item.as_array_of_tables_mut() {
+                if i < a.len() {
+                    a.remove(i);
+                    return true;
+                }
+            } else if let Some(a) = item.as_array_mut() {
+                if i < a.len() {
+                    a.remove(i);
+                    return true;
+                }
+            }
+            false
+        }
+    }
+}
+
+/// The byte offset of the setting `key` in `text` (its key, or its value for an array
+/// element), if it is there.
+fn key_span(text: &str, key: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let segs = key_segments(key);
+    let (last, path) = segs.split_last()?;
+    let mut item = doc.as_item();
+    for seg in path {
+        item = match *seg {
+            Ok(name) => item.get(name)?,
+            Err(i) => item.get(i)?,
+        };
+    }
+    match *last {
+        Ok(name) => item.as_table_like()?.key(name)?.span().map(|s| s.start),
+        Err(i) => item.get(i)?.span().map(|s| s.start),
+    }
+}
+
+/// nginx directives and the weft key that does their job (docs/configuration.md has every
+/// key with its nginx analogue): said when one is written as a weft key.
+const NGINX_NAMES: &[(&str, &str)] = &[
+    ("worker_processes", "threads"),
+    ("worker_connections", "limits.max_connections"),
+    ("keepalive_timeout", "timeouts.keepalive"),
+    ("keepalive_requests", "limits.keepalive_requests"),
+    ("keepalive_time", "timeouts.keepalive_time"),
+    ("client_header_timeout", "timeouts.header_read"),
+    ("client_body_timeout", "timeouts.body_read"),
+    ("send_timeout", "timeouts.send"),
+    ("worker_shutdown_timeout", "timeouts.shutdown_grace"),
+    ("client_max_body_size", "limits.max_body"),
+    ("client_body_buffer_size", "limits.client_body_buffer"),
+    ("large_client_header_buffers", "limits.max_head_bytes"),
+    ("log_format", "access_log_format"),
+    ("set_real_ip_from", "real_ip_from"),
+    ("server_name", "site.hosts"),
+    ("ssl_certificate", "tls.cert"),
+    ("ssl_certificate_key", "tls.key"),
+    ("ssl_client_certificate", "tls.client_ca"),
+    ("ssl_verify_client", "tls.verify_client"),
+    ("ssl_session_tickets", "tls.session_tickets"),
+    ("ssl_stapling_file", "tls.ocsp"),
+    ("open_file_cache", "cache.enabled"),
+    ("gzip", "compression.enabled"),
+    ("gzip_types", "compression.types"),
+    ("gzip_min_length", "compression.min_length"),
+    ("gzip_comp_level", "compression.gzip_level"),
+    ("gzip_static", "compression.precompressed"),
+    ("autoindex", "static_files.autoindex"),
+    ("index", "static_files.index"),
+    ("charset", "static_files.charset"),
+    ("stub_status", "status.enabled"),
+    ("proxy_pass", "proxy.upstream"),
+    ("proxy_connect_timeout", "proxy.connect_timeout"),
+    ("proxy_read_timeout", "proxy.read_timeout"),
+    ("proxy_request_buffering", "proxy.request_buffering"),
+    ("underscores_in_headers", "proxy.underscores_in_headers"),
+    ("fastcgi_pass", "fastcgi.server"),
+    ("fastcgi_index", "fastcgi.index"),
+    ("fastcgi_param", "fastcgi.params"),
+    ("fastcgi_read_timeout", "fastcgi.read_timeout"),
+    ("error_page", "site.errors"),
+    ("try_files", "site.location.try_files"),
+    ("auth_basic_user_file", "site.auth.users"),
+    ("limit_conn", "limits.conn_per_ip"),
+    ("limit_req", "rate_limit.rate"),
+    ("allow", "access"),
+    ("deny", "access"),
+];
+
+/// For serde's "unknown field `X`, expected one of `a`, `b`": what the writer likely meant, an
+/// nginx directive's weft key or an expected key within two edits of `X`.
+fn unknown_key_hint(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (field, expected) = rest.split_once('`')?;
+    if let Some((_, key)) = NGINX_NAMES.iter().find(|(n, _)| *n == field) {
+        return Some(format!(
+            "`{field}` is nginx's name: weft's is `{key}` (docs/configuration.md)"
+        ));
+    }
+    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let (best, d) = candidates
+        .iter()
+        .map(|c| (*c, edit_distance(field, c)))
+        .min_by_key(|&(_, d)| d)?;
+    (d <= 2 && d < field.len()).then(|| format!("did you mean `{best}`?"))
+}
+
+/// Levenshtein distance between `a` and `b` (bytes: keys are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 /// Appends to `path` the keys down to the key or value that spans byte `at`.

@@ -429,3 +429,47 @@ fn durations() {
     assert!(parse_duration("-1s").is_err());
     assert!(parse_duration("s").is_err());
 }
+
+/// Each nginx directive the errors answer names a weft key that docs/configuration.md lists
+/// (as `` `key` `` in its section's table), so the hint cannot point at a key that is gone.
+#[test]
+fn nginx_names_point_at_documented_keys() {
+    let doc = include_str!("../../../../docs/configuration.md");
+    for (nginx, key) in super::NGINX_NAMES {
+        let (section, last) = key.rsplit_once('.').unwrap_or(("", key));
+        let documented = if section.is_empty() {
+            doc.contains(&format!("| `{last}` |"))
+        } else {
+            let heading = doc
+                .find(&format!("### `[{section}]`"))
+                .or_else(|| doc.find(&format!("### `[[{section}]]`")));
+            heading.is_some_and(|at| {
+                let table = &doc[at..];
+                let end = table[4..].find("\n### ").map_or(table.len(), |e| e + 4);
+                table[..end].contains(&format!("| `{last}` |"))
+            })
+        };
+        assert!(
+            documented,
+            "`{nginx}` -> `{key}`: not in docs/configuration.md"
+        );
+    }
+}
+
+#[test]
+fn typos_get_the_nearest_key_and_nothing_far_off() {
+    let msg =
+        |f: &str| format!("unknown field `{f}`, expected one of `send`, `keepalive`, `body_read`");
+    assert_eq!(
+        super::unknown_key_hint(&msg("sned")).as_deref(),
+        Some("did you mean `send`?")
+    );
+    assert_eq!(
+        super::unknown_key_hint(&msg("keepalve")).as_deref(),
+        Some("did you mean `keepalive`?")
+    );
+    assert_eq!(super::unknown_key_hint(&msg("zzzzzz")), None);
+    assert_eq!(super::unknown_key_hint("invalid type: string"), None);
+    assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+    assert_eq!(super::edit_distance("", "ab"), 2);
+}

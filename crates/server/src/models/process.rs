@@ -547,7 +547,8 @@ impl Master {
         let figures = [
             self.children.len() as u64,
             self.counts.lingering.load(Relaxed),
-            self.held.len() as u64,
+            // Each child serves one of the connections held.
+            self.held.len().saturating_sub(self.children.len()) as u64,
             self.jobs.len() as u64,
         ];
         for (_, lm) in listeners {

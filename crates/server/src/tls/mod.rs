@@ -256,6 +256,36 @@ fn shared_state(cache_entries: usize, lifetime_secs: u32) -> Result<&'static Sha
     Ok(SHARED.get_or_init(|| Shared { ticketer, cache }))
 }
 
+/// A server certificate that is a CA's (`basicConstraints` CA:TRUE) is refused by clients
+/// (webpki: `CaUsedAsEndEntity`; browsers: `ERR_CERT_INVALID`). One issued by another is the
+/// usual mistake of naming the CA's or an intermediate's file: refused here. A self-signed
+/// one (`openssl req -x509` makes CA:TRUE by default) is what tests and `curl -k` use: served,
+/// with a warning.
+fn refuse_ca_leaf(file: &Path, leaf: &CertificateDer<'_>) -> Result<(), String> {
+    if !weft_http::x509::is_ca(leaf).unwrap_or(false) {
+        return Ok(());
+    }
+    let why = "clients refuse a CA certificate from a server (webpki: CaUsedAsEndEntity; \
+               browsers: ERR_CERT_INVALID)";
+    let names = weft_http::x509::names(leaf).unwrap_or_default();
+    if names.subject == names.issuer {
+        log::warn!(
+            "TLS certificate {}: a self-signed CA certificate (basicConstraints CA:TRUE): {why}; \
+             fine for testing with verification off",
+            file.display()
+        );
+        return Ok(());
+    }
+    Err(format!(
+        "TLS certificate {}: the first certificate ({}) is a CA certificate (basicConstraints \
+         CA:TRUE), issued by {}: {why}. Name the server's own certificate first, then its \
+         intermediates",
+        file.display(),
+        names.subject,
+        names.issuer
+    ))
+}
+
 /// Reads a PEM chain and its key and checks they belong together.
 fn load_pair(
     cert: &Path,
@@ -274,6 +304,7 @@ fn load_pair(
             cert.display()
         ));
     }
+    refuse_ca_leaf(cert, &chain[0])?;
     let key_text =
         std::fs::read(key).map_err(|e| format!("TLS key {}: cannot read: {e}", key.display()))?;
     let der = PrivateKeyDer::from_pem_slice(&key_text).map_err(|e| {

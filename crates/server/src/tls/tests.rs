@@ -75,3 +75,52 @@ fn tls_settings_parse_with_defaults() {
     );
     assert!(Config::from_toml("[tls]\nbogus = 1\n").is_err());
 }
+
+/// A CA (CA:TRUE) named `cn`, self-signed.
+fn ca(cn: &str) -> rcgen::CertifiedIssuer<'static, rcgen::KeyPair> {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap()
+}
+
+/// A CA's certificate named as the server's is refused with the reason clients give; a
+/// server certificate it issued is taken, and so (with a warning) is a self-signed CA
+/// certificate, what `openssl req -x509` makes for a test.
+#[test]
+fn a_ca_certificate_as_the_server_certificate_is_refused_unless_self_signed() {
+    let root = ca("Root");
+    let intermediate = {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "Intermediate");
+        params
+            .signed_by(&rcgen::KeyPair::generate().unwrap(), &root)
+            .unwrap()
+    };
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&rcgen::KeyPair::generate().unwrap(), &root)
+        .unwrap();
+    let file = Path::new("chain.pem");
+    assert!(weft_http::x509::is_ca(intermediate.der()).unwrap());
+    assert!(weft_http::x509::is_ca(root.der()).unwrap());
+    assert!(!weft_http::x509::is_ca(leaf.der()).unwrap());
+    let err = refuse_ca_leaf(file, intermediate.der()).unwrap_err();
+    assert!(
+        err.contains("CN=Intermediate) is a CA certificate")
+            && err.contains("issued by CN=Root")
+            && err.contains("CaUsedAsEndEntity"),
+        "{err}"
+    );
+    refuse_ca_leaf(file, leaf.der()).unwrap();
+    refuse_ca_leaf(file, root.der()).unwrap();
+    // Not a certificate at all: left to rustls to refuse.
+    assert!(weft_http::x509::is_ca(b"\x30\x03\x02\x01\x01").is_err());
+}
