@@ -224,7 +224,13 @@ fn the_grafana_dashboard_uses_the_metrics_weft_reports() {
         .args(&["--status", "--timing"])
         .start();
     srv.get("/");
-    let metrics = srv.get("/_weft/metrics").text();
+    // A response's phases are recorded just after it is written: poll for them.
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let mut metrics = srv.get("/_weft/metrics").text();
+    while !metrics.contains("weft_request_phase_seconds_bucket") && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+        metrics = srv.get("/_weft/metrics").text();
+    }
     let families: Vec<&str> = metrics
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

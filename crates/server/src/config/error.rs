@@ -63,7 +63,12 @@ impl ConfigError {
     /// The same refusal, of a configuration read from `file`.
     pub fn in_file(mut self, file: &Path) -> ConfigError {
         self.file = Some(file.to_path_buf());
-        self.more = self.more.into_vec().into_iter().map(|e| e.in_file(file)).collect();
+        self.more = self
+            .more
+            .into_vec()
+            .into_iter()
+            .map(|e| e.in_file(file))
+            .collect();
         self
     }
 }
