@@ -143,10 +143,15 @@ impl Compression {
     /// [`off_fiber`]).
     pub fn compress(&self, coding: Coding, data: bytes::Bytes) -> io::Result<Vec<u8>> {
         let mut enc = self.sink(coding, Vec::with_capacity(data.len() / 3 + 64));
-        off_fiber(move || {
+        let input = data.len() as u64;
+        let out = off_fiber(move || {
             enc.write_all(&data)?;
             enc.finish()
-        })
+        });
+        if let Ok(z) = &out {
+            crate::metrics::count_compression(input, z.len() as u64);
+        }
+        out
     }
 
     /// A reader of `inner`'s bytes compressed with `coding`.
@@ -408,7 +413,10 @@ impl<R: Read> Read for Encoder<R> {
             self.sink = sink;
             self.piece = piece;
             self.out = match out {
-                Ok(out) => out,
+                Ok(out) => {
+                    crate::metrics::count_compression(n as u64, out.len() as u64);
+                    out
+                }
                 Err(e) => {
                     // A compressor that failed once is not fed again.
                     self.sink = None;

@@ -435,6 +435,11 @@ impl crate::metrics::Exposed for ClientTable {
     fn prometheus(&self, out: &mut String) {
         prometheus(out, self);
     }
+
+    fn refusals(&self) -> (u64, u64) {
+        let c = self.counters();
+        (c.conn_rejected.load(Relaxed), c.req_rejected.load(Relaxed))
+    }
 }
 
 fn prometheus(out: &mut String, table: &ClientTable) {

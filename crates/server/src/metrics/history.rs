@@ -40,7 +40,11 @@ mod server {
     pub const FDS: usize = 3;
     pub const CACHE_HITS: usize = 4;
     pub const CACHE_MISSES: usize = 5;
-    pub const FIELDS: usize = 6;
+    pub const LIMIT_CONN: usize = 6;
+    pub const LIMIT_REQ: usize = 7;
+    pub const COMPRESSED_IN: usize = 8;
+    pub const COMPRESSED_OUT: usize = 9;
+    pub const FIELDS: usize = 10;
 }
 
 /// A listener's fields in a row.
@@ -187,6 +191,12 @@ impl Sampler {
         let cache = m.cache_stats();
         put(None, server::CACHE_HITS, cache.map_or(0, |c| c.hits));
         put(None, server::CACHE_MISSES, cache.map_or(0, |c| c.misses));
+        let (conn, req) = m.refusals();
+        put(None, server::LIMIT_CONN, conn);
+        put(None, server::LIMIT_REQ, req);
+        let (z_in, z_out) = super::compression_totals();
+        put(None, server::COMPRESSED_IN, z_in);
+        put(None, server::COMPRESSED_OUT, z_out);
         let ls = m.listeners();
         self.last_out
             .resize(ls.len().min(MAX_LISTENERS), [0; PHASE_BUCKETS]);
@@ -333,6 +343,19 @@ pub(crate) fn json(m: &Metrics, n: usize) -> Value {
         "cache_hit_ratio".into(),
         ratio(None, server::CACHE_HITS, &lookups),
     );
+    out.insert(
+        "limit_conn_rejected_per_s".into(),
+        rate(None, server::LIMIT_CONN),
+    );
+    out.insert(
+        "limit_req_rejected_per_s".into(),
+        rate(None, server::LIMIT_REQ),
+    );
+    let compressed_in = |block: Option<usize>, s: u64| h.get(block, s, server::COMPRESSED_IN);
+    out.insert(
+        "compression_ratio".into(),
+        ratio(None, server::COMPRESSED_OUT, &compressed_in),
+    );
     let mut listeners = Vec::new();
     for (i, l) in m.listeners().iter().take(MAX_LISTENERS).enumerate() {
         let b = Some(i);
@@ -428,6 +451,8 @@ mod tests {
         assert_eq!(e["responses_per_s"]["4xx"], json!([0.5]));
         assert_eq!(e["responses_per_s"]["5xx"], json!([0.5]));
         assert_eq!(e["bytes_out_per_s"], json!([1550.0]));
+        assert_eq!(j["limit_req_rejected_per_s"], json!([0.0]));
+        assert_eq!(j["compression_ratio"], json!([null]));
         // No TLS handshake, no cache, no timing: no ratio, no latency.
         assert_eq!(e["tls_resumed_ratio"], json!([null]));
         assert_eq!(j["cache_hit_ratio"], json!([null]));

@@ -480,6 +480,23 @@ impl Drop for OpenGuard {
     }
 }
 
+/// Bytes given to the compressors and the bytes they gave back, over every process (the
+/// `process` model's children compress too): made when the first [`Metrics`] is, before any
+/// fork.
+static COMPRESSION: std::sync::LazyLock<Shared<[AtomicU64; 2]>> =
+    std::sync::LazyLock::new(Shared::new);
+
+/// Counts a compression: `input` bytes in, `output` bytes out (identity variants excluded).
+pub(crate) fn count_compression(input: u64, output: u64) {
+    COMPRESSION[0].fetch_add(input, Relaxed);
+    COMPRESSION[1].fetch_add(output, Relaxed);
+}
+
+/// Bytes compressed so far: (in, out).
+pub(crate) fn compression_totals() -> (u64, u64) {
+    (COMPRESSION[0].load(Relaxed), COMPRESSION[1].load(Relaxed))
+}
+
 /// Every listener's counters.
 #[derive(Debug)]
 pub struct Metrics {
@@ -510,6 +527,8 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
+        // Mapped now, before the `process` model forks, so its children count into it.
+        std::sync::LazyLock::force(&COMPRESSION);
         Metrics {
             started: Instant::now(),
             server_pid: std::process::id(),
@@ -534,6 +553,12 @@ pub(crate) trait Exposed: Send + Sync + std::fmt::Debug {
     /// The same for the status JSON, if it shows them (`Null`: not).
     fn json(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+
+    /// Connections refused by `limits.conn_per_ip` and requests refused by `[rate_limit]`,
+    /// for the dashboard's history (the per-client table's; others have none).
+    fn refusals(&self) -> (u64, u64) {
+        (0, 0)
     }
 }
 
@@ -598,6 +623,15 @@ impl Metrics {
     /// Reports `cache`'s counters with the listeners' (`None`: the cache is off).
     pub(crate) fn set_cache(&self, cache: Option<Arc<ResponseCache>>) {
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = cache;
+    }
+
+    /// Connections refused by `limits.conn_per_ip` and requests by `[rate_limit]`, so far.
+    pub(crate) fn refusals(&self) -> (u64, u64) {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or((0, 0), |c| c.refusals())
     }
 
     /// Reports the per-client table's counters (`limits_ip`).
@@ -687,6 +721,16 @@ impl Metrics {
             "uptime_seconds": self.started.elapsed().as_secs(),
         });
         status["process"] = self.process_json();
+        let (conn_rejected, req_rejected) = self.refusals();
+        status["guards"] = serde_json::json!({
+            "conn_rejected": conn_rejected,
+            "req_rejected": req_rejected,
+        });
+        let (bytes_in, bytes_out) = compression_totals();
+        status["compression"] = serde_json::json!({
+            "bytes_in": bytes_in,
+            "bytes_out": bytes_out,
+        });
         status["listeners"] = self.listeners_json();
         status["cache"] = self.cache_json();
         let upstreams = self

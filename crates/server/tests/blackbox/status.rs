@@ -10,6 +10,52 @@ per_model! {
     status_pages_refused_to_clients_outside_allow,
     status_pages_evaluate_preconditions,
     pipelined_responses_are_each_counted_with_their_bytes,
+    guards_and_compression_are_counted_across_processes,
+}
+
+/// The status JSON counts what the guards refused and what compression took in and gave out,
+/// in every model (the `process` model's children count into shared memory).
+fn guards_and_compression_are_counted_across_processes(model: Model) {
+    let text = "weft compresses this line well. ".repeat(200);
+    let srv = Builder::new(model, "status-guards")
+        .config("[compression]\nenabled = true\n[limits]\nconn_per_ip = 1\n")
+        .args(&["--status"])
+        .file("big.txt", text.as_bytes())
+        .start();
+    let mut held = srv.connect();
+    held.send(b"GET /big.txt HTTP/1.1\r\nHost: test\r\nAccept-Encoding: gzip\r\n\r\n");
+    let r = held.read_response().expect("the compressed file");
+    assert_eq!(
+        (r.status, r.header("Content-Encoding")),
+        (200, Some("gzip"))
+    );
+    assert!(r.body.len() < text.len() / 4, "{} bytes", r.body.len());
+    // A second connection from the same address is one too many.
+    let mut other = srv.connect();
+    other.send(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+    assert_eq!(other.read_response().expect("refused").status, 503);
+    // Counted just after the answers: poll, on the connection held.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        held.send(b"GET /_weft/status.json HTTP/1.1\r\nHost: test\r\n\r\n");
+        let r = held.read_response().expect("status.json");
+        let j: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON");
+        let (z_in, z_out) = (
+            j["compression"]["bytes_in"].as_u64().unwrap(),
+            j["compression"]["bytes_out"].as_u64().unwrap(),
+        );
+        let refused = j["guards"]["conn_rejected"].as_u64().unwrap();
+        if refused >= 1 && z_in >= text.len() as u64 {
+            assert!(z_out > 0 && z_out < z_in / 4, "{z_out} of {z_in}");
+            assert_eq!(j["version"], 1);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "refused {refused}, compressed {z_in} -> {z_out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 const PATHS: [&str; 3] = ["/_weft/status", "/_weft/status.json", "/_weft/metrics"];
