@@ -243,6 +243,25 @@ pub struct Registration {
     idle: Arc<AtomicU64>,
 }
 
+impl Shutdown {
+    /// Connections registered idle (waiting for a request), by listener key: the dashboard's
+    /// idle count (one look at the registry a second).
+    pub(crate) fn idle_by_listener(&self) -> HashMap<usize, u64> {
+        let mut out = HashMap::new();
+        for e in self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            if e.idle.load(Relaxed) != 0 {
+                *out.entry(e.listener).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+}
+
 impl Registration {
     /// Marks the connection idle (waiting for a request) or busy. Returns false once the
     /// drain's idle window has passed, in which case an idle connection should close instead

@@ -59,8 +59,10 @@ mod listener {
     pub const TLS_RESUMED: usize = 10;
     /// p50, p90, p99 of the second's responses, in µs (0: none that second, or no timing).
     pub const LATENCY: usize = 11;
+    /// Connections waiting for a request (the shutdown registry's idle marks).
+    pub const IDLE: usize = 14;
     /// The model's gauges ([`super::model_figures`]).
-    pub const MODEL: usize = 14;
+    pub const MODEL: usize = 15;
     pub const MODEL_FIELDS: usize = 8;
     pub const FIELDS: usize = MODEL + MODEL_FIELDS;
 }
@@ -161,11 +163,13 @@ pub(crate) struct Sampler {
 impl Sampler {
     /// Writes one row: the counters and gauges of `m` now. `fiber`: the fiber runtime's
     /// counters, where fiber listeners exist. `master`: the `process` model's master.
+    /// `registry`: the shutdown registry, whose idle marks give the idle connections.
     pub(crate) fn sample(
         &mut self,
         m: &Metrics,
         fiber: Option<&weft_fiber::Stats>,
         master: Option<u32>,
+        registry: Option<&crate::shutdown::Shutdown>,
     ) {
         let h = &m.history;
         let n = h.written();
@@ -198,6 +202,9 @@ impl Sampler {
         put(None, server::COMPRESSED_IN, z_in);
         put(None, server::COMPRESSED_OUT, z_out);
         let ls = m.listeners();
+        let idle = registry
+            .map(crate::shutdown::Shutdown::idle_by_listener)
+            .unwrap_or_default();
         self.last_out
             .resize(ls.len().min(MAX_LISTENERS), [0; PHASE_BUCKETS]);
         for (i, l) in ls.iter().take(MAX_LISTENERS).enumerate() {
@@ -208,6 +215,7 @@ impl Sampler {
             }
             put(b, listener::BYTES_OUT, l.bytes_out());
             put(b, listener::OPEN, l.open.load(Ordering::Relaxed));
+            put(b, listener::IDLE, idle.get(&l.key()).copied().unwrap_or(0));
             put(b, listener::ACCEPTED, l.accepted.load(Ordering::Relaxed));
             put(
                 b,
@@ -370,6 +378,11 @@ pub(crate) fn json(m: &Metrics, n: usize) -> Value {
         e.insert("responses_per_s".into(), classes.into());
         e.insert("bytes_out_per_s".into(), rate(b, listener::BYTES_OUT));
         e.insert("connections_open".into(), gauge(b, listener::OPEN));
+        // The process model's connections are marked in the processes that serve them: its
+        // idle ones are in its figures (`held_by_master`, `lingering_processes`).
+        if l.model != Model::Process {
+            e.insert("connections_idle".into(), gauge(b, listener::IDLE));
+        }
         e.insert("accepted_per_s".into(), rate(b, listener::ACCEPTED));
         e.insert(
             "tls_handshakes_per_s".into(),
@@ -422,7 +435,7 @@ mod tests {
 
     /// Writes a sample as if `at_ms` were the clock.
     fn sample_at(s: &mut Sampler, m: &Metrics, at_ms: u64) {
-        s.sample(m, None, None);
+        s.sample(m, None, None, None);
         let last = m.history.written() - 1;
         let row = (last % SAMPLES as u64) as usize;
         m.history
@@ -492,6 +505,32 @@ mod tests {
         assert_eq!(e["tls_handshakes_per_s"], json!([4.0, 0.0]));
         assert_eq!(e["tls_resumed_ratio"], json!([0.75, null]));
         assert_eq!(e["model_figures"]["connection_processes"], json!([7, 7]));
+    }
+
+    #[test]
+    fn idle_connections_are_the_registrys_idle_marks_per_listener() {
+        let m = Metrics::default();
+        let a = m.add_listener("127.0.0.1:1".parse().unwrap(), Model::Fiber);
+        let b = m.add_listener("127.0.0.1:2".parse().unwrap(), Model::Process);
+        let registry = std::sync::Arc::new(crate::shutdown::Shutdown::default());
+        let idle = registry.register_on(-1, a.key());
+        let busy = registry.register_on(-1, a.key());
+        let other = registry.register_on(-1, b.key());
+        idle.set_idle(true);
+        other.set_idle(true);
+        busy.set_idle(false);
+        let mut s = Sampler::default();
+        for at in [1_000, 2_000] {
+            s.sample(&m, None, None, Some(&registry));
+            let row = ((m.history.written() - 1) % SAMPLES as u64) as usize;
+            m.history
+                .slot(None, row, server::TIME_MS)
+                .store(at, Ordering::Relaxed);
+        }
+        let j = json(&m, 5);
+        assert_eq!(j["listeners"][0]["connections_idle"], json!([1]));
+        // The process model's are counted in its own processes: not given.
+        assert!(j["listeners"][1].get("connections_idle").is_none());
     }
 
     #[test]

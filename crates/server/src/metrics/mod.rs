@@ -262,6 +262,12 @@ impl std::ops::Deref for ListenerMetrics {
 }
 
 impl ListenerMetrics {
+    /// The key its connections are registered under in the shutdown registry (its address in
+    /// memory: one per listener for the process's life).
+    pub(crate) fn key(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
     /// Fresh counters for a listener.
     pub(crate) fn new(addr: SocketAddr, model: Model) -> ListenerMetrics {
         ListenerMetrics {
@@ -597,7 +603,7 @@ impl Metrics {
                         0 => None,
                         pid => Some(pid),
                     };
-                    sampler.sample(&m, stats.as_ref(), master);
+                    sampler.sample(&m, stats.as_ref(), master, Some(&stop));
                     next += history::INTERVAL;
                     let now = Instant::now();
                     if next <= now {

@@ -101,7 +101,7 @@ impl AcceptGate {
 /// What the shutdown registry names a listener by (for [`crate::shutdown::Shutdown::reclaim`]):
 /// its metrics' address in memory.
 pub(crate) fn listener_key(lm: &ListenerMetrics) -> usize {
-    std::ptr::from_ref(lm) as usize
+    lm.key()
 }
 
 /// Whether a client waits in `listener`'s backlog (the listening socket is readable).
