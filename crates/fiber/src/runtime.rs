@@ -256,6 +256,7 @@ impl Handle {
     pub fn stats(&self) -> Stats {
         let mut s = Stats {
             workers: self.shared.workers.len(),
+            stack_size: self.shared.config.stack_size,
             ..Stats::default()
         };
         for w in self.shared.workers.iter() {
@@ -272,6 +273,7 @@ impl Handle {
             s.idle += st.idle.load(Ordering::Relaxed);
             s.lingering += st.lingering.load(Ordering::Relaxed);
             s.stacks_discarded += st.stacks_discarded.load(Ordering::Relaxed);
+            s.stacks_warm += st.stacks_warm.load(Ordering::Relaxed);
             add_io(&st.reads, &mut s.reads);
             add_io(&st.writes, &mut s.writes);
             s.per_worker_switches
@@ -314,6 +316,11 @@ pub struct Stats {
     /// unused for a whole decay period while the worker was idle); as of each worker's last
     /// sleep.
     pub stacks_discarded: u64,
+    /// Free fiber stacks whose pages are kept for the next fibers; as of each worker's last
+    /// sleep.
+    pub stacks_warm: usize,
+    /// Bytes of one fiber stack (its guard page not counted).
+    pub stack_size: usize,
 }
 
 /// How the fibers' I/O operations of one direction went (plain threads are not counted).

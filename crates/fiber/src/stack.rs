@@ -169,6 +169,11 @@ impl StackPool {
     pub(crate) fn discards(&self) -> u64 {
         self.inner.borrow().discards
     }
+
+    /// Free stacks whose pages are kept.
+    pub(crate) fn warm_len(&self) -> usize {
+        self.inner.borrow().warm()
+    }
 }
 
 impl PoolInner {

@@ -56,6 +56,8 @@ pub(crate) struct WorkerStats {
     pub(crate) lingering: AtomicUsize,
     /// Free stacks whose pages were given back (published as the worker goes idle).
     pub(crate) stacks_discarded: AtomicU64,
+    /// Free stacks whose pages are kept (warm; published as the worker goes idle).
+    pub(crate) stacks_warm: AtomicUsize,
     pub(crate) reads: WorkerIo,
     pub(crate) writes: WorkerIo,
 }

@@ -450,6 +450,10 @@ impl Local {
                 .stats
                 .stacks_discarded
                 .store(discarded, Ordering::Relaxed);
+            remote
+                .stats
+                .stacks_warm
+                .store(self.stacks.warm_len(), Ordering::Relaxed);
             self.sched.timers.borrow_mut().shrink();
             self.poll_io(timeout);
             self.begin_round(Instant::now());

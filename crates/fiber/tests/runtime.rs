@@ -479,6 +479,10 @@ fn stacks_stay_warm_between_bursts_and_are_given_back_once_idle() {
         // The worker sleeps in between (well within one decay period).
         common::thread_sleep(Duration::from_millis(2));
     }
+    // Between bursts the burst's stacks are kept warm (published at the worker's sleep).
+    let warm = rt.stats().stacks_warm;
+    assert!(warm >= 200, "{warm} warm stacks after bursts of 300");
+    assert!(rt.stats().stack_size > 0);
     // Idle now: the burst's stacks beyond the kept few are given back within a few periods,
     // once. Trimming at every sleep would have given back some 230 per burst.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -497,4 +501,5 @@ fn stacks_stay_warm_between_bursts_and_are_given_back_once_idle() {
         (200..=300).contains(&discarded),
         "discarded {discarded} stacks: expected those of one burst beyond the kept few"
     );
+    assert!(rt.stats().stacks_warm < warm, "still {warm} warm once idle");
 }

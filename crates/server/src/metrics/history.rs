@@ -83,6 +83,7 @@ pub fn model_figures(model: Model) -> &'static [&'static str] {
             "parked_without_fiber",
             "lingering",
             "workers",
+            "stack_bytes",
         ],
         Model::Thread => &["threads"],
         Model::Process => &[
@@ -259,14 +260,19 @@ impl Sampler {
 fn model_values(l: &ListenerMetrics, fiber: Option<&weft_fiber::Stats>) -> Vec<u64> {
     match l.model {
         Model::Fiber => fiber.map_or_else(Vec::new, |s| {
+            let alive = s.spawned.saturating_sub(s.finished);
+            // Stacks of the fibers alive and the warm free ones: what fiber stacks can hold
+            // resident (at most; a stack's untouched pages are not).
+            let stacks = (alive + s.stacks_warm as u64) * s.stack_size as u64;
             vec![
-                s.spawned.saturating_sub(s.finished),
+                alive,
                 s.running as u64,
                 s.ready as u64,
                 s.blocked as u64,
                 s.idle as u64,
                 s.lingering as u64,
                 s.workers as u64,
+                stacks,
             ]
         }),
         Model::Thread => vec![l.open.load(Ordering::Relaxed)],
