@@ -86,7 +86,7 @@ pub(crate) struct DeadlineQueue<E> {
     dead: usize,
 }
 
-impl<E> Default for DeadlineQueue<E> {
+impl<E: Ord> Default for DeadlineQueue<E> {
     fn default() -> Self {
         DeadlineQueue {
             fifo: VecDeque::new(),
