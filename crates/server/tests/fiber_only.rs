@@ -154,3 +154,52 @@ fn echo(c: &mut Conn, what: &str) {
         .unwrap_or_else(|e| panic!("{what}: {e:?}"));
     assert_eq!((r.status, r.body.as_slice()), (200, &b"echo"[..]), "{what}");
 }
+
+/// Clients that connect and have not sent yet hold no fiber: each waits for its first bytes
+/// parked without a fiber, stack or buffers, as an idle keep-alive connection does (a burst of
+/// 10,000 such clients held 64 MB of buffers and stacks). Read from the dashboard's own figures.
+#[test]
+fn new_connections_wait_for_their_first_bytes_without_a_fiber() {
+    const SILENT: usize = 300;
+    let srv = Builder::new(MODEL, "first-bytes")
+        .args(&["--status", "--threads", "1"])
+        .start();
+    let mut silent: Vec<Conn> = (0..SILENT).map(|_| srv.connect()).collect();
+    // The figures are sampled once a second: wait for a sample that has them all open.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (fibers, parked) = loop {
+        let r = srv.get("/_weft/status.json?history=1");
+        let j: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON");
+        let l = &j["history"]["listeners"][0];
+        let last = |k: &str| {
+            l["model_figures"][k]
+                .as_array()
+                .and_then(|a| a.last()?.as_u64())
+        };
+        let open = l["connections_open"]
+            .as_array()
+            .and_then(|a| a.last()?.as_u64());
+        if let (Some(open), Some(fibers), Some(parked)) =
+            (open, last("fibers"), last("parked_without_fiber"))
+        {
+            if open >= SILENT as u64 {
+                break (fibers, parked);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never sampled {SILENT} open: {j}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(parked >= SILENT as u64, "{parked} parked without a fiber");
+    // The acceptors' and the status request's, not one per silent client.
+    assert!(
+        fibers < 20,
+        "{fibers} fibers alive for {SILENT} silent clients"
+    );
+    // Each is served once it sends.
+    for c in silent.iter_mut().step_by(50) {
+        echo(c, "late");
+    }
+}

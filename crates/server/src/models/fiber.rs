@@ -79,6 +79,7 @@ pub fn accept_loop(
                         info,
                         tls: None,
                         parked: None,
+                        first: First::Accepted,
                         _guard: guard,
                     });
                     serve(stream, state, Start::Fresh);
@@ -113,7 +114,23 @@ struct ConnState {
     /// The socket, while the connection waits without a fiber ([`FiberStream::park`]): this
     /// box is then what the worker keeps, and a park allocates nothing.
     parked: Option<FiberStream>,
+    /// Where a new connection stands before its first bytes ([`serve`]).
+    first: First,
     _guard: OpenGuard,
+}
+
+/// A new connection waits for its first bytes parked without a fiber, as an idle keep-alive
+/// connection waits for its next request: a burst of clients that connect before they send
+/// (10,000 at once from a load generator, or clients slow to send) holds no fiber stack and no
+/// buffers meanwhile (BENCHMARKS.md, "Ten thousand busy connections").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum First {
+    /// Accepted, not waited for yet.
+    Accepted,
+    /// Waited for (readable, or its first bytes are being read): its prelude runs next.
+    Waited,
+    /// Its prelude ran: later turns resume it.
+    Served,
 }
 
 impl Parked for ConnState {
@@ -128,8 +145,13 @@ impl Parked for ConnState {
             .parked
             .take()
             .expect("a parked connection holds its socket");
+        let start = if self.first == First::Served {
+            Start::Resumed
+        } else {
+            Start::Fresh
+        };
         match readiness {
-            Readiness::Readable => serve(stream, self, Start::Resumed),
+            Readiness::Readable => serve(stream, self, start),
             Readiness::TimedOut => close(stream, self),
         }
     }
@@ -139,6 +161,17 @@ impl Parked for ConnState {
 /// request in the reactor without a fiber, stack or buffers (`fiber.park_idle`), or in a
 /// parked fiber.
 fn serve(mut stream: FiberStream, mut state: Box<ConnState>, mut start: Start) {
+    if start == Start::Fresh {
+        if state.first == First::Accepted {
+            // Parked until the first bytes (at once if they are here: one poll(2)), or closed
+            // silently at the header-read timeout, as a read that saw nothing would be.
+            state.first = First::Waited;
+            let wait = conn::idle_timeout(Start::Fresh, &state.app.cfg.timeouts);
+            state.parked = Some(stream);
+            return FiberStream::park(state, Some(wait));
+        }
+        state.first = First::Served;
+    }
     if start == Start::Fresh && state.info.listener.tls() {
         // The handshake runs in this fiber, yielding where the socket would block.
         match start_tls(&mut stream, &state.app, &state.info) {
