@@ -13,6 +13,9 @@
 # (printed as an info row, no target); and the same rounds again from a client that is not the
 # limit (CLIENT=lean in scripts/perf/ab_builds.sh; info rows).
 #
+# Ten thousand busy keep-alive connections (scripts/peers/busy_sweep.sh with COUNTS=10000): the
+# fiber model's CPU per request against nginx and its resident bytes per busy connection.
+#
 # Last, where valgrind is installed, user-space instructions per request
 # (scripts/perf/instr_per_request.sh: 16-deep pipelined /plaintext through the techempower example
 # built from this tree,
@@ -102,6 +105,17 @@ r=$(NGINX_CONF=scripts/peers/peer-nginx-tuned.conf table "10,541 B page c=50, ng
 add "page c=50 CPU/request vs nginx open_file_cache" "$r" "<=" 1.0
 r=$(table "/echo c=50, 16 pipelined per write" pipelined-c50.csv 50 /echo scripts/clients/pipeline.lua 16)
 add "pipelined /echo (16) c=50 CPU/request vs nginx" "$r" "<=" 0.3
+
+# Ten thousand busy connections (issue 59): CPU per request against nginx and the fiber model's
+# resident bytes per busy connection, from scripts/peers/busy_sweep.sh (fresh servers, 3
+# alternating rounds of 6 s; its RSS is read at the end of each run less the server's at start).
+echo "== 10,000 busy keep-alive connections (scripts/peers/busy_sweep.sh)"
+COUNTS=10000 ROUNDS=3 DURATION=6 WEFT=$WEFT scripts/peers/busy_sweep.sh "$out/busy-10k.csv" |
+  tee "$out/busy-10k.txt"
+busy_cpu=$(awk -F, '$1 == 10000 && $2 == "fiber" {print $6}' "$out/busy-10k.txt")
+busy_rss=$(awk -F, '$1 == 10000 && $2 == "fiber" {print $5}' "$out/busy-10k.txt")
+add "/echo 10,000 busy CPU/request vs nginx" "$busy_cpu" "<=" 0.95
+add "busy keep-alive bytes/connection (fiber, 10,000)" "$busy_rss" "<=" 2048
 
 echo "== resident bytes per idle keep-alive connection (10,000)"
 WEFT=$WEFT python3 scripts/idle/idle_rss.py 10000 | tee "$out/idle-rss.csv"
