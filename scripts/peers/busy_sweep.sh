@@ -10,7 +10,8 @@
 #   scripts/peers/busy_sweep.sh OUT.csv      COUNTS="100 1000 5000 10000 15000" ROUNDS=3 DURATION=6
 #   WEFT=target/release/weft (default)
 #
-# Prints one row per run and, per count, the medians and the fiber/nginx ratio. Needs wrk,
+# Prints one row per run and, per count, the medians and the fiber/nginx ratio, and plots them
+# beside OUT.csv (scripts/peers/busy_plot.py: OUT-cpu.svg, OUT-rss.svg). Needs wrk,
 # nginx and an open-file limit above the largest count (20,000 here). Started as root, weft
 # gets --allow-root and nginx `user root;`.
 set -u
@@ -90,5 +91,6 @@ for (n, s), rs in sorted(by.items()):
           st.median(float(r["cpu_us"]) for r in rs), st.median(float(r["rss_bytes_per_conn"]) for r in rs),
           "%.3f" % st.median(ratio) if ratio and s != "nginx" else ""))
 PY
+python3 scripts/peers/busy_plot.py "$out"
 source scripts/lib/machine.sh
 stamp
