@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The cost curve of busy keep-alive connections (the fibers paper's question): CPU per request
 # and resident bytes per connection against how many connections are busy at once, for weft's
-# fiber model, nginx (one worker, scripts/peers/peer-nginx.conf) and, up to 5,000, weft's
-# thread model. For each count, fresh servers (so no server keeps the memory of a larger count)
+# fiber model, nginx (one worker, scripts/peers/peer-nginx.conf), lwan where it is built
+# (scripts/peers/build_lwan.sh; one thread, scripts/peers/peer-lwan.conf, `/echo` a 4-byte
+# file from its file cache) and, up to 5,000, weft's thread model. For each count, fresh servers (so no server keeps the memory of a larger count)
 # on core 0, `wrk -t1 -cN` on core 1 asking /echo, ROUNDS rounds alternating the servers; RSS
 # is read at the end of each run (nginx: its worker) less the server's RSS before the first
 # run, over N.
 #
 #   scripts/peers/busy_sweep.sh OUT.csv      COUNTS="100 1000 5000 10000 15000" ROUNDS=3 DURATION=6
-#   WEFT=target/release/weft (default)
+#   WEFT=target/release/weft (default)   LWAN=target/peers/lwan (default, where it exists; "" for none)
 #
 # Prints one row per run and, per count, the medians and the fiber/nginx ratio, and plots them
 # beside OUT.csv (scripts/peers/busy_plot.py: OUT-cpu.svg, OUT-rss.svg). Needs wrk,
@@ -23,6 +24,8 @@ done
 weft=${WEFT:-target/release/weft}
 [[ -x $weft ]] || cargo build --release -q -p weft || exit 2
 counts=${COUNTS:-100 1000 5000 10000 15000}
+lwan=${LWAN-target/peers/lwan}
+[[ -z $lwan || -x $lwan ]] || lwan=""
 rounds=${ROUNDS:-3}
 duration=${DURATION:-6}
 root_flag=(); nginx_user=""
@@ -37,7 +40,7 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 for n in $counts; do
   declare -A PID=() PORT=() BASE=() WATCH=()
-  read -r pf pt pn < <(free_ports 3 | tr '\n' ' ')
+  read -r pf pt pn pl < <(free_ports 4 | tr '\n' ' ')
   taskset -c 0 "$weft" serve "${root_flag[@]}" --root www --threads 1 --keepalive-requests 0 \
     --listen "127.0.0.1:$pf=fiber" >"$work/fiber.log" 2>&1 &
   PID[fiber]=$!; PORT[fiber]=$pf
@@ -50,6 +53,12 @@ for n in $counts; do
     scripts/peers/peer-nginx.conf >"$work/nginx.conf"
   taskset -c 0 nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
   PID[nginx]=$!; PORT[nginx]=$pn
+  if [[ -n $lwan ]]; then
+    mkdir -p "$work/lwan-root"; printf echo >"$work/lwan-root/echo"
+    sed -e "s|PORT|$pl|; s|ROOT|$work/lwan-root|" scripts/peers/peer-lwan.conf >"$work/lwan.conf"
+    (cd "$work" && exec taskset -c 0 "$OLDPWD/$lwan" --config "$work/lwan.conf") >"$work/lwan.log" 2>&1 &
+    PID[lwan]=$!; PORT[lwan]=$pl
+  fi
   for s in "${!PID[@]}"; do wait_listening "$s" "${PORT[$s]}" "$work/$s.log"; done
   sleep 0.5
   for s in "${!PID[@]}"; do
