@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
-use super::{ListenerMetrics, Metrics, Phase, ProcessStats, CLASSES, PHASE_BUCKETS};
+use super::{ListenerMetrics, Metrics, Phase, CLASSES, PHASE_BUCKETS};
 use crate::config::Model;
 use weft_sys::shm::SharedSlice;
 
@@ -163,13 +163,12 @@ pub(crate) struct Sampler {
 
 impl Sampler {
     /// Writes one row: the counters and gauges of `m` now. `fiber`: the fiber runtime's
-    /// counters, where fiber listeners exist. `master`: the `process` model's master.
-    /// `registry`: the shutdown registry, whose idle marks give the idle connections.
+    /// counters, where fiber listeners exist. `registry`: the shutdown registry, whose idle
+    /// marks give the idle connections.
     pub(crate) fn sample(
         &mut self,
         m: &Metrics,
         fiber: Option<&weft_fiber::Stats>,
-        master: Option<u32>,
         registry: Option<&crate::shutdown::Shutdown>,
     ) {
         let h = &m.history;
@@ -182,14 +181,7 @@ impl Sampler {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         put(None, server::TIME_MS, now);
-        let mut procs = vec![ProcessStats::read(m.server_pid)];
-        procs.extend(master.map(ProcessStats::read));
-        let (mut cpu, mut resident, mut fds) = (0.0, 0, 0);
-        for p in procs.into_iter().flatten() {
-            cpu += p.cpu_seconds + p.children_cpu_seconds;
-            resident += p.resident_bytes;
-            fds += p.open_fds;
-        }
+        let (cpu, resident, fds) = m.usage();
         put(None, server::CPU_US, (cpu * 1e6) as u64);
         put(None, server::RESIDENT, resident);
         put(None, server::FDS, fds);
@@ -441,7 +433,7 @@ mod tests {
 
     /// Writes a sample as if `at_ms` were the clock.
     fn sample_at(s: &mut Sampler, m: &Metrics, at_ms: u64) {
-        s.sample(m, None, None, None);
+        s.sample(m, None, None);
         let last = m.history.written() - 1;
         let row = (last % SAMPLES as u64) as usize;
         m.history
@@ -527,7 +519,7 @@ mod tests {
         busy.set_idle(false);
         let mut s = Sampler::default();
         for at in [1_000, 2_000] {
-            s.sample(&m, None, None, Some(&registry));
+            s.sample(&m, None, Some(&registry));
             let row = ((m.history.written() - 1) % SAMPLES as u64) as usize;
             m.history
                 .slot(None, row, server::TIME_MS)

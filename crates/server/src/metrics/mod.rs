@@ -599,11 +599,7 @@ impl Metrics {
                 let mut next = Instant::now();
                 while !stop.is_set() {
                     let stats = fiber.as_ref().map(weft_fiber::Handle::stats);
-                    let master = match m.master_pid.load(Relaxed) {
-                        0 => None,
-                        pid => Some(pid),
-                    };
-                    sampler.sample(&m, stats.as_ref(), master, Some(&stop));
+                    sampler.sample(&m, stats.as_ref(), Some(&stop));
                     next += history::INTERVAL;
                     let now = Instant::now();
                     if next <= now {
@@ -761,6 +757,20 @@ impl Metrics {
         status
     }
 
+    /// CPU seconds (the connection processes the master reaped included), resident bytes and
+    /// open descriptors of the server process and the `process` model's master.
+    pub(crate) fn usage(&self) -> (f64, u64, u64) {
+        let mut pids = vec![self.server_pid];
+        pids.extend(Some(self.master_pid.load(Relaxed)).filter(|&p| p != 0));
+        let mut total = (0.0, 0, 0);
+        for p in pids.into_iter().filter_map(|p| ProcessStats::read(p).ok()) {
+            total.0 += p.cpu_seconds + p.children_cpu_seconds;
+            total.1 += p.resident_bytes;
+            total.2 += p.open_fds;
+        }
+        total
+    }
+
     /// The names of each model's gauges in the history (`model_figures` of a listener's
     /// history), by model.
     #[inline(never)]
@@ -779,14 +789,7 @@ impl Metrics {
     /// for CPU, the connection processes it reaped).
     #[inline(never)]
     fn process_json(&self) -> serde_json::Value {
-        let mut pids = vec![self.server_pid];
-        pids.extend(Some(self.master_pid.load(Relaxed)).filter(|&p| p != 0));
-        let (mut cpu, mut resident, mut fds) = (0.0, 0, 0);
-        for p in pids.into_iter().filter_map(|p| ProcessStats::read(p).ok()) {
-            cpu += p.cpu_seconds + p.children_cpu_seconds;
-            resident += p.resident_bytes;
-            fds += p.open_fds;
-        }
+        let (cpu, resident, fds) = self.usage();
         serde_json::json!({
             "cpu_seconds": (cpu * 1e3).round() / 1e3,
             "resident_bytes": resident,
