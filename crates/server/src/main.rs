@@ -170,7 +170,7 @@ struct ServeArgs {
 
 /// A whole number for an option, in the user's terms ("expected a whole number like 4, got
 /// `many`") rather than the parser's ("invalid digit found in string").
-fn count_arg<T: std::str::FromStr + TryFrom<u64>>(s: &str) -> Result<T, String> {
+fn count_arg<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
     let n: u64 = s
         .trim()
         .parse()

@@ -520,9 +520,9 @@ fn further_errors(text: &str, first: &ConfigError) -> Vec<ConfigError> {
             break;
         };
         // Positions are in `rest`; the setting's line in `text` is found by its key.
-        let mut err = ConfigError::new(toml_error(&rest, &e).message);
-        let found = toml_error(&rest, &e).key;
-        if let Some(k) = &found {
+        let found = toml_error(&rest, &e);
+        let mut err = ConfigError::new(found.message);
+        if let Some(k) = &found.key {
             if let Some(at) = key_span(text, k) {
                 err = err.at(text, at);
             }
