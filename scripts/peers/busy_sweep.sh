@@ -12,7 +12,7 @@
 #   WEFT=target/release/weft (default)   LWAN=target/peers/lwan (default, where it exists; "" for none)
 #
 # Prints one row per run and, per count, the medians and the fiber/nginx ratio, and plots them
-# beside OUT.csv (scripts/peers/busy_plot.py: OUT-cpu.svg, OUT-rss.svg). Needs wrk,
+# beside OUT.csv (`weft-bench plot --series server`: OUT-cpu.svg/.png, OUT-rss.svg/.png). Needs wrk,
 # nginx and an open-file limit above the largest count (20,000 here). Started as root, weft
 # gets --allow-root and nginx `user root;`.
 set -u
@@ -100,6 +100,15 @@ for (n, s), rs in sorted(by.items()):
           st.median(float(r["cpu_us"]) for r in rs), st.median(float(r["rss_bytes_per_conn"]) for r in rs),
           "%.3f" % st.median(ratio) if ratio and s != "nginx" else ""))
 PY
-python3 scripts/peers/busy_plot.py "$out"
+bench=${BENCH:-target/release/weft-bench}
+[[ -x $bench ]] || cargo build --release -q -p weft-bench || exit 2
+stem=${out%.csv}
+"$bench" plot "$out" --series server --log-x --x connections --y cpu_us --out "$stem-cpu" \
+  --title "CPU per request against busy keep-alive connections (wrk -t1, /echo, one worker)" \
+  --x-label "busy connections" --y-label "microseconds of CPU per request" >/dev/null
+"$bench" plot "$out" --series server --log-x --x connections --y rss_bytes_per_conn --out "$stem-rss" \
+  --title "Resident bytes per busy keep-alive connection" \
+  --x-label "busy connections" --y-label "bytes per connection" >/dev/null
+echo "plotted: $stem-cpu.svg, $stem-rss.svg (and .png)"
 source scripts/lib/machine.sh
 stamp

@@ -92,9 +92,16 @@ pub struct PlotArgs {
     /// The column on the x axis.
     #[arg(long, default_value = "t")]
     pub x: String,
-    /// The columns drawn, one line each.
+    /// The columns drawn, one line each (with --series: one column, a line per series).
     #[arg(long, value_delimiter = ',', required = true)]
     pub y: Vec<String>,
+    /// A line per value of this column (rows in long form, e.g. `server`): each point the
+    /// median of the rows at its x, a whisker from the smallest to the largest.
+    #[arg(long)]
+    pub series: Option<String>,
+    /// The x axis on a log scale.
+    #[arg(long)]
+    pub log_x: bool,
     /// Writes OUT.svg and OUT.png.
     #[arg(long)]
     pub out: PathBuf,
@@ -135,6 +142,31 @@ pub fn plot_series(csv: &str, x: &str, ys: &[String]) -> Result<Vec<plot::Series
         }
     }
     Ok(series)
+}
+
+/// `plot --series COL`: column `ys[0]` against `x`, a line per value of `col`, each point the
+/// median of the rows at that x with a whisker over them.
+pub fn plot_by_series(csv: &str, x: &str, ys: &[String], col: &str) -> Result<plot::Kind, String> {
+    let [y] = ys else {
+        return Err(format!("--series draws one --y column, not {}", ys.len()));
+    };
+    let rows = crate::experiment::charts::Rows::parse(csv).map_err(|e| e.0)?;
+    let mut series = Vec::new();
+    for s in rows.distinct(col).map_err(|e| e.0)? {
+        let pairs = rows.pairs(&[(col, &s)], x, y).map_err(|e| e.0)?;
+        let mut xs: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        let pts = xs
+            .into_iter()
+            .filter_map(|xv| {
+                let at: Vec<f64> = pairs.iter().filter(|p| p.0 == xv).map(|p| p.1).collect();
+                plot::Value::of_runs(&at).map(|v| (xv, v))
+            })
+            .collect();
+        series.push((s, pts));
+    }
+    Ok(plot::Kind::Lines { series })
 }
 
 #[derive(Debug, Args)]
@@ -378,11 +410,17 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let x_label = a.x_label.as_deref().unwrap_or(&a.x);
             let svg = a.out.with_extension("svg");
             let png = a.out.with_extension("png");
-            std::fs::write(&svg, plot::lines(&a.title, x_label, &a.y_label, &series))?;
-            std::fs::write(
-                &png,
-                plot::lines_png(&a.title, x_label, &a.y_label, &series),
-            )?;
+            let mut fig = plot::Figure::lines(&a.title, x_label, &a.y_label, &series);
+            fig.panels[0].log_x = a.log_x;
+            if let Some(col) = &a.series {
+                fig.panels[0].kind = plot_by_series(&text, &a.x, &a.y, col)
+                    .map_err(|e| BadInput(format!("{}: {e}", a.csv.display())))?;
+                if series.iter().all(|s| s.1.is_empty()) {
+                    return Err(BadInput(format!("{}: no rows", a.csv.display())).into());
+                }
+            }
+            std::fs::write(&svg, fig.svg()?)?;
+            fig.png(&png)?;
             println!("wrote {} and {}", svg.display(), png.display());
             Ok(())
         }
@@ -612,6 +650,32 @@ mod tests {
             "{e}"
         );
         assert!(plot_series("a,b\nx,1\n", "a", &["b".into()]).is_err());
+    }
+
+    #[test]
+    fn plot_by_series_draws_a_line_per_value_with_the_median_of_the_runs() {
+        let csv = "server,n,run,cpu\nfiber,100,1,7\nnginx,100,1,8\nfiber,100,2,9\n\
+                   fiber,100,3,8\nfiber,1000,1,x\nnginx,1000,1,10\n";
+        let plot::Kind::Lines { series } =
+            plot_by_series(csv, "n", &["cpu".into()], "server").unwrap()
+        else {
+            panic!("lines")
+        };
+        assert_eq!(series.len(), 2);
+        assert_eq!(series[0].0, "fiber");
+        // fiber at 1000 is not a number: no point there.
+        assert_eq!(series[0].1.len(), 1);
+        assert_eq!(series[0].1[0].0, 100.0);
+        assert_eq!(
+            series[0].1[0].1,
+            plot::Value {
+                mid: 8.0,
+                range: Some((7.0, 9.0))
+            }
+        );
+        assert_eq!(series[1].1.len(), 2);
+        assert!(plot_by_series(csv, "n", &["cpu".into(), "run".into()], "server").is_err());
+        assert!(plot_by_series(csv, "n", &["cpu".into()], "nope").is_err());
     }
 
     use super::*;

@@ -42,7 +42,6 @@ use clap::Args;
 
 use crate::groups::{self, GroupsConfig};
 use crate::load::{self, LoadConfig, Stop};
-use crate::plot;
 use crate::procstat;
 use crate::specweb::{self, SpecwebConfig};
 use crate::stats::median;
@@ -63,6 +62,9 @@ pub struct ExperimentArgs {
     /// A smoke check: one short run of each point, under 2 minutes.
     #[arg(long)]
     pub quick: bool,
+    /// Run nothing: draw the charts of OUT/NAME/ again from its CSVs (as `weft-bench replot`).
+    #[arg(long)]
+    pub replot: bool,
     /// Runs of each point (default 5, 1 with --quick); the report takes the median.
     #[arg(long)]
     pub runs: Option<usize>,
@@ -355,9 +357,18 @@ pub fn start(
             } else {
                 String::new()
             };
+            // The cgi experiment's fifth way: weft's reverse proxy to another weft's echo
+            // (`start_upstream`).
+            let proxy = match fs::read_to_string(work.join(UPSTREAM_PORT)) {
+                Ok(port) if cgi => format!(
+                    "[[proxy]]\nprefix = \"/proxy/\"\nupstream = \"http://127.0.0.1:{}\"\n",
+                    port.trim()
+                ),
+                _ => String::new(),
+            };
             fs::write(
                 &conf,
-                format!("[cache]\nenabled = {cache}\n{config}{fastcgi}"),
+                format!("[cache]\nenabled = {cache}\n{config}{fastcgi}{proxy}"),
             )?;
             let mut args: Vec<String> = vec![
                 "serve".into(),
@@ -383,6 +394,10 @@ pub fn start(
             if cgi {
                 args.push("--cgi".into());
                 args.push(root.join("cgi-bin").display().to_string());
+                // Where a request's time goes: the `[timing]` phases, read from the status
+                // JSON around each run (`phase_totals`).
+                args.push("--timing".into());
+                args.push("--status".into());
             }
             (weft.to_path_buf(), args)
         }
@@ -549,6 +564,8 @@ struct Bench {
     servers: Vec<Server>,
     /// php-fpm, the cgi experiment's FastCGI application, where it is installed.
     app: Option<Server>,
+    /// The cgi experiment's upstream behind weft's reverse proxy (`/proxy/echo`).
+    upstream: Option<Server>,
     runs: usize,
     quick: bool,
     dir: PathBuf,
@@ -558,6 +575,12 @@ struct Bench {
 
 /// Runs the experiment named in `a`.
 pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.replot {
+        for f in charts::replot(&out_dir(&a))? {
+            println!("wrote {}", f.display());
+        }
+        return Ok(());
+    }
     if a.name == "h2" {
         if a.model.is_some() || a.rate.is_some() {
             return Err(
@@ -641,6 +664,11 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         None
     };
+    let upstream = if a.name == "cgi" {
+        start_upstream(&weft, &root, &work, pin)?
+    } else {
+        None
+    };
     let mut specs = candidates(models, both_caches);
     if a.name == "specweb" {
         // The pipeline paper's Table 4: the same pipeline with its controller off.
@@ -659,6 +687,12 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
                 },
             },
         );
+        // The controller's allocation over time: the status JSON's history.
+        for s in specs.iter_mut().filter(|s| s.name == "pipeline") {
+            if let Kind::Weft { config, .. } = &mut s.kind {
+                *config = "[status]\nenabled = true\n";
+            }
+        }
     }
     if a.name == "threads-cache" {
         // The process model as the paper's forked server sent: each child to the end, with
@@ -725,6 +759,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut b = Bench {
         servers,
         app,
+        upstream,
         runs: a.runs.unwrap_or(if a.quick { 1 } else { 5 }).max(1),
         quick: a.quick,
         dir,
@@ -742,6 +777,7 @@ pub fn run(a: ExperimentArgs) -> Result<(), Box<dyn std::error::Error>> {
     drop(in_link);
     b.servers.clear();
     b.app = None;
+    b.upstream = None;
     drop(link);
     let _ = fs::remove_dir_all(&work);
     r?;
@@ -811,7 +847,108 @@ fn server_names(b: &Bench) -> Vec<String> {
 
 /// Draws `c` into the experiment's folder; returns the report's line for it.
 fn chart(b: &Bench, c: &charts::Chart) -> io::Result<String> {
-    charts::draw(&b.dir, b.quick, b.runs, c)
+    charts::draw(&b.dir, c)
+}
+
+/// Each `[timing]` phase's count and total microseconds, from weft server `s`'s status JSON.
+fn phase_totals(s: &Server) -> io::Result<BTreeMap<String, (f64, f64)>> {
+    let v = get_json(s, "/_weft/status.json")?;
+    let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+    let phases = v["phases"]
+        .as_object()
+        .ok_or_else(|| bad(format!("{}: status JSON has no phases (--timing)", s.name)))?;
+    Ok(phases
+        .iter()
+        .map(|(k, p)| {
+            let n = p["count"].as_f64().unwrap_or(0.0);
+            (k.clone(), (n, n * p["mean_us"].as_f64().unwrap_or(0.0)))
+        })
+        .collect())
+}
+
+/// The phases' means over the requests between two readings, as `rows.csv`'s cells
+/// `head_us,body_us,handler_us,out_us` (out: the last byte handed to the kernel less the body
+/// read and the handler).
+fn phase_means(
+    before: &BTreeMap<String, (f64, f64)>,
+    after: &BTreeMap<String, (f64, f64)>,
+) -> String {
+    let mean = |k: &str| {
+        let (n0, t0) = before.get(k).copied().unwrap_or_default();
+        let (n1, t1) = after.get(k).copied().unwrap_or_default();
+        if n1 > n0 {
+            (t1 - t0) / (n1 - n0)
+        } else {
+            0.0
+        }
+    };
+    let (head, body, handler) = (
+        mean("head").max(0.0),
+        mean("body").max(0.0),
+        mean("handler").max(0.0),
+    );
+    let out = (mean("last_byte_out") - body - handler).max(0.0);
+    format!("{head:.1},{body:.1},{handler:.1},{out:.1}")
+}
+
+fn unix_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// GETs `path` from server `s` (HTTP/1.1, `Connection: close`) and reads its body as JSON.
+fn get_json(s: &Server, path: &str) -> io::Result<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut c = TcpStream::connect((s.host, s.port))?;
+    c.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut buf = Vec::new();
+    c.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf);
+    let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .ok_or_else(|| bad(format!("{}: {path}: no response head", s.name)))?;
+    serde_json::from_str(body).map_err(|e| bad(format!("{}: {path}: {e}", s.name)))
+}
+
+/// The pipeline's threads per stage in each second since `start_ms` (Unix ms) of a run of
+/// `secs`, from its status JSON history: (seconds into the run, `accept,receive,process,send`).
+fn allocation_history(s: &Server, start_ms: f64, secs: u64) -> io::Result<Vec<(f64, String)>> {
+    let v = get_json(s, &format!("/_weft/status.json?history={}", secs + 3))?;
+    let h = &v["history"];
+    let figs = &h["listeners"][0]["model_figures"];
+    let mut out = Vec::new();
+    for (i, t) in h["t_ms"].as_array().into_iter().flatten().enumerate() {
+        let t = t.as_f64().unwrap_or(0.0);
+        if t < start_ms || t > start_ms + secs as f64 * 1e3 + 500.0 {
+            continue;
+        }
+        let cells: Vec<String> = charts::STAGES
+            .iter()
+            .map(|st| {
+                figs[format!("{st}_threads")][i]
+                    .as_u64()
+                    .unwrap_or(0)
+                    .to_string()
+            })
+            .collect();
+        out.push(((t - start_ms) / 1e3, cells.join(",")));
+    }
+    Ok(out)
+}
+
+/// How `b`'s charts are labelled.
+fn label(b: &Bench) -> charts::Label {
+    charts::Label {
+        runs: b.runs,
+        quick: b.quick,
+    }
 }
 
 /// The servers in run `run`'s order.
@@ -853,41 +990,51 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         close: true,
         ..RequestSpec::default()
     };
+    // Concurrent GETs per group from each client: the paper's 12, and the curve around it.
+    let concs: &[usize] = if b.quick {
+        &[3, 12]
+    } else {
+        &[1, 3, 6, 12, 24]
+    };
     let mut rows = Vec::new();
-    // (server, file) -> avg_ms of each run
+    // (server, file) -> avg_ms of each run at the paper's 12
     let mut avg: BTreeMap<(String, &str), Vec<f64>> = BTreeMap::new();
     for file in files {
-        for run in 0..b.runs {
-            for s in order(b, run) {
-                let cfg = GroupsConfig {
-                    target: Target::new(&url(s, file), &spec)?,
-                    clients: 2,
-                    groups: groups_n,
-                    concurrency: 12,
-                    threads: 1,
-                    timeout: Duration::from_secs(30),
-                };
-                let r = groups::run(&cfg)?;
-                let rec = &r.recorder;
-                let lat = rec.latency_us();
-                let avg_ms = lat.mean / 1e3;
-                let errors = rec.errors.total();
-                rows.push(format!(
-                    "{},{file},{},{avg_ms:.3},{:.3},{errors}",
-                    s.name,
-                    run + 1,
-                    lat.p99 / 1e3
-                ));
-                eprintln!(
-                    "  {} {file} run {}: {avg_ms:.3} ms, {errors} errors",
-                    s.name,
-                    run + 1
-                );
-                avg.entry((s.name.clone(), file)).or_default().push(avg_ms);
+        for &conc in concs {
+            for run in 0..b.runs {
+                for s in order(b, run) {
+                    let cfg = GroupsConfig {
+                        target: Target::new(&url(s, file), &spec)?,
+                        clients: 2,
+                        groups: groups_n,
+                        concurrency: conc,
+                        threads: 1,
+                        timeout: Duration::from_secs(30),
+                    };
+                    let r = groups::run(&cfg)?;
+                    let rec = &r.recorder;
+                    let lat = rec.latency_us();
+                    let avg_ms = lat.mean / 1e3;
+                    let errors = rec.errors.total();
+                    rows.push(format!(
+                        "{},{file},{conc},{},{avg_ms:.3},{:.3},{errors}",
+                        s.name,
+                        run + 1,
+                        lat.p99 / 1e3
+                    ));
+                    eprintln!(
+                        "  {} {file} x{conc} run {}: {avg_ms:.3} ms, {errors} errors",
+                        s.name,
+                        run + 1
+                    );
+                    if conc == 12 {
+                        avg.entry((s.name.clone(), file)).or_default().push(avg_ms);
+                    }
+                }
             }
         }
     }
-    let table = write_rows(b, "server,file,run,avg_ms,p99_ms,errors", &rows)?;
+    let table = write_rows(b, "server,file,concurrency,run,avg_ms,p99_ms,errors", &rows)?;
     let names: Vec<&str> = b.servers.iter().map(|s| s.name.as_str()).collect();
     let med = |s: &str, f: &str| median(avg.get(&(s.to_string(), f)).map_or(&[][..], |v| v));
     let mut csv = String::from("server,file,median_avg_ms\n");
@@ -897,7 +1044,8 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
          each {groups_n} sequential \
          groups of 12 concurrent GETs on fresh connections; average completion time of a \
          request (connect to last byte), median of {} run(s). Machine: {}. weft models run \
-         with `--threads 1`.\n\n\
+         with `--threads 1`. The table is the paper's 12; the figures draw each server's curve \
+         over {} concurrent GETs per group (`rows.csv`'s `concurrency`).\n\n\
          The paper: the threaded server was slightly faster than the forked one, with the \
          greatest difference for the small (1 KB) file (its figure 1.2 gives no table of \
          numbers); its cached server against the uncached one is figure 2.1.\n\n\
@@ -905,6 +1053,11 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         quick_note(b),
         b.runs,
         b.machine,
+        concs
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         files.join(" | "),
         "---|".repeat(files.len())
     );
@@ -926,7 +1079,10 @@ fn threads_cache(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     }
     let servers = server_names(b);
     for f in files {
-        md.push_str(&chart(b, &charts::threads_cache(&table, &servers, f)?)?);
+        md.push_str(&chart(
+            b,
+            &charts::threads_cache(&table, &servers, f, label(b))?,
+        )?);
     }
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
@@ -1071,7 +1227,17 @@ fn fibers(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                 gains.join(", ")
             )?;
         }
-        md.push_str(&chart(b, &charts::fibers(&table, &servers, path, &conns)?)?);
+        md.push_str(&chart(
+            b,
+            &charts::fibers(
+                &table,
+                &servers,
+                path,
+                &conns,
+                b.machine.contains("shaped to"),
+                label(b),
+            )?,
+        )?);
         md.push('\n');
     }
     fs::write(b.dir.join("median.csv"), csv)?;
@@ -1108,6 +1274,48 @@ fn write_php_echo(root: &Path) -> io::Result<()> {
 
 /// php-fpm's socket in the experiment's work folder.
 const PHP_SOCK: &str = "php.sock";
+/// The file in the work folder that holds the cgi experiment's upstream's port.
+const UPSTREAM_PORT: &str = "upstream.port";
+
+/// Starts the upstream of the cgi experiment's proxy way: weft, fiber model, one thread, on
+/// the servers' core, echoing `/proxy/echo`; writes its port to `WORK/upstream.port` for the
+/// weft servers' `[[proxy]]`. `Ok(None)` (said) when it does not come up.
+fn start_upstream(weft: &Path, root: &Path, work: &Path, pin: bool) -> io::Result<Option<Server>> {
+    let port = free_port()?;
+    let args: Vec<String> = [
+        "serve",
+        "--root",
+        &root.display().to_string(),
+        "--threads",
+        "1",
+        "--listen",
+        &format!("127.0.0.1:{port}=fiber"),
+        "--echo",
+        "/proxy/echo",
+        "--allow-root",
+        "--access-log",
+        "off",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let log = fs::File::create(work.join("upstream.log"))?;
+    let child = server_command(weft, &args, log, pin)?.spawn()?;
+    let mut up = Server {
+        name: "upstream".into(),
+        host: std::net::Ipv4Addr::LOCALHOST,
+        port,
+        pid: child.id(),
+        child,
+    };
+    if !wait_listening(&mut up, |status| {
+        eprintln!("# the proxy's upstream exited ({status}); the proxy way skipped")
+    }) {
+        return Ok(None);
+    }
+    fs::write(work.join(UPSTREAM_PORT), port.to_string())?;
+    Ok(Some(up))
+}
 /// php-fpm's workers (`pm = static`).
 const PHP_WORKERS: usize = 2;
 
@@ -1223,13 +1431,17 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     for run in 0..b.runs {
         for s in order(b, run) {
             let weft = !(s.name == "lighttpd" || s.name == "nginx" || s.name == "apache2");
-            let paths: &[&str] = match (weft, b.app.is_some()) {
-                (true, true) => &["/cgi-bin/Echo2", "/echo", "/fcgi/echo.php"],
-                (true, false) => &["/cgi-bin/Echo2", "/echo"],
-                (false, true) => &["/cgi-bin/Echo2", "/fcgi/echo.php"],
-                (false, false) => &["/cgi-bin/Echo2"],
-            };
-            for &path in paths {
+            let mut paths = vec!["/cgi-bin/Echo2"];
+            if weft {
+                paths.push("/echo");
+            }
+            if b.app.is_some() {
+                paths.push("/fcgi/echo.php");
+            }
+            if weft && b.upstream.is_some() {
+                paths.push("/proxy/echo");
+            }
+            for path in paths {
                 let target = Target {
                     url: url(s, path),
                     addr: SocketAddr::from((s.host, s.port)),
@@ -1247,13 +1459,24 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                     timeout: Duration::from_secs(10),
                     progress: false,
                 };
-                // FastCGI's CPU is the server's and php-fpm's, as CGI's is the server's and
-                // its scripts' (children of the server).
-                let app = b.app.as_ref().filter(|_| path.starts_with("/fcgi/"));
+                // FastCGI's CPU is the server's and php-fpm's, the proxy's the server's and its
+                // upstream's, as CGI's is the server's and its scripts' (children of the server).
+                let app = if path.starts_with("/fcgi/") {
+                    b.app.as_ref()
+                } else if path.starts_with("/proxy/") {
+                    b.upstream.as_ref()
+                } else {
+                    None
+                };
                 let before = procstat::sample(s.pid)?;
                 let app_before = app.map(|a| procstat::sample(a.pid)).transpose()?;
+                let phases_before = weft.then(|| phase_totals(s)).transpose()?;
                 let r = load::run(&cfg)?;
                 let after = procstat::sample(s.pid)?;
+                let phases = match phases_before {
+                    Some(pb) => phase_means(&pb, &phase_totals(s)?),
+                    None => ",,,".to_string(),
+                };
                 let rec = &r.recorder;
                 let mut sc = procstat::ServerCpu::between(s.pid, before, after, rec.requests, hz);
                 if let (Some(a), Some(ab)) = (app, app_before) {
@@ -1266,7 +1489,7 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                 // Every answer must be the 542 bytes sent.
                 let echoed = rec.body_bytes == rec.requests * paper_body().len() as u64;
                 rows.push(format!(
-                    "{},{path},{},{:.3},{:.3},{:.1},{:.1},{errors},{echoed}",
+                    "{},{path},{},{:.3},{:.3},{:.1},{:.1},{errors},{echoed},{phases}",
                     s.name,
                     run + 1,
                     lat.mean / 1e3,
@@ -1293,7 +1516,8 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     }
     let table = write_rows(
         b,
-        "server,path,run,mean_ms,p99_ms,rps,cpu_us_per_req,errors,echoed",
+        "server,path,run,mean_ms,p99_ms,rps,cpu_us_per_req,errors,echoed,\
+         head_us,body_us,handler_us,out_us",
         &rows,
     )?;
     keys.sort();
@@ -1313,7 +1537,9 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
          through FastCGI \
          (`/fcgi/echo.php`: php-fpm, {PHP_WORKERS} static workers on the server's core shared \
          by every server, so a connection per request; its CPU counted with the server's, as \
-         the scripts' is for CGI). \
+         the scripts' is for CGI), and on weft to the same in-process echo behind its reverse \
+         proxy (`/proxy/echo`: `[[proxy]]` to another weft, fiber model, one thread, on the \
+         server's core, over pooled keep-alive connections; its CPU counted with the server's). \
          Median of {} run(s). Machine: {}. nginx has no CGI and apache2's is not set up here: \
          both skipped.\n\n\
          The paper (CERN httpd, HP PA-RISC, 1995): 202 ms per invocation (201 ms with the \
@@ -1351,10 +1577,9 @@ fn cgi_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             (1.0 - f / c) * 100.0
         )?;
     }
-    md.push_str(&chart(
-        b,
-        &charts::cgi(&table, &charts::cgi_keys(&table)?)?,
-    )?);
+    let figure = charts::cgi(&table, &server_names(b), label(b))?;
+    md.push_str(&charts::cgi_breakdown(&figure));
+    md.push_str(&chart(b, &figure)?);
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
     Ok(())
@@ -1375,6 +1600,7 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
     );
     let dirs = specweb::write_fileset(&set, max)?;
     let mut rows = Vec::new();
+    let mut alloc = Vec::new();
     let mut conf: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
     let mut resp: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
     let mut ops: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
@@ -1386,7 +1612,13 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
                     SpecwebConfig::new(&url(s, "/specweb/"), c, Duration::from_secs(secs))?;
                 cfg.dirs = dirs;
                 cfg.seed = run as u64 + 1;
+                let start_ms = unix_ms();
                 let r = specweb::run(&cfg)?;
+                if s.name == "pipeline" {
+                    for (t, threads) in allocation_history(s, start_ms, secs)? {
+                        alloc.push(format!("{c},{},{t:.1},{threads}", run + 1));
+                    }
+                }
                 let errors = r.errors.total();
                 rows.push(format!(
                     "{},{c},{},{:.1},{:.3},{:.1},{:.1},{},{}",
@@ -1454,9 +1686,39 @@ fn specweb_experiment(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let servers = server_names(b);
-    let counts: Vec<String> = clients.iter().map(|c| c.to_string()).collect();
     md.push('\n');
-    md.push_str(&chart(b, &charts::specweb(&table, &servers, &counts)?)?);
+    md.push_str(&chart(b, &charts::specweb(&table, &servers, label(b))?)?);
+    if !alloc.is_empty() {
+        let mut text = String::from("clients,run,t_s,accept,receive,process,send\n");
+        for line in &alloc {
+            text.push_str(line);
+            text.push('\n');
+        }
+        fs::write(b.dir.join("allocation.csv"), &text)?;
+        let a = charts::Rows::parse(&text).map_err(|e| io::Error::other(e.0))?;
+        md.push_str(
+            "\nThe controller's allocation (the pipeline, controller on: its threads per stage \
+             each second of run 1, from its status JSON history; `allocation.csv` has every \
+             run)",
+        );
+        let distinct: std::collections::BTreeSet<&str> = alloc
+            .iter()
+            .filter_map(|l| l.splitn(4, ',').nth(3))
+            .collect();
+        if let [only] = distinct.into_iter().collect::<Vec<_>>()[..] {
+            writeln!(
+                md,
+                ". It kept one allocation throughout, accept, receive, process, send = {only}: \
+                 this paced load needs a fraction of the server's core, so no stage's queue \
+                 grew for the controller to answer (under a saturating load it moves threads: \
+                 `scripts/paper-runs/pipeline_step.py` draws that)."
+            )?;
+        } else {
+            md.push_str(".\n");
+        }
+        md.push('\n');
+        md.push_str(&chart(b, &charts::allocation(&a, label(b))?)?);
+    }
     fs::write(b.dir.join("median.csv"), csv)?;
     fs::write(b.dir.join("report.md"), md)?;
     Ok(())
@@ -1524,6 +1786,7 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         let mut b = Bench {
             app: None,
+            upstream: None,
             servers: Vec::new(),
             runs: 1,
             quick: true,
@@ -1531,14 +1794,22 @@ mod tests {
             root: dir.clone(),
             machine: String::new(),
         };
-        let c = charts::Chart {
-            stem: "x".into(),
-            title: "requests/s".into(),
-            unit: "req/s",
-            bars: vec![plot::Bar::plain("fiber", 1.0)],
-        };
+        let rows = charts::Rows::parse(
+            "server,path,conns,run,rps,cpu_us_per_req,server_cpu_pct,errors\n\
+             fiber,/x,1,1,1,1,1,0\n",
+        )
+        .unwrap();
         for quick in [true, false] {
             b.quick = quick;
+            let c = charts::fibers(
+                &rows,
+                &["fiber".into()],
+                "/x",
+                &["1".into()],
+                false,
+                label(&b),
+            )
+            .unwrap();
             chart(&b, &c).unwrap();
             let svg = fs::read_to_string(dir.join("x.svg")).unwrap();
             assert_eq!(svg.contains("smoke check"), quick, "{svg}");

@@ -3,7 +3,7 @@
 //! access logs' clients (`clients.csv`) and the scaling runs (`scaling.csv`).
 
 use std::fmt::Write as _;
-use std::fs;
+
 use std::io;
 use std::path::Path;
 
@@ -12,8 +12,13 @@ use super::logs::{ClientTally, LogLine, Stamped};
 use super::openloop::Sample;
 use super::scaling::Scaled;
 use super::INSTANCES;
+use crate::experiment::{
+    self,
+    charts::{Chart, Rows},
+};
 use crate::plot;
 use crate::stats::percentile;
+use crate::target::BadInput;
 
 /// One second of the timeline: the requests due in it and how they ended, the p50 and p99
 /// of those answered, and the requests HAProxy's log shows for each instance.
@@ -101,54 +106,65 @@ pub(crate) fn rows_csv(seconds: &[Second]) -> String {
     rows
 }
 
+/// Writes the charts of the run: every chart `replot` draws from the folder's CSVs (requests/s
+/// and p99 over time from `rows.csv`, the scaling rounds from `scaling.csv`).
+pub(crate) fn charts(dir: &Path, quick: bool) -> io::Result<()> {
+    let charts = experiment::charts::charts_of("cluster", dir, quick)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+    for c in &charts {
+        experiment::charts::draw(dir, c)?;
+    }
+    Ok(())
+}
+
 /// Requests/s over time (answered, failed, and each instance's from HAProxy's log) and p99
-/// per second, as SVG and PNG.
-pub(crate) fn charts(dir: &Path, quick: bool, seconds: &[Second]) -> io::Result<()> {
+/// per second, from `rows.csv`.
+pub(crate) fn charts_from_rows(rows: &Rows, quick: bool) -> Result<Vec<Chart>, BadInput> {
     let q = if quick {
         " (quick run: a smoke check, not a measurement)"
     } else {
         ""
     };
+    let t = rows.values(&[], "t_s")?;
     // Each second's point at its middle.
-    let series = |f: &dyn Fn(&Second) -> f64| -> Vec<(f64, f64)> {
-        seconds
-            .iter()
-            .enumerate()
-            .map(|(s, x)| (s as f64 + 0.5, f(x)))
-            .collect()
+    let series = |name: &str, col: &str| -> Result<plot::Series, BadInput> {
+        let v = rows.values(&[], col)?;
+        Ok((
+            name.to_string(),
+            t.iter().zip(v).map(|(s, y)| (s + 0.5, y)).collect(),
+        ))
     };
-    let mut thr: Vec<plot::Series> = vec![
-        ("answered/s (client)".into(), series(&|x| x.ok as f64)),
-        (
-            "failed/s (client)".into(),
-            series(&|x| (x.failed_ka + x.failed_close) as f64),
-        ),
+    let mut thr = vec![
+        series("answered/s (client)", "ok")?,
+        series("failed/s (client)", "failed")?,
     ];
     for i in 0..INSTANCES {
-        thr.push((
-            format!("w{}/s (HAProxy log)", i + 1),
-            series(&|x| x.per_instance[i] as f64),
-        ));
+        thr.push(series(
+            &format!("w{}/s (HAProxy log)", i + 1),
+            &format!("w{}", i + 1),
+        )?);
     }
-    let title = format!("cluster: requests/s over time{q}");
-    fs::write(
-        dir.join("throughput.svg"),
-        plot::lines(&title, "seconds", "requests/s", &thr),
-    )?;
-    fs::write(
-        dir.join("throughput.png"),
-        plot::lines_png(&title, "seconds", "requests/s", &thr),
-    )?;
-    let lat = vec![("p99 (ms)".to_string(), series(&|x| x.p99))];
-    let title = format!("cluster: p99 latency per second, from the due time{q}");
-    fs::write(
-        dir.join("p99.svg"),
-        plot::lines(&title, "seconds", "ms", &lat),
-    )?;
-    fs::write(
-        dir.join("p99.png"),
-        plot::lines_png(&title, "seconds", "ms", &lat),
-    )
+    let lat = vec![series("p99 (ms)", "p99_ms")?];
+    Ok(vec![
+        Chart {
+            stem: "throughput".into(),
+            figure: plot::Figure::lines(
+                &format!("cluster: requests/s over time{q}"),
+                "seconds",
+                "requests/s",
+                &thr,
+            ),
+        },
+        Chart {
+            stem: "p99".into(),
+            figure: plot::Figure::lines(
+                &format!("cluster: p99 latency per second, from the due time{q}"),
+                "seconds",
+                "ms",
+                &lat,
+            ),
+        },
+    ])
 }
 
 /// `failures.csv`: every failed request, when it was due, its latency, its kind of connection and outcome.

@@ -23,7 +23,7 @@
 //! (`report.md`). This one holds what a run works with ([`run`]'s checks, the hosts' setup
 //! and the order of the parts).
 
-mod data;
+pub(crate) mod data;
 mod events;
 mod haproxy;
 mod hosts;
@@ -35,6 +35,8 @@ mod plan;
 mod report;
 mod scaling;
 mod timeline;
+
+pub(crate) use scaling::SCALE_TARGET;
 
 use std::error::Error;
 use std::fs;

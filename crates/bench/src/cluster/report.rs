@@ -41,7 +41,7 @@ pub(crate) fn write(s: &Setup, r: &Results) -> Result<(), Box<dyn Error>> {
     fs::write(dir.join("events.csv"), data::events_csv(&events))?;
     fs::write(dir.join("clients.csv"), data::clients_csv(&r.clients))?;
     fs::write(dir.join("scaling.csv"), data::scaling_csv(&r.scale))?;
-    data::charts(dir, s.quick, &seconds)?;
+    data::charts(dir, s.quick)?;
     let mut md = intro(s);
     events_section(&mut md, &events);
     scaling_section(&mut md, s, &r.scale);
@@ -200,6 +200,7 @@ fn scaling_section(md: &mut String, s: &Setup, scale: &[Scaled]) {
                 .join(", "),
             scaling_verdict(s, scale, ratio)
         );
+        md.push_str("![scaling](scaling.png) ([SVG](scaling.svg))\n");
     }
 }
 

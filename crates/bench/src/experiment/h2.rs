@@ -1104,7 +1104,14 @@ fn report(
         for measure in charts::H2_MEASURES {
             md.push_str(&chart(
                 b,
-                &charts::h2(table, &servers, &c.to_string(), &streams, measure)?,
+                &charts::h2(
+                    table,
+                    &servers,
+                    &c.to_string(),
+                    &streams,
+                    measure,
+                    super::label(b),
+                )?,
             )?);
         }
         md.push('\n');

@@ -180,6 +180,7 @@ impl Setup<'_> {
             let b = Bench {
                 servers,
                 app: None,
+                upstream: None,
                 runs: self.runs,
                 quick: a.quick,
                 dir,

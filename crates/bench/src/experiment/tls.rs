@@ -567,74 +567,11 @@ fn report(
         );
     }
     md.push('\n');
-    for (sc, stem, title) in [
-        (
-            "keepalive",
-            "keepalive_cpu",
-            "keep-alive over TLS: server CPU per request",
-        ),
-        (
-            "handshake",
-            "handshake_cpu",
-            "new TLS connection per request: server CPU per connection",
-        ),
-    ] {
-        let bars: Vec<plot::Bar> = names
-            .iter()
-            .map(|s| run_bar(s.to_string(), cpu.get(&(s.to_string(), sc))))
-            .collect();
-        md.push_str(&draw_chart(b, stem, title, "us", bars)?);
+    for c in charts::charts_of("tls", &b.dir, b.quick)? {
+        md.push_str(&chart(b, &c)?);
     }
-    let bars: Vec<plot::Bar> = names
-        .iter()
-        .flat_map(|s| {
-            ["handshake", "resumed"]
-                .map(|k| run_bar(format!("{s} {k}"), rps.get(&(s.to_string(), k))))
-        })
-        .collect();
-    md.push_str(&draw_chart(
-        b,
-        "handshakes",
-        "new TLS connections per second",
-        "conn/s",
-        bars,
-    )?);
-    let bars: Vec<plot::Bar> = names
-        .iter()
-        .map(|s| run_bar(s.to_string(), idle.get(&(s.to_string(), "idle"))))
-        .collect();
-    md.push_str(&draw_chart(
-        b,
-        "idle_memory",
-        "resident memory per idle keep-alive TLS connection",
-        "bytes",
-        bars,
-    )?);
     harness::write_report(b, &csv, &md)?;
     Ok(())
-}
-
-/// A bar over the runs kept for a point (none: a missing bar).
-fn run_bar(label: String, runs: Option<&Vec<f64>>) -> plot::Bar {
-    charts::bar(label, runs.map_or(&[][..], Vec::as_slice))
-}
-
-fn draw_chart(
-    b: &Bench,
-    stem: &str,
-    title: &str,
-    unit: &'static str,
-    bars: Vec<plot::Bar>,
-) -> io::Result<String> {
-    chart(
-        b,
-        &charts::Chart {
-            stem: stem.into(),
-            title: title.into(),
-            unit,
-            bars,
-        },
-    )
 }
 
 #[cfg(test)]
