@@ -551,7 +551,8 @@ impl Panel {
                 log: true,
             }
         } else {
-            let step = tick_step(ymax);
+            // About six to eight labelled lines.
+            let step = tick_step(ymax * 5.0 / 8.0);
             Axis {
                 lo: 0.0,
                 hi: ymax,

@@ -202,7 +202,7 @@ fn grouped(
 }
 
 /// Lines: for each of `series` (column `scol`), its value of `measure` at each x (column
-/// `xcol`, numeric), the rows also matching `fixed`.
+/// `xcol`, numeric), the rows also matching `fixed`: [`grouped`]'s values, at their x.
 fn lines(
     rows: &Rows,
     fixed: &[(&str, &str)],
@@ -210,23 +210,18 @@ fn lines(
     (xcol, xs): (&str, &[String]),
     measure: &str,
 ) -> Result<Vec<Points>, BadInput> {
-    let mut out = Vec::new();
-    for s in series {
-        let mut pts = Vec::new();
-        for x in xs {
-            let mut keys = fixed.to_vec();
-            keys.push((scol, s));
-            keys.push((xcol, x));
-            if let (Ok(xv), Some(v)) = (x.parse::<f64>(), value(&rows.values(&keys, measure)?)) {
-                pts.push((xv, v));
-            }
-        }
-        if !pts.is_empty() {
+    Ok(grouped(rows, fixed, (scol, series), (xcol, xs), measure)?
+        .into_iter()
+        .filter_map(|(name, vals)| {
+            let mut pts: Vec<(f64, Value)> = xs
+                .iter()
+                .zip(vals)
+                .filter_map(|(x, v)| Some((x.parse::<f64>().ok()?, v?)))
+                .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            out.push((s.clone(), pts));
-        }
-    }
-    Ok(out)
+            (!pts.is_empty()).then_some((name, pts))
+        })
+        .collect())
 }
 
 /// The median of one series in one group, where it is there.
