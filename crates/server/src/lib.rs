@@ -61,6 +61,7 @@
 // every type that appears in a public signature reachable by name.
 #![warn(missing_docs, unnameable_types)]
 
+pub mod acme;
 pub mod activation;
 #[doc(hidden)]
 pub mod auth;

@@ -31,8 +31,9 @@ const LAYERS: &[&[&str]] = &[
     ],
     // Request bodies, responses, counters.
     &["body", "response", "metrics"],
-    // Per-client guards, passwords, compression, certificates and TLS sessions.
-    &["limits_ip", "auth", "compress", "tls"],
+    // Per-client guards, passwords, compression, certificates and TLS sessions, the ACME
+    // protocol.
+    &["limits_ip", "auth", "compress", "tls", "acme"],
     // Static files, CGI, the reverse proxy, echo, status.
     &["handlers"],
     // From a request to its response: the app, sites and locations (`routing/`).

@@ -1,0 +1,17 @@
+//! Automatic HTTPS (ACME, RFC 8555), issue 52: the protocol's client.
+//!
+//! - [`jws`]: the account key (ECDSA P-256), its JWK and thumbprint, the signed requests.
+//! - [`client`]: the directory, nonces, account, orders, authorizations, challenges,
+//!   finalization and download over any transport, polling through a clock, and [`client::issue`]
+//!   for the whole exchange.
+//!
+//! Still to come (issue 52): the transport over HTTPS with the CA's roots, the challenges
+//! answered by the listeners (HTTP-01 on plain ones, TLS-ALPN-01 on TLS ones), the certificate
+//! store, renewal and its schedule, and `[acme]` in the configuration. Nothing here is reached
+//! from a configuration yet.
+
+pub mod client;
+pub mod jws;
+
+#[cfg(test)]
+mod tests;
