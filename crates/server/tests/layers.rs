@@ -31,11 +31,11 @@ const LAYERS: &[&[&str]] = &[
     ],
     // Request bodies, responses, counters.
     &["body", "response", "metrics"],
-    // Per-client guards, passwords, compression, certificates and TLS sessions, the ACME
-    // protocol.
-    &["limits_ip", "auth", "compress", "tls", "acme"],
-    // Static files, CGI, the reverse proxy, echo, status.
-    &["handlers"],
+    // Per-client guards, passwords, compression, certificates and TLS sessions.
+    &["limits_ip", "auth", "compress", "tls"],
+    // Static files, CGI, the reverse proxy, echo, status; the ACME client (over `tls`'s CA
+    // roots).
+    &["handlers", "acme"],
     // From a request to its response: the app, sites and locations (`routing/`).
     &["routing"],
     // The connection: its prelude, the HTTP/1.1 driver, connection-level policy.

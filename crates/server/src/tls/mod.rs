@@ -18,10 +18,12 @@
 //! - certificates are re-read on SIGHUP: new connections get the new ones, open connections
 //!   keep theirs (they hold their generation's `Tls`).
 
+mod roots;
 mod session;
 pub(crate) mod stream;
 mod ticketer;
 
+pub(crate) use roots::ca_roots;
 pub(crate) use session::Session;
 pub(crate) use stream::{pending, TlsStream};
 

@@ -2,7 +2,7 @@
 //! certificates, its client certificate, the name it checks), shared by every connection of
 //! the mount, so sessions resume across them (rustls's in-memory session cache).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -41,14 +41,6 @@ impl<'a> TlsKeys<'a> {
         }
     }
 }
-
-/// Where the system keeps its CA bundle (Debian and Ubuntu, Fedora and RHEL, Alpine and
-/// others), tried in order when a mount names no `tls_ca`.
-const SYSTEM_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/cert.pem",
-];
 
 /// A mount's TLS client: its configuration and the name it sends and checks.
 #[derive(Debug, Clone)]
@@ -94,37 +86,11 @@ impl UpstreamTls {
 
 /// The CA certificates of `file`, else of the first system bundle there is.
 fn roots(file: Option<&Path>) -> Result<rustls::RootCertStore, String> {
-    let path: PathBuf = match file {
-        Some(p) => p.to_path_buf(),
-        None => SYSTEM_BUNDLES
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.is_file())
-            .ok_or_else(|| {
-                format!(
-                    "proxy: an https:// upstream needs tls_ca (no system CA bundle at {})",
-                    SYSTEM_BUNDLES.join(", ")
-                )
-            })?,
-    };
-    let text = std::fs::read(&path)
-        .map_err(|e| format!("proxy tls_ca {}: cannot read: {e}", path.display()))?;
-    let mut store = rustls::RootCertStore::empty();
-    let mut bad = 0;
-    for cert in CertificateDer::pem_slice_iter(&text) {
-        let cert = cert.map_err(|e| format!("proxy tls_ca {}: not PEM: {e}", path.display()))?;
-        // A system bundle may hold a certificate rustls cannot use: skipped, as others do.
-        if store.add(cert).is_err() {
-            bad += 1;
-        }
-    }
-    if store.is_empty() {
-        return Err(format!(
-            "proxy tls_ca {}: no usable CA certificate ({bad} refused)",
-            path.display()
-        ));
-    }
-    Ok(store)
+    crate::tls::ca_roots(
+        file,
+        "proxy tls_ca",
+        "proxy: an https:// upstream needs tls_ca",
+    )
 }
 
 fn client_pair(
