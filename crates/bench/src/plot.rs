@@ -300,11 +300,12 @@ impl Figure {
     /// The figure as an SVG document.
     pub fn svg(&self) -> io::Result<String> {
         register_font();
-        let rows = self.legend_rows();
+        let legend = self.legend_layout();
         let mut s = String::new();
         {
-            let root = SVGBackend::with_string(&mut s, self.size(rows)).into_drawing_area();
-            self.draw(&root, rows).map_err(to_io)?;
+            let root = SVGBackend::with_string(&mut s, self.size(legend_rows(&legend)))
+                .into_drawing_area();
+            self.draw(&root, legend).map_err(to_io)?;
             root.present().map_err(to_io)?;
         }
         Ok(s)
@@ -313,9 +314,9 @@ impl Figure {
     /// Writes the figure as a PNG to `path`.
     pub fn png(&self, path: &Path) -> io::Result<()> {
         register_font();
-        let rows = self.legend_rows();
-        let root = BitMapBackend::new(path, self.size(rows)).into_drawing_area();
-        self.draw(&root, rows).map_err(to_io)?;
+        let legend = self.legend_layout();
+        let root = BitMapBackend::new(path, self.size(legend_rows(&legend))).into_drawing_area();
+        self.draw(&root, legend).map_err(to_io)?;
         root.present().map_err(to_io)
     }
 
@@ -325,42 +326,42 @@ impl Figure {
         self.png(&dir.join(format!("{stem}.png")))
     }
 
-    /// The legend's rows at the figure's width (entries laid left to right, wrapped).
-    fn legend_rows(&self) -> u32 {
+    /// The legend laid out at the figure's width, left to right and wrapped: each entry with
+    /// its x from the left margin and its row.
+    fn legend_layout(&self) -> Vec<(String, Swatch, i32, u32)> {
         let width = self.width() - 24;
-        let mut rows = 1;
-        let mut x = 0;
-        for (text, _) in self.legend() {
-            let w = entry_width(&text);
-            if x > 0 && x + w > width {
-                rows += 1;
-                x = 0;
-            }
-            x += w;
-        }
-        rows
+        let (mut x, mut row) = (0, 0);
+        self.legend()
+            .into_iter()
+            .map(|(text, swatch)| {
+                let w = entry_width(&text);
+                if x > 0 && x + w > width {
+                    row += 1;
+                    x = 0;
+                }
+                let at = x;
+                x += w;
+                (text, swatch, at as i32, row)
+            })
+            .collect()
     }
 
     fn draw<DB: DrawingBackend>(
         &self,
         root: &DrawingArea<DB, Shift>,
-        legend_rows: u32,
+        legend: Vec<(String, Swatch, i32, u32)>,
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
         root.fill(&WHITE)?;
-        let (w, _) = root.dim_in_pixel();
+        let rows = legend_rows(&legend);
         root.draw(&Text::new(
             self.title.clone(),
             (12, 8),
             (FAMILY, 19).into_font().color(&BLACK),
         ))?;
         // The legend, under the title.
-        let (mut x, mut y) = (12i32, TITLE_H as i32);
-        for (text, swatch) in self.legend() {
-            let ew = entry_width(&text) as i32;
-            if x > 12 && x + ew > w as i32 - 12 {
-                x = 12;
-                y += LEGEND_ROW as i32;
-            }
+        for (text, swatch, at, row) in legend {
+            let x = 12 + at;
+            let y = (TITLE_H + row * LEGEND_ROW) as i32;
             let mid = y + 8;
             match swatch {
                 Swatch::Fill(c) => root.draw(&Rectangle::new(
@@ -388,9 +389,8 @@ impl Figure {
                     .color(&BLACK)
                     .pos(Pos::new(HPos::Left, VPos::Center)),
             ))?;
-            x += ew;
         }
-        let top = TITLE_H + legend_rows * LEGEND_ROW;
+        let top = TITLE_H + rows * LEGEND_ROW;
         let body = root.margin(top, 0, 0, 0);
         let (panels, notes) = body.split_vertically(PANEL_H);
         let n = self.panels.len().max(1);
@@ -406,6 +406,11 @@ impl Figure {
         }
         Ok(())
     }
+}
+
+/// The rows a laid-out legend takes (one at least).
+fn legend_rows(legend: &[(String, Swatch, i32, u32)]) -> u32 {
+    legend.last().map_or(1, |e| e.3 + 1)
 }
 
 /// The room a legend entry takes: swatch, text (estimated at 6.5 px a character of 13 px

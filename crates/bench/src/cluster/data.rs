@@ -125,13 +125,12 @@ pub(crate) fn charts_from_rows(rows: &Rows, quick: bool) -> Result<Vec<Chart>, B
     } else {
         ""
     };
-    let t = rows.values(&[], "t_s")?;
     // Each second's point at its middle.
     let series = |name: &str, col: &str| -> Result<plot::Series, BadInput> {
-        let v = rows.values(&[], col)?;
+        let pts = rows.pairs(&[], "t_s", col)?;
         Ok((
             name.to_string(),
-            t.iter().zip(v).map(|(s, y)| (s + 0.5, y)).collect(),
+            pts.into_iter().map(|(s, y)| (s + 0.5, y)).collect(),
         ))
     };
     let mut thr = vec![

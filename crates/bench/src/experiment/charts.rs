@@ -61,10 +61,11 @@ impl Rows {
         Ok(out)
     }
 
-    /// Column `value` of every row whose columns `keys` hold the given cells (one value a
-    /// run); a cell that is not a number is left out.
-    pub fn values(&self, keys: &[(&str, &str)], value: &str) -> Result<Vec<f64>, BadInput> {
-        let v = self.col(value)?;
+    /// The rows whose columns `keys` hold the given cells.
+    fn matching<'a>(
+        &'a self,
+        keys: &[(&str, &'a str)],
+    ) -> Result<impl Iterator<Item = &'a Vec<String>> + 'a, BadInput> {
         let keys = keys
             .iter()
             .map(|&(k, want)| Ok((self.col(k)?, want)))
@@ -72,7 +73,15 @@ impl Rows {
         Ok(self
             .rows
             .iter()
-            .filter(|r| keys.iter().all(|&(k, want)| r[k] == want))
+            .filter(move |r| keys.iter().all(|&(k, want)| r[k] == want)))
+    }
+
+    /// Column `value` of every row whose columns `keys` hold the given cells (one value a
+    /// run); a cell that is not a number is left out.
+    pub fn values(&self, keys: &[(&str, &str)], value: &str) -> Result<Vec<f64>, BadInput> {
+        let v = self.col(value)?;
+        Ok(self
+            .matching(keys)?
             .filter_map(|r| r[v].parse::<f64>().ok())
             .collect())
     }
@@ -86,14 +95,8 @@ impl Rows {
         b: &str,
     ) -> Result<Vec<(f64, f64)>, BadInput> {
         let (ai, bi) = (self.col(a)?, self.col(b)?);
-        let keys = keys
-            .iter()
-            .map(|&(k, want)| Ok((self.col(k)?, want)))
-            .collect::<Result<Vec<_>, BadInput>>()?;
         Ok(self
-            .rows
-            .iter()
-            .filter(|r| keys.iter().all(|&(k, want)| r[k] == want))
+            .matching(keys)?
             .filter_map(|r| Some((r[ai].parse::<f64>().ok()?, r[bi].parse::<f64>().ok()?)))
             .collect())
     }
@@ -157,12 +160,6 @@ impl Label {
     }
 }
 
-/// A bar's or point's value over the runs' values: the median, and a whisker from the
-/// smallest to the largest run when there are several.
-pub fn value(runs: &[f64]) -> Option<Value> {
-    Value::of_runs(runs)
-}
-
 fn panel(title: &str, x_label: &str, y_label: &str, kind: Kind) -> Panel {
     Panel {
         title: title.into(),
@@ -192,7 +189,7 @@ fn grouped(
             let mut keys = fixed.to_vec();
             keys.push((scol, s));
             keys.push((gcol, g));
-            vals.push(value(&rows.values(&keys, measure)?));
+            vals.push(Value::of_runs(&rows.values(&keys, measure)?));
         }
         if vals.iter().any(Option::is_some) {
             out.push((s.clone(), vals));
@@ -495,7 +492,7 @@ pub fn cgi(rows: &Rows, servers: &[String], label: Label) -> Result<Chart, BadIn
         for p in &paths {
             let m = |col: &str| -> Result<f64, BadInput> {
                 Ok(
-                    value(&rows.values(&[("server", &model), ("path", p)], col)?)
+                    Value::of_runs(&rows.values(&[("server", &model), ("path", p)], col)?)
                         .map_or(f64::NAN, |v| v.mid),
                 )
             };
@@ -691,14 +688,10 @@ pub fn allocation(alloc: &Rows, label: Label) -> Result<Chart, BadInput> {
         let series = STAGES
             .iter()
             .map(|st| {
-                let t = alloc.values(&[("clients", &c), ("run", "1")], "t_s")?;
-                let v = alloc.values(&[("clients", &c), ("run", "1")], st)?;
+                let pts = alloc.pairs(&[("clients", &c), ("run", "1")], "t_s", st)?;
                 Ok((
                     format!("{st} threads"),
-                    t.into_iter()
-                        .zip(v)
-                        .map(|(x, y)| (x, Value::plain(y)))
-                        .collect(),
+                    pts.into_iter().map(|(x, y)| (x, Value::plain(y))).collect(),
                 ))
             })
             .collect::<Result<Vec<_>, BadInput>>()?;
@@ -778,7 +771,8 @@ pub fn tls(rows: &Rows, idle: Option<&Rows>, label: Label) -> Result<Vec<Chart>,
     let one = |scenario: &str, measure: &str| -> Result<Vec<Bars>, BadInput> {
         let mut out = Vec::new();
         for s in &servers {
-            let v = value(&rows.values(&[("server", s), ("scenario", scenario)], measure)?);
+            let v =
+                Value::of_runs(&rows.values(&[("server", s), ("scenario", scenario)], measure)?);
             if v.is_some() {
                 out.push((s.clone(), vec![v]));
             }
@@ -854,7 +848,7 @@ pub fn tls(rows: &Rows, idle: Option<&Rows>, label: Label) -> Result<Vec<Chart>,
     if let Some(idle) = idle {
         let mut series = Vec::new();
         for s in idle.distinct("server")? {
-            let v = value(&idle.values(&[("server", &s)], "bytes_per_connection")?);
+            let v = Value::of_runs(&idle.values(&[("server", &s)], "bytes_per_connection")?);
             if v.is_some() {
                 series.push((s, vec![v]));
             }
