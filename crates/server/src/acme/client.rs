@@ -360,10 +360,7 @@ impl<T: Transport> Client<T> {
         self.kid = None;
         let url = self.directory.new_account.clone();
         let r = self.post(&url, Some(&payload))?;
-        let kid = r
-            .header("Location")
-            .ok_or_else(|| AcmeError::Protocol("newAccount gave no Location".into()))?
-            .to_string();
+        let kid = location(&r, "newAccount")?;
         self.kid = Some(kid.clone());
         Ok(kid)
     }
@@ -390,10 +387,7 @@ impl<T: Transport> Client<T> {
         let payload = format!(r#"{{"identifiers":[{}]}}"#, ids.join(","));
         let url = self.directory.new_order.clone();
         let r = self.post(&url, Some(&payload))?;
-        let at = r
-            .header("Location")
-            .ok_or_else(|| AcmeError::Protocol("newOrder gave no Location".into()))?
-            .to_string();
+        let at = location(&r, "newOrder")?;
         Order::parse(at, &r.json()?)
     }
 
@@ -436,6 +430,13 @@ impl<T: Transport> Client<T> {
         }
         Ok(pem)
     }
+}
+
+/// The `Location` of what `what` created.
+fn location(r: &HttpResponse, what: &str) -> Result<String, AcmeError> {
+    r.header("Location")
+        .map(str::to_string)
+        .ok_or_else(|| AcmeError::Protocol(format!("{what} gave no Location")))
 }
 
 /// The error a response carries: its problem document, or what there is.

@@ -337,6 +337,22 @@ fn setup(tune: impl FnOnce(&mut Ca)) -> (Fake, Client<Fake>, Solve) {
     (fake, client, solve)
 }
 
+/// `issue` with a clock that only records and the default polling.
+fn issue_now(
+    client: &mut Client<Fake>,
+    names: &[String],
+    solve: &mut Solve,
+) -> Result<String, AcmeError> {
+    issue(
+        client,
+        names,
+        b"c",
+        solve,
+        &mut Sleeps::default(),
+        Polling::default(),
+    )
+}
+
 fn names() -> Vec<String> {
     vec!["a.example".into(), "b.example".into()]
 }
@@ -385,15 +401,7 @@ fn a_certificate_is_ordered_authorized_finalized_and_downloaded() {
 fn http_01_is_used_where_it_is_the_solvers_only_kind() {
     let (_fake, mut client, mut solve) = setup(|_| {});
     solve.kinds = vec!["http-01".into()];
-    issue(
-        &mut client,
-        &names()[..1],
-        b"c",
-        &mut solve,
-        &mut Sleeps::default(),
-        Polling::default(),
-    )
-    .unwrap();
+    issue_now(&mut client, &names()[..1], &mut solve).unwrap();
     assert_eq!(solve.presented[0].0, "http-01");
     assert_eq!(solve.cleaned, ["a.example-h"]);
 }
@@ -418,15 +426,7 @@ fn a_bad_nonce_is_answered_by_signing_again_with_the_new_one() {
 #[test]
 fn a_failed_challenge_says_what_the_ca_said_and_is_cleaned_up() {
     let (_fake, mut client, mut solve) = setup(|ca| ca.fail_challenges = true);
-    let err = issue(
-        &mut client,
-        &names(),
-        b"c",
-        &mut solve,
-        &mut Sleeps::default(),
-        Polling::default(),
-    )
-    .unwrap_err();
+    let err = issue_now(&mut client, &names(), &mut solve).unwrap_err();
     let text = err.to_string();
     assert!(
         text.contains("tls-alpn-01 challenge for a.example failed")
@@ -449,16 +449,9 @@ fn a_rate_limit_is_a_problem_with_its_type() {
 #[test]
 fn a_ca_without_a_challenge_weft_answers_is_named() {
     let (_fake, mut client, mut solve) = setup(|ca| ca.only_dns = true);
-    let err = issue(
-        &mut client,
-        &names(),
-        b"c",
-        &mut solve,
-        &mut Sleeps::default(),
-        Polling::default(),
-    )
-    .unwrap_err()
-    .to_string();
+    let err = issue_now(&mut client, &names(), &mut solve)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("none of the challenges") && err.contains("dns-01"),
         "{err}"

@@ -336,12 +336,19 @@ mod tests {
             let mut s = StreamOwned::new(conn, tcp);
             let mut got = Vec::new();
             let mut b = [0u8; 4096];
-            // A client that gives up (a refused certificate) ends the exchange early.
-            while find(&got, b"\r\n\r\n").is_none() {
-                match s.read(&mut b) {
-                    Ok(n) if n > 0 => got.extend_from_slice(&b[..n]),
-                    _ => return got,
+            // Reads until `enough` holds; false where the client gave up first (a refused
+            // certificate ends the exchange early).
+            let mut read_until = |got: &mut Vec<u8>, enough: &dyn Fn(&[u8]) -> bool| {
+                while !enough(got) {
+                    match s.read(&mut b) {
+                        Ok(n) if n > 0 => got.extend_from_slice(&b[..n]),
+                        _ => return false,
+                    }
                 }
+                true
+            };
+            if !read_until(&mut got, &|g| find(g, b"\r\n\r\n").is_some()) {
+                return got;
             }
             let text = String::from_utf8_lossy(&got).to_string();
             if let Some(len) = text
@@ -350,11 +357,8 @@ mod tests {
                 .and_then(|v| v.trim().parse::<usize>().ok())
             {
                 let head = find(&got, b"\r\n\r\n").unwrap() + 4;
-                while got.len() < head + len {
-                    match s.read(&mut b) {
-                        Ok(n) if n > 0 => got.extend_from_slice(&b[..n]),
-                        _ => return got,
-                    }
+                if !read_until(&mut got, &|g| g.len() >= head + len) {
+                    return got;
                 }
             }
             s.write_all(reply).unwrap();
