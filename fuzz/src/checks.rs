@@ -872,7 +872,24 @@ pub fn basic_auth(data: &[u8]) {
 /// answer twice; names that come out carry no raw control character (they go into logs, CGI
 /// variables and headers as they are), and no prefix of an accepted certificate is accepted.
 pub fn x509_names(data: &[u8]) {
-    use weft_http::x509::names;
+    use weft_http::x509::{names, serial_and_authority_key_id, validity};
+    // The other readers of a certificate: deterministic, never a panic.
+    assert_eq!(validity(data), validity(data));
+    if let Ok((before, after)) = validity(data) {
+        // Years 0000-9999 at most.
+        assert!(
+            (-62_167_219_200..253_402_300_800).contains(&before),
+            "{before}"
+        );
+        assert!(
+            (-62_167_219_200..253_402_300_800).contains(&after),
+            "{after}"
+        );
+    }
+    assert_eq!(
+        serial_and_authority_key_id(data),
+        serial_and_authority_key_id(data)
+    );
     let got = names(data);
     assert_eq!(got, names(data));
     if let Ok(n) = got {

@@ -95,6 +95,116 @@ pub fn is_ca(der: &[u8]) -> Result<bool, &'static str> {
     Ok(false)
 }
 
+/// A certificate's validity, in seconds since the Unix epoch: `(notBefore, notAfter)`.
+/// UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) and GeneralizedTime (`YYYYMMDDHHMMSSZ`) in
+/// UTC, as RFC 5280 §4.1.2.5 has them; anything else is refused.
+pub fn validity(der: &[u8]) -> Result<(i64, i64), &'static str> {
+    let cert = whole(der, SEQUENCE, "a Certificate SEQUENCE")?;
+    let (tbs, _) = element(cert, SEQUENCE, "a TBSCertificate SEQUENCE")?;
+    let tbs = match element(tbs, CONTEXT_0, "") {
+        Ok((_, rest)) => rest,
+        Err(_) => tbs,
+    };
+    let (_, rest) = element(tbs, INTEGER, "a serialNumber INTEGER")?;
+    let (_, rest) = element(rest, SEQUENCE, "a signature AlgorithmIdentifier")?;
+    let (_, rest) = element(rest, SEQUENCE, "an issuer Name")?;
+    let (validity, _) = element(rest, SEQUENCE, "a validity SEQUENCE")?;
+    let (tag, before, rest) = any(validity, "a notBefore time")?;
+    let not_before = time(tag, before)?;
+    let (tag, after, rest) = any(rest, "a notAfter time")?;
+    if !rest.is_empty() {
+        return Err("a validity SEQUENCE");
+    }
+    Ok((not_before, time(tag, after)?))
+}
+
+/// A certificate's serial number (the INTEGER's content octets, sign octet kept) and its
+/// authority key identifier (`authorityKeyIdentifier`'s `keyIdentifier`, RFC 5280
+/// §4.2.1.1; `None` without one): what an ACME renewal-information request names it by
+/// (RFC 9773 §4.1).
+pub fn serial_and_authority_key_id(der: &[u8]) -> Result<(Vec<u8>, Option<Vec<u8>>), &'static str> {
+    const CONTEXT_3: u8 = 0xa3;
+    const BOOLEAN: u8 = 0x01;
+    const OCTET_STRING: u8 = 0x04;
+    const AUTHORITY_KEY_ID: [u8; 3] = [0x55, 0x1d, 0x23];
+    let cert = whole(der, SEQUENCE, "a Certificate SEQUENCE")?;
+    let (tbs, _) = element(cert, SEQUENCE, "a TBSCertificate SEQUENCE")?;
+    let body = match element(tbs, CONTEXT_0, "") {
+        Ok((_, rest)) => rest,
+        Err(_) => tbs,
+    };
+    let (serial, _) = element(body, INTEGER, "a serialNumber INTEGER")?;
+    let mut rest = tbs;
+    while !rest.is_empty() {
+        let (tag, content, next) = any(rest, "a TBSCertificate field")?;
+        rest = next;
+        if tag != CONTEXT_3 {
+            continue;
+        }
+        let mut exts = whole(content, SEQUENCE, "an Extensions SEQUENCE")?;
+        while !exts.is_empty() {
+            let (ext, next) = element(exts, SEQUENCE, "an Extension SEQUENCE")?;
+            exts = next;
+            let (oid, mut ext) = element(ext, OID, "an extnID")?;
+            if oid != AUTHORITY_KEY_ID {
+                continue;
+            }
+            if let Ok((_, after)) = element(ext, BOOLEAN, "") {
+                ext = after;
+            }
+            let value = whole(ext, OCTET_STRING, "an extnValue OCTET STRING")?;
+            let aki = whole(value, SEQUENCE, "an AuthorityKeyIdentifier SEQUENCE")?;
+            // keyIdentifier [0] IMPLICIT OCTET STRING, optional and first.
+            return Ok(match element(aki, 0x80, "") {
+                Ok((id, _)) => (serial.to_vec(), Some(id.to_vec())),
+                Err(_) => (serial.to_vec(), None),
+            });
+        }
+    }
+    Ok((serial.to_vec(), None))
+}
+
+/// A UTCTime (0x17) or GeneralizedTime (0x18) ending in `Z`, whole seconds, in seconds since
+/// the Unix epoch.
+fn time(tag: u8, t: &[u8]) -> Result<i64, &'static str> {
+    let bad = "a validity time";
+    let (year, rest) = match (tag, t.len()) {
+        (0x17, 13) => {
+            let yy = digits(&t[..2]).ok_or(bad)?;
+            (if yy < 50 { 2000 + yy } else { 1900 + yy }, &t[2..])
+        }
+        (0x18, 15) => (digits(&t[..4]).ok_or(bad)?, &t[4..]),
+        _ => return Err(bad),
+    };
+    if rest[10] != b'Z' {
+        return Err(bad);
+    }
+    let field = |i: usize| digits(&rest[i..i + 2]).ok_or(bad);
+    let (month, day, hour, min, sec) = (field(0)?, field(2)?, field(4)?, field(6)?, field(8)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return Err(bad);
+    }
+    let days = days_from_civil(year, month, day);
+    Ok(days * 86_400 + hour * 3_600 + min * 60 + sec)
+}
+
+fn digits(b: &[u8]) -> Option<i64> {
+    b.iter().try_fold(0i64, |n, &d| {
+        d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
+    })
+}
+
+/// Days from 1970-01-01 to the proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// An INTEGER's content without the zero octet that only keeps it positive.
 fn strip_sign(int: &[u8]) -> &[u8] {
     match int {
@@ -348,6 +458,23 @@ mod tests {
     }
 
     #[test]
+    fn validity_times_read_as_unix_seconds() {
+        assert_eq!(time(0x17, b"700101000000Z"), Ok(0));
+        assert_eq!(time(0x17, b"491231235959Z"), Ok(2_524_607_999));
+        assert_eq!(time(0x18, b"20000229120000Z"), Ok(951_825_600));
+        assert_eq!(time(0x18, b"19691231235959Z"), Ok(-1));
+        for bad in [
+            &b"7001010000Z"[..],
+            b"700101000000+",
+            b"701301000000Z",
+            b"70010100000aZ",
+        ] {
+            assert!(time(0x17, bad).is_err(), "{bad:?}");
+        }
+        assert!(time(0x04, b"700101000000Z").is_err());
+    }
+
+    #[test]
     fn anything_else_is_refused() {
         let good = cert(&[1], &[], &atv(&[0x55, 0x04, 0x03], 0x0c, b"a"));
         assert!(names(&good).is_ok());
@@ -383,5 +510,27 @@ mod openssl_seeds {
         let rsa = read("openssl_rsa_dc");
         assert_eq!(rsa.subject, r"CN=\#bob\ ,UID=bob,DC=example,DC=com");
         assert_eq!(rsa.serial, "FF01");
+    }
+
+    /// Their validity and authority key identifier, as `openssl x509 -dates -ext
+    /// authorityKeyIdentifier` prints them.
+    #[test]
+    fn validity_and_key_id_agree_with_openssl() {
+        let der = std::fs::read(format!(
+            "{}/../../fuzz/corpus/x509_names/openssl_ec",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        // Dec  6 19:48:36 2026 GMT, Jan  5 19:48:36 2027 GMT.
+        assert_eq!(super::validity(&der), Ok((1_796_586_516, 1_799_178_516)));
+        let (serial, aki) = super::serial_and_authority_key_id(&der).unwrap();
+        assert_eq!(
+            super::hex_upper(&serial),
+            "3A9EC912E7C18E85468CE531167162FA81638CCF"
+        );
+        assert_eq!(
+            super::hex_upper(&aki.unwrap()),
+            "96A286EB90DC48E06D924E93377778D6C23A105A"
+        );
     }
 }

@@ -49,6 +49,29 @@ enum Cmd {
     /// Fit the pipeline's utilization constants c1 and c2 (U = c1*W + c2*R) from saturating
     /// loads over several file sizes, served and generated in this process.
     Calibrate(CalibrateArgs),
+    /// Automatic HTTPS (`[acme]`): list the names managed, or ask the running server to renew.
+    Acme(AcmeArgs),
+}
+
+#[derive(clap::Args)]
+struct AcmeArgs {
+    #[command(subcommand)]
+    cmd: AcmeCmd,
+    /// The server's TOML configuration file.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum AcmeCmd {
+    /// Each managed name, its stored certificate's expiry and when it renews.
+    List,
+    /// Renew NAME (every managed name without one) at the running server's next look, within
+    /// half a minute, whatever its expiry.
+    Renew {
+        /// Names to renew.
+        names: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -226,12 +249,56 @@ fn main() -> ExitCode {
             .map(|n| println!("wrote {n} files under {}", dir.display()))
             .map_err(|e| format!("fileset: {e}")),
         Cmd::Calibrate(args) => calibrate(args),
+        Cmd::Acme(args) => acme(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("weft: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+fn acme(args: AcmeArgs) -> Result<(), String> {
+    let cfg = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if !cfg.acme.enabled {
+        return Err("[acme] is not enabled in this configuration".into());
+    }
+    match args.cmd {
+        AcmeCmd::List => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            let days = |t: Option<i64>| {
+                t.map_or_else(
+                    || "-".to_string(),
+                    |t| format!("{:.1}", (t - now) as f64 / 86_400.0),
+                )
+            };
+            println!(
+                "{:<40} {:>16} {:>16} renew asked",
+                "name", "expires in (d)", "renews in (d)"
+            );
+            for n in weft::acme::managed(&cfg)? {
+                println!(
+                    "{:<40} {:>16} {:>16} {}",
+                    n.name,
+                    days(n.not_after),
+                    days(n.renew_at),
+                    if n.renewal_requested { "yes" } else { "no" }
+                );
+            }
+            Ok(())
+        }
+        AcmeCmd::Renew { names } => {
+            for n in weft::acme::request_renewal(&cfg, &names)? {
+                println!("{n}: renewal asked; the running server renews it within half a minute");
+            }
+            Ok(())
         }
     }
 }

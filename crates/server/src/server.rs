@@ -225,6 +225,7 @@ impl ServerBuilder {
         // directory, document root) is open: from here on the server runs as `user`, the
         // process master and everything it forks included. Keys and certificates must be read
         // before this point.
+        crate::acme::prepare(&app.cfg)?;
         crate::privdrop::drop_privileges(&app.cfg)?;
         let live = Arc::new(LiveApp::new(app, self.reload));
         let master = start_process_master(&live, &mut bound, &copy_fds)?;
@@ -433,6 +434,11 @@ pub struct ShutdownHandle {
 }
 
 impl ShutdownHandle {
+    /// The generation new connections get now.
+    pub(crate) fn app(&self) -> Arc<App> {
+        self.live.current()
+    }
+
     /// Stops accepting, lets in-flight requests finish, closes idle connections.
     pub fn shutdown(&self) {
         self.upgrader.close();
@@ -463,6 +469,18 @@ impl ShutdownHandle {
         }
         self.live.reload()?;
         // The new generation's health checks run here, where the first one's did.
+        self.live.current().start_checks();
+        Ok(())
+    }
+
+    /// Builds the running configuration again (not re-read from its file) so new connections
+    /// get the certificates in `[acme]`'s storage; the `process` model's master does the
+    /// same (told by SIGUSR2). Open connections keep theirs.
+    pub(crate) fn refresh_certificates(&self) -> Result<(), ReloadError> {
+        if let Some(pid) = self.master {
+            let _ = weft_sys::process::kill(pid, weft_sys::signal::SIGUSR2);
+        }
+        self.live.refresh()?;
         self.live.current().start_checks();
         Ok(())
     }
@@ -541,6 +559,7 @@ impl Server {
             l.start_flusher()?;
         }
         app.start_checks();
+        crate::acme::manager::start(self.shutdown_handle())?;
         if app.cfg.status.enabled {
             let fiber = runtime.as_ref().map(|rt| rt.handle().clone());
             app.metrics.start_sampler(fiber, app.shutdown.clone())?;

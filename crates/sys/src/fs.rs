@@ -84,6 +84,18 @@ pub fn searchable(path: &Path) -> io::Result<()> {
     cvt(unsafe { libc::access(c.as_ptr(), libc::X_OK) }).map(drop)
 }
 
+/// Takes an exclusive `flock(2)` lock on `file` without waiting: `Ok(true)` when taken (held
+/// until the file is closed, by every process sharing the open file), `Ok(false)` when another
+/// open file holds it.
+pub fn try_lock(file: &File) -> io::Result<bool> {
+    // SAFETY: flock takes a live descriptor (borrowed from `file` for the call) and flags only.
+    match cvt(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +106,18 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn a_lock_is_exclusive_between_open_files_until_closed() {
+        let d = tmpdir("lock");
+        let path = d.join("a.lock");
+        let first = File::create(&path).unwrap();
+        assert!(try_lock(&first).unwrap());
+        let second = File::open(&path).unwrap();
+        assert!(!try_lock(&second).unwrap(), "a second open file is refused");
+        drop(first);
+        assert!(try_lock(&second).unwrap(), "closing the holder frees it");
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub enum AcmeError {
         kind: String,
         /// Its `detail`, or the body where it has none.
         detail: String,
+        /// The response's `Retry-After` (a `rateLimited` answer says when to come back).
+        retry_after: Option<Duration>,
     },
     /// The CA's answer was not what the protocol says.
     Protocol(String),
@@ -111,6 +113,7 @@ impl std::fmt::Display for AcmeError {
                 status,
                 kind,
                 detail,
+                ..
             } => write!(f, "the ACME server refused ({status} {kind}): {detail}"),
             AcmeError::Protocol(m) => write!(f, "unexpected answer from the ACME server: {m}"),
             AcmeError::Failed(m) => f.write_str(m),
@@ -127,6 +130,14 @@ impl AcmeError {
     pub fn acme_type(&self) -> Option<&str> {
         match self {
             AcmeError::Problem { kind, .. } => kind.strip_prefix("urn:ietf:params:acme:error:"),
+            _ => None,
+        }
+    }
+
+    /// When the CA asked to be asked again, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AcmeError::Problem { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
@@ -449,6 +460,7 @@ fn problem(r: &HttpResponse) -> AcmeError {
             || String::from_utf8_lossy(&r.body).into_owned(),
             str::to_string,
         ),
+        retry_after: retry_after(r),
     }
 }
 

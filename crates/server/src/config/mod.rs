@@ -209,6 +209,16 @@
 //! key = "org.key"
 //! # ocsp = "org.ocsp"
 //!
+//! [acme]                      # automatic HTTPS: certificates for the sites' names (see acme/)
+//! enabled = false
+//! directory = "letsencrypt"   # or "letsencrypt-staging", or a CA's directory URL
+//! email = ""                  # the account's contact (empty: none)
+//! storage = "/var/lib/weft/acme"  # account, certificates, keys (0700; keys 0600)
+//! challenges = ["tls-alpn-01", "http-01"]  # answered, preferred first
+//! renew_before = "0s"         # 0: as the CA's ARI suggests, else with a third of the lifetime left
+//! # ca = "acme-ca.pem"        # CAs the ACME server's HTTPS is checked against (a private CA)
+//! names = []                  # names besides the [[site]] hosts
+//!
 //! [timing]                    # where a request's time goes (off: no clock reads)
 //! phases = false              # per-phase histograms in the status JSON and metrics
 //! server_timing = false       # a Server-Timing header with the request's phases
@@ -234,6 +244,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+mod acme;
 mod builtin;
 mod cache;
 mod cgi;
@@ -257,6 +268,7 @@ mod timeouts;
 pub(crate) mod tls;
 mod upstream;
 
+pub use acme::{AcmeConfig, LETSENCRYPT, LETSENCRYPT_STAGING};
 pub use builtin::{EchoConfig, HealthConfig, StatusConfig, DEFAULT_ECHO_PATH};
 pub use cache::CacheConfig;
 pub use cgi::CgiConfig;
@@ -359,6 +371,8 @@ pub struct Config {
     pub compression: compression::CompressionConfig,
     /// Certificates and settings of the TLS listeners (`[tls]`, `crate::tls`).
     pub tls: tls::TlsConfig,
+    /// Certificates obtained and renewed by weft (`[acme]`, `crate::acme`).
+    pub acme: AcmeConfig,
     /// The thread and pipeline models' threads.
     pub thread: ThreadConfig,
 }
@@ -394,6 +408,7 @@ impl Default for Config {
             site: Vec::new(),
             compression: Default::default(),
             tls: tls::TlsConfig::default(),
+            acme: AcmeConfig::default(),
             thread: ThreadConfig::default(),
         }
     }

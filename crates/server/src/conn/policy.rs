@@ -1,6 +1,8 @@
 //! What the connection adds to HTTP from the listener it came through: a plain listener with
 //! `redirect_https` answers with a 308 to the same URL over https ([`redirect`]), and a
 //! connection over TLS gets the `[tls] hsts` header on every response ([`extra_headers`]).
+//! Ahead of both, and of sites, locations, access rules and rate limits: `[acme]`'s HTTP-01
+//! answers (a CA's validation must not be redirected, refused or limited away).
 
 use std::sync::atomic::{AtomicU16, Ordering::Relaxed};
 
@@ -38,11 +40,48 @@ pub(crate) fn redirect(
     req: &Request,
     keep_alive: &mut bool,
 ) -> Option<Response> {
+    if app.acme_http.is_some() {
+        if let Some(answer) = acme_http01(app, req, keep_alive) {
+            return Some(answer);
+        }
+    }
     // Meant to be inlined: the usual answer (no redirect on this listener) costs no call.
     if !info.listener.redirect_https() || info.tls.get().is_some() {
         return None;
     }
     redirect_to_https(app, info, req, keep_alive)
+}
+
+/// `[acme]`'s answer to an HTTP-01 validation of a token it waits on (RFC 8555 §8.3: the key
+/// authorization, as text), with `keep_alive` set as [`redirect`] sets it; `None` for any
+/// other request, and for a token no order waits on (the request is served as usual, so a
+/// certbot beside weft still works).
+#[cold]
+fn acme_http01(app: &App, req: &Request, keep_alive: &mut bool) -> Option<Response> {
+    let path = req.path();
+    if !path.starts_with(crate::acme::serve::HTTP01_PREFIX)
+        || !matches!(
+            req.method(),
+            weft_http::Method::Get | weft_http::Method::Head
+        )
+    {
+        return None;
+    }
+    let answer = app.acme_http.as_ref()?.answer(path)?;
+    log::info!(
+        "{}: HTTP-01 validation of {path}: answered",
+        req.peer_addr()
+    );
+    let no_body = matches!(
+        req.head().framing(),
+        weft_http::BodyFraming::None | weft_http::BodyFraming::Length(0)
+    );
+    let mut resp = Response::text(200, answer).header("Cache-Control", "no-store");
+    if !no_body {
+        resp.close = true;
+    }
+    *keep_alive = no_body && req.keep_alive();
+    Some(resp)
 }
 
 /// Paths a plain listener with `redirect_https` still serves over plain HTTP: ACME's

@@ -103,6 +103,7 @@ fn counters_html(m: &Metrics) -> String {
     }
     let mut cache = cache_html(m);
     cache.push_str(&upstreams_html(m));
+    cache.push_str(&certificates_html(m));
     format!(
         "<p>uptime {} s</p>\n\
          <table><tr><th>listener</th><th>model</th><th>requests</th><th>HTTP/2</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>\
@@ -153,6 +154,34 @@ fn upstreams_html(m: &Metrics) -> String {
         "<h2>upstreams</h2>\n<table><tr><th>group</th><th>server</th><th>state</th>\
          <th>requests</th><th>failures</th><th>in flight</th><th>tunnels</th>\
          <th>p50 ms</th><th>p99 ms</th></tr>\n\
+         {rows}</table>\n"
+    )
+}
+
+/// The served certificates: name, where each came from, days left (nothing without TLS).
+fn certificates_html(m: &Metrics) -> String {
+    let certs = m.certificates_json();
+    let Some(certs) = certs.as_array().filter(|c| !c.is_empty()) else {
+        return String::new();
+    };
+    let mut rows = String::new();
+    for c in certs {
+        let left = c["expires_in_s"].as_i64().map_or_else(
+            || "-".to_string(),
+            |s| format!("{:.1}", s as f64 / 86_400.0),
+        );
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{left}</td></tr>\n",
+            c["name"]
+                .as_str()
+                .unwrap_or("")
+                .replace('&', "&amp;")
+                .replace('<', "&lt;"),
+            c["source"].as_str().unwrap_or(""),
+        ));
+    }
+    format!(
+        "<h2>certificates</h2>\n<table><tr><th>name</th><th>source</th><th>days left</th></tr>\n\
          {rows}</table>\n"
     )
 }

@@ -522,6 +522,8 @@ pub struct Metrics {
     clients: Mutex<Option<Arc<dyn Exposed>>>,
     /// The `[[upstream]]` groups of the current generation.
     upstreams: Mutex<Option<Arc<dyn Exposed>>>,
+    /// The certificates the current generation serves (`crate::tls::Certificates`).
+    certificates: Mutex<Option<Arc<dyn Exposed>>>,
     /// The dashboard's last minutes ([`history`]), in shared memory.
     pub(crate) history: History,
     /// The `process` model's master, whose CPU (its children's included), memory and
@@ -543,6 +545,7 @@ impl Default for Metrics {
             timing: AtomicBool::new(false),
             clients: Mutex::new(None),
             upstreams: Mutex::new(None),
+            certificates: Mutex::new(None),
             history: History::default(),
             master_pid: std::sync::atomic::AtomicU32::new(0),
             sampling: AtomicBool::new(false),
@@ -655,6 +658,20 @@ impl Metrics {
         *self.upstreams.lock().unwrap_or_else(|e| e.into_inner()) = Some(groups);
     }
 
+    /// Reports the served certificates (set again on every reload; `None`: no TLS).
+    pub(crate) fn set_certificates(&self, certs: Option<Arc<dyn Exposed>>) {
+        *self.certificates.lock().unwrap_or_else(|e| e.into_inner()) = certs;
+    }
+
+    /// The served certificates as the status JSON has them (`Null` without TLS).
+    pub(crate) fn certificates_json(&self) -> serde_json::Value {
+        self.certificates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(serde_json::Value::Null, |c| c.json())
+    }
+
     /// Notes whether requests are timed (set again on every reload).
     pub(crate) fn set_timing(&self, on: bool) {
         self.timing.store(on, Relaxed);
@@ -743,6 +760,10 @@ impl Metrics {
             .map(|u| u.json());
         if let Some(v) = upstreams.filter(|v| !v.is_null()) {
             status["upstreams"] = v;
+        }
+        let certificates = self.certificates_json();
+        if !certificates.is_null() {
+            status["certificates"] = certificates;
         }
         if self.timing() {
             status["phases"] = self.phases_json();
@@ -1016,6 +1037,14 @@ impl Metrics {
             .as_ref()
         {
             u.prometheus(&mut out);
+        }
+        if let Some(c) = self
+            .certificates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            c.prometheus(&mut out);
         }
         let stats = self.phase_stats();
         if stats.iter().any(|p| p.count > 0) {

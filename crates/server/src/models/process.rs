@@ -87,7 +87,7 @@ use weft_sys::fd::close_inherited;
 use weft_sys::poll::poll_readable_any;
 use weft_sys::process::{self as sp, Exit, Forked, Pid, PollFlag};
 use weft_sys::shm::{AtomicsOnly, Shared};
-use weft_sys::signal::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGTERM, SIGUSR1};
+use weft_sys::signal::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGTERM, SIGUSR1, SIGUSR2};
 
 /// How often the master looks for exited children while it waits at shutdown.
 const REAP_EVERY: Duration = Duration::from_millis(10);
@@ -343,6 +343,10 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     // children inherit this handler, so a SIGUSR1 sent to the process group kills none.
     let usr1 = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(SIGUSR1, usr1.clone())?;
+    // SIGUSR2 (sent by the server process's certificate keeper, `acme::manager`): build the
+    // running configuration again, file unread, for the certificates it stored.
+    let usr2 = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(SIGUSR2, usr2.clone())?;
     // SIGCHLD interrupts the master's epoll_wait (never restarted after a handler), so an
     // exited child is reaped, its connection taken back or closed, and a queued request given
     // its slot at once. The handler writes to no descriptor, so the children that inherit it
@@ -411,6 +415,13 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             app = live.current();
             m.parser = Parser::new(app.cfg.limits.http());
         }
+        if usr2.swap(false, Relaxed) {
+            match live.refresh() {
+                Ok(()) => log::info!("process model master: certificates swapped in"),
+                Err(e) => log::error!("process model master: certificates not swapped in: {e}"),
+            }
+            app = live.current();
+        }
         if usr1.swap(false, Relaxed) {
             if let Some(Err(e)) = app.access_log.as_ref().map(|l| l.reopen()) {
                 log::error!("process model master: cannot reopen the access log: {e}");
@@ -460,7 +471,11 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
             Some(SWEEP_EVERY)
         };
         let flagged = || {
-            app.shutdown.is_set() || hup.load(Relaxed) || usr1.load(Relaxed) || chld.load(Relaxed)
+            app.shutdown.is_set()
+                || hup.load(Relaxed)
+                || usr1.load(Relaxed)
+                || usr2.load(Relaxed)
+                || chld.load(Relaxed)
         };
         m.epoll
             .wait_for_signals(&mut ready, timeout, &MASTER_SIGNALS, flagged)?;
@@ -506,7 +521,8 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
 /// come and go (after a quiet wait it sleeps until the earliest one).
 const SWEEP_EVERY: Duration = Duration::from_millis(50);
 /// The signals whose handlers set the master's flags.
-const MASTER_SIGNALS: [weft_sys::signal::Signal; 5] = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD];
+const MASTER_SIGNALS: [weft_sys::signal::Signal; 6] =
+    [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD];
 
 /// Events the master takes from its epoll per wait.
 const MAX_EVENTS: usize = 256;

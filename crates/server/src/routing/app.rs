@@ -136,6 +136,8 @@ pub struct App {
     pub(crate) groups: crate::handlers::proxy::Groups,
     /// This generation's certificates, when a listener serves TLS (re-read on reload).
     pub(crate) tls: Option<Arc<crate::tls::Tls>>,
+    /// `[acme]`'s HTTP-01 answers, answered ahead of everything else (`conn::policy`).
+    pub(crate) acme_http: Option<crate::acme::serve::HttpAnswers>,
     /// The `Arc` this application is served from ([`App::shared`]).
     me: std::sync::OnceLock<std::sync::Weak<App>>,
 }
@@ -297,6 +299,13 @@ impl App {
         };
         let tls = crate::tls::Tls::from_config(&cfg)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let acme_http = cfg.acme.answers("http-01").then(|| {
+            crate::acme::serve::HttpAnswers::new(&crate::acme::store::Store::new(&cfg.acme))
+        });
+        metrics.set_certificates(
+            tls.as_ref()
+                .map(|t| t.certificates.clone() as Arc<dyn crate::metrics::Exposed>),
+        );
         Ok(App {
             cfg,
             user_routes,
@@ -321,6 +330,7 @@ impl App {
             shutdown,
             clients,
             tls,
+            acme_http,
             groups,
             me: std::sync::OnceLock::new(),
         })
@@ -692,6 +702,16 @@ impl LiveApp {
         cfg.threads = old.cfg.threads;
         cfg.fiber = old.cfg.fiber.clone();
         let next = old.reload(cfg).map_err(ReloadError::Apply)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = next.into_shared();
+        Ok(())
+    }
+
+    /// Builds the current configuration again, as it is (the file is not read): what a
+    /// generation reads when it is made (`[acme]`'s certificates) is read anew. On an error
+    /// the running generation stays.
+    pub fn refresh(&self) -> Result<(), ReloadError> {
+        let old = self.current();
+        let next = old.reload(old.cfg.clone()).map_err(ReloadError::Apply)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = next.into_shared();
         Ok(())
     }

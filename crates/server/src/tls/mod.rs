@@ -24,6 +24,8 @@ pub(crate) mod stream;
 mod ticketer;
 
 pub(crate) use roots::ca_roots;
+
+use crate::acme::certs::ACME_TLS_ALPN;
 pub(crate) use session::Session;
 pub(crate) use stream::{pending, TlsStream};
 
@@ -60,6 +62,8 @@ pub(crate) struct Tls {
     pub(crate) hsts_line: Vec<u8>,
     /// Client certificates are asked for (`[tls] verify_client` is not `off`).
     pub(crate) asks_client: bool,
+    /// What each certificate served is and when it expires (metrics, status page).
+    pub(crate) certificates: Arc<Certificates>,
 }
 
 impl fmt::Debug for Tls {
@@ -79,13 +83,17 @@ impl Tls {
             return Ok(None);
         }
         let t = &cfg.tls;
-        let (Some(cert), Some(key)) = (&t.cert, &t.key) else {
+        let acme = cfg.acme.enabled;
+        if let Some(p) = cfg.acme.problem() {
+            return Err(p);
+        }
+        if t.cert.is_some() != t.key.is_some() || (t.cert.is_none() && !acme) {
             return Err(
                 "a TLS listener needs a certificate and a key ([tls] cert and key, or \
-                        --tls-cert and --tls-key)"
+                        --tls-cert and --tls-key), or [acme] enabled to obtain them"
                     .into(),
             );
-        };
+        }
         if t.hsts.contains(['\r', '\n']) || !t.hsts.is_ascii() {
             return Err(format!("[tls] hsts {:?} is not a header value", t.hsts));
         }
@@ -95,12 +103,22 @@ impl Tls {
             .filter(|l| l.tls && !l.addr.ip().is_unspecified())
             .map(|l| l.addr.ip())
             .collect();
-        let default = load_pair(cert, key, t.ocsp.as_deref(), &provider)?;
-        check_usable(&default, cert, &ips)?;
+        let mut certificates = Vec::new();
+        let default = match (&t.cert, &t.key) {
+            (Some(cert), Some(key)) => {
+                let ck = load_pair(cert, key, t.ocsp.as_deref(), &provider)?;
+                check_usable(&ck, cert, &ips)?;
+                certificates.push(Certificate::of(&ck, None, Source::File));
+                Some(Arc::new(ck))
+            }
+            _ => None,
+        };
         let mut resolver = SniResolver {
-            default: Arc::new(default),
+            default: default.clone(),
             exact: HashMap::new(),
             wildcard: Vec::new(),
+            alpn: None,
+            provider: provider.clone(),
         };
         for entry in &t.sni {
             if entry.names.is_empty() {
@@ -115,6 +133,7 @@ impl Tls {
                 entry.ocsp.as_deref(),
                 &provider,
             )?);
+            certificates.push(Certificate::of(&ck, entry.names.first(), Source::File));
             for name in &entry.names {
                 let name = name.trim().to_ascii_lowercase();
                 check_name(&ck, &entry.cert, &name)?;
@@ -126,6 +145,9 @@ impl Tls {
                 }
             }
         }
+        if acme {
+            managed(cfg, &mut resolver, &mut certificates)?;
+        }
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .map_err(|e| format!("TLS setup: {e}"))?;
@@ -135,8 +157,12 @@ impl Tls {
         } else {
             builder.with_no_client_auth()
         };
+        let alpn_challenge = resolver.alpn.is_some();
         let mut server = builder.with_cert_resolver(Arc::new(resolver));
         server.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        if alpn_challenge {
+            server.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+        }
         let lifetime = u32::try_from(t.ticket_key_lifetime.as_secs()).unwrap_or(u32::MAX);
         let shared = shared_state(t.session_cache, lifetime)?;
         if t.session_tickets {
@@ -150,11 +176,15 @@ impl Tls {
         };
         let mut server_h1 = server.clone();
         server_h1.alpn_protocols = ALPN_H1.iter().map(|p| p.to_vec()).collect();
+        if alpn_challenge {
+            server_h1.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+        }
         Ok(Some(Arc::new(Tls {
             server: Arc::new(server),
             server_h1: Arc::new(server_h1),
             hsts_line,
             asks_client,
+            certificates: Arc::new(Certificates(certificates)),
         })))
     }
 }
@@ -391,24 +421,224 @@ fn leaf<'a>(ck: &'a CertifiedKey, path: &Path) -> Result<webpki::EndEntityCert<'
         .map_err(|e| format!("TLS certificate {}: cannot parse: {e:?}", path.display()))
 }
 
+/// Adds the certificates `[acme]` manages to `resolver`: for each name no configured
+/// certificate covers, the one in the storage, else a self-signed placeholder until the
+/// first is obtained (logged). The first managed name's becomes the default when `[tls]`
+/// names none.
+fn managed(
+    cfg: &Config,
+    resolver: &mut SniResolver,
+    certificates: &mut Vec<Certificate>,
+) -> Result<(), String> {
+    use crate::acme::{serve, store::Store};
+    let names = serve::names(cfg, |name| {
+        resolver.exact.contains_key(name)
+            || resolver
+                .wildcard
+                .iter()
+                .any(|(suffix, _)| name == format!("*{suffix}"))
+            || resolver.default.as_ref().is_some_and(|ck| covers(ck, name))
+    })?;
+    if names.is_empty() && resolver.default.is_none() {
+        return Err(
+            "[acme] is enabled but no name needs a certificate: list the sites' \
+                    names in [[site]] hosts or [acme] names"
+                .into(),
+        );
+    }
+    let store = Store::new(&cfg.acme);
+    let provider = resolver.provider.clone();
+    for name in &names {
+        let (ck, source) = match store.certificate(name) {
+            Ok(Some(stored)) => match stored_pair(&stored, &provider) {
+                Ok(ck) => (ck, Source::Acme),
+                Err(e) => {
+                    log::error!("[acme] {name}: the stored certificate does not load ({e}); serving a placeholder");
+                    (serve::placeholder(name, &provider)?, Source::Placeholder)
+                }
+            },
+            Ok(None) => {
+                log::warn!(
+                    "[acme] {name}: no certificate obtained yet; serving a self-signed \
+                     placeholder until it arrives"
+                );
+                (serve::placeholder(name, &provider)?, Source::Placeholder)
+            }
+            Err(e) => {
+                log::error!("[acme] {name}: {e}; serving a placeholder");
+                (serve::placeholder(name, &provider)?, Source::Placeholder)
+            }
+        };
+        certificates.push(Certificate::of(&ck, Some(name), source));
+        let ck = Arc::new(ck);
+        if resolver.default.is_none() {
+            resolver.default = Some(ck.clone());
+        }
+        resolver.exact.insert(name.clone(), ck);
+    }
+    if cfg.acme.answers("tls-alpn-01") {
+        resolver.alpn = Some(serve::AlpnAnswers::new(&store));
+    }
+    Ok(())
+}
+
+/// A stored certificate and key as rustls serves them.
+fn stored_pair(
+    stored: &crate::acme::store::Stored,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&stored.chain_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("not PEM: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&stored.key_pem).map_err(|e| format!("key: {e}"))?;
+    CertifiedKey::from_der(chain, key, provider).map_err(|e| e.to_string())
+}
+
+/// Whether `ck`'s leaf is valid for `name`.
+fn covers(ck: &CertifiedKey, name: &str) -> bool {
+    let Ok(der) = ck.end_entity_cert() else {
+        return false;
+    };
+    let (Ok(leaf), Ok(server)) = (
+        webpki::EndEntityCert::try_from(der),
+        ServerName::try_from(name),
+    ) else {
+        return false;
+    };
+    leaf.verify_is_valid_for_subject_name(&server).is_ok()
+}
+
+/// Where a served certificate came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A file the configuration names.
+    File,
+    /// Obtained by `[acme]`.
+    Acme,
+    /// `[acme]`'s self-signed stand-in until one is obtained.
+    Placeholder,
+}
+
+impl Source {
+    fn as_str(self) -> &'static str {
+        match self {
+            Source::File => "file",
+            Source::Acme => "acme",
+            Source::Placeholder => "placeholder",
+        }
+    }
+}
+
+/// A served certificate: the name it is served for, where it came from, when it expires.
+#[derive(Debug, Clone)]
+pub(crate) struct Certificate {
+    pub(crate) name: String,
+    pub(crate) source: Source,
+    /// Seconds since the epoch (`None`: the leaf's validity does not read).
+    pub(crate) not_after: Option<i64>,
+}
+
+impl Certificate {
+    /// `ck` served for `name` (`None`: its first DNS name, as the default certificate).
+    fn of(ck: &CertifiedKey, name: Option<&String>, source: Source) -> Certificate {
+        let der = ck.end_entity_cert().ok();
+        let not_after = der
+            .and_then(|d| weft_http::x509::validity(d).ok())
+            .map(|v| v.1);
+        let name = name.cloned().or_else(|| {
+            let leaf = webpki::EndEntityCert::try_from(der?).ok()?;
+            let first = leaf.valid_dns_names().next().map(str::to_string);
+            first
+        });
+        Certificate {
+            name: name.unwrap_or_else(|| "default".into()),
+            source,
+            not_after,
+        }
+    }
+}
+
+/// The certificates of one generation, as metrics and the status page show them.
+#[derive(Debug, Default)]
+pub(crate) struct Certificates(pub(crate) Vec<Certificate>);
+
+/// A Prometheus label value: `\\`, `"` and a line feed escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl crate::metrics::Exposed for Certificates {
+    fn prometheus(&self, out: &mut String) {
+        use std::fmt::Write;
+        if self.0.is_empty() {
+            return;
+        }
+        out.push_str(
+            "# HELP weft_tls_certificate_expiry_seconds Seconds until a served certificate \
+             expires (negative: expired).\n# TYPE weft_tls_certificate_expiry_seconds gauge\n",
+        );
+        let now = unix_now();
+        for c in &self.0 {
+            if let Some(at) = c.not_after {
+                let _ = writeln!(
+                    out,
+                    "weft_tls_certificate_expiry_seconds{{name=\"{}\",source=\"{}\"}} {}",
+                    label(&c.name),
+                    c.source.as_str(),
+                    at - now
+                );
+            }
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let now = unix_now();
+        serde_json::Value::Array(
+            self.0
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "name": c.name,
+                        "source": c.source.as_str(),
+                        "not_after": c.not_after,
+                        "expires_in_s": c.not_after.map(|a| a - now),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
 /// Picks the certificate for the name in the ClientHello: an exact name, else the longest
 /// wildcard suffix, else the default.
 #[derive(Debug)]
 struct SniResolver {
-    default: Arc<CertifiedKey>,
+    /// The `[tls]` certificate, else the first name `[acme]` manages.
+    default: Option<Arc<CertifiedKey>>,
     exact: HashMap<String, Arc<CertifiedKey>>,
     /// (".example.com", key) for `*.example.com`: matches exactly one more label.
     wildcard: Vec<(String, Arc<CertifiedKey>)>,
+    /// TLS-ALPN-01 answers (`[acme]` with `tls-alpn-01`).
+    alpn: Option<crate::acme::serve::AlpnAnswers>,
+    provider: Arc<CryptoProvider>,
 }
 
 impl SniResolver {
-    fn pick(&self, name: Option<&str>) -> &Arc<CertifiedKey> {
+    fn pick(&self, name: Option<&str>) -> Option<&Arc<CertifiedKey>> {
         let Some(name) = name else {
-            return &self.default;
+            return self.default.as_ref();
         };
         // rustls hands the name lower-cased and without a trailing dot.
         if let Some(ck) = self.exact.get(name) {
-            return ck;
+            return Some(ck);
         }
         self.wildcard
             .iter()
@@ -417,14 +647,21 @@ impl SniResolver {
                     .is_some_and(|label| !label.is_empty() && !label.contains('.'))
             })
             .max_by_key(|(suffix, _)| suffix.len())
-            .map_or(&self.default, |(_, ck)| ck)
+            .map_or(self.default.as_ref(), |(_, ck)| Some(ck))
     }
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         session::hello_name(hello.server_name());
-        Some(self.pick(hello.server_name()).clone())
+        if let Some(alpn) = &self.alpn {
+            // A CA's validator offers `acme-tls/1` alone (RFC 8737 §3).
+            let mut offered = hello.alpn().into_iter().flatten();
+            if offered.any(|p| p == ACME_TLS_ALPN) {
+                return alpn.certificate(hello.server_name(), &self.provider);
+            }
+        }
+        self.pick(hello.server_name()).cloned()
     }
 }
 

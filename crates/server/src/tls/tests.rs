@@ -26,18 +26,20 @@ fn key(n: u8) -> Arc<CertifiedKey> {
 }
 
 fn which(r: &SniResolver, name: Option<&str>) -> u8 {
-    r.pick(name).cert[0].as_ref()[0]
+    r.pick(name).expect("a certificate").cert[0].as_ref()[0]
 }
 
 #[test]
 fn sni_exact_then_longest_wildcard_then_default() {
     let mut r = SniResolver {
-        default: key(0),
+        default: Some(key(0)),
         exact: HashMap::new(),
         wildcard: vec![
             (".example.com".into(), key(2)),
             (".a.example.com".into(), key(3)),
         ],
+        alpn: None,
+        provider: Arc::new(provider()),
     };
     r.exact.insert("www.example.com".into(), key(1));
     assert_eq!(which(&r, None), 0);

@@ -1,0 +1,439 @@
+//! The certificates' keeper: one background thread (`weft-certs`, in the server's own
+//! process, never on a serving thread and never in the `process` model's master) that
+//! - obtains a certificate for every name `[acme]` manages that has none, and renews one when
+//!   it is due (`renew_before`, by default with a third of its lifetime left; at once when
+//!   `weft acme renew` asked), one name at a time, under the name's lock in the storage (so
+//!   instances sharing it order once between them);
+//! - after a failure waits longer each time, with jitter ([`backoff`]), and as long as the CA's
+//!   `Retry-After` asks: never more often than Let's Encrypt's limits allow (docs/https.md);
+//! - swaps what it (or another instance) stored in: the current configuration is built again
+//!   with the new certificates (as SIGHUP would, without reading the file) and the `process`
+//!   model's master is told to do the same (SIGUSR2);
+//! - logs a certificate (any, files too) expiring within 7 days at error level, every 6 hours.
+//!
+//! A CA that is down or refuses never touches what is served: the server keeps its
+//! certificates (or a name's placeholder) and tries again later.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::client::{self, AcmeError, Client, Polling, Solver, SystemClock};
+use super::store::Store;
+use crate::config::{AcmeConfig, Config};
+use crate::server::ShutdownHandle;
+use crate::tls::Source;
+
+/// How often the keeper looks even with nothing due: another instance's certificate, a
+/// renewal asked for, a reload that added a name.
+const LOOK_EVERY: Duration = Duration::from_secs(30);
+/// The first wait after a failure; it doubles with each failure after.
+const FIRST_RETRY: Duration = Duration::from_secs(120);
+/// The longest wait between tries.
+const MAX_RETRY: Duration = Duration::from_secs(6 * 60 * 60);
+/// Below this much validity left, a certificate is logged at error level.
+const LOUD: i64 = 7 * 24 * 60 * 60;
+/// How often that is said again.
+const LOUD_EVERY: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// Starts the keeper when the current configuration serves TLS.
+pub(crate) fn start(handle: ShutdownHandle) -> std::io::Result<()> {
+    if handle.app().tls.is_none() {
+        return Ok(());
+    }
+    std::thread::Builder::new()
+        .name("weft-certs".into())
+        .spawn(move || Keeper::default().run(&handle))
+        .map(drop)
+}
+
+/// The wait before the next try after `failures` failures in a row (1 or more): doubling from
+/// [`FIRST_RETRY`] to [`MAX_RETRY`], plus up to a quarter more (`jitter` in 0..1), and at
+/// least what the CA asked (`retry_after`). Five tries in the first hour at most, as Let's
+/// Encrypt's "5 failed authorizations per name per hour" allows.
+pub fn backoff(failures: u32, jitter: f64, retry_after: Option<Duration>) -> Duration {
+    let doubled = FIRST_RETRY.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    let base = doubled.min(MAX_RETRY);
+    let wait = base + base.mul_f64(jitter.clamp(0.0, 1.0) / 4.0);
+    wait.max(retry_after.unwrap_or_default())
+}
+
+/// When a certificate valid from `not_before` to `not_after` (seconds since the epoch) is
+/// due for renewal: `renew_before` ahead of its expiry, by default (0) with a third of its
+/// lifetime left; never in the first half of its lifetime (a `renew_before` longer than the
+/// lifetime would otherwise renew it over and over).
+pub fn renew_at(not_before: i64, not_after: i64, renew_before: Duration) -> i64 {
+    let life = (not_after - not_before).max(0);
+    let before = if renew_before.is_zero() {
+        life / 3
+    } else {
+        i64::try_from(renew_before.as_secs()).unwrap_or(i64::MAX)
+    };
+    not_after - before.min(life / 2)
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A random fraction in 0..1.
+fn jitter() -> f64 {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 2];
+    let _ = ring::rand::SystemRandom::new().fill(&mut b);
+    f64::from(u16::from_le_bytes(b)) / 65_536.0
+}
+
+#[derive(Default)]
+struct Keeper {
+    /// Per name: failures in a row and when to try again.
+    retry: HashMap<String, (u32, Instant)>,
+    /// Per name: when its expiry was last logged at error level.
+    said: HashMap<String, Instant>,
+}
+
+impl Keeper {
+    fn run(mut self, handle: &ShutdownHandle) {
+        loop {
+            let app = handle.app();
+            if app.shutdown.is_set() {
+                return;
+            }
+            let wait = self.look(&app.cfg, app.tls.as_deref(), handle);
+            drop(app);
+            let until = Instant::now() + wait;
+            while Instant::now() < until {
+                if handle.app().shutdown.is_set() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(250).min(until - Instant::now()));
+            }
+        }
+    }
+
+    /// One look at every certificate; returns how long to sleep.
+    fn look(
+        &mut self,
+        cfg: &Config,
+        tls: Option<&crate::tls::Tls>,
+        handle: &ShutdownHandle,
+    ) -> Duration {
+        let Some(tls) = tls else {
+            return LOOK_EVERY;
+        };
+        let now = unix_now();
+        self.say_expiry(&tls.certificates.0, now);
+        if !cfg.acme.enabled {
+            return LOOK_EVERY;
+        }
+        let store = Store::new(&cfg.acme);
+        let mut wait = LOOK_EVERY;
+        let mut swap = false;
+        for served in &tls.certificates.0 {
+            if !matches!(served.source, Source::Acme | Source::Placeholder) {
+                continue;
+            }
+            let name = &served.name;
+            let stored = match store.certificate(name) {
+                Ok(s) => s,
+                Err(e) => {
+                    log::error!("[acme] {name}: {e}; obtaining a new one");
+                    None
+                }
+            };
+            // Stored by another instance, or by this one before a reload failed: serve it.
+            let newer = stored.as_ref().is_some_and(|s| {
+                served.source == Source::Placeholder || served.not_after != Some(s.not_after)
+            });
+            swap |= newer;
+            let due = match &stored {
+                None => true,
+                Some(s) => {
+                    store.renewal_requested(name)
+                        || now >= renew_at(s.not_before, s.not_after, cfg.acme.renew_before)
+                }
+            };
+            if !due {
+                continue;
+            }
+            if let Some((_, at)) = self.retry.get(name) {
+                let left = at.saturating_duration_since(Instant::now());
+                if !left.is_zero() {
+                    wait = wait.min(left);
+                    continue;
+                }
+            }
+            match self.order(cfg, &store, name) {
+                Ok(true) => swap = true,
+                Ok(false) => {}
+                Err(e) => {
+                    let failures = self.retry.get(name).map_or(1, |(n, _)| n + 1);
+                    let pause = backoff(failures, jitter(), e.retry_after());
+                    self.retry
+                        .insert(name.clone(), (failures, Instant::now() + pause));
+                    log::error!(
+                        "[acme] {name}: no certificate obtained ({e}); failure {failures} in a \
+                         row, next try in {}s; serving what it has",
+                        pause.as_secs()
+                    );
+                    wait = wait.min(pause);
+                }
+            }
+        }
+        if swap {
+            match handle.refresh_certificates() {
+                Ok(()) => log::info!("[acme] certificates swapped in for new connections"),
+                Err(e) => log::error!("[acme] the new certificates are stored but not served: {e}"),
+            }
+        }
+        wait
+    }
+
+    /// Orders `name`'s certificate under its lock. `Ok(false)`: another instance holds the
+    /// lock, or stored one meanwhile.
+    fn order(&mut self, cfg: &Config, store: &Store, name: &str) -> Result<bool, AcmeError> {
+        let io = |e: std::io::Error| {
+            AcmeError::Failed(format!("storage {}: {e}", store.dir().display()))
+        };
+        let Some(_lock) = store.lock(name).map_err(io)? else {
+            log::info!("[acme] {name}: another instance sharing the storage is ordering it");
+            return Ok(false);
+        };
+        // Under the lock: what another instance stored before it let go counts.
+        if let Some(s) = store.certificate(name).ok().flatten() {
+            let due = store.renewal_requested(name)
+                || unix_now() >= renew_at(s.not_before, s.not_after, cfg.acme.renew_before);
+            if !due {
+                return Ok(true);
+            }
+        }
+        let kinds = kinds(cfg);
+        if kinds.is_empty() {
+            return Err(AcmeError::Failed(
+                "no listener can answer a challenge: tls-alpn-01 needs a TLS listener (the CA \
+                 connects to port 443), http-01 a plain one (port 80)"
+                    .into(),
+            ));
+        }
+        log::info!(
+            "[acme] {name}: ordering a certificate from {}",
+            cfg.acme.directory_url()
+        );
+        obtain(&cfg.acme, store, name, kinds)?;
+        if let Some(s) = store.certificate(name).ok().flatten() {
+            let days = (s.not_after - unix_now()) as f64 / 86_400.0;
+            log::info!("[acme] {name}: certificate obtained, valid for {days:.1} days");
+        }
+        self.retry.remove(name);
+        Ok(true)
+    }
+
+    /// Logs every certificate expiring within [`LOUD`] at error level, every [`LOUD_EVERY`].
+    fn say_expiry(&mut self, certs: &[crate::tls::Certificate], now: i64) {
+        for c in certs {
+            let Some(at) = c.not_after else { continue };
+            if at - now >= LOUD || c.source == Source::Placeholder {
+                continue;
+            }
+            if self
+                .said
+                .get(&c.name)
+                .is_some_and(|t| t.elapsed() < LOUD_EVERY)
+            {
+                continue;
+            }
+            self.said.insert(c.name.clone(), Instant::now());
+            if at <= now {
+                log::error!(
+                    "TLS certificate for {} EXPIRED {:.1} days ago",
+                    c.name,
+                    (now - at) as f64 / 86_400.0
+                );
+            } else {
+                log::error!(
+                    "TLS certificate for {} expires in {:.1} days ({})",
+                    c.name,
+                    (at - now) as f64 / 86_400.0,
+                    if c.source == Source::Acme {
+                        "renewal has not succeeded yet"
+                    } else {
+                        "renew it"
+                    }
+                );
+            }
+        }
+    }
+}
+
+/// The challenge kinds this server can answer, in `[acme] challenges` order: tls-alpn-01 with a
+/// TLS listener, http-01 with a plain one.
+fn kinds(cfg: &Config) -> Vec<String> {
+    let listeners = cfg.listeners();
+    cfg.acme
+        .challenges
+        .iter()
+        .filter(|k| match k.as_str() {
+            "tls-alpn-01" => listeners.iter().any(|l| l.tls),
+            "http-01" => listeners.iter().any(|l| !l.tls),
+            _ => false,
+        })
+        .cloned()
+        .collect()
+}
+
+/// The whole exchange for `name` with the CA of `acme`: the account (made or found by its
+/// stored key), the order, the challenges answered through the storage, and the
+/// certificate and its new key stored. Returns the chain.
+pub fn obtain(
+    acme: &AcmeConfig,
+    store: &Store,
+    name: &str,
+    kinds: Vec<String>,
+) -> Result<String, AcmeError> {
+    let io =
+        |e: std::io::Error| AcmeError::Failed(format!("storage {}: {e}", store.dir().display()));
+    let transport = super::transport::Https::new(acme.ca.as_deref(), Duration::from_secs(30))
+        .map_err(AcmeError::Failed)?;
+    let key = match store.account().map_err(io)? {
+        Some((key, _)) => key,
+        None => {
+            let key = super::jws::AccountKey::generate().map_err(AcmeError::Key)?;
+            store.save_account_key(&key).map_err(io)?;
+            key
+        }
+    };
+    let mut client = Client::new(transport, key, acme.directory_url())?;
+    let contact: Vec<String> = (!acme.email.is_empty())
+        .then(|| format!("mailto:{}", acme.email))
+        .into_iter()
+        .collect();
+    // newAccount with a known key finds its account (RFC 8555 §7.3.1): one request, and an
+    // account the CA forgot (a test CA restarted) is made again.
+    let url = client.account(&contact)?;
+    store.save_account_url(&url).map_err(io)?;
+    let names = [name.to_string()];
+    let request = super::certs::request(&names).map_err(AcmeError::Failed)?;
+    let mut solver = StoreSolver { store, kinds };
+    let chain = client::issue(
+        &mut client,
+        &names,
+        &request.csr_der,
+        &mut solver,
+        &mut SystemClock,
+        Polling::default(),
+    )?;
+    check_chain(&chain, &request.key_pem, name)?;
+    store
+        .save_certificate(name, chain.as_bytes(), request.key_pem.as_bytes())
+        .map_err(io)?;
+    Ok(chain)
+}
+
+/// Refuses a chain rustls would not serve with the key, or not valid for `name`.
+fn check_chain(chain: &str, key_pem: &str, name: &str) -> Result<(), AcmeError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |m: String| AcmeError::Protocol(format!("the certificate for {name}: {m}"));
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(format!("not PEM: {e}")))?;
+    let leaf = certs
+        .first()
+        .cloned()
+        .ok_or_else(|| bad("no certificate".into()))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| bad(e.to_string()))?;
+    let provider = rustls::crypto::ring::default_provider();
+    rustls::sign::CertifiedKey::from_der(certs, key, &provider).map_err(|e| bad(e.to_string()))?;
+    let ee = webpki::EndEntityCert::try_from(&leaf).map_err(|e| bad(format!("{e:?}")))?;
+    let server = rustls::pki_types::ServerName::try_from(name).map_err(|e| bad(e.to_string()))?;
+    ee.verify_is_valid_for_subject_name(&server)
+        .map_err(|_| bad("not valid for the name".into()))
+}
+
+/// Answers challenges by writing them where every listener (of every process and instance
+/// sharing the storage) reads them.
+struct StoreSolver<'a> {
+    store: &'a Store,
+    kinds: Vec<String>,
+}
+
+impl Solver for StoreSolver<'_> {
+    fn kinds(&self) -> Vec<String> {
+        self.kinds.clone()
+    }
+
+    fn present(&mut self, kind: &str, name: &str, token: &str, ka: &str) -> Result<(), String> {
+        let key = if kind == "http-01" { token } else { name };
+        self.store
+            .write_answer(kind, key, ka)
+            .map_err(|e| format!("{kind} answer for {name}: {e}"))
+    }
+
+    fn clean_up(&mut self, kind: &str, name: &str, token: &str) {
+        let key = if kind == "http-01" { token } else { name };
+        self.store.remove_answer(kind, key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_six_hours_and_honours_retry_after() {
+        assert_eq!(backoff(1, 0.0, None), Duration::from_secs(120));
+        assert_eq!(backoff(2, 0.0, None), Duration::from_secs(240));
+        assert_eq!(backoff(3, 0.999_999, None).as_secs(), 599); // 480 + a quarter
+        assert_eq!(backoff(30, 0.0, None), MAX_RETRY);
+        assert_eq!(
+            backoff(1, 0.0, Some(Duration::from_secs(3_600))),
+            Duration::from_secs(3_600)
+        );
+        // The tries of the first hour: at 0, then after each wait; jitter only adds.
+        let mut at = Duration::ZERO;
+        let mut tries = 1;
+        for n in 1.. {
+            at += backoff(n, 0.0, None);
+            if at > Duration::from_secs(3_600) {
+                break;
+            }
+            tries += 1;
+        }
+        assert!(tries <= 5, "{tries} tries in the first hour");
+    }
+
+    #[test]
+    fn renewal_is_due_with_a_third_left_or_as_configured_never_in_the_first_half() {
+        let day = 86_400;
+        // 90 days: renewed with 30 left.
+        assert_eq!(renew_at(0, 90 * day, Duration::ZERO), 60 * day);
+        assert_eq!(
+            renew_at(0, 90 * day, Duration::from_secs(10 * day as u64)),
+            80 * day
+        );
+        // Longer than the lifetime: at half of it, not at once.
+        assert_eq!(
+            renew_at(0, 6 * day, Duration::from_secs(30 * day as u64)),
+            3 * day
+        );
+        // A 60-second test certificate: 40 s.
+        assert_eq!(renew_at(1_000, 1_060, Duration::ZERO), 1_040);
+    }
+
+    #[test]
+    fn challenges_are_offered_only_where_a_listener_answers_them() {
+        let cfg = Config::from_toml(
+            "[acme]\nenabled = true\n[[listen]]\naddr = \"127.0.0.1:0\"\ntls = true\n",
+        )
+        .unwrap();
+        assert_eq!(kinds(&cfg), ["tls-alpn-01"]);
+        let cfg = Config::from_toml(
+            "[acme]\nenabled = true\nchallenges = [\"http-01\", \"tls-alpn-01\"]\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\ntls = true\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n",
+        )
+        .unwrap();
+        assert_eq!(kinds(&cfg), ["http-01", "tls-alpn-01"]);
+    }
+}
