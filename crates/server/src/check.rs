@@ -75,6 +75,30 @@ mod tests {
     }
 
     #[test]
+    fn acme_for_a_wildcard_site_is_refused_with_the_reason() {
+        let cfg = Config::from_toml(&format!(
+            "root = \"{}\"\n[[listen]]\naddr = \"127.0.0.1:0\"\ntls = true\n\
+             [acme]\nenabled = true\n[[site]]\nhosts = [\"*.example.org\"]\n",
+            std::env::temp_dir().display()
+        ))
+        .unwrap();
+        let found = problems(&cfg);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("*.example.org") && found[0].contains("dns-01"),
+            "{found:?}"
+        );
+        // TLS without a certificate and without [acme]: what to do about it.
+        let cfg = Config::from_toml(&format!(
+            "root = \"{}\"\n[[listen]]\naddr = \"127.0.0.1:0\"\ntls = true\n",
+            std::env::temp_dir().display()
+        ))
+        .unwrap();
+        let found = problems(&cfg);
+        assert!(found.iter().any(|p| p.contains("[acme]")), "{found:?}");
+    }
+
+    #[test]
     fn a_port_in_use_is_reported() {
         let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = taken.local_addr().unwrap();

@@ -94,9 +94,13 @@ pub(crate) mod net;
 // The root policy `weft serve` checks before binding, for the binary; not library API.
 #[doc(hidden)]
 pub mod privdrop;
+// `weft acme list` and `renew`, for the binary; the rest runs inside `Server::run`.
+#[doc(hidden)]
+pub mod keeper;
 pub(crate) mod realip;
 pub(crate) mod request;
 pub(crate) mod response;
+pub(crate) mod roots;
 pub mod server;
 pub(crate) mod shutdown;
 // The router, for its benchmark (`benches/sites.rs`); the sites' settings are `config`'s.

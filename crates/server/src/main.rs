@@ -283,7 +283,7 @@ fn acme(args: AcmeArgs) -> Result<(), String> {
                 "{:<40} {:>16} {:>16} renew asked",
                 "name", "expires in (d)", "renews in (d)"
             );
-            for n in weft::acme::managed(&cfg)? {
+            for n in weft::keeper::managed(&cfg)? {
                 println!(
                     "{:<40} {:>16} {:>16} {}",
                     n.name,
@@ -295,7 +295,7 @@ fn acme(args: AcmeArgs) -> Result<(), String> {
             Ok(())
         }
         AcmeCmd::Renew { names } => {
-            for n in weft::acme::request_renewal(&cfg, &names)? {
+            for n in weft::keeper::request_renewal(&cfg, &names)? {
                 println!("{n}: renewal asked; the running server renews it within half a minute");
             }
             Ok(())

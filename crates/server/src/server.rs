@@ -434,11 +434,6 @@ pub struct ShutdownHandle {
 }
 
 impl ShutdownHandle {
-    /// The generation new connections get now.
-    pub(crate) fn app(&self) -> Arc<App> {
-        self.live.current()
-    }
-
     /// Stops accepting, lets in-flight requests finish, closes idle connections.
     pub fn shutdown(&self) {
         self.upgrader.close();
@@ -469,18 +464,6 @@ impl ShutdownHandle {
         }
         self.live.reload()?;
         // The new generation's health checks run here, where the first one's did.
-        self.live.current().start_checks();
-        Ok(())
-    }
-
-    /// Builds the running configuration again (not re-read from its file) so new connections
-    /// get the certificates in `[acme]`'s storage; the `process` model's master does the
-    /// same (told by SIGUSR2). Open connections keep theirs.
-    pub(crate) fn refresh_certificates(&self) -> Result<(), ReloadError> {
-        if let Some(pid) = self.master {
-            let _ = weft_sys::process::kill(pid, weft_sys::signal::SIGUSR2);
-        }
-        self.live.refresh()?;
         self.live.current().start_checks();
         Ok(())
     }
@@ -559,7 +542,7 @@ impl Server {
             l.start_flusher()?;
         }
         app.start_checks();
-        crate::acme::manager::start(self.shutdown_handle())?;
+        crate::keeper::start(self.live.clone(), self.master)?;
         if app.cfg.status.enabled {
             let fiber = runtime.as_ref().map(|rt| rt.handle().clone());
             app.metrics.start_sampler(fiber, app.shutdown.clone())?;

@@ -28,20 +28,24 @@ const LAYERS: &[&[&str]] = &[
         "privdrop",
         "activation",
         "tunnel",
+        "roots",
     ],
     // Request bodies, responses, counters.
     &["body", "response", "metrics"],
+    // The ACME client, its storage and the answers to its challenges.
+    &["acme"],
     // Per-client guards, passwords, compression, certificates and TLS sessions.
     &["limits_ip", "auth", "compress", "tls"],
-    // Static files, CGI, the reverse proxy, echo, status; the ACME client (over `tls`'s CA
-    // roots).
-    &["handlers", "acme"],
+    // Static files, CGI, the reverse proxy, echo, status.
+    &["handlers"],
     // From a request to its response: the app, sites and locations (`routing/`).
     &["routing"],
     // The connection: its prelude, the HTTP/1.1 driver, connection-level policy.
     &["conn"],
     // Who runs which piece of work when: fiber, thread, process, pipeline.
     &["models"],
+    // The certificates' keeper: obtains, renews, swaps them into the running generation.
+    &["keeper"],
     // Listeners, reload, upgrade: the server an embedder starts.
     &["server"],
     // The commands beside `serve`.

@@ -27,7 +27,7 @@ pub struct Https {
 impl Https {
     /// Verifies servers with the certificates of `ca` (PEM), else the system's bundle.
     pub fn new(ca: Option<&Path>, timeout: Duration) -> Result<Https, String> {
-        let roots = crate::tls::ca_roots(
+        let roots = crate::roots::ca_roots(
             ca,
             "acme ca",
             "acme: no CA certificates to verify the ACME server with; name them in [acme] ca",

@@ -343,7 +343,7 @@ fn master(listeners: Vec<(TcpListener, Arc<ListenerMetrics>)>, live: &LiveApp) -
     // children inherit this handler, so a SIGUSR1 sent to the process group kills none.
     let usr1 = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(SIGUSR1, usr1.clone())?;
-    // SIGUSR2 (sent by the server process's certificate keeper, `acme::manager`): build the
+    // SIGUSR2 (sent by the server process's certificate keeper, `keeper`): build the
     // running configuration again, file unread, for the certificates it stored.
     let usr2 = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(SIGUSR2, usr2.clone())?;

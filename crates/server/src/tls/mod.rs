@@ -18,12 +18,9 @@
 //! - certificates are re-read on SIGHUP: new connections get the new ones, open connections
 //!   keep theirs (they hold their generation's `Tls`).
 
-mod roots;
 mod session;
 pub(crate) mod stream;
 mod ticketer;
-
-pub(crate) use roots::ca_roots;
 
 use crate::acme::certs::ACME_TLS_ALPN;
 pub(crate) use session::Session;

@@ -86,7 +86,7 @@ impl UpstreamTls {
 
 /// The CA certificates of `file`, else of the first system bundle there is.
 fn roots(file: Option<&Path>) -> Result<rustls::RootCertStore, String> {
-    crate::tls::ca_roots(
+    crate::roots::ca_roots(
         file,
         "proxy tls_ca",
         "proxy: an https:// upstream needs tls_ca",

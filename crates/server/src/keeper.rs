@@ -15,17 +15,18 @@
 //! certificates (or a name's placeholder) and tries again later.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::client::{self, AcmeError, Client, Polling, Solver, SystemClock};
-use super::store::Store;
+use crate::acme::client::{self, AcmeError, Client, Polling, Solver, SystemClock};
+use crate::acme::store::Store;
+use crate::app::LiveApp;
 use crate::config::{AcmeConfig, Config};
-use crate::server::ShutdownHandle;
 use crate::tls::Source;
 
 /// How often the keeper looks even with nothing due: another instance's certificate, a
 /// renewal asked for, a reload that added a name.
-const LOOK_EVERY: Duration = Duration::from_secs(30);
+const LOOK_EVERY: Duration = Duration::from_secs(5);
 /// The first wait after a failure; it doubles with each failure after.
 const FIRST_RETRY: Duration = Duration::from_secs(120);
 /// The longest wait between tries.
@@ -35,15 +36,44 @@ const LOUD: i64 = 7 * 24 * 60 * 60;
 /// How often that is said again.
 const LOUD_EVERY: Duration = Duration::from_secs(6 * 60 * 60);
 
-/// Starts the keeper when the current configuration serves TLS.
-pub(crate) fn start(handle: ShutdownHandle) -> std::io::Result<()> {
-    if handle.app().tls.is_none() {
+/// Starts the keeper when the current configuration serves TLS; `master` is the `process`
+/// model's master, told to swap certificates in too.
+pub(crate) fn start(
+    live: Arc<LiveApp>,
+    master: Option<weft_sys::process::Pid>,
+) -> std::io::Result<()> {
+    if live.current().tls.is_none() {
         return Ok(());
     }
+    let handle = Handle { live, master };
     std::thread::Builder::new()
         .name("weft-certs".into())
         .spawn(move || Keeper::default().run(&handle))
         .map(drop)
+}
+
+/// The running server, as the keeper sees it.
+struct Handle {
+    live: Arc<LiveApp>,
+    master: Option<weft_sys::process::Pid>,
+}
+
+impl Handle {
+    fn app(&self) -> Arc<crate::app::App> {
+        self.live.current()
+    }
+
+    /// Builds the running configuration again (not re-read from its file) so new connections
+    /// get the certificates in the storage; the `process` model's master does the same (told
+    /// by SIGUSR2). Open connections keep theirs.
+    fn refresh_certificates(&self) -> Result<(), crate::app::ReloadError> {
+        if let Some(pid) = self.master {
+            let _ = weft_sys::process::kill(pid, weft_sys::signal::SIGUSR2);
+        }
+        self.live.refresh()?;
+        self.live.current().start_checks();
+        Ok(())
+    }
 }
 
 /// The wait before the next try after `failures` failures in a row (1 or more): doubling from
@@ -94,7 +124,7 @@ struct Keeper {
 }
 
 impl Keeper {
-    fn run(mut self, handle: &ShutdownHandle) {
+    fn run(mut self, handle: &Handle) {
         loop {
             let app = handle.app();
             if app.shutdown.is_set() {
@@ -113,12 +143,7 @@ impl Keeper {
     }
 
     /// One look at every certificate; returns how long to sleep.
-    fn look(
-        &mut self,
-        cfg: &Config,
-        tls: Option<&crate::tls::Tls>,
-        handle: &ShutdownHandle,
-    ) -> Duration {
+    fn look(&mut self, cfg: &Config, tls: Option<&crate::tls::Tls>, handle: &Handle) -> Duration {
         let Some(tls) = tls else {
             return LOOK_EVERY;
         };
@@ -293,12 +318,12 @@ pub fn obtain(
 ) -> Result<String, AcmeError> {
     let io =
         |e: std::io::Error| AcmeError::Failed(format!("storage {}: {e}", store.dir().display()));
-    let transport = super::transport::Https::new(acme.ca.as_deref(), Duration::from_secs(30))
+    let transport = crate::acme::transport::Https::new(acme.ca.as_deref(), Duration::from_secs(30))
         .map_err(AcmeError::Failed)?;
     let key = match store.account().map_err(io)? {
         Some((key, _)) => key,
         None => {
-            let key = super::jws::AccountKey::generate().map_err(AcmeError::Key)?;
+            let key = crate::acme::jws::AccountKey::generate().map_err(AcmeError::Key)?;
             store.save_account_key(&key).map_err(io)?;
             key
         }
@@ -313,7 +338,7 @@ pub fn obtain(
     let url = client.account(&contact)?;
     store.save_account_url(&url).map_err(io)?;
     let names = [name.to_string()];
-    let request = super::certs::request(&names).map_err(AcmeError::Failed)?;
+    let request = crate::acme::certs::request(&names).map_err(AcmeError::Failed)?;
     let mut solver = StoreSolver { store, kinds };
     let chain = client::issue(
         &mut client,
@@ -374,6 +399,81 @@ impl Solver for StoreSolver<'_> {
         let key = if kind == "http-01" { token } else { name };
         self.store.remove_answer(kind, key);
     }
+}
+
+/// A managed name as `weft acme list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameState {
+    /// The name.
+    pub name: String,
+    /// Its stored certificate's expiry (seconds since the epoch), if one is stored.
+    pub not_after: Option<i64>,
+    /// When it is due for renewal (seconds since the epoch), if one is stored.
+    pub renew_at: Option<i64>,
+    /// `weft acme renew` asked for it.
+    pub renewal_requested: bool,
+}
+
+/// The names `[acme]` manages under `cfg` (those no configured certificate covers) and what
+/// the storage holds for each.
+pub fn managed(cfg: &crate::config::Config) -> Result<Vec<NameState>, String> {
+    let Some(tls) = crate::tls::Tls::from_config(cfg)? else {
+        return Ok(Vec::new());
+    };
+    let store = Store::new(&cfg.acme);
+    Ok(tls
+        .certificates
+        .0
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.source,
+                crate::tls::Source::Acme | crate::tls::Source::Placeholder
+            )
+        })
+        .map(|c| {
+            let stored = store.certificate(&c.name).ok().flatten();
+            NameState {
+                name: c.name.clone(),
+                not_after: stored.as_ref().map(|s| s.not_after),
+                renew_at: stored
+                    .as_ref()
+                    .map(|s| renew_at(s.not_before, s.not_after, cfg.acme.renew_before)),
+                renewal_requested: store.renewal_requested(&c.name),
+            }
+        })
+        .collect())
+}
+
+/// Asks the running server to renew `names` (every managed name when empty) at its next look
+/// (within half a minute); returns the names marked.
+pub fn request_renewal(
+    cfg: &crate::config::Config,
+    names: &[String],
+) -> Result<Vec<String>, String> {
+    let managed: Vec<String> = managed(cfg)?.into_iter().map(|n| n.name).collect();
+    let wanted: Vec<String> = if names.is_empty() {
+        managed.clone()
+    } else {
+        names.iter().map(|n| n.to_ascii_lowercase()).collect()
+    };
+    let store = Store::new(&cfg.acme);
+    for name in &wanted {
+        if !managed.contains(name) {
+            return Err(format!(
+                "{name} is not a name [acme] manages here (managed: {})",
+                if managed.is_empty() {
+                    "none".to_string()
+                } else {
+                    managed.join(", ")
+                }
+            ));
+        }
+        store
+            .request_renewal(name)
+            .map_err(|e| format!("{}: {e}", store.dir().display()))?;
+    }
+    Ok(wanted)
 }
 
 #[cfg(test)]
