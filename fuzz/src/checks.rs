@@ -890,6 +890,13 @@ pub fn x509_names(data: &[u8]) {
         serial_and_authority_key_id(data),
         serial_and_authority_key_id(data)
     );
+    // RFC 3339 times (ACME renewal windows) over the same bytes.
+    if let Ok(text) = std::str::from_utf8(data) {
+        assert_eq!(
+            weft_http::timestamp::rfc3339(text),
+            weft_http::timestamp::rfc3339(text)
+        );
+    }
     let got = names(data);
     assert_eq!(got, names(data));
     if let Ok(n) = got {

@@ -52,6 +52,7 @@ pub mod range;
 mod request;
 pub mod response;
 mod response_head;
+pub mod timestamp;
 pub mod x509;
 
 pub use chunked::ChunkedDecoder;

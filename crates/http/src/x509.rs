@@ -181,28 +181,13 @@ fn time(tag: u8, t: &[u8]) -> Result<i64, &'static str> {
     }
     let field = |i: usize| digits(&rest[i..i + 2]).ok_or(bad);
     let (month, day, hour, min, sec) = (field(0)?, field(2)?, field(4)?, field(6)?, field(8)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return Err(bad);
-    }
-    let days = days_from_civil(year, month, day);
-    Ok(days * 86_400 + hour * 3_600 + min * 60 + sec)
+    crate::timestamp::utc(year, month, day, hour, min, sec).ok_or(bad)
 }
 
 fn digits(b: &[u8]) -> Option<i64> {
     b.iter().try_fold(0i64, |n, &d| {
         d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
     })
-}
-
-/// Days from 1970-01-01 to the proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// An INTEGER's content without the zero octet that only keeps it positive.

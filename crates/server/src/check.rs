@@ -28,6 +28,13 @@ pub fn problems(cfg: &Config) -> Vec<String> {
             found.push(e.to_string());
         }
     }
+    if cfg.acme.enabled && !listeners.iter().any(|l| l.tls) {
+        found.push(
+            "[acme] is enabled but no listener has tls = true: nothing would serve the \
+             certificates it obtains"
+                .into(),
+        );
+    }
     // Started as root: a `user` that exists, or root allowed (`privdrop`).
     if let Err(e) = crate::privdrop::root_policy(cfg) {
         found.push(e);
@@ -96,6 +103,17 @@ mod tests {
         .unwrap();
         let found = problems(&cfg);
         assert!(found.iter().any(|p| p.contains("[acme]")), "{found:?}");
+        // [acme] without a TLS listener.
+        let cfg = Config::from_toml(&format!(
+            "root = \"{}\"\n[[listen]]\naddr = \"127.0.0.1:0\"\n[acme]\nenabled = true\n",
+            std::env::temp_dir().display()
+        ))
+        .unwrap();
+        let found = problems(&cfg);
+        assert!(
+            found.iter().any(|p| p.contains("no listener has tls = true")),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -121,6 +121,18 @@ struct Keeper {
     retry: HashMap<String, (u32, Instant)>,
     /// Per name: when its expiry was last logged at error level.
     said: HashMap<String, Instant>,
+    /// Per name: the CA's renewal information for its stored certificate.
+    ari: HashMap<String, Ari>,
+}
+
+/// What the CA's renewal information (ARI) said of one certificate.
+struct Ari {
+    /// The certificate it is about.
+    not_after: i64,
+    /// The time picked in its window (`None`: no window; the lifetime decides).
+    at: Option<i64>,
+    /// When to ask again.
+    next: Instant,
 }
 
 impl Keeper {
@@ -174,10 +186,7 @@ impl Keeper {
             swap |= newer;
             let due = match &stored {
                 None => true,
-                Some(s) => {
-                    store.renewal_requested(name)
-                        || now >= renew_at(s.not_before, s.not_after, cfg.acme.renew_before)
-                }
+                Some(s) => store.renewal_requested(name) || now >= self.due_at(cfg, name, s),
             };
             if !due {
                 continue;
@@ -215,6 +224,54 @@ impl Keeper {
         wait
     }
 
+    /// When `s`, `name`'s stored certificate, is due: `renew_before` ahead of its expiry when
+    /// set; else a time picked at random in the window the CA's renewal information suggests
+    /// (asked again as its `Retry-After` says, 6 h by default), and where the CA offers none,
+    /// with a third of its lifetime left.
+    fn due_at(&mut self, cfg: &Config, name: &str, s: &crate::acme::store::Stored) -> i64 {
+        let by_lifetime = renew_at(s.not_before, s.not_after, cfg.acme.renew_before);
+        if !cfg.acme.renew_before.is_zero() {
+            return by_lifetime;
+        }
+        if let Some(a) = self.ari.get(name) {
+            if a.not_after == s.not_after && Instant::now() < a.next {
+                return a.at.unwrap_or(by_lifetime);
+            }
+        }
+        let (at, wait) = match renewal_window(&cfg.acme, &s.leaf) {
+            Ok(Some(w)) => {
+                let at = in_window(w.start, w.end, jitter(), s.not_after);
+                log::info!(
+                    "[acme] {name}: the CA suggests renewing in {:.1} days{}",
+                    (at - unix_now()) as f64 / 86_400.0,
+                    w.explanation
+                        .map(|u| format!(" (see {u})"))
+                        .unwrap_or_default()
+                );
+                let wait = w
+                    .retry_after
+                    .unwrap_or(ARI_AGAIN)
+                    .clamp(Duration::from_secs(60), Duration::from_secs(86_400));
+                (Some(at), wait)
+            }
+            // No renewal information at this CA: asked again a day later.
+            Ok(None) => (None, Duration::from_secs(86_400)),
+            Err(e) => {
+                log::warn!("[acme] {name}: no renewal information ({e}); renewing by its lifetime");
+                (None, Duration::from_secs(3_600))
+            }
+        };
+        self.ari.insert(
+            name.to_string(),
+            Ari {
+                not_after: s.not_after,
+                at,
+                next: Instant::now() + wait,
+            },
+        );
+        at.unwrap_or(by_lifetime)
+    }
+
     /// Orders `name`'s certificate under its lock. `Ok(false)`: another instance holds the
     /// lock, or stored one meanwhile.
     fn order(&mut self, cfg: &Config, store: &Store, name: &str) -> Result<bool, AcmeError> {
@@ -226,13 +283,14 @@ impl Keeper {
             return Ok(false);
         };
         // Under the lock: what another instance stored before it let go counts.
-        if let Some(s) = store.certificate(name).ok().flatten() {
-            let due = store.renewal_requested(name)
-                || unix_now() >= renew_at(s.not_before, s.not_after, cfg.acme.renew_before);
+        let stored = store.certificate(name).ok().flatten();
+        if let Some(s) = &stored {
+            let due = store.renewal_requested(name) || unix_now() >= self.due_at(cfg, name, s);
             if !due {
                 return Ok(true);
             }
         }
+        let replaces = stored.and_then(|s| crate::acme::client::cert_id(&s.leaf));
         let kinds = kinds(cfg);
         if kinds.is_empty() {
             return Err(AcmeError::Failed(
@@ -245,7 +303,8 @@ impl Keeper {
             "[acme] {name}: ordering a certificate from {}",
             cfg.acme.directory_url()
         );
-        obtain(&cfg.acme, store, name, kinds)?;
+        obtain(&cfg.acme, store, name, kinds, replaces)?;
+        self.ari.remove(name);
         if let Some(s) = store.certificate(name).ok().flatten() {
             let days = (s.not_after - unix_now()) as f64 / 86_400.0;
             log::info!("[acme] {name}: certificate obtained, valid for {days:.1} days");
@@ -291,6 +350,32 @@ impl Keeper {
     }
 }
 
+/// The time picked in an ARI window `start..end` by `fraction` (0..1, random: instances
+/// and clients spread over it, RFC 9773 §4.2), never after the certificate's expiry.
+pub fn in_window(start: i64, end: i64, fraction: f64, not_after: i64) -> i64 {
+    let span = (end - start).max(0) as f64;
+    (start + (span * fraction.clamp(0.0, 1.0)) as i64).min(not_after)
+}
+
+/// How long renewal information holds when the CA names no `Retry-After` (RFC 9773 §4.3).
+const ARI_AGAIN: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// The CA's renewal window for `leaf` (`None`: the CA offers none), asked with the stored
+/// account key (a new one, not kept, before there is one: the request is not signed).
+fn renewal_window(
+    acme: &AcmeConfig,
+    leaf: &[u8],
+) -> Result<Option<crate::acme::client::RenewalInfo>, AcmeError> {
+    let store = Store::new(acme);
+    let key = match store.account().ok().flatten() {
+        Some((key, _)) => key,
+        None => crate::acme::jws::AccountKey::generate().map_err(AcmeError::Key)?,
+    };
+    let transport = crate::acme::transport::Https::new(acme.ca.as_deref(), Duration::from_secs(30))
+        .map_err(AcmeError::Failed)?;
+    Client::new(transport, key, acme.directory_url())?.renewal_info(leaf)
+}
+
 /// The challenge kinds this server can answer, in `[acme] challenges` order: tls-alpn-01 with a
 /// TLS listener, http-01 with a plain one.
 fn kinds(cfg: &Config) -> Vec<String> {
@@ -315,6 +400,7 @@ pub fn obtain(
     store: &Store,
     name: &str,
     kinds: Vec<String>,
+    replaces: Option<String>,
 ) -> Result<String, AcmeError> {
     let io =
         |e: std::io::Error| AcmeError::Failed(format!("storage {}: {e}", store.dir().display()));
@@ -329,6 +415,7 @@ pub fn obtain(
         }
     };
     let mut client = Client::new(transport, key, acme.directory_url())?;
+    client.replacing(replaces);
     let contact: Vec<String> = (!acme.email.is_empty())
         .then(|| format!("mailto:{}", acme.email))
         .into_iter()
@@ -519,6 +606,19 @@ mod tests {
         );
         // A 60-second test certificate: 40 s.
         assert_eq!(renew_at(1_000, 1_060, Duration::ZERO), 1_040);
+    }
+
+    #[test]
+    fn an_ari_window_is_followed_never_past_expiry() {
+        assert_eq!(in_window(1_000, 2_000, 0.0, 10_000), 1_000);
+        assert_eq!(in_window(1_000, 2_000, 0.5, 10_000), 1_500);
+        assert_eq!(in_window(1_000, 2_000, 1.0, 10_000), 2_000);
+        assert_eq!(in_window(1_000, 2_000, 0.9, 1_200), 1_200);
+        assert_eq!(
+            in_window(2_000, 1_000, 0.5, 10_000),
+            2_000,
+            "an empty window"
+        );
     }
 
     #[test]

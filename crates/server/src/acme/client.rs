@@ -288,6 +288,8 @@ pub struct Client<T: Transport> {
     nonce: Option<String>,
     /// The account's URL, once known.
     kid: Option<String>,
+    /// The certificate the next orders replace (RFC 9773 §5), by its ARI identifier.
+    replaces: Option<String>,
 }
 
 impl<T: Transport> Client<T> {
@@ -306,6 +308,7 @@ impl<T: Transport> Client<T> {
             directory,
             nonce: None,
             kid: None,
+            replaces: None,
         })
     }
 
@@ -395,11 +398,58 @@ impl<T: Transport> Client<T> {
             .iter()
             .map(|n| format!(r#"{{"type":"dns","value":{}}}"#, json_string(n)))
             .collect();
-        let payload = format!(r#"{{"identifiers":[{}]}}"#, ids.join(","));
+        let replaces = match (&self.replaces, &self.directory.renewal_info) {
+            (Some(id), Some(_)) => format!(r#","replaces":{}"#, json_string(id)),
+            _ => String::new(),
+        };
+        let payload = format!(r#"{{"identifiers":[{}]{replaces}}}"#, ids.join(","));
         let url = self.directory.new_order.clone();
         let r = self.post(&url, Some(&payload))?;
         let at = location(&r, "newOrder")?;
         Order::parse(at, &r.json()?)
+    }
+
+    /// Says that the next orders renew the certificate whose ARI identifier is `cert_id`
+    /// ([`cert_id`]): sent as `replaces` where the CA offers ARI (Let's Encrypt then lets the
+    /// renewal past its limits).
+    pub fn replacing(&mut self, cert_id: Option<String>) {
+        self.replaces = cert_id;
+    }
+
+    /// The CA's suggested renewal window for the certificate `leaf` (RFC 9773 §4.2): `None`
+    /// where the CA offers no renewal information or the certificate has no authority key
+    /// identifier.
+    pub fn renewal_info(&mut self, leaf: &[u8]) -> Result<Option<RenewalInfo>, AcmeError> {
+        let (Some(base), Some(id)) = (self.directory.renewal_info.clone(), cert_id(leaf)) else {
+            return Ok(None);
+        };
+        let url = format!("{}/{id}", base.trim_end_matches('/'));
+        let r = self
+            .transport
+            .request(Method::Get, &url, None)
+            .map_err(AcmeError::Transport)?;
+        if r.status != 200 {
+            return Err(problem(&r));
+        }
+        let v = r.json()?;
+        let time = |k: &str| {
+            v["suggestedWindow"][k]
+                .as_str()
+                .and_then(weft_http::timestamp::rfc3339)
+                .ok_or_else(|| AcmeError::Protocol(format!("renewal info without a {k} time")))
+        };
+        let (start, end) = (time("start")?, time("end")?);
+        if end < start {
+            return Err(AcmeError::Protocol(
+                "renewal info whose window ends before it starts".into(),
+            ));
+        }
+        Ok(Some(RenewalInfo {
+            start,
+            end,
+            retry_after: retry_after(&r),
+            explanation: v["explanationURL"].as_str().map(str::to_string),
+        }))
     }
 
     /// The order at `url` now.
@@ -441,6 +491,27 @@ impl<T: Transport> Client<T> {
         }
         Ok(pem)
     }
+}
+
+/// A CA's suggested renewal window (RFC 9773), in seconds since the epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenewalInfo {
+    /// Renew from here...
+    pub start: i64,
+    /// ...to here (the CA may revoke after).
+    pub end: i64,
+    /// When to ask again.
+    pub retry_after: Option<Duration>,
+    /// Where the CA explains a window moved early (a revocation ahead).
+    pub explanation: Option<String>,
+}
+
+/// A certificate's ARI identifier (RFC 9773 §4.1): its authority key identifier and serial
+/// number (the INTEGER's content octets), each base64url, joined by `.`; `None` without an
+/// authority key identifier.
+pub fn cert_id(leaf: &[u8]) -> Option<String> {
+    let (serial, aki) = weft_http::x509::serial_and_authority_key_id(leaf).ok()?;
+    Some(format!("{}.{}", b64u(&aki?), b64u(&serial)))
 }
 
 /// The `Location` of what `what` created.

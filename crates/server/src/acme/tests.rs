@@ -38,6 +38,10 @@ struct Ca {
     only_dns: bool,
     rate_limited: bool,
     csr: Option<Vec<u8>>,
+    /// The last order's `replaces`.
+    replaces: Option<String>,
+    /// Renewal info answers a window that ends before it starts.
+    ari_backwards: bool,
     /// Every request: method and URL.
     log: Vec<(Method, String)>,
     served: Served,
@@ -172,6 +176,20 @@ impl Ca {
                 .into_bytes(),
             },
             (Method::Head, "https://ca.test/nonce") => self.reply(200, Value::Null, &[]),
+            (Method::Get, ari) if ari.starts_with("https://ca.test/ari/") => {
+                let (start, end) = if self.ari_backwards {
+                    ("2025-01-03T04:00:00Z", "2025-01-02T04:00:00Z")
+                } else {
+                    ("2025-01-02T04:00:00Z", "2025-01-03T04:00:00Z")
+                };
+                HttpResponse {
+                    status: 200,
+                    headers: vec![("Retry-After".into(), "21600".into())],
+                    body: json!({"suggestedWindow": {"start": start, "end": end}})
+                        .to_string()
+                        .into_bytes(),
+                }
+            }
             (Method::Post, _) => {
                 let payload = match self.verify(url, body.unwrap()) {
                     Ok(p) => p,
@@ -204,6 +222,7 @@ impl Ca {
                 return self.problem(429, "rateLimited", "too many certificates for this name");
             }
             let p = payload.unwrap();
+            self.replaces = p["replaces"].as_str().map(str::to_string);
             self.names = p["identifiers"]
                 .as_array()
                 .unwrap()
@@ -590,4 +609,75 @@ fn the_rfcs_example_objects_parse() {
     assert_eq!(authz.identifier, "www.example.org");
     assert_eq!(authz.challenges[0].kind, "http-01");
     assert_eq!(authz.challenges[0].token, "DGyRejmCefe7v4NfDGDKfA");
+}
+
+/// RFC 9773 §4.1's example: authority key identifier 69:88:5B:..:D4, serial 00:87:65:43:21.
+#[test]
+fn the_ari_identifier_is_the_rfcs() {
+    let mut ca = rcgen::CertificateParams::new(Vec::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_identifier_method = rcgen::KeyIdMethod::PreSpecified(vec![
+        0x69, 0x88, 0x5B, 0x6B, 0x87, 0x46, 0x40, 0x41, 0xE1, 0xB3, 0x7B, 0x84, 0x7B, 0xA0, 0xAE,
+        0x2C, 0xDE, 0x01, 0xC8, 0xD4,
+    ]);
+    let issuer =
+        rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let mut leaf = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+    leaf.use_authority_key_identifier_extension = true;
+    leaf.serial_number = Some(rcgen::SerialNumber::from(vec![
+        0x00, 0x87, 0x65, 0x43, 0x21,
+    ]));
+    let cert = leaf
+        .signed_by(&rcgen::KeyPair::generate().unwrap(), &issuer)
+        .unwrap();
+    assert_eq!(
+        cert_id(cert.der()).as_deref(),
+        Some("aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE")
+    );
+    // Without the extension there is no identifier.
+    let bare = rcgen::CertificateParams::new(vec!["a.example".to_string()])
+        .unwrap()
+        .self_signed(&rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    assert_eq!(cert_id(bare.der()), None);
+}
+
+#[test]
+fn renewal_info_is_read_and_a_renewal_order_names_what_it_replaces() {
+    let (fake, mut client, mut solve) = setup(|_| {});
+    let mut leaf = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+    leaf.use_authority_key_identifier_extension = true;
+    let issuer = rcgen::CertifiedIssuer::self_signed(
+        {
+            let mut ca = rcgen::CertificateParams::new(Vec::new()).unwrap();
+            ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            ca
+        },
+        rcgen::KeyPair::generate().unwrap(),
+    )
+    .unwrap();
+    let cert = leaf
+        .signed_by(&rcgen::KeyPair::generate().unwrap(), &issuer)
+        .unwrap();
+    let id = cert_id(cert.der()).unwrap();
+    let info = client.renewal_info(cert.der()).unwrap().unwrap();
+    assert_eq!(
+        (info.start, info.end),
+        (1_735_790_400, 1_735_876_800),
+        "2025-01-02T04:00:00Z to a day later"
+    );
+    assert_eq!(info.retry_after, Some(Duration::from_secs(21_600)));
+    assert_eq!(
+        fake.0.borrow().log.last().unwrap(),
+        &(Method::Get, format!("https://ca.test/ari/{id}"))
+    );
+    client.replacing(Some(id.clone()));
+    issue_now(&mut client, &names(), &mut solve).unwrap();
+    assert_eq!(fake.0.borrow().replaces.as_deref(), Some(id.as_str()));
+    // A window that ends before it starts is refused.
+    fake.0.borrow_mut().ari_backwards = true;
+    assert!(matches!(
+        client.renewal_info(cert.der()),
+        Err(AcmeError::Protocol(_))
+    ));
 }
