@@ -559,9 +559,20 @@ pub fn accept_encoding(data: &[u8]) {
 /// whole DER element (no shorter prefix passes, and nothing may follow it) of a successful
 /// status; a failing one fails the same way again.
 pub fn ocsp(data: &[u8]) {
-    use weft_http::ocsp::check;
+    use weft_http::ocsp::{check, read};
     let verdict = check(data);
     assert_eq!(verdict, check(data));
+    // What `read` takes apart, `check` passes, and its signed bytes lie inside the input.
+    if let Ok(b) = read(data) {
+        assert!(verdict.is_ok());
+        assert!(data.windows(b.tbs.len()).any(|w| w == b.tbs));
+        // GeneralizedTime: years 0000-9999.
+        let years = -62_167_219_200..253_402_300_800;
+        for r in &b.responses {
+            assert!(years.contains(&r.this_update), "{}", r.this_update);
+            assert!(r.next_update.is_none_or(|n| years.contains(&n)));
+        }
+    }
     if verdict.is_ok() {
         assert_eq!(data[0], 0x30);
         // The outer length's octets, then a successful responseStatus.
@@ -889,6 +900,20 @@ pub fn x509_names(data: &[u8]) {
     assert_eq!(
         serial_and_authority_key_id(data),
         serial_and_authority_key_id(data)
+    );
+    assert_eq!(
+        weft_http::x509::ocsp_url(data),
+        weft_http::x509::ocsp_url(data)
+    );
+    if let Ok(Some(url)) = weft_http::x509::ocsp_url(data) {
+        assert!(
+            url.is_ascii() && !url.bytes().any(|b| b.is_ascii_control()),
+            "{url:?}"
+        );
+    }
+    assert_eq!(
+        weft_http::x509::issuer_key(data),
+        weft_http::x509::issuer_key(data)
     );
     // RFC 3339 times (ACME renewal windows) over the same bytes.
     if let Ok(text) = std::str::from_utf8(data) {

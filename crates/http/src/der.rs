@@ -65,8 +65,7 @@ pub(crate) fn any<'a>(
     Ok((*t, content, rest))
 }
 
-/// An element for tests: tag, length (short or long form), content.
-#[cfg(test)]
+/// An element: tag, length (short or long form, up to 64 KiB), content.
 pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
     match content.len() {

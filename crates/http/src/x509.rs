@@ -54,22 +54,36 @@ pub fn names(der: &[u8]) -> Result<CertNames, &'static str> {
     })
 }
 
-/// True if the DER certificate `der` says it is a CA (`basicConstraints` with `cA` TRUE,
-/// RFC 5280 §4.2.1.9): clients refuse such a certificate from a server (webpki says
-/// `CaUsedAsEndEntity`, browsers `ERR_CERT_INVALID`). `Err` says what was not where expected.
-pub fn is_ca(der: &[u8]) -> Result<bool, &'static str> {
+/// The fields of a TBSCertificate after its optional version: serialNumber, signature,
+/// issuer, validity, subject, subjectPublicKeyInfo, then the optional unique IDs and
+/// extensions, each as (tag, content, the whole element).
+fn tbs_fields(der: &[u8]) -> Result<Vec<(u8, &[u8], &[u8])>, &'static str> {
+    let cert = whole(der, SEQUENCE, "a Certificate SEQUENCE")?;
+    let (tbs, _) = element(cert, SEQUENCE, "a TBSCertificate SEQUENCE")?;
+    let mut rest = match element(tbs, CONTEXT_0, "") {
+        Ok((_, rest)) => rest,
+        Err(_) => tbs,
+    };
+    let mut fields = Vec::new();
+    while !rest.is_empty() {
+        let (tag, content, next) = any(rest, "a TBSCertificate field")?;
+        fields.push((tag, content, &rest[..rest.len() - next.len()]));
+        rest = next;
+    }
+    let shape = [INTEGER, SEQUENCE, SEQUENCE, SEQUENCE, SEQUENCE, SEQUENCE];
+    if fields.len() < shape.len() || fields.iter().zip(shape).any(|(f, t)| f.0 != t) {
+        return Err("a TBSCertificate's fields");
+    }
+    Ok(fields)
+}
+
+/// The value (the extnValue OCTET STRING's content) of the extension `oid`, if the
+/// certificate has it.
+fn extension<'a>(der: &'a [u8], oid: &[u8]) -> Result<Option<&'a [u8]>, &'static str> {
     const CONTEXT_3: u8 = 0xa3;
     const BOOLEAN: u8 = 0x01;
     const OCTET_STRING: u8 = 0x04;
-    const BASIC_CONSTRAINTS: [u8; 3] = [0x55, 0x1d, 0x13];
-    let cert = whole(der, SEQUENCE, "a Certificate SEQUENCE")?;
-    let (tbs, _) = element(cert, SEQUENCE, "a TBSCertificate SEQUENCE")?;
-    // version [0], serial, signature, issuer, validity, subject, subjectPublicKeyInfo, then
-    // the optional unique IDs [1] [2] and the extensions [3].
-    let mut rest = tbs;
-    while !rest.is_empty() {
-        let (tag, content, next) = any(rest, "a TBSCertificate field")?;
-        rest = next;
+    for (tag, content, _) in tbs_fields(der)?.into_iter().skip(6) {
         if tag != CONTEXT_3 {
             continue;
         }
@@ -77,22 +91,32 @@ pub fn is_ca(der: &[u8]) -> Result<bool, &'static str> {
         while !exts.is_empty() {
             let (ext, next) = element(exts, SEQUENCE, "an Extension SEQUENCE")?;
             exts = next;
-            let (oid, mut ext) = element(ext, OID, "an extnID")?;
-            if oid != BASIC_CONSTRAINTS {
+            let (id, mut ext) = element(ext, OID, "an extnID")?;
+            if id != oid {
                 continue;
             }
             if let Ok((_, after)) = element(ext, BOOLEAN, "") {
                 ext = after;
             }
-            let value = whole(ext, OCTET_STRING, "an extnValue OCTET STRING")?;
-            let constraints = whole(value, SEQUENCE, "a BasicConstraints SEQUENCE")?;
-            return Ok(match element(constraints, BOOLEAN, "") {
-                Ok((flag, _)) => flag.iter().any(|&b| b != 0),
-                Err(_) => false,
-            });
+            return whole(ext, OCTET_STRING, "an extnValue OCTET STRING").map(Some);
         }
     }
-    Ok(false)
+    Ok(None)
+}
+
+/// True if the DER certificate `der` says it is a CA (`basicConstraints` with `cA` TRUE,
+/// RFC 5280 §4.2.1.9): clients refuse such a certificate from a server (webpki says
+/// `CaUsedAsEndEntity`, browsers `ERR_CERT_INVALID`). `Err` says what was not where expected.
+pub fn is_ca(der: &[u8]) -> Result<bool, &'static str> {
+    const BOOLEAN: u8 = 0x01;
+    let Some(value) = extension(der, &[0x55, 0x1d, 0x13])? else {
+        return Ok(false);
+    };
+    let constraints = whole(value, SEQUENCE, "a BasicConstraints SEQUENCE")?;
+    Ok(match element(constraints, BOOLEAN, "") {
+        Ok((flag, _)) => flag.iter().any(|&b| b != 0),
+        Err(_) => false,
+    })
 }
 
 /// A certificate's validity, in seconds since the Unix epoch: `(notBefore, notAfter)`.
@@ -123,50 +147,81 @@ pub fn validity(der: &[u8]) -> Result<(i64, i64), &'static str> {
 /// §4.2.1.1; `None` without one): what an ACME renewal-information request names it by
 /// (RFC 9773 §4.1).
 pub fn serial_and_authority_key_id(der: &[u8]) -> Result<(Vec<u8>, Option<Vec<u8>>), &'static str> {
-    const CONTEXT_3: u8 = 0xa3;
-    const BOOLEAN: u8 = 0x01;
-    const OCTET_STRING: u8 = 0x04;
-    const AUTHORITY_KEY_ID: [u8; 3] = [0x55, 0x1d, 0x23];
-    let cert = whole(der, SEQUENCE, "a Certificate SEQUENCE")?;
-    let (tbs, _) = element(cert, SEQUENCE, "a TBSCertificate SEQUENCE")?;
-    let body = match element(tbs, CONTEXT_0, "") {
-        Ok((_, rest)) => rest,
-        Err(_) => tbs,
+    let serial = tbs_fields(der)?[0].1.to_vec();
+    let Some(value) = extension(der, &[0x55, 0x1d, 0x23])? else {
+        return Ok((serial, None));
     };
-    let (serial, _) = element(body, INTEGER, "a serialNumber INTEGER")?;
-    let mut rest = tbs;
-    while !rest.is_empty() {
-        let (tag, content, next) = any(rest, "a TBSCertificate field")?;
-        rest = next;
-        if tag != CONTEXT_3 {
-            continue;
-        }
-        let mut exts = whole(content, SEQUENCE, "an Extensions SEQUENCE")?;
-        while !exts.is_empty() {
-            let (ext, next) = element(exts, SEQUENCE, "an Extension SEQUENCE")?;
-            exts = next;
-            let (oid, mut ext) = element(ext, OID, "an extnID")?;
-            if oid != AUTHORITY_KEY_ID {
-                continue;
+    let aki = whole(value, SEQUENCE, "an AuthorityKeyIdentifier SEQUENCE")?;
+    // keyIdentifier [0] IMPLICIT OCTET STRING, optional and first.
+    Ok(match element(aki, 0x80, "") {
+        Ok((id, _)) => (serial, Some(id.to_vec())),
+        Err(_) => (serial, None),
+    })
+}
+
+/// The OCSP responder a certificate names (`authorityInfoAccess`, `id-ad-ocsp`, a URI), if
+/// any (RFC 5280 §4.2.2.1).
+pub fn ocsp_url(der: &[u8]) -> Result<Option<String>, &'static str> {
+    const AIA: [u8; 8] = [0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x01];
+    const OCSP: [u8; 8] = [0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01];
+    let Some(value) = extension(der, &AIA)? else {
+        return Ok(None);
+    };
+    let mut list = whole(value, SEQUENCE, "an AuthorityInfoAccessSyntax SEQUENCE")?;
+    while !list.is_empty() {
+        let (desc, next) = element(list, SEQUENCE, "an AccessDescription SEQUENCE")?;
+        list = next;
+        let (method, location) = element(desc, OID, "an accessMethod")?;
+        // uniformResourceIdentifier [6] IMPLICIT IA5String.
+        if method == OCSP {
+            if let Ok(uri) = whole(location, 0x86, "") {
+                if uri.is_ascii() && !uri.iter().any(u8::is_ascii_control) {
+                    return Ok(Some(String::from_utf8_lossy(uri).into_owned()));
+                }
             }
-            if let Ok((_, after)) = element(ext, BOOLEAN, "") {
-                ext = after;
-            }
-            let value = whole(ext, OCTET_STRING, "an extnValue OCTET STRING")?;
-            let aki = whole(value, SEQUENCE, "an AuthorityKeyIdentifier SEQUENCE")?;
-            // keyIdentifier [0] IMPLICIT OCTET STRING, optional and first.
-            return Ok(match element(aki, 0x80, "") {
-                Ok((id, _)) => (serial.to_vec(), Some(id.to_vec())),
-                Err(_) => (serial.to_vec(), None),
-            });
         }
     }
-    Ok((serial.to_vec(), None))
+    Ok(None)
+}
+
+/// What an OCSP request and the check of its response need of the issuer's certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuerKey {
+    /// Its subject Name, the whole DER element (hashed as the CertID's `issuerNameHash`).
+    pub subject: Vec<u8>,
+    /// Its public key's algorithm (OID content octets: `id-ecPublicKey`, `rsaEncryption`).
+    pub algorithm: Vec<u8>,
+    /// The algorithm's parameter when it is an OID (an EC key's curve).
+    pub curve: Option<Vec<u8>>,
+    /// The subjectPublicKey BIT STRING's bits (hashed as `issuerKeyHash`; an EC point, or
+    /// an RSAPublicKey).
+    pub key: Vec<u8>,
+}
+
+/// The subject and public key of the certificate `der`.
+pub fn issuer_key(der: &[u8]) -> Result<IssuerKey, &'static str> {
+    const BIT_STRING: u8 = 0x03;
+    let fields = tbs_fields(der)?;
+    let subject = fields[4].2.to_vec();
+    let spki = fields[5].1;
+    let (alg, rest) = element(spki, SEQUENCE, "an AlgorithmIdentifier")?;
+    let bits = whole(rest, BIT_STRING, "a subjectPublicKey BIT STRING")?;
+    let (algorithm, params) = element(alg, OID, "an algorithm OID")?;
+    let curve = whole(params, OID, "").ok().map(<[u8]>::to_vec);
+    match bits {
+        [0, key @ ..] if !key.is_empty() => Ok(IssuerKey {
+            subject,
+            algorithm: algorithm.to_vec(),
+            curve,
+            key: key.to_vec(),
+        }),
+        _ => Err("a subjectPublicKey BIT STRING"),
+    }
 }
 
 /// A UTCTime (0x17) or GeneralizedTime (0x18) ending in `Z`, whole seconds, in seconds since
 /// the Unix epoch.
-fn time(tag: u8, t: &[u8]) -> Result<i64, &'static str> {
+pub(crate) fn time(tag: u8, t: &[u8]) -> Result<i64, &'static str> {
     let bad = "a validity time";
     let (year, rest) = match (tag, t.len()) {
         (0x17, 13) => {
@@ -495,6 +550,39 @@ mod openssl_seeds {
         let rsa = read("openssl_rsa_dc");
         assert_eq!(rsa.subject, r"CN=\#bob\ ,UID=bob,DC=example,DC=com");
         assert_eq!(rsa.serial, "FF01");
+    }
+
+    /// A certificate naming an OCSP responder, and its issuer's subject and key, as
+    /// `openssl x509 -text` prints them (`tests/data/ocsp-leaf.der`, `ocsp-ca.der`).
+    #[test]
+    fn ocsp_responder_and_issuer_key() {
+        let data = |f: &str| {
+            std::fs::read(format!("{}/tests/data/{f}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+        };
+        let (leaf, ca) = (data("ocsp-leaf.der"), data("ocsp-ca.der"));
+        assert_eq!(
+            super::ocsp_url(&leaf).unwrap().as_deref(),
+            Some("http://127.0.0.1:8888/ocsp")
+        );
+        assert_eq!(super::ocsp_url(&ca).unwrap(), None);
+        let k = super::issuer_key(&ca).unwrap();
+        // id-ecPublicKey, prime256v1, an uncompressed point.
+        assert_eq!(k.algorithm, [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01]);
+        assert_eq!(
+            k.curve.as_deref(),
+            Some(&[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07][..])
+        );
+        assert_eq!((k.key.len(), k.key[0]), (65, 0x04));
+        // CN=ca, the whole Name element.
+        assert_eq!(
+            k.subject,
+            [
+                0x30, 0x0d, 0x31, 0x0b, 0x30, 0x09, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x02, b'c',
+                b'a'
+            ]
+        );
+        assert!(super::is_ca(&ca).unwrap());
+        assert!(!super::is_ca(&leaf).unwrap());
     }
 
     /// Their validity and authority key identifier, as `openssl x509 -dates -ext

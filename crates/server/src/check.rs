@@ -111,7 +111,9 @@ mod tests {
         .unwrap();
         let found = problems(&cfg);
         assert!(
-            found.iter().any(|p| p.contains("no listener has tls = true")),
+            found
+                .iter()
+                .any(|p| p.contains("no listener has tls = true")),
             "{found:?}"
         );
     }
