@@ -54,10 +54,13 @@ pub fn names(der: &[u8]) -> Result<CertNames, &'static str> {
     })
 }
 
+/// A DER element: its tag, its content, and the whole element.
+type Field<'a> = (u8, &'a [u8], &'a [u8]);
+
 /// The fields of a TBSCertificate after its optional version: serialNumber, signature,
 /// issuer, validity, subject, subjectPublicKeyInfo, then the optional unique IDs and
 /// extensions, each as (tag, content, the whole element).
-fn tbs_fields(der: &[u8]) -> Result<Vec<(u8, &[u8], &[u8])>, &'static str> {
+fn tbs_fields(der: &[u8]) -> Result<Vec<Field<'_>>, &'static str> {
     let cert = whole(der, SEQUENCE, "a Certificate SEQUENCE")?;
     let (tbs, _) = element(cert, SEQUENCE, "a TBSCertificate SEQUENCE")?;
     let mut rest = match element(tbs, CONTEXT_0, "") {

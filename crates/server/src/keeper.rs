@@ -123,6 +123,8 @@ struct Keeper {
     said: HashMap<String, Instant>,
     /// Per name: the CA's renewal information for its stored certificate.
     ari: HashMap<String, Ari>,
+    /// Per name: OCSP fetches failed in a row and when to try again.
+    ocsp_retry: HashMap<String, (u32, Instant)>,
 }
 
 /// What the CA's renewal information (ARI) said of one certificate.
@@ -184,6 +186,13 @@ impl Keeper {
                 served.source == Source::Placeholder || served.not_after != Some(s.not_after)
             });
             swap |= newer;
+            if let Some(s) = &stored {
+                let (changed, next) = self.staple(&store, name, s, served.staple_until, now);
+                swap |= changed;
+                if let Some(next) = next {
+                    wait = wait.min(next);
+                }
+            }
             let due = match &stored {
                 None => true,
                 Some(s) => store.renewal_requested(name) || now >= self.due_at(cfg, name, s),
@@ -222,6 +231,87 @@ impl Keeper {
             }
         }
         wait
+    }
+
+    /// Keeps `name`'s OCSP response when its certificate `s` names a responder: fetched when
+    /// there is none, or half way through its validity; on failure tried again after 10 s,
+    /// doubling to an hour, the stored one served while it holds and none after. Returns
+    /// whether what should be served differs from what is (`served_until`, the served
+    /// staple's `nextUpdate`), and when to look again if sooner than usual.
+    fn staple(
+        &mut self,
+        store: &Store,
+        name: &str,
+        s: &crate::acme::store::Stored,
+        served_until: Option<i64>,
+        now: i64,
+    ) -> (bool, Option<Duration>) {
+        use crate::acme::staple;
+        use rustls::pki_types::pem::PemObject;
+        let chain: Vec<rustls::pki_types::CertificateDer<'static>> =
+            rustls::pki_types::CertificateDer::pem_slice_iter(&s.chain_pem)
+                .filter_map(Result::ok)
+                .collect();
+        if staple::responder(&chain).is_none() || chain.len() < 2 {
+            return (served_until.is_some(), None);
+        }
+        let Ok(issuer) = weft_http::x509::issuer_key(&chain[1]) else {
+            return (served_until.is_some(), None);
+        };
+        let held = store
+            .ocsp(name)
+            .and_then(|der| staple::check(&der, &chain[0], &issuer, now).ok());
+        let mut changed = served_until != held.map(|v| v.next_update);
+        if held.is_some_and(|v| now < v.refresh_at()) {
+            return (changed, None);
+        }
+        if let Some((_, at)) = self.ocsp_retry.get(name) {
+            let left = at.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                return (changed, Some(left));
+            }
+        }
+        match staple::fetch(&chain, now, Duration::from_secs(10)) {
+            Ok((der, v)) => {
+                self.ocsp_retry.remove(name);
+                match store.save_ocsp(name, Some(&der)) {
+                    Ok(()) => {
+                        log::info!(
+                            "[acme] {name}: OCSP response stapled, good until {:.1} h from now",
+                            (v.next_update - now) as f64 / 3_600.0
+                        );
+                        changed = true;
+                    }
+                    Err(e) => log::error!("[acme] {name}: cannot store the OCSP response: {e}"),
+                }
+                (changed, None)
+            }
+            Err(e) => {
+                let failures = self.ocsp_retry.get(name).map_or(1, |(n, _)| n + 1);
+                let pause = Duration::from_secs(10)
+                    .saturating_mul(1 << (failures - 1).min(9))
+                    .min(Duration::from_secs(3_600));
+                self.ocsp_retry
+                    .insert(name.to_string(), (failures, Instant::now() + pause));
+                match held {
+                    Some(v) => log::warn!(
+                        "[acme] {name}: no new OCSP response ({e}); the one stapled holds \
+                         {:.1} h more; next try in {}s",
+                        (v.next_update - now) as f64 / 3_600.0,
+                        pause.as_secs()
+                    ),
+                    None => {
+                        log::warn!(
+                            "[acme] {name}: no OCSP response ({e}); served without a staple; \
+                             next try in {}s",
+                            pause.as_secs()
+                        );
+                        let _ = store.save_ocsp(name, None);
+                    }
+                }
+                (changed, Some(pause))
+            }
+        }
     }
 
     /// When `s`, `name`'s stored certificate, is due: `renew_before` ahead of its expiry when

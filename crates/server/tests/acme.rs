@@ -81,6 +81,17 @@ impl Pebble {
     /// Starts both; `validity` is the certificates' lifetime in seconds (pebble's default,
     /// five years, when `None`).
     fn start(dir: &Path, http_port: u16, tls_port: u16, validity: Option<u64>) -> Pebble {
+        Pebble::start_with(dir, http_port, tls_port, validity, "")
+    }
+
+    /// [`Pebble::start`] with `ocsp` as the responder URL its certificates name.
+    fn start_with(
+        dir: &Path,
+        http_port: u16,
+        tls_port: u16,
+        validity: Option<u64>,
+        ocsp: &str,
+    ) -> Pebble {
         std::fs::create_dir_all(dir).unwrap();
         // pebble's HTTPS certificate, from a CA made here.
         let mut ca_params = rcgen::CertificateParams::new(Vec::new()).unwrap();
@@ -117,7 +128,7 @@ impl Pebble {
                 "privateKey": dir.join("pebble.key"),
                 "httpPort": http_port,
                 "tlsPort": tls_port,
-                "ocspResponderURL": "",
+                "ocspResponderURL": ocsp,
                 "externalAccountBindingRequired": false,
                 "certificateValidityPeriod": validity.unwrap_or(0),
             }
@@ -202,6 +213,15 @@ impl Pebble {
             store.add(c.unwrap()).unwrap();
         }
         store
+    }
+
+    /// The intermediate it issues with, and its key (PEM), for an OCSP responder to sign as.
+    fn intermediate(&self) -> (Vec<u8>, Vec<u8>) {
+        let get = |what: &str| {
+            self.get(&format!("https://127.0.0.1:{}/{what}/0", self.mgmt))
+                .unwrap_or_else(|e| panic!("pebble's {what}: {e}"))
+        };
+        (get("intermediates"), get("intermediate-keys"))
     }
 
     fn logs(&self) -> String {
@@ -553,5 +573,180 @@ fn instances_sharing_the_storage_order_once_and_renew_when_due() {
         "one order per certificate (a 30 s certificate may roll once more): {n}\n{}\n----\n{}",
         a.log(),
         b.log()
+    );
+}
+
+/// A certificate verifier that notes the OCSP response the server stapled.
+#[derive(Debug)]
+struct StapleSeen {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    staple: std::sync::Mutex<Option<Vec<u8>>>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for StapleSeen {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        *self.staple.lock().unwrap() = Some(ocsp_response.to_vec());
+        self.inner
+            .verify_server_cert(end_entity, intermediates, server_name, &[], now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// The OCSP response `addr` staples for `name` (empty: none), its certificate checked
+/// against `roots`.
+fn staple_of(addr: SocketAddr, name: &str, roots: &RootCertStore) -> Result<Vec<u8>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(StapleSeen {
+        inner: rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots.clone()),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| e.to_string())?,
+        staple: std::sync::Mutex::new(None),
+    });
+    let cfg = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier.clone())
+        .with_no_client_auth();
+    let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
+    let conn = ClientConnection::new(Arc::new(cfg), server).map_err(|e| e.to_string())?;
+    let sock = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut tls = StreamOwned::new(conn, sock);
+    tls.write_all(
+        format!("GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    let seen = verifier.staple.lock().unwrap().clone();
+    seen.ok_or_else(|| "no handshake".to_string())
+}
+
+#[test]
+fn an_obtained_certificate_is_stapled_once_its_responder_answers() {
+    if skip_without_pebble("acme") {
+        return;
+    }
+    if !have("openssl") {
+        eprintln!("acme ocsp: skipped: no openssl for the OCSP responder");
+        return;
+    }
+    let dir = common::unique_dir("acme-ocsp");
+    let (http_port, tls_port, ocsp_port) = (free_tcp_port(), free_tcp_port(), free_tcp_port());
+    let pebble = Pebble::start_with(
+        &dir.join("pebble"),
+        http_port,
+        tls_port,
+        None,
+        &format!("http://127.0.0.1:{ocsp_port}/"),
+    );
+    let roots = pebble.roots();
+    let server = Launch::serve(&dir)
+        .config(&format!(
+            "root = \"{}\"\n[[listen]]\naddr = \"127.0.0.1:{tls_port}\"\nmodel = \"thread\"\n\
+             tls = true\n{}[[site]]\nhosts = [\"d.weft.test\"]\n",
+            dir.display(),
+            acme_section(&pebble, &dir.join("acme"), "[\"tls-alpn-01\"]")
+        ))
+        .start();
+    let addr = server.addr_of("https");
+    let mut serial = String::new();
+    wait_for("the certificate", &[&server], || {
+        match served(addr, "d.weft.test", &roots) {
+            Ok(s) => {
+                serial = s;
+                true
+            }
+            Err(_) => false,
+        }
+    });
+    // The responder is not there yet: served without a staple, and said so.
+    wait_for("the failed OCSP fetch logged", &[&server], || {
+        server.log().contains("d.weft.test: no OCSP response")
+    });
+    assert_eq!(staple_of(addr, "d.weft.test", &roots), Ok(Vec::new()));
+
+    // openssl's responder, signing as pebble's intermediate, knowing the certificate good.
+    let (int_pem, int_key) = pebble.intermediate();
+    let ocsp_dir = dir.join("ocsp");
+    std::fs::create_dir_all(&ocsp_dir).unwrap();
+    std::fs::write(ocsp_dir.join("int.pem"), int_pem).unwrap();
+    std::fs::write(ocsp_dir.join("int.key"), int_key).unwrap();
+    std::fs::write(
+        ocsp_dir.join("index.txt"),
+        format!("V\t491231235959Z\t\t{serial}\tunknown\t/CN=d.weft.test\n"),
+    )
+    .unwrap();
+    let _responder = Proc(
+        Command::new("openssl")
+            .args(["ocsp", "-index", "index.txt", "-port"])
+            .arg(ocsp_port.to_string())
+            .args([
+                "-rsigner", "int.pem", "-rkey", "int.key", "-CA", "int.pem", "-ndays", "1",
+            ])
+            .current_dir(&ocsp_dir)
+            .stdout(std::fs::File::create(ocsp_dir.join("ocsp.log")).unwrap())
+            .stderr(std::fs::File::create(ocsp_dir.join("ocsp.err")).unwrap())
+            .spawn()
+            .expect("openssl ocsp"),
+    );
+    let mut staple = Vec::new();
+    wait_for("a stapled OCSP response", &[&server], || {
+        match staple_of(addr, "d.weft.test", &roots) {
+            Ok(s) if !s.is_empty() => {
+                staple = s;
+                true
+            }
+            _ => false,
+        }
+    });
+    let basic = weft_http::ocsp::read(&staple).expect("a basic OCSP response");
+    assert_eq!(basic.responses.len(), 1);
+    let single = &basic.responses[0];
+    assert_eq!(single.status, weft_http::ocsp::CertStatus::Good);
+    let hex: String = single
+        .serial
+        .iter()
+        .skip_while(|b| **b == 0)
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    assert_eq!(hex, serial);
+    assert!(
+        server.log().contains("d.weft.test: OCSP response stapled"),
+        "{}",
+        server.log()
     );
 }

@@ -18,6 +18,7 @@ pub mod certs;
 pub mod client;
 pub mod jws;
 pub mod serve;
+pub mod staple;
 pub mod store;
 pub mod transport;
 

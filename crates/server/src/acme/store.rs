@@ -9,6 +9,7 @@
 //!     account.url                       its URL at the CA
 //!     certificates/NAME/cert.pem        the chain, leaf first
 //!     certificates/NAME/key.pem         its key (0600)
+//!     certificates/NAME/ocsp.der        its OCSP response, when its CA runs a responder
 //!     certificates/NAME/renew           present: renew at the next look (`weft acme renew`)
 //!     challenges/http-01/TOKEN          the key authorization the CA fetches over HTTP
 //!     challenges/tls-alpn-01/NAME       the key authorization the acme-tls/1 certificate carries
@@ -251,9 +252,31 @@ impl Store {
         let dir = self.cert_dir(name);
         make_dir(&dir)?;
         write_atomic(&dir.join("key.pem"), key_pem, 0o600)?;
+        // The old certificate's OCSP response is not the new one's.
+        let _ = std::fs::remove_file(dir.join("ocsp.der"));
         write_atomic(&dir.join("cert.pem"), chain_pem, 0o644)?;
         self.clear_renewal(name);
         Ok(())
+    }
+
+    /// `name`'s stored OCSP response, if any (checked by the caller).
+    pub fn ocsp(&self, name: &str) -> Option<Vec<u8>> {
+        if !valid_name(name) {
+            return None;
+        }
+        std::fs::read(self.cert_dir(name).join("ocsp.der")).ok()
+    }
+
+    /// Stores `name`'s OCSP response (`None`: removes it).
+    pub fn save_ocsp(&self, name: &str, der: Option<&[u8]>) -> io::Result<()> {
+        let path = self.cert_dir(name).join("ocsp.der");
+        match der {
+            Some(der) => write_atomic(&path, der, 0o644),
+            None => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+        }
     }
 
     /// Whether a renewal of `name` was asked for (`weft acme renew`).

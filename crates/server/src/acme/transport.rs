@@ -47,13 +47,25 @@ impl Https {
 
 /// `https://HOST[:PORT]/PATH` split into its host, port and path (with the query).
 pub(crate) fn split_url(url: &str) -> io::Result<(String, u16, String)> {
+    split(url, "https", 443)
+}
+
+/// `http://HOST[:PORT]/PATH` (an OCSP responder's) split the same way.
+pub(crate) fn split_http_url(url: &str) -> io::Result<(String, u16, String)> {
+    split(url, "http", 80)
+}
+
+fn split(url: &str, scheme: &str, default_port: u16) -> io::Result<(String, u16, String)> {
     let bad = || {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("not an https URL: {url}"),
+            format!("not an {scheme} URL: {url}"),
         )
     };
-    let rest = url.strip_prefix("https://").ok_or_else(bad)?;
+    let rest = url
+        .strip_prefix(scheme)
+        .and_then(|r| r.strip_prefix("://"))
+        .ok_or_else(bad)?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -63,13 +75,13 @@ pub(crate) fn split_url(url: &str) -> io::Result<(String, u16, String)> {
         let (h, after) = v6.split_once(']').ok_or_else(bad)?;
         match after.strip_prefix(':') {
             Some(p) => (h, port_of(p)?),
-            None if after.is_empty() => (h, 443),
+            None if after.is_empty() => (h, default_port),
             None => return Err(bad()),
         }
     } else {
         match authority.split_once(':') {
             Some((h, p)) => (h, port_of(p)?),
-            None => (authority, 443),
+            None => (authority, default_port),
         }
     };
     if host.is_empty() || authority.contains('@') {

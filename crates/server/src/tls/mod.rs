@@ -448,7 +448,10 @@ fn managed(
     for name in &names {
         let (ck, source) = match store.certificate(name) {
             Ok(Some(stored)) => match stored_pair(&stored, &provider) {
-                Ok(ck) => (ck, Source::Acme),
+                Ok(mut ck) => {
+                    ck.ocsp = stored_staple(&store, name, &ck);
+                    (ck, Source::Acme)
+                }
                 Err(e) => {
                     log::error!("[acme] {name}: the stored certificate does not load ({e}); serving a placeholder");
                     (serve::placeholder(name, &provider)?, Source::Placeholder)
@@ -477,6 +480,27 @@ fn managed(
         resolver.alpn = Some(serve::AlpnAnswers::new(&store));
     }
     Ok(())
+}
+
+/// `name`'s stored OCSP response for `ck`, if it is one to staple now (for this
+/// certificate, good, current, signed by its issuer).
+fn stored_staple(
+    store: &crate::acme::store::Store,
+    name: &str,
+    ck: &CertifiedKey,
+) -> Option<Vec<u8>> {
+    let der = store.ocsp(name)?;
+    let [leaf, issuer, ..] = ck.cert.as_slice() else {
+        return None;
+    };
+    let issuer = weft_http::x509::issuer_key(issuer).ok()?;
+    match crate::acme::staple::check(&der, leaf, &issuer, unix_now()) {
+        Ok(_) => Some(der),
+        Err(e) => {
+            log::info!("[acme] {name}: the stored OCSP response is not stapled: {e}");
+            None
+        }
+    }
 }
 
 /// A stored certificate and key as rustls serves them.
@@ -533,6 +557,8 @@ pub(crate) struct Certificate {
     pub(crate) source: Source,
     /// Seconds since the epoch (`None`: the leaf's validity does not read).
     pub(crate) not_after: Option<i64>,
+    /// The stapled OCSP response's `nextUpdate` (`None`: no staple).
+    pub(crate) staple_until: Option<i64>,
 }
 
 impl Certificate {
@@ -547,10 +573,20 @@ impl Certificate {
             let first = leaf.valid_dns_names().next().map(str::to_string);
             first
         });
+        let staple_until = ck
+            .ocsp
+            .as_deref()
+            .and_then(|d| weft_http::ocsp::read(d).ok())
+            .and_then(|b| {
+                b.responses
+                    .first()
+                    .map(|r| r.next_update.unwrap_or(r.this_update + 86_400))
+            });
         Certificate {
             name: name.unwrap_or_else(|| "default".into()),
             source,
             not_after,
+            staple_until,
         }
     }
 }
@@ -607,6 +643,7 @@ impl crate::metrics::Exposed for Certificates {
                         "source": c.source.as_str(),
                         "not_after": c.not_after,
                         "expires_in_s": c.not_after.map(|a| a - now),
+                        "ocsp_until": c.staple_until,
                     })
                 })
                 .collect(),
