@@ -655,6 +655,8 @@ fn staple_of(addr: SocketAddr, name: &str, roots: &RootCertStore) -> Result<Vec<
     seen.ok_or_else(|| "no handshake".to_string())
 }
 
+/// Also: a SIGUSR2 upgrade's new process serves the same certificate and staple, read from the
+/// storage.
 #[test]
 fn an_obtained_certificate_is_stapled_once_its_responder_answers() {
     if skip_without_pebble("acme") {
@@ -674,7 +676,14 @@ fn an_obtained_certificate_is_stapled_once_its_responder_answers() {
         &format!("http://127.0.0.1:{ocsp_port}/"),
     );
     let roots = pebble.roots();
-    let server = Launch::serve(&dir)
+    common::handover::become_subreaper();
+    let notify_path = dir.join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(common::handover::WAIT))
+        .unwrap();
+    let mut server = Launch::serve(&dir)
+        .env("NOTIFY_SOCKET", &notify_path)
         .config(&format!(
             "root = \"{}\"\n[[listen]]\naddr = \"127.0.0.1:{tls_port}\"\nmodel = \"thread\"\n\
              tls = true\n{}[[site]]\nhosts = [\"d.weft.test\"]\n",
@@ -749,4 +758,23 @@ fn an_obtained_certificate_is_stapled_once_its_responder_answers() {
         "{}",
         server.log()
     );
+
+    // Upgraded: the new process finds both in the storage.
+    server.signal(libc::SIGUSR2);
+    let mut new = None;
+    for _ in 0..6 {
+        let msg = common::handover::recv_notify(&notify, &server);
+        if let Some(pid) = msg.trim().strip_prefix("MAINPID=") {
+            new = Some(Weft::adopt(pid.parse().unwrap(), &dir));
+            break;
+        }
+    }
+    let new = new.unwrap_or_else(|| panic!("no MAINPID; log:\n{}", server.log()));
+    assert_ne!(new.pid(), server.pid());
+    assert!(
+        server.wait_exit(Duration::from_secs(30)).is_some(),
+        "the old process drained and exited"
+    );
+    assert_eq!(served(addr, "d.weft.test", &roots), Ok(serial));
+    assert_eq!(staple_of(addr, "d.weft.test", &roots), Ok(staple));
 }
