@@ -240,23 +240,22 @@ impl Drop for Pebble {
     }
 }
 
-/// The serial of the certificate `addr` serves for `name`, checked against `roots`; `Err`
-/// says why not (a placeholder, a certificate of the wrong name, no answer).
-fn served(addr: SocketAddr, name: &str, roots: &RootCertStore) -> Result<String, String> {
-    let cfg =
-        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots.clone())
-            .with_no_client_auth();
+/// A GET of `path` over TLS to `addr` for `name` with the client configuration `cfg`: the
+/// response as read to the end, and the certificate the server presented.
+fn exchange(
+    addr: SocketAddr,
+    name: &str,
+    path: &str,
+    cfg: Arc<ClientConfig>,
+) -> Result<(String, CertificateDer<'static>), String> {
     let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
-    let conn = ClientConnection::new(Arc::new(cfg), server).map_err(|e| e.to_string())?;
+    let conn = ClientConnection::new(cfg, server).map_err(|e| e.to_string())?;
     let sock = TcpStream::connect(addr).map_err(|e| e.to_string())?;
     sock.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let mut tls = StreamOwned::new(conn, sock);
     tls.write_all(
-        format!("GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").as_bytes(),
     )
     .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
@@ -268,31 +267,35 @@ fn served(addr: SocketAddr, name: &str, roots: &RootCertStore) -> Result<String,
         .conn
         .peer_certificates()
         .and_then(|c| c.first())
-        .ok_or("no certificate")?;
-    Ok(weft_http::x509::names(leaf)?.serial)
+        .ok_or("no certificate")?
+        .clone()
+        .into_owned();
+    Ok((String::from_utf8_lossy(&out).into_owned(), leaf))
 }
 
-/// A GET over TLS to `addr` for `name` (pebble's root trusted): the response's text.
-fn get_tls(addr: SocketAddr, name: &str, path: &str, roots: &RootCertStore) -> String {
-    let cfg =
+/// A client configuration that trusts `roots` (pebble's).
+fn trusting(roots: &RootCertStore) -> Arc<ClientConfig> {
+    Arc::new(
         ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_root_certificates(roots.clone())
-            .with_no_client_auth();
-    let server = ServerName::try_from(name.to_string()).unwrap();
-    let conn = ClientConnection::new(Arc::new(cfg), server).unwrap();
-    let sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut tls = StreamOwned::new(conn, sock);
-    tls.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").as_bytes(),
+            .with_no_client_auth(),
     )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = tls.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The serial of the certificate `addr` serves for `name`, checked against `roots`; `Err`
+/// says why not (a placeholder, a certificate of the wrong name, no answer).
+fn served(addr: SocketAddr, name: &str, roots: &RootCertStore) -> Result<String, String> {
+    let (_, leaf) = exchange(addr, name, "/", trusting(roots))?;
+    Ok(weft_http::x509::names(&leaf)?.serial)
+}
+
+/// A GET over TLS to `addr` for `name` (pebble's root trusted): the response's text.
+fn get_tls(addr: SocketAddr, name: &str, path: &str, roots: &RootCertStore) -> String {
+    exchange(addr, name, path, trusting(roots))
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+        .0
 }
 
 /// `promtool check metrics` passes the body of a `/_weft/metrics` response (said and skipped
@@ -576,83 +579,13 @@ fn instances_sharing_the_storage_order_once_and_renew_when_due() {
     );
 }
 
-/// A certificate verifier that notes the OCSP response the server stapled.
-#[derive(Debug)]
-struct StapleSeen {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
-    staple: std::sync::Mutex<Option<Vec<u8>>>,
-}
-
-impl rustls::client::danger::ServerCertVerifier for StapleSeen {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        *self.staple.lock().unwrap() = Some(ocsp_response.to_vec());
-        self.inner
-            .verify_server_cert(end_entity, intermediates, server_name, &[], now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
 /// The OCSP response `addr` staples for `name` (empty: none), its certificate checked
 /// against `roots`.
 fn staple_of(addr: SocketAddr, name: &str, roots: &RootCertStore) -> Result<Vec<u8>, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = Arc::new(StapleSeen {
-        inner: rustls::client::WebPkiServerVerifier::builder_with_provider(
-            Arc::new(roots.clone()),
-            provider.clone(),
-        )
-        .build()
-        .map_err(|e| e.to_string())?,
-        staple: std::sync::Mutex::new(None),
-    });
-    let cfg = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier.clone())
-        .with_no_client_auth();
-    let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
-    let conn = ClientConnection::new(Arc::new(cfg), server).map_err(|e| e.to_string())?;
-    let sock = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    sock.set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut tls = StreamOwned::new(conn, sock);
-    tls.write_all(
-        format!("GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    let _ = tls.read_to_end(&mut out);
-    let seen = verifier.staple.lock().unwrap().clone();
-    seen.ok_or_else(|| "no handshake".to_string())
+    let (seen, cfg) = common::staple::StapleSeen::client(roots.clone());
+    exchange(addr, name, "/", cfg)?;
+    let staple = seen.staple.lock().unwrap().clone();
+    staple.ok_or_else(|| "no handshake".to_string())
 }
 
 /// Also: a SIGUSR2 upgrade's new process serves the same certificate and staple, read from the

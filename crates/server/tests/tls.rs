@@ -1227,51 +1227,6 @@ fn the_request_vectors_answer_the_same_over_tls() {
     }
 }
 
-/// A server-certificate check that records the OCSP response the server stapled and then
-/// checks the chain as usual.
-#[derive(Debug)]
-struct StapleSeen {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
-    staple: std::sync::Mutex<Option<Vec<u8>>>,
-}
-
-impl rustls::client::danger::ServerCertVerifier for StapleSeen {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        *self.staple.lock().unwrap() = Some(ocsp_response.to_vec());
-        self.inner
-            .verify_server_cert(end_entity, intermediates, server_name, &[], now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
 /// `[tls] ocsp`: the file is stapled byte for byte to a client that asks for the status; a
 /// file that is not a successful DER OCSP response is refused at start and by `weft check`
 /// (stapled, it would end the handshake of every such client).
@@ -1284,25 +1239,10 @@ fn a_stapled_ocsp_response_is_sent_and_a_malformed_one_refused() {
     std::fs::write(&ocsp, staple).unwrap();
     let config = format!("[tls]\nocsp = {:?}\n", ocsp.to_str().unwrap());
     let server = Server::start("fiber", &dir, &cert, &config, &[]);
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
     roots.add(cert.der.clone()).unwrap();
-    let verifier = Arc::new(StapleSeen {
-        inner: rustls::client::WebPkiServerVerifier::builder_with_provider(
-            Arc::new(roots),
-            provider.clone(),
-        )
-        .build()
-        .unwrap(),
-        staple: std::sync::Mutex::new(None),
-    });
-    let cfg = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(verifier.clone())
-        .with_no_client_auth();
-    let mut s = connect(server.https, &Arc::new(cfg), "localhost");
+    let (verifier, cfg) = common::staple::StapleSeen::client(roots);
+    let mut s = connect(server.https, &cfg, "localhost");
     assert_eq!(get(&mut s, "/", true).status, 200);
     assert_eq!(
         verifier.staple.lock().unwrap().as_deref(),

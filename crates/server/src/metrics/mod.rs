@@ -1022,29 +1022,12 @@ impl Metrics {
                 );
             }
         }
-        if let Some(t) = self
-            .clients
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            t.prometheus(&mut out);
-        }
-        if let Some(u) = self
-            .upstreams
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            u.prometheus(&mut out);
-        }
-        if let Some(c) = self
-            .certificates
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            c.prometheus(&mut out);
+        // What the modules above report: the per-client table, the upstream groups, the
+        // certificates.
+        for part in [&self.clients, &self.upstreams, &self.certificates] {
+            if let Some(p) = part.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                p.prometheus(&mut out);
+            }
         }
         let stats = self.phase_stats();
         if stats.iter().any(|p| p.count > 0) {

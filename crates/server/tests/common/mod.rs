@@ -11,6 +11,7 @@ pub mod client;
 pub mod handover;
 pub mod launch;
 pub mod php_fpm;
+pub mod staple;
 
 use std::fs;
 use std::net::SocketAddr;
