@@ -428,12 +428,16 @@ fn managed(
     certificates: &mut Vec<Certificate>,
 ) -> Result<(), String> {
     use crate::acme::{serve, store::Store};
+    // A name a configured certificate serves: an exact [[tls.sni]] name, a wildcard entry
+    // that matches it (or is it), or the [tls] certificate's names.
     let names = serve::names(cfg, |name| {
         resolver.exact.contains_key(name)
-            || resolver
-                .wildcard
-                .iter()
-                .any(|(suffix, _)| name == format!("*{suffix}"))
+            || resolver.wildcard.iter().any(|(suffix, _)| {
+                name == format!("*{suffix}")
+                    || name
+                        .strip_suffix(suffix.as_str())
+                        .is_some_and(|label| !label.is_empty() && !label.contains('.'))
+            })
             || resolver.default.as_ref().is_some_and(|ck| covers(ck, name))
     })?;
     if names.is_empty() && resolver.default.is_none() {

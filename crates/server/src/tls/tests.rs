@@ -126,3 +126,45 @@ fn a_ca_certificate_as_the_server_certificate_is_refused_unless_self_signed() {
     // Not a certificate at all: left to rustls to refuse.
     assert!(weft_http::x509::is_ca(b"\x30\x03\x02\x01\x01").is_err());
 }
+
+/// `[acme]` manages the sites' names no configured certificate serves: a `[[tls.sni]]`
+/// wildcard covers a name under it; the rest get a placeholder until obtained, and the first
+/// becomes the default when `[tls]` names no certificate.
+#[test]
+fn acme_manages_only_the_names_no_configured_certificate_serves() {
+    let dir = std::env::temp_dir().join(format!("weft-tls-acme-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["*.example.org".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.join("wild.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("wild.key"), key.serialize_pem()).unwrap();
+    let cfg = Config::from_toml(&format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = true\n\
+         [acme]\nenabled = true\nstorage = \"{d}/acme\"\n\
+         [[tls.sni]]\nnames = [\"*.example.org\"]\ncert = \"{d}/wild.pem\"\nkey = \"{d}/wild.key\"\n\
+         [[site]]\nhosts = [\"www.example.org\", \"other.example\", \"*.example.org\"]\n",
+        d = dir.display()
+    ))
+    .unwrap();
+    let tls = Tls::from_config(&cfg).unwrap().unwrap();
+    let got: Vec<(String, Source)> = tls
+        .certificates
+        .0
+        .iter()
+        .map(|c| (c.name.clone(), c.source))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("*.example.org".to_string(), Source::File),
+            ("other.example".to_string(), Source::Placeholder)
+        ]
+    );
+    // Nothing was written by loading.
+    assert!(!dir.join("acme").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
