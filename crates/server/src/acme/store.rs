@@ -425,6 +425,25 @@ mod tests {
         let _ = std::fs::remove_dir_all(storage);
     }
 
+    /// Started as root to serve as another user, the storage is handed to that user.
+    #[test]
+    fn the_storage_is_handed_to_the_serving_user() {
+        use std::os::unix::fs::MetadataExt;
+        if weft_sys::user::euid() != 0 {
+            eprintln!("the_storage_is_handed_to_the_serving_user: skipped: not root");
+            return;
+        }
+        let (storage, s) = store("owner");
+        s.prepare(&storage.join("acme"), Some((65_534, 65_534)))
+            .unwrap();
+        for d in [storage.join("acme"), s.dir().to_path_buf()] {
+            let m = std::fs::metadata(&d).unwrap();
+            assert_eq!((m.uid(), m.gid()), (65_534, 65_534), "{}", d.display());
+            assert_eq!(m.mode() & 0o777, 0o700);
+        }
+        let _ = std::fs::remove_dir_all(storage);
+    }
+
     #[test]
     fn a_certificate_round_trips_with_its_validity_and_clears_a_renewal() {
         let (storage, s) = store("certs");
