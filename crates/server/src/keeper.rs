@@ -31,6 +31,8 @@ const LOOK_EVERY: Duration = Duration::from_secs(5);
 const FIRST_RETRY: Duration = Duration::from_secs(120);
 /// The longest wait between tries.
 const MAX_RETRY: Duration = Duration::from_secs(6 * 60 * 60);
+/// The longest `Retry-After` taken from a CA.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// Below this much validity left, a certificate is logged at error level.
 const LOUD: i64 = 7 * 24 * 60 * 60;
 /// How often that is said again.
@@ -84,7 +86,8 @@ pub fn backoff(failures: u32, jitter: f64, retry_after: Option<Duration>) -> Dur
     let doubled = FIRST_RETRY.saturating_mul(1 << failures.saturating_sub(1).min(16));
     let base = doubled.min(MAX_RETRY);
     let wait = base + base.mul_f64(jitter.clamp(0.0, 1.0) / 4.0);
-    wait.max(retry_after.unwrap_or_default())
+    // A CA's Retry-After is taken up to a week (a larger one is a mistake or an attack).
+    wait.max(retry_after.unwrap_or_default().min(MAX_RETRY_AFTER))
 }
 
 /// When a certificate valid from `not_before` to `not_after` (seconds since the epoch) is
@@ -175,7 +178,17 @@ impl Keeper {
             }
             let name = &served.name;
             let stored = match store.certificate(name) {
-                Ok(s) => s,
+                Ok(Some(s)) => match crate::tls::loads(&s) {
+                    Ok(()) => Some(s),
+                    Err(e) => {
+                        log::error!(
+                            "[acme] {name}: the stored certificate does not load ({e}); \
+                             obtaining a new one"
+                        );
+                        None
+                    }
+                },
+                Ok(None) => None,
                 Err(e) => {
                     log::error!("[acme] {name}: {e}; obtaining a new one");
                     None
@@ -273,7 +286,16 @@ impl Keeper {
         }
         match staple::fetch(&chain, now, Duration::from_secs(10)) {
             Ok((der, v)) => {
-                self.ocsp_retry.remove(name);
+                // A responder that hands out responses already half spent is asked again an
+                // hour later at the soonest, not at every look.
+                let again = (v.refresh_at() - now).max(3_600) as u64;
+                self.ocsp_retry.insert(
+                    name.to_string(),
+                    (0, Instant::now() + Duration::from_secs(again)),
+                );
+                if store.ocsp(name).as_deref() == Some(der.as_slice()) {
+                    return (changed, None);
+                }
                 match store.save_ocsp(name, Some(&der)) {
                     Ok(()) => {
                         log::info!(
@@ -285,6 +307,13 @@ impl Keeper {
                     Err(e) => log::error!("[acme] {name}: cannot store the OCSP response: {e}"),
                 }
                 (changed, None)
+            }
+            Err(e) if e.ends_with(staple::REVOKED) => {
+                // Never stapled, and replaced at once.
+                log::error!("[acme] {name}: {e}; renewing it now");
+                let _ = store.save_ocsp(name, None);
+                let _ = store.request_renewal(name, None);
+                (true, None)
             }
             Err(e) => {
                 let failures = self.ocsp_retry.get(name).map_or(1, |(n, _)| n + 1);
@@ -496,14 +525,17 @@ pub fn obtain(
         |e: std::io::Error| AcmeError::Failed(format!("storage {}: {e}", store.dir().display()));
     let transport = crate::acme::transport::Https::new(acme.ca.as_deref(), Duration::from_secs(30))
         .map_err(AcmeError::Failed)?;
-    let key = match store.account().map_err(io)? {
-        Some((key, _)) => key,
-        None => {
-            let key = crate::acme::jws::AccountKey::generate().map_err(AcmeError::Key)?;
-            store.save_account_key(&key).map_err(io)?;
-            key
-        }
-    };
+    // Two instances starting together make one key between them.
+    let key = store
+        .with_account_lock(|| match store.account().map_err(io)? {
+            Some((key, _)) => Ok(key),
+            None => {
+                let key = crate::acme::jws::AccountKey::generate().map_err(AcmeError::Key)?;
+                store.save_account_key(&key).map_err(io)?;
+                Ok(key)
+            }
+        })
+        .map_err(io)??;
     let mut client = Client::new(transport, key, acme.directory_url())?;
     client.replacing(replaces);
     let contact: Vec<String> = (!acme.email.is_empty())
@@ -623,7 +655,7 @@ pub fn managed(cfg: &crate::config::Config) -> Result<Vec<NameState>, String> {
 }
 
 /// Asks the running server to renew `names` (every managed name when empty) at its next look
-/// (within half a minute); returns the names marked.
+/// (within 5 s, or when a failed try's backoff ends); returns the names marked.
 pub fn request_renewal(
     cfg: &crate::config::Config,
     names: &[String],
@@ -635,6 +667,7 @@ pub fn request_renewal(
         names.iter().map(|n| n.to_ascii_lowercase()).collect()
     };
     let store = Store::new(&cfg.acme);
+    let owner = crate::acme::serving_owner(cfg).map_err(|e| e.to_string())?;
     for name in &wanted {
         if !managed.contains(name) {
             return Err(format!(
@@ -647,7 +680,7 @@ pub fn request_renewal(
             ));
         }
         store
-            .request_renewal(name)
+            .request_renewal(name, owner)
             .map_err(|e| format!("{}: {e}", store.dir().display()))?;
     }
     Ok(wanted)
@@ -667,6 +700,8 @@ mod tests {
             backoff(1, 0.0, Some(Duration::from_secs(3_600))),
             Duration::from_secs(3_600)
         );
+        // A Retry-After of any size is taken up to a week (no overflow past `Instant`).
+        assert_eq!(backoff(1, 0.0, Some(Duration::MAX)), MAX_RETRY_AFTER);
         // The tries of the first hour: at 0, then after each wait; jitter only adds.
         let mut at = Duration::ZERO;
         let mut tries = 1;

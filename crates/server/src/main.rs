@@ -66,8 +66,8 @@ struct AcmeArgs {
 enum AcmeCmd {
     /// Each managed name, its stored certificate's expiry and when it renews.
     List,
-    /// Renew NAME (every managed name without one) at the running server's next look, within
-    /// half a minute, whatever its expiry.
+    /// Renew NAME (every managed name without one) at the running server's next look (within
+    /// 5 s, or when a failed try's backoff ends), whatever its expiry.
     Renew {
         /// Names to renew.
         names: Vec<String>,
@@ -296,7 +296,10 @@ fn acme(args: AcmeArgs) -> Result<(), String> {
         }
         AcmeCmd::Renew { names } => {
             for n in weft::keeper::request_renewal(&cfg, &names)? {
-                println!("{n}: renewal asked; the running server renews it within half a minute");
+                println!(
+                    "{n}: renewal asked; the running server renews it at its next look (within \
+                     5 s, or when a failed try's backoff ends)"
+                );
             }
             Ok(())
         }

@@ -25,20 +25,26 @@ pub mod transport;
 #[cfg(test)]
 mod tests;
 
+/// The user and group the server serves as when that is not who runs this (started as root
+/// with `user`): what it creates in the storage is handed to them.
+pub(crate) fn serving_owner(cfg: &crate::config::Config) -> std::io::Result<Option<(u32, u32)>> {
+    match (&cfg.user, crate::privdrop::is_root()) {
+        (Some(user), true) => {
+            let (ids, gid) = crate::privdrop::resolve(user)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+            Ok(Some((ids.uid, gid)))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Readies `[acme]`'s storage before the server drops its privileges: created 0700 and, when
 /// started as root to serve as `user`, handed to that user (who then writes what it obtains).
 pub(crate) fn prepare(cfg: &crate::config::Config) -> std::io::Result<()> {
     if !cfg.acme.enabled || !cfg.listeners().iter().any(|l| l.tls) {
         return Ok(());
     }
-    let owner = match (&cfg.user, crate::privdrop::is_root()) {
-        (Some(user), true) => {
-            let (ids, gid) = crate::privdrop::resolve(user)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-            Some((ids.uid, gid))
-        }
-        _ => None,
-    };
+    let owner = serving_owner(cfg)?;
     store::Store::new(&cfg.acme)
         .prepare(&cfg.acme.storage, owner)
         .map_err(|e| {

@@ -13,6 +13,9 @@ use rustls::pki_types::CertificateDer;
 use weft_http::ocsp::{self, CertStatus};
 use weft_http::x509::{self, IssuerKey};
 
+/// How a check of a response that says the certificate is revoked ends.
+pub const REVOKED: &str = "the certificate is REVOKED";
+
 /// The largest response taken from a responder.
 const MAX_RESPONSE: usize = 64 * 1024;
 
@@ -95,7 +98,7 @@ pub fn check(der: &[u8], leaf: &[u8], issuer: &IssuerKey, now: i64) -> Result<Va
         .ok_or("a response about another certificate")?;
     match single.status {
         CertStatus::Good => {}
-        CertStatus::Revoked => return Err("the certificate is REVOKED".into()),
+        CertStatus::Revoked => return Err(REVOKED.into()),
         CertStatus::Unknown => return Err("the responder does not know the certificate".into()),
     }
     let next_update = single.next_update.unwrap_or(single.this_update + 86_400);

@@ -7,8 +7,7 @@
 //!   acme-v02.api.letsencrypt.org-directory/
 //!     account.key                       the account's key (PKCS#8 PEM, 0600)
 //!     account.url                       its URL at the CA
-//!     certificates/NAME/cert.pem        the chain, leaf first
-//!     certificates/NAME/key.pem         its key (0600)
+//!     certificates/NAME/pair.pem        its key, then the chain, leaf first (0600)
 //!     certificates/NAME/ocsp.der        its OCSP response, when its CA runs a responder
 //!     certificates/NAME/renew           present: renew at the next look (`weft acme renew`)
 //!     challenges/http-01/TOKEN          the key authorization the CA fetches over HTTP
@@ -17,8 +16,8 @@
 //! ```
 //!
 //! Files are written to a temporary name and renamed, so a reader sees the old file or the
-//! new one, never half of one; a key is written before its certificate, so a certificate
-//! never pairs with the key of the one before.
+//! new one, never half of one; a certificate and its key are one file, so a reader never
+//! pairs a certificate with the key of the one before.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
@@ -104,12 +103,23 @@ fn make_dir(dir: &Path) -> io::Result<()> {
 /// Writes `data` to `path` through a temporary file in the same folder and a rename, with
 /// permissions `mode`.
 fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per writer: instances sharing the storage may have the same pid (containers).
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.{:016x}.tmp",
+        path.file_name()
+            .map_or_else(Default::default, |n| n.to_string_lossy()),
+        std::process::id(),
+        {
+            use ring::rand::SecureRandom;
+            let mut b = [0u8; 8];
+            let _ = ring::rand::SystemRandom::new().fill(&mut b);
+            u64::from_le_bytes(b)
+        }
+    ));
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(mode)
             .open(&tmp)?;
         // The mode given to open is masked by the umask; the file is ours, so set it.
@@ -150,16 +160,47 @@ impl Store {
     }
 
     /// Creates the storage (0700) and this CA's folder; started as root to serve as `owner`,
-    /// hands both to it, so the serving user can write what it obtains.
+    /// hands what it created to it, so the serving user can write what it obtains. A storage
+    /// directory that exists already keeps its owner and mode (`storage = "/var/lib"` must
+    /// not hand `/var/lib` over); this CA's folder is made the owner's either way.
     pub fn prepare(&self, storage: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
+        let made_storage = !storage.exists();
         make_dir(&self.dir)?;
-        std::fs::set_permissions(storage, std::fs::Permissions::from_mode(0o700))?;
-        if let Some((uid, gid)) = owner {
-            for d in [storage, &self.dir] {
+        let mut ours = vec![self.dir.clone()];
+        if made_storage {
+            ours.push(storage.to_path_buf());
+        }
+        for d in &ours {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+            if let Some((uid, gid)) = owner {
                 std::os::unix::fs::chown(d, Some(uid), Some(gid))?;
             }
         }
         Ok(())
+    }
+
+    /// Runs `make` (which creates the account) under the storage's account lock, waiting up to
+    /// 30 s for another instance's: two instances starting together make one account.
+    pub fn with_account_lock<T>(&self, make: impl FnOnce() -> T) -> io::Result<T> {
+        let dir = self.dir.join("locks");
+        make_dir(&dir)?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(dir.join("account.lock"))?;
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !weft_sys::fs::try_lock(&f)? {
+            if std::time::Instant::now() >= end {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "another instance holds the account lock",
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Ok(make())
     }
 
     /// The account's key and URL, if one was stored (the URL is `None` when the key was
@@ -219,19 +260,22 @@ impl Store {
         if !valid_name(name) {
             return Ok(None);
         }
-        let dir = self.cert_dir(name);
-        let chain_pem = match std::fs::read(dir.join("cert.pem")) {
+        let path = self.cert_dir(name).join("pair.pem");
+        let pair = match std::fs::read(&path) {
             Ok(c) => c,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let key_pem = std::fs::read(dir.join("key.pem"))?;
         let bad = |why: &str| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{}: {why}", dir.join("cert.pem").display()),
+                format!("{}: {why}", path.display()),
             )
         };
+        // The key's PEM block first, then the chain's.
+        let split = find(&pair, b"-----BEGIN CERTIFICATE-----")
+            .ok_or_else(|| bad("no CERTIFICATE block"))?;
+        let (key_pem, chain_pem) = (pair[..split].to_vec(), pair[split..].to_vec());
         let leaf = CertificateDer::pem_slice_iter(&chain_pem)
             .next()
             .ok_or_else(|| bad("no CERTIFICATE block"))?
@@ -246,15 +290,19 @@ impl Store {
         }))
     }
 
-    /// Stores `name`'s new certificate and key (the key first), and clears a renewal asked
-    /// for.
+    /// Stores `name`'s new certificate and key (one file, one rename), and clears a renewal
+    /// asked for.
     pub fn save_certificate(&self, name: &str, chain_pem: &[u8], key_pem: &[u8]) -> io::Result<()> {
         let dir = self.cert_dir(name);
         make_dir(&dir)?;
-        write_atomic(&dir.join("key.pem"), key_pem, 0o600)?;
+        let mut pair = key_pem.to_vec();
+        if !pair.ends_with(b"\n") {
+            pair.push(b'\n');
+        }
+        pair.extend_from_slice(chain_pem);
+        write_atomic(&dir.join("pair.pem"), &pair, 0o600)?;
         // The old certificate's OCSP response is not the new one's.
         let _ = std::fs::remove_file(dir.join("ocsp.der"));
-        write_atomic(&dir.join("cert.pem"), chain_pem, 0o644)?;
         self.clear_renewal(name);
         Ok(())
     }
@@ -284,11 +332,25 @@ impl Store {
         self.cert_dir(name).join("renew").exists()
     }
 
-    /// Asks for `name` to be renewed at the running server's next look.
-    pub fn request_renewal(&self, name: &str) -> io::Result<()> {
+    /// Asks for `name` to be renewed at the running server's next look. Run as root for a
+    /// server that serves as `owner`, what it creates is handed to that user (the server must
+    /// write there).
+    pub fn request_renewal(&self, name: &str, owner: Option<(u32, u32)>) -> io::Result<()> {
+        let certs = self.dir.join("certificates");
         let dir = self.cert_dir(name);
+        let made: Vec<PathBuf> = [&certs, &dir]
+            .into_iter()
+            .filter(|d| !d.exists())
+            .cloned()
+            .collect();
         make_dir(&dir)?;
-        write_atomic(&dir.join("renew"), b"", 0o600)
+        write_atomic(&dir.join("renew"), b"", 0o600)?;
+        if let Some((uid, gid)) = owner {
+            for p in made.iter().chain([&dir.join("renew")]) {
+                std::os::unix::fs::chown(p, Some(uid), Some(gid))?;
+            }
+        }
+        Ok(())
     }
 
     fn clear_renewal(&self, name: &str) {
@@ -334,6 +396,10 @@ impl Store {
             let _ = std::fs::remove_file(self.challenges(kind).join(key));
         }
     }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The answer stored under `key` in the challenge folder `dir`, if any (what a listener
@@ -441,6 +507,30 @@ mod tests {
             assert_eq!((m.uid(), m.gid()), (65_534, 65_534), "{}", d.display());
             assert_eq!(m.mode() & 0o777, 0o700);
         }
+        // `weft acme renew` as root: what it makes is the serving user's too.
+        s.request_renewal("a.example", Some((65_534, 65_534)))
+            .unwrap();
+        for p in [
+            "certificates",
+            "certificates/a.example",
+            "certificates/a.example/renew",
+        ] {
+            let m = std::fs::metadata(s.dir().join(p)).unwrap();
+            assert_eq!((m.uid(), m.gid()), (65_534, 65_534), "{p}");
+        }
+        let _ = std::fs::remove_dir_all(&storage);
+        // An existing storage directory keeps its owner and mode; only the CA's folder is made
+        // the user's.
+        std::fs::create_dir_all(&storage).unwrap();
+        std::fs::set_permissions(&storage, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = Store::new(&AcmeConfig {
+            storage: storage.clone(),
+            ..AcmeConfig::default()
+        });
+        s.prepare(&storage, Some((65_534, 65_534))).unwrap();
+        let m = std::fs::metadata(&storage).unwrap();
+        assert_eq!((m.uid(), m.mode() & 0o777), (0, 0o755));
+        assert_eq!(std::fs::metadata(s.dir()).unwrap().uid(), 65_534);
         let _ = std::fs::remove_dir_all(storage);
     }
 
@@ -453,7 +543,7 @@ mod tests {
         params.not_before = rcgen::date_time_ymd(2026, 12, 1);
         params.not_after = rcgen::date_time_ymd(2027, 3, 1);
         let cert = params.self_signed(&key).unwrap();
-        s.request_renewal("a.example").unwrap();
+        s.request_renewal("a.example", None).unwrap();
         assert!(s.renewal_requested("a.example"));
         s.save_certificate(
             "a.example",
@@ -466,10 +556,16 @@ mod tests {
         assert_eq!(got.not_before, 1_796_083_200); // 2026-12-01T00:00:00Z
         assert_eq!(got.not_after, 1_803_859_200); // 2027-03-01T00:00:00Z
         assert_eq!(got.leaf.as_ref(), cert.der().as_ref());
-        assert_eq!(mode(&s.dir().join("certificates/a.example/key.pem")), 0o600);
+        assert_eq!(
+            mode(&s.dir().join("certificates/a.example/pair.pem")),
+            0o600
+        );
+        assert!(String::from_utf8(got.key_pem.clone())
+            .unwrap()
+            .contains("PRIVATE KEY"));
         // Nothing outside the names' shape is looked up.
         assert!(s.certificate("../a.example").unwrap().is_none());
-        std::fs::write(s.dir().join("certificates/a.example/cert.pem"), b"junk").unwrap();
+        std::fs::write(s.dir().join("certificates/a.example/pair.pem"), b"junk").unwrap();
         assert!(s.certificate("a.example").is_err());
         let _ = std::fs::remove_dir_all(storage);
     }

@@ -655,6 +655,9 @@ impl std::error::Error for ReloadError {
 pub struct LiveApp {
     current: std::sync::RwLock<Arc<App>>,
     reload: Option<ReloadFn>,
+    /// Held while a new generation is built from the current one and put in its place
+    /// (SIGHUP's reload, the certificate keeper's refresh): one never undoes the other.
+    building: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for LiveApp {
@@ -671,6 +674,7 @@ impl LiveApp {
         LiveApp {
             current: std::sync::RwLock::new(app),
             reload,
+            building: std::sync::Mutex::new(()),
         }
     }
 
@@ -690,6 +694,7 @@ impl LiveApp {
         let Some(read) = &self.reload else {
             return Err(ReloadError::NoSource);
         };
+        let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
         let mut cfg = read().map_err(ReloadError::Config)?;
         let old = self.current();
         if cfg.listeners() != old.cfg.listeners() {
@@ -710,6 +715,7 @@ impl LiveApp {
     /// generation reads when it is made (`[acme]`'s certificates) is read anew. On an error
     /// the running generation stays.
     pub fn refresh(&self) -> Result<(), ReloadError> {
+        let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.current();
         let next = old.reload(old.cfg.clone()).map_err(ReloadError::Apply)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = next.into_shared();

@@ -486,6 +486,11 @@ fn managed(
     Ok(())
 }
 
+/// Whether a stored certificate and key load as rustls serves them (`Err`: why not).
+pub(crate) fn loads(stored: &crate::acme::store::Stored) -> Result<(), String> {
+    stored_pair(stored, &provider()).map(drop)
+}
+
 /// `name`'s stored OCSP response for `ck`, if it is one to staple now (for this
 /// certificate, good, current, signed by its issuer).
 fn stored_staple(
