@@ -394,9 +394,7 @@ impl Keeper {
     /// Orders `name`'s certificate under its lock. `Ok(false)`: another instance holds the
     /// lock, or stored one meanwhile.
     fn order(&mut self, cfg: &Config, store: &Store, name: &str) -> Result<bool, AcmeError> {
-        let io = |e: std::io::Error| {
-            AcmeError::Failed(format!("storage {}: {e}", store.dir().display()))
-        };
+        let io = storage_error(store);
         let Some(_lock) = store.lock(name).map_err(io)? else {
             log::info!("[acme] {name}: another instance sharing the storage is ordering it");
             return Ok(false);
@@ -490,9 +488,23 @@ fn renewal_window(
         Some((key, _)) => key,
         None => crate::acme::jws::AccountKey::generate().map_err(AcmeError::Key)?,
     };
+    connect(acme, key)?.renewal_info(leaf)
+}
+
+/// A session with `acme`'s CA for the account `key`: its directory read over HTTPS (checked
+/// with `[acme] ca` or the system's bundle), 30 s for each exchange.
+fn connect(
+    acme: &AcmeConfig,
+    key: crate::acme::jws::AccountKey,
+) -> Result<Client<crate::acme::transport::Https>, AcmeError> {
     let transport = crate::acme::transport::Https::new(acme.ca.as_deref(), Duration::from_secs(30))
         .map_err(AcmeError::Failed)?;
-    Client::new(transport, key, acme.directory_url())?.renewal_info(leaf)
+    Client::new(transport, key, acme.directory_url())
+}
+
+/// A storage failure as the keeper reports it.
+fn storage_error(store: &Store) -> impl Fn(std::io::Error) -> AcmeError + Copy + '_ {
+    move |e| AcmeError::Failed(format!("storage {}: {e}", store.dir().display()))
 }
 
 /// The challenge kinds this server can answer, in `[acme] challenges` order: tls-alpn-01 with a
@@ -521,10 +533,7 @@ pub fn obtain(
     kinds: Vec<String>,
     replaces: Option<String>,
 ) -> Result<String, AcmeError> {
-    let io =
-        |e: std::io::Error| AcmeError::Failed(format!("storage {}: {e}", store.dir().display()));
-    let transport = crate::acme::transport::Https::new(acme.ca.as_deref(), Duration::from_secs(30))
-        .map_err(AcmeError::Failed)?;
+    let io = storage_error(store);
     // Two instances starting together make one key between them.
     let key = store
         .with_account_lock(|| match store.account().map_err(io)? {
@@ -536,7 +545,7 @@ pub fn obtain(
             }
         })
         .map_err(io)??;
-    let mut client = Client::new(transport, key, acme.directory_url())?;
+    let mut client = connect(acme, key)?;
     client.replacing(replaces);
     let contact: Vec<String> = (!acme.email.is_empty())
         .then(|| format!("mailto:{}", acme.email))

@@ -182,14 +182,7 @@ impl Store {
     /// Runs `make` (which creates the account) under the storage's account lock, waiting up to
     /// 30 s for another instance's: two instances starting together make one account.
     pub fn with_account_lock<T>(&self, make: impl FnOnce() -> T) -> io::Result<T> {
-        let dir = self.dir.join("locks");
-        make_dir(&dir)?;
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(dir.join("account.lock"))?;
+        let f = self.lock_file("account")?;
         let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while !weft_sys::fs::try_lock(&f)? {
             if std::time::Instant::now() >= end {
@@ -361,15 +354,20 @@ impl Store {
     /// process may order it, `None` when another process (an instance sharing the storage)
     /// holds it.
     pub fn lock(&self, name: &str) -> io::Result<Option<File>> {
+        let f = self.lock_file(name)?;
+        Ok(weft_sys::fs::try_lock(&f)?.then_some(f))
+    }
+
+    /// `locks/WHAT.lock`, opened (created 0600 if need be) to be locked.
+    fn lock_file(&self, what: &str) -> io::Result<File> {
         let dir = self.dir.join("locks");
         make_dir(&dir)?;
-        let f = OpenOptions::new()
+        OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
-            .open(dir.join(format!("{name}.lock")))?;
-        Ok(weft_sys::fs::try_lock(&f)?.then_some(f))
+            .open(dir.join(format!("{what}.lock")))
     }
 
     /// Where challenge `kind`'s answers are kept.
