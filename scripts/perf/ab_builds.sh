@@ -20,6 +20,10 @@
 # nginx `user root;`.
 # NGINX_CONF=FILE runs nginx with that configuration instead of scripts/peers/peer-nginx.conf
 # (e.g. scripts/peers/peer-nginx-tuned.conf, with open_file_cache for static files).
+# LWAN=BINARY adds lwan (scripts/peers/build_lwan.sh builds target/peers/lwan) to every round:
+# one thread on the server cores, scripts/peers/peer-lwan.conf, serving a copy of www/ from its
+# file cache with `/echo` a 4-byte file "echo" (weft's /echo answers the same 4 bytes); each
+# build's same-round CPU ratio to lwan is printed beside the one to nginx.
 # CLIENT=lean drives the servers with scripts/clients/pipeline_client.c instead of wrk (built here; needs
 # cc), LEAN_DEPTH requests per write (default 1: no pipelining): about 0.7x wrk's CPU per
 # answer, so on a 2-core machine the server's core, not the client's, is the limit, and the
@@ -55,6 +59,16 @@ sed -e "s|PORT|$port|; s|WWW_ROOT|$PWD/www|; s|^worker_processes 1;|$nginx_user 
   "${NGINX_CONF:-scripts/peers/peer-nginx.conf}" >"$work/nginx.conf"
 taskset -c "$score" nginx -p "$work" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
 PID[nginx]=$!; PORT[nginx]=$port
+if [[ -n ${LWAN:-} ]]; then
+  [[ -x $LWAN ]] || { echo "ab_builds: LWAN=$LWAN is not an executable (scripts/peers/build_lwan.sh)" >&2; exit 2; }
+  port=$((port + 1))
+  cp -r www "$work/lwan-root"; printf echo >"$work/lwan-root/echo"
+  sed -e "s|PORT|$port|; s|ROOT|$work/lwan-root|; s|^threads = 1|threads = $threads|" \
+    scripts/peers/peer-lwan.conf >"$work/lwan.conf"
+  lwan_bin=$(realpath "$LWAN")
+  (cd "$work" && exec taskset -c "$score" "$lwan_bin" --config "$work/lwan.conf") >"$work/lwan.log" 2>&1 &
+  PID[lwan]=$!; PORT[lwan]=$port
+fi
 # On exit the servers are stopped and waited for, so a next run can bind the same ports.
 trap 'kill "${PID[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 source scripts/lib/wait_listening.sh
@@ -99,6 +113,11 @@ for n, rs in sorted(by.items()):
     if n != "nginx":
         rat = [float(r["cpu_us"]) / ng[r["run"]] for r in rs]
         print(n, "/nginx median %.3f  runs %s" % (st.median(rat), " ".join("%.3f" % x for x in rat)))
+lw = {r["run"]: float(r["cpu_us"]) for r in by.get("lwan", [])}
+for n, rs in sorted(by.items()):
+    if lw and n not in ("nginx", "lwan"):
+        rat = [float(r["cpu_us"]) / lw[r["run"]] for r in rs]
+        print(n, "/lwan median %.3f  runs %s" % (st.median(rat), " ".join("%.3f" % x for x in rat)))
 w1 = {r["run"]: r for r in by.get("w1", [])}
 for n, rs in sorted(by.items()):
     if n not in ("nginx", "w1") and w1:

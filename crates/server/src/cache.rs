@@ -233,13 +233,113 @@ impl quick_cache::Lifecycle<Box<[u8]>, Arc<Entry>> for Evictions {
     }
 }
 
-type Map = quick_cache::sync::Cache<
-    Box<[u8]>,
-    Arc<Entry>,
-    Weigh,
-    std::collections::hash_map::RandomState,
-    Evictions,
->;
+type Map = quick_cache::sync::Cache<Box<[u8]>, Arc<Entry>, Weigh, KeyHash, Evictions>;
+
+/// The cache's hash of its keys (request paths): a folded multiply over 16 bytes a step with
+/// two random 64-bit keys drawn once per cache (from std's `RandomState`, so the table's
+/// layout is not predictable from outside), about a tenth of SipHash-1-3's work on a
+/// 10-30-byte path. A key only enters the table once its file was found, so a client cannot
+/// fill it with colliding keys; the random keys keep even that from being planned.
+#[derive(Clone)]
+struct KeyHash {
+    k0: u64,
+    k1: u64,
+}
+
+impl Default for KeyHash {
+    fn default() -> KeyHash {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new();
+        KeyHash {
+            k0: seed.hash_one(0x243f_6a88_85a3_08d3_u64) | 1,
+            k1: seed.hash_one(0x1319_8a2e_0370_7344_u64),
+        }
+    }
+}
+
+impl std::hash::BuildHasher for KeyHash {
+    type Hasher = KeyHasher;
+    #[inline]
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher {
+            acc: self.k0,
+            k1: self.k1,
+        }
+    }
+}
+
+/// [`KeyHash`]'s hasher.
+struct KeyHasher {
+    acc: u64,
+    k1: u64,
+}
+
+/// The 128-bit product of `a` and `b`, its halves xored: every input bit reaches the output.
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+impl KeyHasher {
+    #[inline]
+    fn mix(&mut self, a: u64, b: u64) {
+        self.acc = fold(a ^ self.acc, b ^ self.k1);
+    }
+}
+
+impl std::hash::Hasher for KeyHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let half = |at: usize| {
+            u64::from(u32::from_le_bytes(
+                bytes[at..at + 4].try_into().expect("4 bytes"),
+            ))
+        };
+        if n <= 16 {
+            let (a, b) = if n >= 8 {
+                (word(0), word(n - 8))
+            } else if n >= 4 {
+                (half(0), half(n - 4))
+            } else if n > 0 {
+                (
+                    u64::from(bytes[0]) << 16
+                        | u64::from(bytes[n / 2]) << 8
+                        | u64::from(bytes[n - 1]),
+                    0,
+                )
+            } else {
+                (0, 0)
+            };
+            self.mix(a, b ^ n as u64);
+            return;
+        }
+        let mut at = 0;
+        while n - at > 16 {
+            self.mix(word(at), word(at + 8));
+            at += 16;
+        }
+        // The last 16 bytes (overlapping the previous step where `n` is not a multiple of 16).
+        self.mix(word(n - 16), word(n - 8) ^ n as u64);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.mix(x, 0);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.mix(x as u64, 0);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        fold(self.acc, self.k1 ^ 0x9e37_79b9_7f4a_7c15)
+    }
+}
 
 /// A snapshot of the cache's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -663,6 +763,53 @@ fn read_exact_size(file: &File, size: u64) -> io::Result<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_hash_spreads_paths_and_depends_on_its_keys() {
+        use std::hash::BuildHasher;
+        let h = KeyHash::default();
+        let key = |i: usize| -> Vec<u8> {
+            // Lengths 0 to 60, paths that differ in one place: the shapes a site's files have.
+            let mut k = format!("dir{}/file-{i}.html", i % 7).into_bytes();
+            k.truncate(i % 61);
+            k.extend_from_slice(format!("{i}").as_bytes());
+            k
+        };
+        let n = 1 << 14;
+        let hashes: Vec<u64> = (0..n).map(|i| h.hash_one(&key(i)[..])).collect();
+        // Equal keys, equal hashes; a boxed key hashes as the slice it is looked up by.
+        assert_eq!(h.hash_one(&key(5)[..]), hashes[5]);
+        assert_eq!(h.hash_one(key(5).into_boxed_slice()), hashes[5]);
+        let distinct: std::collections::HashSet<u64> = hashes.iter().copied().collect();
+        assert_eq!(distinct.len(), n, "no two of {n} paths collide in 64 bits");
+        // Both ends of the hash are used (the shard and the slot): 256 buckets by the low
+        // byte and by the high byte each hold 64 on average; none may be empty or hold
+        // three times that.
+        for shift in [0, 56] {
+            let mut buckets = [0u32; 256];
+            for x in &hashes {
+                buckets[((x >> shift) & 0xff) as usize] += 1;
+            }
+            let (lo, hi) = (buckets.iter().min().unwrap(), buckets.iter().max().unwrap());
+            assert!(*lo > 20 && *hi < 192, "shift {shift}: buckets {lo}..{hi}");
+        }
+        // Another cache draws other keys: the same path hashes differently.
+        let other = KeyHash::default();
+        assert_ne!(other.hash_one(&key(5)[..]), hashes[5]);
+        // Every length up to 40 reads all of its bytes: a change in any byte changes the hash.
+        for len in 0..40 {
+            let base = vec![b'a'; len];
+            for at in 0..len {
+                let mut changed = base.clone();
+                changed[at] = b'b';
+                assert_ne!(
+                    h.hash_one(&base[..]),
+                    h.hash_one(&changed[..]),
+                    "len {len} at {at}"
+                );
+            }
+        }
+    }
 
     fn tmp(name: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("weft-cache-{name}-{}", std::process::id()));

@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cvt;
 
@@ -51,6 +52,9 @@ fn open_beneath_with(dir: &File, rel: &[u8], resolve: Resolve, flags: i32) -> io
                 mode: 0,
                 resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
             };
+            if NO_OPENAT2.load(Ordering::Relaxed) {
+                return beneath_by_proc(dir, &path, flags);
+            }
             // SAFETY: `path` is a NUL-terminated string alive for the call; `how` is a valid
             // open_how and its exact size is passed; `dir` is a live directory descriptor.
             let r = unsafe {
@@ -62,7 +66,20 @@ fn open_beneath_with(dir: &File, rel: &[u8], resolve: Resolve, flags: i32) -> io
                     std::mem::size_of::<OpenHow>(),
                 )
             };
-            crate::cvt_long(r)? as RawFd
+            match crate::cvt_long(r) {
+                Ok(fd) => fd as RawFd,
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                    if !NO_OPENAT2.swap(true, Ordering::Relaxed) {
+                        log::warn!(
+                            "openat2 is not available (kernel before 5.6, or a sandbox refusing \
+                             it): files are opened with openat and checked to lie beneath their \
+                             root through /proc/self/fd"
+                        );
+                    }
+                    return beneath_by_proc(dir, &path, flags);
+                }
+                Err(e) => return Err(e),
+            }
         }
         Resolve::Follow => {
             // SAFETY: as above: a valid C string and a live directory descriptor.
@@ -71,6 +88,32 @@ fn open_beneath_with(dir: &File, rel: &[u8], resolve: Resolve, flags: i32) -> io
     };
     // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
     Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Set once `openat2` answered `ENOSYS`: [`open_beneath`] then uses [`beneath_by_proc`].
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// `Resolve::Beneath` without `openat2`: opens `path` under `dir` with `openat` (symlinks
+/// followed), then asks the kernel where the opened file is (`/proc/self/fd`) and refuses it
+/// (`EXDEV`, as `openat2` would) unless it lies in `dir`'s tree. The check is of the opened
+/// file itself, so a path changed between the open and the check cannot slip through. Where
+/// `/proc` is not mounted nothing can be checked and the open fails with `ENOSYS`.
+fn beneath_by_proc(dir: &File, path: &std::ffi::CStr, flags: i32) -> io::Result<File> {
+    // SAFETY: a valid C string and a live directory descriptor.
+    let fd = cvt(unsafe { libc::openat(dir.as_raw_fd(), path.as_ptr(), flags) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    let file = unsafe { File::from_raw_fd(fd) };
+    let place = |fd: RawFd| {
+        std::fs::read_link(format!("/proc/self/fd/{fd}"))
+            .map_err(|_| io::Error::from_raw_os_error(libc::ENOSYS))
+    };
+    let base = place(dir.as_raw_fd())?;
+    let at = place(file.as_raw_fd())?;
+    if at.starts_with(&base) {
+        Ok(file)
+    } else {
+        Err(io::Error::from_raw_os_error(libc::EXDEV))
+    }
 }
 
 /// Whether this process may search directory `path` (look up names in it: what serving files
@@ -172,6 +215,44 @@ mod tests {
         assert!(metadata_beneath(&root, b"sealed.php", Resolve::Beneath)
             .unwrap()
             .is_file());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // openat and /proc: not supported by miri
+    fn without_openat2_the_opened_file_is_checked_to_lie_beneath() {
+        let d = tmpdir("by-proc");
+        std::fs::create_dir_all(d.join("root/sub")).unwrap();
+        std::fs::write(d.join("root/sub/f.txt"), b"inside").unwrap();
+        std::fs::write(d.join("secret.txt"), b"outside").unwrap();
+        std::fs::write(d.join("root-sibling"), b"a prefix, not beneath").unwrap();
+        std::os::unix::fs::symlink(d.join("secret.txt"), d.join("root/out-abs")).unwrap();
+        std::os::unix::fs::symlink("../secret.txt", d.join("root/out-rel")).unwrap();
+        std::os::unix::fs::symlink("../root-sibling", d.join("root/sibling")).unwrap();
+        std::os::unix::fs::symlink("sub/f.txt", d.join("root/in-rel")).unwrap();
+        std::os::unix::fs::symlink("/proc/self/root/etc", d.join("root/magic")).unwrap();
+        let root = File::open(d.join("root")).unwrap();
+        let open = |rel: &str| {
+            let c = CString::new(rel).unwrap();
+            beneath_by_proc(&root, &c, libc::O_RDONLY | libc::O_CLOEXEC)
+        };
+        let mut s = String::new();
+        open("in-rel").unwrap().read_to_string(&mut s).unwrap();
+        assert_eq!(s, "inside");
+        assert!(open("sub/f.txt").is_ok());
+        assert!(open("sub").is_ok(), "a directory beneath");
+        for bad in [
+            "../secret.txt",
+            "out-abs",
+            "out-rel",
+            "sibling",
+            "magic",
+            "sub/../../secret.txt",
+        ] {
+            let e = open(bad).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EXDEV), "{bad}: {e}");
+        }
+        assert_eq!(open("missing").unwrap_err().kind(), io::ErrorKind::NotFound);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -246,6 +246,11 @@ impl StaticFiles {
                     return resp;
                 }
             }
+            // The common request (no precondition, no range) is the prepared answer as it
+            // stands: nothing to compare, nothing to copy.
+            if conds.range.is_none() && conds.is_unconditional() {
+                return Response::new(200).body(Body::Prepared(entry));
+            }
             let v = entry.validators();
             let vary = self.varies(v.content_type, v.size);
             return answer(
