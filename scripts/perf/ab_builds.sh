@@ -10,7 +10,8 @@
 # DURATION=S: seconds per wrk run (default 3).
 #
 # A build may be BINARY@CONFIG.toml to serve with that configuration file (e.g. one setting
-# `[fiber] linger = "0s"`). Builds are named w1, w2, ... in the order given. Needs wrk and nginx.
+# `[fiber] linger = "0s"`), and "BINARY FLAG..." (one argument) to serve with those flags
+# too (e.g. "target/release/weft --congestion reno"). Builds are named w1, w2, ... in the order given. Needs wrk and nginx.
 # MODEL=NAME serves the builds with that model (default fiber), e.g. MODEL=pipeline.
 # WRK_SCRIPT=FILE (and WRK_SCRIPT_ARGS) drive wrk with a script, e.g. WRK_SCRIPT=scripts/clients/pipeline.lua
 # WRK_SCRIPT_ARGS=16 for 16 pipelined requests per write.
@@ -46,12 +47,12 @@ root_flag=(); nginx_user=""
 if ((EUID == 0)); then root_flag=(--allow-root); nginx_user="user root;"; fi
 for arg in "$@"; do
   port=$((port + 1)); i=$((i + 1)); name="w$i"
-  b=${arg%%@*}; config=()
+  read -r -a words <<<"${arg%%@*}"; b=${words[0]}; flags=("${words[@]:1}"); config=()
   if [[ $arg == *@* ]]; then config=(--config "${arg#*@}"); fi
   # Connections unbounded, as the nginx peers' `keepalive_requests 1000000` (a build older
   # than the flag has no bound).
   ka=(); "$b" serve --help 2>/dev/null | grep -q -- --keepalive-requests && ka=(--keepalive-requests 1000000)
-  taskset -c "$score" "$b" serve "${ka[@]}" "${root_flag[@]}" "${config[@]}" --root www --threads "$threads" --listen "127.0.0.1:$port=${MODEL:-fiber}" >"$work/$name.log" 2>&1 &
+  taskset -c "$score" "$b" serve "${ka[@]}" "${root_flag[@]}" "${config[@]}" "${flags[@]}" --root www --threads "$threads" --listen "127.0.0.1:$port=${MODEL:-fiber}" >"$work/$name.log" 2>&1 &
   PID[$name]=$!; PORT[$name]=$port
 done
 port=$((port + 1))

@@ -45,6 +45,11 @@ pub fn problems(cfg: &Config) -> Vec<String> {
         found.push(e.to_string());
     }
     for l in &listeners {
+        if let Some(cc) = &l.congestion {
+            if let Err(e) = crate::server::congestion_available(cc) {
+                found.push(format!("listener {}: {e}", l.addr));
+            }
+        }
         if l.addr.port() == 0 {
             continue;
         }
@@ -116,6 +121,28 @@ mod tests {
                 .any(|p| p.contains("no listener has tls = true")),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn a_congestion_control_the_kernel_lacks_is_reported() {
+        let with = |cc: &str| {
+            let cfg = Config::from_toml(&format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ncongestion = \"{cc}\"\n"
+            ))
+            .unwrap();
+            assert_eq!(cfg.listen[0].congestion.as_deref(), Some(cc));
+            problems(&cfg)
+        };
+        let found = with("no-such-algorithm");
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("congestion = \"no-such-algorithm\": not available")),
+            "{found:?}"
+        );
+        // reno is built into every Linux kernel and allowed to every user.
+        let found = with("reno");
+        assert!(!found.iter().any(|p| p.contains("congestion")), "{found:?}");
     }
 
     #[test]

@@ -165,6 +165,10 @@ struct ServeArgs {
     /// `[[listen]] proxy_protocol`).
     #[arg(long)]
     proxy_protocol: bool,
+    /// Every listener's connections use this TCP congestion control, e.g. reno (config
+    /// `[[listen]] congestion`; not given: the system's default).
+    #[arg(long, value_name = "NAME")]
+    congestion: Option<String>,
     /// Trust X-Forwarded-For from these proxies (config `real_ip_from`); may repeat or list.
     #[arg(long, value_name = "CIDR", value_delimiter = ',')]
     real_ip_from: Vec<weft::config::Cidr>,
@@ -419,6 +423,12 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
         cfg.listen = cfg.listeners();
         for l in &mut cfg.listen {
             l.proxy_protocol = true;
+        }
+    }
+    if let Some(cc) = &args.congestion {
+        cfg.listen = cfg.listeners();
+        for l in &mut cfg.listen {
+            l.congestion = Some(cc.clone());
         }
     }
     cfg.real_ip_from.extend(args.real_ip_from.iter().copied());

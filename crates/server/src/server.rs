@@ -146,6 +146,7 @@ impl ServerBuilder {
                     h2c: false,
                     backlog: crate::config::default_backlog(),
                     conn_per_ip: None,
+                    congestion: None,
                 })
                 .collect();
         } else if let Some(m) = self.model {
@@ -184,6 +185,11 @@ impl ServerBuilder {
             } else {
                 adopt(handed, sockets, &l)?
             };
+            if let Some(cc) = &l.congestion {
+                set_congestion(&listeners, cc).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.addr))
+                })?;
+            }
             let addr = listeners[0].local_addr()?;
             let metrics = app.metrics.add_listener(addr, l.model);
             metrics.set_proxy_protocol(l.proxy_protocol);
@@ -336,6 +342,38 @@ fn listens_name(listens: &[Listen], addr: SocketAddr) -> String {
         .find(|l| l.addr == addr)
         .and_then(|l| l.name.clone())
         .unwrap_or_else(|| activation::UNNAMED.into())
+}
+
+/// Sets the congestion control `name` on listening sockets (`[[listen]] congestion`): the
+/// connections they accept inherit it.
+fn set_congestion(listeners: &[TcpListener], name: &str) -> io::Result<()> {
+    listeners
+        .iter()
+        .try_for_each(|l| congestion_on(socket2::SockRef::from(l), name))
+}
+
+/// Whether this kernel gives this user the congestion control `name` (`weft check`): tried
+/// on a socket that is never bound.
+pub(crate) fn congestion_available(name: &str) -> io::Result<()> {
+    let probe = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    congestion_on(socket2::SockRef::from(&probe), name)
+}
+
+/// `TCP_CONGESTION` = `name` on `sock`; a name the kernel does not have, or may not give this
+/// user, fails saying which setting to look at.
+fn congestion_on(sock: socket2::SockRef<'_>, name: &str) -> io::Result<()> {
+    sock.set_tcp_congestion(name.as_bytes()).map_err(|e| {
+        let why = match e.raw_os_error() {
+            Some(weft_sys::errno::ENOENT) => {
+                "not available on this kernel (net.ipv4.tcp_available_congestion_control)"
+            }
+            Some(weft_sys::errno::EPERM) => {
+                "not allowed for this user (net.ipv4.tcp_allowed_congestion_control)"
+            }
+            _ => "refused",
+        };
+        io::Error::new(e.kind(), format!("congestion = {name:?}: {why}: {e}"))
+    })
 }
 
 /// Binds `count` sockets to `addr` with a queue of `backlog` (with `SO_REUSEPORT` when more
@@ -709,4 +747,25 @@ pub fn shutdown_on_signals(handle: ShutdownHandle) -> io::Result<()> {
             }
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_connections_inherit_the_listeners_congestion_control() {
+        let listeners = bind("127.0.0.1:0".parse().unwrap(), 1, 16).unwrap();
+        set_congestion(&listeners, "reno").unwrap();
+        let addr = listeners[0].local_addr().unwrap();
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        let (accepted, _) = listeners[0].accept().unwrap();
+        let cc = socket2::SockRef::from(&accepted).tcp_congestion().unwrap();
+        assert_eq!(String::from_utf8_lossy(&cc).trim_end_matches('\0'), "reno");
+        let e = set_congestion(&listeners, "no-such-algorithm").unwrap_err();
+        assert!(
+            e.to_string().contains("not available on this kernel"),
+            "{e}"
+        );
+    }
 }

@@ -115,6 +115,13 @@ pub struct Listen {
     /// its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conn_per_ip: Option<u32>,
+    /// TCP congestion control for this listener's connections (`TCP_CONGESTION` on the
+    /// listening socket, which accepted connections inherit; HAProxy's `bind ... cc`), e.g.
+    /// `"reno"`, `"cubic"` or `"bbr"`: one the kernel has (`net.ipv4.tcp_available_congestion_control`;
+    /// unprivileged, one in `tcp_allowed_congestion_control`). Not set: the system's
+    /// default (`net.ipv4.tcp_congestion_control`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
 }
 
 fn yes() -> bool {
@@ -151,6 +158,7 @@ impl FromStr for Listen {
             h2c: false,
             backlog: default_backlog(),
             conn_per_ip: None,
+            congestion: None,
         })
     }
 }

@@ -23,6 +23,7 @@
 //! h2c = false                 # plain: HTTP/2 with prior knowledge beside HTTP/1.1
 //! backlog = 4096              # connections the kernel queues before accept (nginx backlog=)
 //! # conn_per_ip = 16          # this listener's own connections per client (default: limits')
+//! # congestion = "reno"       # TCP congestion control of its connections (default: the system's)
 //!
 //! [timeouts]                  # "60s", "500ms", "2m" or a number of seconds
 //! header_read = "60s"         # nginx client_header_timeout
