@@ -99,6 +99,14 @@ pub struct Single<'a> {
     pub next_update: Option<i64>,
 }
 
+impl Single<'_> {
+    /// Until when the answer holds: its `nextUpdate`, or a day after `thisUpdate` for one
+    /// that names none.
+    pub fn holds_until(&self) -> i64 {
+        self.next_update.unwrap_or(self.this_update + 86_400)
+    }
+}
+
 /// A basic OCSP response taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Basic<'a> {
@@ -114,7 +122,8 @@ pub struct Basic<'a> {
     pub has_certs: bool,
 }
 
-const SHA1: &[u8] = &[0x2b, 0x0e, 0x03, 0x02, 0x1a];
+/// SHA-1's OID (content octets): the CertID hash responders expect.
+pub const SHA1: &[u8] = &[0x2b, 0x0e, 0x03, 0x02, 0x1a];
 
 /// An OCSP request for one certificate: SHA-1 hashes of its issuer's Name and public key, and
 /// its serial number (the INTEGER's content octets), as responders expect (RFC 5019 §2.1.1).

@@ -90,7 +90,7 @@ pub fn check(der: &[u8], leaf: &[u8], issuer: &IssuerKey, now: i64) -> Result<Va
         .responses
         .iter()
         .find(|r| {
-            r.hash_algorithm == [0x2b, 0x0e, 0x03, 0x02, 0x1a]
+            r.hash_algorithm == ocsp::SHA1
                 && r.name_hash == name_hash
                 && r.key_hash == key_hash
                 && r.serial == serial.as_slice()
@@ -101,7 +101,7 @@ pub fn check(der: &[u8], leaf: &[u8], issuer: &IssuerKey, now: i64) -> Result<Va
         CertStatus::Revoked => return Err(REVOKED.into()),
         CertStatus::Unknown => return Err("the responder does not know the certificate".into()),
     }
-    let next_update = single.next_update.unwrap_or(single.this_update + 86_400);
+    let next_update = single.holds_until();
     // Five minutes for clocks that differ.
     if single.this_update > now + 300 {
         return Err("a response from the future (thisUpdate)".into());

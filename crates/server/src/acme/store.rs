@@ -266,7 +266,7 @@ impl Store {
             )
         };
         // The key's PEM block first, then the chain's.
-        let split = find(&pair, b"-----BEGIN CERTIFICATE-----")
+        let split = super::transport::find(&pair, b"-----BEGIN CERTIFICATE-----")
             .ok_or_else(|| bad("no CERTIFICATE block"))?;
         let (key_pem, chain_pem) = (pair[..split].to_vec(), pair[split..].to_vec());
         let leaf = CertificateDer::pem_slice_iter(&chain_pem)
@@ -394,10 +394,6 @@ impl Store {
             let _ = std::fs::remove_file(self.challenges(kind).join(key));
         }
     }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The answer stored under `key` in the challenge folder `dir`, if any (what a listener

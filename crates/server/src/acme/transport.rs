@@ -222,7 +222,7 @@ pub(crate) fn parse_response(buf: &[u8], head_only: bool) -> io::Result<HttpResp
 }
 
 /// Where `needle` first starts in `hay`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+pub(super) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 

@@ -432,12 +432,10 @@ fn managed(
     // that matches it (or is it), or the [tls] certificate's names.
     let names = serve::names(cfg, |name| {
         resolver.exact.contains_key(name)
-            || resolver.wildcard.iter().any(|(suffix, _)| {
-                name == format!("*{suffix}")
-                    || name
-                        .strip_suffix(suffix.as_str())
-                        .is_some_and(|label| !label.is_empty() && !label.contains('.'))
-            })
+            || resolver
+                .wildcard
+                .iter()
+                .any(|(suffix, _)| name == format!("*{suffix}") || one_label_before(name, suffix))
             || resolver.default.as_ref().is_some_and(|ck| covers(ck, name))
     })?;
     if names.is_empty() && resolver.default.is_none() {
@@ -589,7 +587,7 @@ impl Certificate {
             .and_then(|b| {
                 b.responses
                     .first()
-                    .map(|r| r.next_update.unwrap_or(r.this_update + 86_400))
+                    .map(weft_http::ocsp::Single::holds_until)
             });
         Certificate {
             name: name.unwrap_or_else(|| "default".into()),
@@ -685,13 +683,17 @@ impl SniResolver {
         }
         self.wildcard
             .iter()
-            .filter(|(suffix, _)| {
-                name.strip_suffix(suffix.as_str())
-                    .is_some_and(|label| !label.is_empty() && !label.contains('.'))
-            })
+            .filter(|(suffix, _)| one_label_before(name, suffix))
             .max_by_key(|(suffix, _)| suffix.len())
             .map_or(self.default.as_ref(), |(_, ck)| Some(ck))
     }
+}
+
+/// Whether `name` is one label followed by `suffix` (".example.com"): what `*.example.com`
+/// matches.
+fn one_label_before(name: &str, suffix: &str) -> bool {
+    name.strip_suffix(suffix)
+        .is_some_and(|label| !label.is_empty() && !label.contains('.'))
 }
 
 impl ResolvesServerCert for SniResolver {
